@@ -1,0 +1,152 @@
+"""One registry of activations, with the facts the paper's theorems use.
+
+An ungated block applies ``σ`` to ``W_up x``; a gated block applies the gate ``g`` to
+``W_gate x`` and multiplies by the linear value branch ``W_value x``. Each entry records:
+
+- ``gated``: whether the function is a gate ``g`` (GLU family) or an activation ``σ``;
+- ``degree``: the positive-homogeneity degree ``k`` of the *block*, when ``f(t x) = t^k f(x)``
+  for ``t > 0`` (ReLU: 1, ReLU²: 2, ReGLU: 1 + 1 = 2), else ``None``;
+- ``odd_part_half``: whether ``σ(z) − σ(−z) = z`` (odd part ``z/2``), which makes the
+  sign-flip absorber exact;
+- ``gate_at_zero``: ``g(0)`` for gates (Prop 6 needs ``g(0) = 0``), ``None`` otherwise;
+- ``smooth_at_zero``: whether the function is differentiable at 0 (Prop 6 needs it).
+
+``family`` derives from these: ``"homogeneous"`` (degree ``k ≠ 1``, Prop 5), ``"gated"``
+(Prop 6 when ``g(0) = 0`` and smooth), ``"ungated"`` (Thm 8/10 territory).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Activation", "get", "names", "register", "unregister"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Activation:
+    """A registered activation ``σ`` (or gate ``g``) and the facts the theorems need."""
+
+    name: str
+    fn: Callable[[jax.Array], jax.Array]
+    gated: bool = False
+    degree: float | None = None
+    odd_part_half: bool = False
+    gate_at_zero: float | None = None
+    smooth_at_zero: bool = True
+
+    @property
+    def family(self) -> str:
+        """``"homogeneous"`` (degree ≠ 1), ``"gated"`` or ``"ungated"``."""
+        if self.degree is not None and self.degree != 1:
+            return "homogeneous"
+        return "gated" if self.gated else "ungated"
+
+    @property
+    def result(self) -> str:
+        """The paper's result that decides absorption for blocks with this activation."""
+        if self.family == "homogeneous":
+            return "Prop 5: never absorbs (homogeneous of degree k != 1)"
+        if self.gated:
+            if self.gate_at_zero == 0 and self.smooth_at_zero:
+                return "Prop 6: never absorbs (gate differentiable at 0 with g(0) = 0)"
+            return "not covered: gate with g(0) != 0 or not differentiable at 0"
+        if self.name in ("relu", "gelu"):
+            return "Thm 8/10: absorbs iff W_down[:,S] W_up[S,:] = -I for some S"
+        if self.odd_part_half:
+            return "sign-flip absorber exact when an S exists; converse not proven"
+        return "not covered"
+
+    def __call__(self, z: jax.Array) -> jax.Array:
+        return self.fn(z)
+
+
+_REGISTRY: dict[str, Activation] = {}
+
+
+def _relu2(z):
+    return jnp.square(jax.nn.relu(z))
+
+
+def _gelu(z):
+    return jax.nn.gelu(z, approximate=False)
+
+
+def _gelu_tanh(z):
+    return jax.nn.gelu(z, approximate=True)
+
+
+def _odd_part_is_half(fn: Callable) -> bool:
+    """Numerical check of ``σ(z) − σ(−z) = z`` on a grid in [−8, 8] (float32-safe, rtol 1e-5)."""
+    z = np.linspace(-8.0, 8.0, 257, dtype=np.float32)
+    lhs = np.asarray(fn(jnp.asarray(z)) - fn(jnp.asarray(-z)))
+    return bool(np.allclose(lhs, z, rtol=1e-5, atol=1e-5))
+
+
+def register(
+    name: str,
+    fn: Callable[[jax.Array], jax.Array],
+    *,
+    gated: bool = False,
+    degree: float | None = None,
+    odd_part_half: bool | None = None,
+    smooth_at_zero: bool = True,
+    overwrite: bool = False,
+) -> Activation:
+    """Register an elementwise activation (or, with ``gated=True``, a gate ``g``).
+
+    ``odd_part_half`` is measured numerically when not given; ``gate_at_zero`` is ``g(0)``.
+    ``degree`` is the homogeneity degree of the whole block (for a gate of degree ``k`` the
+    gated block has degree ``k + 1``). Returns the new entry.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if name in _REGISTRY and not overwrite:
+        raise ValueError(f"activation {name!r} is already registered; pass overwrite=True")
+    if not callable(fn):
+        raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+    if odd_part_half is None:
+        odd_part_half = _odd_part_is_half(fn)
+    gate_at_zero = float(fn(jnp.zeros(()))) if gated else None
+    entry = Activation(name, fn, gated, degree, odd_part_half, gate_at_zero, smooth_at_zero)
+    _REGISTRY[name] = entry
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Remove a registered activation (``ValueError`` when unknown)."""
+    get(name)
+    del _REGISTRY[name]
+
+
+def get(name: str | Activation) -> Activation:
+    """The registry entry for ``name``; ``ValueError`` listing the known names if unknown."""
+    if isinstance(name, Activation):
+        return name
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown activation {name!r}; known: {', '.join(names())}") from None
+
+
+def names(*, gated: bool | None = None) -> tuple[str, ...]:
+    """Registered names, optionally only the gated (``True``) or ungated (``False``) ones."""
+    return tuple(k for k, v in _REGISTRY.items() if gated is None or v.gated == gated)
+
+
+# Ungated activations σ.
+register("relu", jax.nn.relu, degree=1, odd_part_half=True, smooth_at_zero=False)
+register("gelu", _gelu, odd_part_half=True)  # exact z Φ(z) (PyTorch / Hugging Face "gelu")
+register("gelu_tanh", _gelu_tanh, odd_part_half=True)  # jax.nn.gelu's default
+register("silu", jax.nn.silu, odd_part_half=True)
+register("softplus", jax.nn.softplus, odd_part_half=True)
+register("relu2", _relu2, degree=2, odd_part_half=False)
+# Gates g of gated blocks W_down (g(W_gate x) ⊙ W_value x).
+register("reglu", jax.nn.relu, gated=True, degree=2, odd_part_half=True, smooth_at_zero=False)
+register("swiglu", jax.nn.silu, gated=True, odd_part_half=True)
+register("geglu", _gelu, gated=True, odd_part_half=True)
+register("glu", jax.nn.sigmoid, gated=True, odd_part_half=False)

@@ -1,0 +1,308 @@
+"""Pure MLP blocks on one input ``x`` of shape ``(d,)``, their weights, and Lemma 4.
+
+Shapes follow the paper (column vectors, PyTorch layout): ``W_up ∈ R^{n×d}`` (rows are hidden
+units), ``W_down ∈ R^{d×n}``. Blocks act on ONE example; add batches, draws and restarts with
+``jax.vmap`` at the call site. The activation is a static name from
+:mod:`absorbjax.activations`, never a pytree leaf, so ``jit`` specialises on it and optax sees
+only float arrays.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from absorbjax import activations
+
+__all__ = [
+    "MLPParams",
+    "GatedParams",
+    "Params",
+    "mlp",
+    "skip_mlp",
+    "stack",
+    "init",
+    "sample",
+    "absorbable",
+    "reduce_skip",
+    "dims",
+    "DISTS",
+]
+
+
+class MLPParams(NamedTuple):
+    """Ungated block weights: ``up`` = ``W_up`` ``(n, d)``, ``down`` = ``W_down`` ``(d, n)``."""
+
+    up: jax.Array
+    down: jax.Array
+
+
+class GatedParams(NamedTuple):
+    """Gated block weights ``W_down (g(W_gate x) ⊙ W_value x)``.
+
+    ``gate`` = ``W_gate`` ``(n, d)`` (through the gate ``g``; HF ``gate_proj``),
+    ``value`` = ``W_value`` ``(n, d)`` (linear branch; HF ``up_proj``),
+    ``down`` = ``W_down`` ``(d, n)``.
+    """
+
+    gate: jax.Array
+    value: jax.Array
+    down: jax.Array
+
+
+Params = MLPParams | GatedParams
+
+DISTS = ("gaussian", "uniform", "orthogonal", "rademacher", "ternary", "grid")
+
+
+def dims(params: Params) -> tuple[int, int]:
+    """``(d, n)`` of one block, checking that the weight shapes agree.
+
+    Leading axes (draws, layers) are allowed and ignored; a mismatch raises ``ValueError``
+    naming the offending field and the expected shape.
+    """
+    if not isinstance(params, (MLPParams, GatedParams)):
+        raise ValueError(f"params must be MLPParams or GatedParams, got {type(params).__name__}")
+    down = jnp.shape(params.down)
+    if len(down) < 2:
+        raise ValueError(f"params.down must have shape (..., d, n), got {down}")
+    d, n = down[-2:]
+    for field in params._fields[:-1]:
+        shape = jnp.shape(getattr(params, field))
+        if len(shape) < 2 or shape[-2:] != (n, d):
+            raise ValueError(
+                f"params.{field} must have shape (..., {n}, {d}) to match params.down "
+                f"{down} (n={n}, d={d}); got {shape}"
+            )
+    return d, n
+
+
+def _check(params: Params, x: jax.Array, activation: str) -> activations.Activation:
+    act = activations.get(activation)
+    want = GatedParams if act.gated else MLPParams
+    if not isinstance(params, want):
+        raise ValueError(
+            f"activation {act.name!r} needs {want.__name__}, got {type(params).__name__}"
+        )
+    d, _ = dims(params)
+    if jnp.shape(x) != (d,):
+        raise ValueError(f"x must have shape ({d},) (one example; vmap for batches), got {jnp.shape(x)}")
+    return act
+
+
+def _hidden(params: Params, x: jax.Array, act: activations.Activation) -> jax.Array:
+    if act.gated:
+        return act.fn(params.gate @ x) * (params.value @ x)
+    return act.fn(params.up @ x)
+
+
+def mlp(params: Params, x: jax.Array, activation: str) -> jax.Array:
+    """Residual-free block ``V_down σ(V_up x)`` (or its gated form); ``x: (d,)`` → ``(d,)``."""
+    act = _check(params, x, activation)
+    return params.down @ _hidden(params, x, act)
+
+
+def skip_mlp(
+    params: Params, x: jax.Array, activation: str, skip: jax.Array | None = None
+) -> jax.Array:
+    """Residual block ``A x + W_down σ(W_up x)``; ``skip`` is ``A`` ``(d, d)``, ``None`` = ``I``."""
+    out = mlp(params, x, activation)
+    if skip is None:
+        return x + out
+    d = x.shape[0]
+    if jnp.shape(skip) != (d, d):
+        raise ValueError(f"skip must have shape ({d}, {d}), got {jnp.shape(skip)}")
+    return skip @ x + out
+
+
+def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = True) -> jax.Array:
+    """Depth-``L`` composition of blocks; ``params`` carry a leading ``L`` axis (``lax.scan``).
+
+    ``residual=True`` composes ``x ↦ x + W_down σ(W_up x)``, ``False`` composes ``mlp``.
+    """
+    if jnp.ndim(params.down) != 3:
+        raise ValueError(
+            f"stack params need a leading depth axis: params.down (L, d, n), got {jnp.shape(params.down)}"
+        )
+    dims(params)
+    block = skip_mlp if residual else mlp
+
+    def layer(h, p):
+        return block(p, h, activation), None
+
+    return lax.scan(layer, x, params)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights
+
+
+def _float_dtype(dtype):
+    if dtype is None:
+        return jnp.result_type(float)  # float64 under jax_enable_x64, else float32
+    dtype = jnp.dtype(dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"dtype must be a floating dtype, got {dtype}")
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "dtype=float64 needs jax.config.update('jax_enable_x64', True); absorbjax never "
+            "switches it on for you"
+        )
+    return dtype
+
+
+def _matrix(key, shape, fan_in, dist, dtype, bits):
+    if dist == "gaussian":
+        return jax.random.normal(key, shape, dtype) / np.sqrt(fan_in)
+    if dist == "uniform":
+        lim = np.sqrt(3.0 / fan_in)  # same variance as the Gaussian
+        return jax.random.uniform(key, shape, dtype, -lim, lim)
+    if dist == "orthogonal":  # orthonormal columns (tall) or rows (wide)
+        return jax.nn.initializers.orthogonal()(key, shape, dtype)
+    if dist == "rademacher":
+        return jax.random.rademacher(key, shape, dtype)
+    if dist == "ternary":
+        return jax.random.randint(key, shape, -1, 2).astype(dtype)
+    if dist == "grid":  # symmetric signed integer grid of a `bits`-bit quantiser
+        top = 2 ** (bits - 1) - 1
+        return jax.random.randint(key, shape, -top, top + 1).astype(dtype)
+    raise ValueError(f"dist must be one of {DISTS}, got {dist!r}")
+
+
+def init(
+    key: jax.Array,
+    d: int,
+    n: int,
+    activation: str,
+    *,
+    dist: str = "gaussian",
+    dtype=None,
+    depth: int | None = None,
+    bits: int = 3,
+) -> Params:
+    """Random weights of one block (or, with ``depth=L``, a stack with a leading ``L`` axis).
+
+    Args:
+      key: PRNG key.
+      d: input/output dimension ``d``.
+      n: hidden width ``n``.
+      activation: registered name; gated names give :class:`GatedParams`.
+      dist: ``"gaussian"`` and ``"uniform"`` (variance ``1/fan_in``), ``"orthogonal"``
+        (orthonormal rows/columns), or discrete integer weights as in quantised networks with
+        the per-tensor scale folded out: ``"rademacher"`` (±1), ``"ternary"`` ({−1, 0, 1}),
+        ``"grid"`` (integers in ``[−(2^{bits−1}−1), 2^{bits−1}−1]``; ``bits=2`` is ternary).
+      dtype: float dtype; default follows ``jax_enable_x64``.
+      depth: number of layers ``L``; layer ``l`` uses ``fold_in(key, l)``.
+      bits: grid resolution for ``dist="grid"`` (≥ 2).
+    """
+    act = activations.get(activation)
+    for arg, v in (("d", d), ("n", n)):
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{arg} must be a positive integer, got {v!r}")
+    if dist not in DISTS:
+        raise ValueError(f"dist must be one of {DISTS}, got {dist!r}")
+    if dist == "grid" and (not isinstance(bits, (int, np.integer)) or bits < 2):
+        raise ValueError(f"bits must be an integer >= 2, got {bits!r}")
+    dtype = _float_dtype(dtype)
+    if depth is not None:
+        if not isinstance(depth, (int, np.integer)) or depth < 1:
+            raise ValueError(f"depth must be a positive integer, got {depth!r}")
+        layers = [init(jax.random.fold_in(key, l), d, n, act.name, dist=dist, dtype=dtype, bits=bits)
+                  for l in range(depth)]
+        return jax.tree.map(lambda *a: jnp.stack(a), *layers)
+    if act.gated:
+        kg, kv, kd = jax.random.split(key, 3)
+        return GatedParams(
+            _matrix(kg, (n, d), d, dist, dtype, bits),
+            _matrix(kv, (n, d), d, dist, dtype, bits),
+            _matrix(kd, (d, n), n, dist, dtype, bits),
+        )
+    ku, kd = jax.random.split(key)
+    return MLPParams(_matrix(ku, (n, d), d, dist, dtype, bits), _matrix(kd, (d, n), n, dist, dtype, bits))
+
+
+def sample(
+    key: jax.Array,
+    draws: int,
+    d: int,
+    n: int,
+    activation: str,
+    *,
+    dist: str = "gaussian",
+    dtype=None,
+    depth: int | None = None,
+    bits: int = 3,
+    start: int = 0,
+) -> Params:
+    """``draws`` independent blocks with a leading draws axis; draw ``i`` is
+    ``init(fold_in(key, start + i), ...)``, so ``sample(key, 10)`` is a prefix of
+    ``sample(key, 100)`` and chunks ``start=0, 100, …`` concatenate to one big sample."""
+    if not isinstance(draws, (int, np.integer)) or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(start, start + draws))
+    return jax.vmap(
+        lambda k: init(k, d, n, activation, dist=dist, dtype=dtype, depth=depth, bits=bits)
+    )(keys)
+
+
+def absorbable(
+    key: jax.Array,
+    d: int,
+    n: int,
+    activation: str,
+    *,
+    size: int | None = None,
+    dtype=None,
+) -> tuple[MLPParams, np.ndarray]:
+    """Gaussian weights that satisfy ``W_down[:,S] W_up[S,:] = −I_d`` for a random index set ``S``.
+
+    ``|S| = size`` (default ``d``, at most ``n``). ``W_down[:,S] = −W_up[S,:]⁺ + Z (I − W_up[S,:]
+    W_up[S,:]⁺)`` with random ``Z``: the negative pseudo-inverse plus a random component in the left
+    null space (nonzero only when ``|S| > d``). Returns ``(params, S)`` with ``S`` sorted.
+    Gated activations raise: the sign-flip absorber is for ungated blocks.
+    """
+    act = activations.get(activation)
+    if act.gated:
+        raise ValueError(f"absorbable needs an ungated activation, got gated {act.name!r}")
+    size = d if size is None else size
+    if not isinstance(size, (int, np.integer)) or not d <= size <= n:
+        raise ValueError(f"size must be an integer with d <= size <= n ({d} <= size <= {n}), got {size!r}")
+    k0, ks, kz = jax.random.split(key, 3)
+    params = init(k0, d, n, act.name, dtype=dtype)
+    S = np.sort(np.asarray(jax.random.permutation(ks, n)[:size]))
+    up_s = params.up[S]  # (|S|, d), full column rank almost surely
+    pinv = jnp.linalg.pinv(up_s)  # (d, |S|)
+    z = jax.random.normal(kz, (d, size), params.up.dtype) / np.sqrt(size)
+    down_s = -pinv + z @ (jnp.eye(size, dtype=pinv.dtype) - up_s @ pinv)
+    return MLPParams(params.up, params.down.at[:, S].set(down_s)), S
+
+
+def reduce_skip(A: jax.Array, params: Params, *, max_cond: float | None = None) -> Params:
+    """Lemma 4: ``A x + D σ(U x) = A (x + A⁻¹D σ(U x))``; returns the params with ``down = A⁻¹ D``.
+
+    So ``skip_mlp(params, x, act, A) == A @ skip_mlp(reduce_skip(A, params), x, act)`` and a
+    residual-free ``V`` absorbs the ``A``-block iff ``(V_up, A⁻¹ V_down)`` absorbs the reduced one.
+    ``A`` is ``(d, d)`` (or ``(..., d, d)`` matching leading axes of ``params``). Runs eagerly:
+    a non-square ``A`` or one with condition number above ``max_cond`` (default
+    ``1/√eps`` of its dtype: 6.7e7 in float64) raises ``ValueError`` instead of returning garbage.
+    """
+    d, _ = dims(params)
+    A = jnp.asarray(A)
+    if A.ndim < 2 or A.shape[-2:] != (d, d):
+        raise ValueError(f"A must have shape (..., {d}, {d}) to match params (d={d}), got {A.shape}")
+    if isinstance(A, jax.core.Tracer):
+        raise ValueError("reduce_skip checks A's conditioning eagerly; call it outside jit/vmap")
+    max_cond = 1.0 / np.sqrt(np.finfo(A.dtype).eps) if max_cond is None else max_cond
+    cond = np.asarray(jnp.linalg.cond(A))
+    bad = ~np.isfinite(cond) | (cond > max_cond)
+    if np.any(bad):
+        worst = np.max(np.where(np.isfinite(cond), cond, np.inf))
+        raise ValueError(
+            f"A is singular or ill-conditioned (condition number {worst:.3g} > max_cond "
+            f"{max_cond:.3g}); Lemma 4 needs an invertible skip"
+        )
+    return params._replace(down=jnp.linalg.solve(A, params.down))
