@@ -9,6 +9,7 @@ only float arrays.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -156,6 +157,10 @@ def _float_dtype(dtype):
 
 
 def _matrix(key, shape, fan_in, dist, dtype, bits):
+    return _draw(key, shape, fan_in, dist, dtype, bits).astype(dtype)
+
+
+def _draw(key, shape, fan_in, dist, dtype, bits):
     if dist == "gaussian":
         return jax.random.normal(key, shape, dtype) / np.sqrt(fan_in)
     if dist == "uniform":
@@ -243,7 +248,14 @@ def sample(
     ``sample(key, 100)`` and chunks ``start=0, 100, …`` concatenate to one big sample."""
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(start, start + draws))
+    init(key, d, n, activation, dist=dist, dtype=dtype, depth=depth, bits=bits)  # validates
+    return _sample(key, start, draws, d, n, activations.get(activation).name, dist,
+                   _float_dtype(dtype), depth, bits)
+
+
+@functools.partial(jax.jit, static_argnums=range(2, 10))
+def _sample(key, start, draws, d, n, activation, dist, dtype, depth, bits):
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(start + jnp.arange(draws))
     return jax.vmap(
         lambda k: init(k, d, n, activation, dist=dist, dtype=dtype, depth=depth, bits=bits)
     )(keys)

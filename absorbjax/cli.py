@@ -1,0 +1,104 @@
+"""The ``absorbjax`` command: ``reproduce``, ``check``, ``info``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def _reproduce(args) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the experiments make exactness claims
+    from absorbjax import reproduce
+
+    modules = reproduce.discover(args.experiments)
+    if args.only:
+        unknown = sorted(set(args.only) - set(modules))
+        if unknown:
+            print(f"absorbjax reproduce: unknown experiment(s) {', '.join(unknown)}; "
+                  f"known: {', '.join(modules)}", file=sys.stderr)
+            return 2
+        modules = {k: v for k, v in modules.items() if k in args.only}
+    total = time.perf_counter()
+    for i, (name, module) in enumerate(modules.items(), 1):
+        print(f"[{i}/{len(modules)}] {name}: {module.TITLE}", flush=True)
+        start = time.perf_counter()
+        record = reproduce.run_experiment(module, args.out, preset=args.preset, seed=args.seed, force=args.force)
+        took = time.perf_counter() - start
+        note = "recomputed" if took > 1 or args.force else "up to date, skipped"
+        print(f"    {note} ({took:.1f} s)", flush=True)
+        for row in record["results"].get("claims", []):
+            print(f"    - {row['claim']}: {row['measured']}", flush=True)
+    everything = reproduce.discover(args.experiments)
+    path = reproduce.write_summary(args.out, everything)
+    print(f"summary: {path} ({time.perf_counter() - total:.1f} s in all)")
+    return 0
+
+
+def _check(args) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # the decision is made in float64
+    from absorbjax import condition, weightfile
+
+    try:
+        params, activation = weightfile.load_block(args.file, args.activation)
+        skip = weightfile.load_skip(args.skip) if args.skip else None
+        cert = condition.find_absorbing_set(params, skip=skip)
+    except ValueError as err:
+        print(f"absorbjax check: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"file": args.file, "activation": activation, **cert.to_dict()}, indent=2))
+    else:
+        print(f"{args.file} ({activation}): {cert}")
+    return 0
+
+
+def _info(args) -> int:
+    import jax
+
+    import absorbjax
+    from absorbjax import activations
+
+    print(f"absorbjax {absorbjax.__version__}, jax {jax.__version__}, backend {jax.default_backend()}, "
+          f"devices {jax.devices()}")
+    print(f"{'activation':<10} {'family':<12} {'odd part z/2':<13} result")
+    for name in activations.names():
+        a = activations.get(name)
+        print(f"{name:<10} {a.family:<12} {str(a.odd_part_half):<13} {a.result}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="absorbjax", description="Can an MLP absorb its own skip connection?")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    rep = sub.add_parser("reproduce", help="run every experiment and regenerate the figures")
+    rep.add_argument("--preset", choices=("smoke", "quick", "full"), default="quick")
+    rep.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments")
+    rep.add_argument("--out", default="figures", help="output folder (default: figures)")
+    rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument("--force", action="store_true", help="recompute finished experiments")
+    rep.add_argument("--experiments", default=None, help="folder of experiment scripts")
+    rep.set_defaults(func=_reproduce)
+
+    chk = sub.add_parser("check", help="decide the absorption condition for weights in a file")
+    chk.add_argument("file", help=".npz or .safetensors with up/down (or gate/value/down), PyTorch layout")
+    chk.add_argument("--activation", default=None, help="activation name (default: relu / swiglu by keys)")
+    chk.add_argument("--skip", default=None, help=".npz holding the skip matrix A (d, d)")
+    chk.add_argument("--json", action="store_true", help="print the certificate as JSON")
+    chk.set_defaults(func=_check)
+
+    info = sub.add_parser("info", help="versions, devices and the activation registry")
+    info.set_defaults(func=_info)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
