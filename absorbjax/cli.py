@@ -25,11 +25,11 @@ def _reproduce(args) -> int:
     total = time.perf_counter()
     for i, (name, module) in enumerate(modules.items(), 1):
         print(f"[{i}/{len(modules)}] {name}: {module.TITLE}", flush=True)
+        if not args.force and reproduce.finished(module, args.out, preset=args.preset, seed=args.seed):
+            print("    up to date, skipped (--force recomputes)", flush=True)
         start = time.perf_counter()
         record = reproduce.run_experiment(module, args.out, preset=args.preset, seed=args.seed, force=args.force)
-        took = time.perf_counter() - start
-        note = "recomputed" if took > 1 or args.force else "up to date, skipped"
-        print(f"    {note} ({took:.1f} s)", flush=True)
+        print(f"    done ({time.perf_counter() - start:.1f} s)", flush=True)
         for row in record["results"].get("claims", []):
             print(f"    - {row['claim']}: {row['measured']}", flush=True)
     everything = reproduce.discover(args.experiments)
@@ -42,19 +42,26 @@ def _check(args) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)  # the decision is made in float64
-    from absorbjax import condition, weightfile
+    from absorbjax import activations, condition, weightfile
 
     try:
-        params, activation = weightfile.load_block(args.file, args.activation)
+        params, name = weightfile.load_block(args.file, args.activation)
         skip = weightfile.load_skip(args.skip) if args.skip else None
-        cert = condition.find_absorbing_set(params, skip=skip)
+        act = activations.get(name)
+        if act.family == "ungated":
+            cert = condition.find_absorbing_set(params, skip=skip, activation=name)
+            record, text = cert.to_dict(), str(cert)
+        else:  # Prop 5 / Prop 6 decide these without looking at the weights
+            status = "not_absorbable" if act.result.startswith("Prop") else "undecided"
+            record = {"status": status, "activation": name, "reason": act.result}
+            text = f"{status}  [{act.result}]"
     except ValueError as err:
         print(f"absorbjax check: {err}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"file": args.file, "activation": activation, **cert.to_dict()}, indent=2))
+        print(json.dumps({"file": args.file, **record}, indent=2))
     else:
-        print(f"{args.file} ({activation}): {cert}")
+        print(f"{args.file} ({name}): {text}")
     return 0
 
 

@@ -10,6 +10,7 @@ only float arrays.
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -204,6 +205,12 @@ def init(
       depth: number of layers ``L``; layer ``l`` uses ``fold_in(key, l)``.
       bits: grid resolution for ``dist="grid"`` (≥ 2).
     """
+    name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
+    return _init(key, d, n, name, dist, dtype, depth, bits)
+
+
+def _validated(d, n, activation, dist, dtype, depth, bits):
+    """Checks the arguments of :func:`init`; returns the activation name and the float dtype."""
     act = activations.get(activation)
     for arg, v in (("d", d), ("n", n)):
         if not isinstance(v, (int, np.integer)) or v < 1:
@@ -212,14 +219,17 @@ def init(
         raise ValueError(f"dist must be one of {DISTS}, got {dist!r}")
     if dist == "grid" and (not isinstance(bits, (int, np.integer)) or bits < 2):
         raise ValueError(f"bits must be an integer >= 2, got {bits!r}")
-    dtype = _float_dtype(dtype)
+    if depth is not None and (not isinstance(depth, (int, np.integer)) or depth < 1):
+        raise ValueError(f"depth must be a positive integer, got {depth!r}")
+    return act.name, _float_dtype(dtype)
+
+
+@functools.partial(jax.jit, static_argnums=range(1, 8))
+def _init(key, d, n, activation, dist, dtype, depth, bits):
     if depth is not None:
-        if not isinstance(depth, (int, np.integer)) or depth < 1:
-            raise ValueError(f"depth must be a positive integer, got {depth!r}")
-        layers = [init(jax.random.fold_in(key, l), d, n, act.name, dist=dist, dtype=dtype, bits=bits)
-                  for l in range(depth)]
-        return jax.tree.map(lambda *a: jnp.stack(a), *layers)
-    if act.gated:
+        keys = jax.vmap(lambda l: jax.random.fold_in(key, l))(jnp.arange(depth))
+        return jax.vmap(lambda k: _init(k, d, n, activation, dist, dtype, None, bits))(keys)
+    if activations.get(activation).gated:
         kg, kv, kd = jax.random.split(key, 3)
         return GatedParams(
             _matrix(kg, (n, d), d, dist, dtype, bits),
@@ -248,17 +258,14 @@ def sample(
     ``sample(key, 100)`` and chunks ``start=0, 100, …`` concatenate to one big sample."""
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    init(key, d, n, activation, dist=dist, dtype=dtype, depth=depth, bits=bits)  # validates
-    return _sample(key, start, draws, d, n, activations.get(activation).name, dist,
-                   _float_dtype(dtype), depth, bits)
+    name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
+    return _sample(key, start, draws, d, n, name, dist, dtype, depth, bits)
 
 
 @functools.partial(jax.jit, static_argnums=range(2, 10))
 def _sample(key, start, draws, d, n, activation, dist, dtype, depth, bits):
     keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(start + jnp.arange(draws))
-    return jax.vmap(
-        lambda k: init(k, d, n, activation, dist=dist, dtype=dtype, depth=depth, bits=bits)
-    )(keys)
+    return jax.vmap(lambda k: _init(k, d, n, activation, dist, dtype, depth, bits))(keys)
 
 
 def absorbable(
@@ -288,7 +295,7 @@ def absorbable(
     S = np.sort(np.asarray(jax.random.permutation(ks, n)[:size]))
     up_s = params.up[S]  # (|S|, d), full column rank almost surely
     pinv = jnp.linalg.pinv(up_s)  # (d, |S|)
-    z = jax.random.normal(kz, (d, size), params.up.dtype) / np.sqrt(size)
+    z = jax.random.normal(kz, (d, size), params.up.dtype) / math.sqrt(size)
     down_s = -pinv + z @ (jnp.eye(size, dtype=pinv.dtype) - up_s @ pinv)
     return MLPParams(params.up, params.down.at[:, S].set(down_s)), S
 

@@ -34,6 +34,7 @@ __all__ = [
     "experiments_dir",
     "discover",
     "run_experiment",
+    "finished",
     "write_summary",
     "save_figure",
     "script_main",
@@ -87,16 +88,23 @@ def run_experiment(module: ModuleType, out: str | Path, *, preset: str = "quick"
         raise ValueError(f"preset must be one of {tuple(module.PRESETS)}, got {preset!r}")
     out = Path(out)
     path = out / f"{module.NAME}.json"
-    if path.exists() and not force:
-        old = io.load_record(path)
-        if old.get("config", {}).get("preset") == preset and old.get("seed") == seed:
-            return old
+    if not force and finished(module, out, preset=preset, seed=seed):
+        return io.load_record(path)
     config = {"preset": preset, **module.PRESETS[preset]}
     start = time.perf_counter()
     results = module.run(config, out, seed)
     results["seconds"] = round(time.perf_counter() - start, 2)
     io.save_record(path, name=module.NAME, seed=seed, config=config, results=results)
     return io.load_record(path)
+
+
+def finished(module: ModuleType, out: str | Path, *, preset: str, seed: int) -> bool:
+    """Whether ``out/NAME.json`` holds a finished run with this preset and seed."""
+    path = Path(out) / f"{module.NAME}.json"
+    if not path.exists():
+        return False
+    record = io.load_record(path)
+    return record.get("config", {}).get("preset") == preset and record.get("seed") == seed
 
 
 def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:

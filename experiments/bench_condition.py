@@ -1,0 +1,99 @@
+"""Benchmark: deciding Thm 8/10's condition on transformer-sized blocks.
+
+Times :func:`absorbjax.condition.find_absorbing_set` on Gaussian blocks (Cor 11: "no") and on
+absorbable ones (a hidden ``S``: "yes") up to ``d = 384, n = 1536`` in float64, with the time per
+phase; next to it, the dense least squares on the ``d²×n`` matrix ``K`` that the Gram form avoids
+(where ``K`` fits in memory), and the throughput on many small draws.
+
+    python experiments/bench_condition.py            # full: up to d = 384, n = 1536
+    python experiments/bench_condition.py --quick    # up to d = 128, n = 512
+"""
+
+import argparse
+import os
+import platform
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)  # exactness claims need float64
+
+import numpy as np  # noqa: E402
+import scipy  # noqa: E402
+
+from absorbjax import condition, models  # noqa: E402
+
+DENSE_MAX = 3e7  # entries of K = [vec M_1 … vec M_n] that the dense comparison may allocate
+
+
+def environment() -> str:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (f"device: {jax.devices()[0]} ({platform.processor() or platform.machine()}, {cores} cores "
+            f"available), numpy {np.__version__}, scipy {scipy.__version__}, jax {jax.__version__}")
+
+
+def timed(fn, repeats):
+    """Best wall time of ``repeats`` calls and the output of that call."""
+    best, out = np.inf, None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        took = time.perf_counter() - start
+        if took < best:
+            best, out = took, result
+    return best, out
+
+
+def dense_relaxation(params):
+    """The least squares ``min_c ‖K c + vec I‖`` with ``K`` formed: ``d²×n`` memory."""
+    U, D = np.asarray(params.up), np.asarray(params.down)
+    d, n = D.shape
+    K = np.einsum("ki,ij->kji", D, U).reshape(d * d, n)
+    c = np.linalg.lstsq(K, -np.eye(d).ravel(), rcond=None)[0]
+    return np.linalg.norm(K @ c + np.eye(d).ravel())
+
+
+def bench_block(kind, d, n, key, repeats):
+    if kind == "gaussian":
+        params = models.init(key, d, n, "gelu")
+    else:
+        params, _ = models.absorbable(key, d, n, "gelu", size=d)
+    seconds, cert = timed(lambda: condition.find_absorbing_set(params), repeats)
+    phases = ", ".join(f"{k} {v:.3f}" for k, v in cert.timings.items())
+    line = (f"{kind:<10} d={d:<4} n={n:<5} {seconds:7.3f} s  {cert.status:<14} by {cert.method:<10} "
+            f"[{phases}]")
+    if kind == "gaussian" and d * d * n <= DENSE_MAX:
+        dense, rho = timed(lambda: dense_relaxation(params), 1)
+        assert np.isclose(rho, cert.relaxation_residual, rtol=1e-6)
+        line += f"  dense K lstsq {dense:.3f} s ({dense / seconds:.1f}x the whole decision)"
+    print(line, flush=True)
+    return seconds, cert
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="sizes up to d = 128, n = 512")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    key = jax.random.key(args.seed)
+    sizes = [(32, 128), (64, 256), (128, 512)] + ([] if args.quick else [(256, 1024), (384, 1536)])
+    print(environment())
+    print(f"seed {args.seed}; find_absorbing_set, float64, best of 2 (1 for the largest); phases in s")
+    for i, (d, n) in enumerate(sizes):
+        for kind in ("gaussian", "absorbable"):
+            bench_block(kind, d, n, jax.random.fold_in(key, i), 1 if d >= 384 else 2)
+
+    draws, d, n = (200, 3, 12) if args.quick else (2000, 3, 12)
+    for dist in ("gaussian", "ternary"):
+        params = models.sample(jax.random.fold_in(key, 99), draws, d, n, "relu", dist=dist)
+        start = time.perf_counter()
+        certs = condition.find_absorbing_sets(params)
+        seconds = time.perf_counter() - start
+        counts = {s: sum(c.status == s for c in certs) for s in condition.STATUSES}
+        methods = {m: sum(c.method == m for c in certs) for m in ("relaxation", "rounding", "milp")}
+        print(f"many draws: {draws} {dist} blocks d={d} n={n} (n > d²) in {seconds:.2f} s "
+              f"({draws / seconds:.0f} per s); {counts}; methods {methods}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+"""Thm 8/10 decision, the absorber and the distance (float64: exactness claims)."""
+
+import functools
+import itertools
+import json
+import types
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from absorbjax import condition, models  # noqa: E402
+from absorbjax.models import GatedParams, MLPParams  # noqa: E402
+
+KEY = jax.random.key(0)
+
+# A new weight shape costs a JAX compile, so the tests share a few blocks and take sub-blocks:
+# rows/columns of i.i.d. Gaussian (or ternary) weights are i.i.d. weights of the smaller shape.
+GAUSS = models.sample(jax.random.fold_in(KEY, 1), 8, 4, 30, "relu")  # (8, 30, 4), (8, 4, 30)
+TERNARY = models.sample(jax.random.fold_in(KEY, 2), 50, 2, 7, "relu", dist="ternary")
+
+
+def gaussian(k, d, n):
+    """Draw ``k`` of the Gaussian pool, cut to ``d, n``."""
+    return MLPParams(np.asarray(GAUSS.up[k, :n, :d]), np.asarray(GAUSS.down[k, :d, :n]))
+
+
+@functools.cache
+def absorbable(d, n, size):
+    """``models.absorbable`` weights (one draw per shape) and their hidden ``S``."""
+    return models.absorbable(jax.random.fold_in(KEY, 100 * d + n + size), d, n, "relu", size=size)
+
+
+@functools.partial(jax.jit, static_argnames="activation")
+def _gap(params, V, xs, skip, activation):
+    want = jax.vmap(lambda x: models.skip_mlp(params, x, activation, skip))(xs)
+    got = jax.vmap(lambda x: models.mlp(V, x, activation))(xs)
+    scale = jnp.maximum(1.0, jnp.linalg.norm(xs, axis=1, keepdims=True))
+    return jnp.max(jnp.abs(want - got) / scale)
+
+
+def gap(params, V, activation, skip=None, count=64):
+    """``max |A x + W_down σ(W_up x) − V_down σ(V_up x)| / max(1, ‖x‖)``, ‖x‖ from 1e-3 to 1e3."""
+    d = params.down.shape[0]
+    rng = np.random.default_rng(1)
+    xs = rng.normal(size=(count, d))
+    xs *= np.exp(rng.uniform(-7, 7, (count, 1))) / np.linalg.norm(xs, axis=1, keepdims=True)
+    p = MLPParams(jnp.asarray(params.up), jnp.asarray(params.down))
+    skip = None if skip is None else jnp.asarray(skip)
+    return float(_gap(p, V, jnp.asarray(xs), skip, activation))
+
+
+def draw(params, k, n=None):
+    n = params.up.shape[1] if n is None else n
+    return MLPParams(np.asarray(params.up[k, :n]), np.asarray(params.down[k, :, :n]))
+
+
+def brute_force(params, skip=None, tol=None):
+    """Every subset with ``‖W_down[:,S] W_up[S,:] + A‖_max ≤ tol``, by plain itertools."""
+    U, D = np.asarray(params.up), np.asarray(params.down)
+    n, d = U.shape
+    A = np.eye(d) if skip is None else np.asarray(skip)
+    tol = condition.default_tol(params, skip=skip) if tol is None else tol
+    return [
+        S for r in range(n + 1) for S in itertools.combinations(range(n), r)
+        if np.max(np.abs(D[:, list(S)] @ U[list(S)] + A)) <= tol
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Absorbable weights
+
+ABSORBABLE = [(4, 12, 4), (4, 12, 7), (2, 12, 2), (2, 12, 5)]  # |S| = d and > d; n ≤ d² and > d²
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
+@pytest.mark.parametrize("d,n,size", ABSORBABLE)
+def test_absorbable_found_and_absorber_exact(activation, d, n, size):
+    params, S = absorbable(d, n, size)
+    cert = condition.find_absorbing_set(params, activation=activation)
+    assert cert.status == "absorbable" and cert.absorbable and cert.nondegenerate
+    np.testing.assert_array_equal(cert.S, S)  # the hidden S, among shuffled units
+    assert cert.method == ("rounding" if n <= d * d else "milp")  # n > d²: integer search
+    assert cert.residual <= 1e-12 and cert.residual <= cert.tol
+    assert gap(params, condition.absorber(params, cert.S), activation) <= 1e-10
+
+
+def test_absorbable_with_degenerate_weights_is_still_absorbable():
+    params, S = absorbable(2, 12, 2)
+    rest = np.setdiff1d(np.arange(12), S)
+    up = np.asarray(params.up).copy()
+    up[rest[1]] = -3.0 * up[rest[0]]  # parallel rows outside S: the absorber needs no genericity
+    params = MLPParams(up, np.asarray(params.down))
+    cert = condition.find_absorbing_set(params)
+    assert cert.status == "absorbable" and not cert.nondegenerate
+    assert any("parallel" in f for f in cert.failed)
+    assert gap(params, condition.absorber(params, cert.S), "relu") <= 1e-10
+
+
+def test_perturbed_absorbable_is_not():
+    params, S = absorbable(4, 12, 4)
+    down = np.asarray(params.down).copy()
+    down[:, S[0]] *= 1 + 1e-7  # a real solution remains (c = 1/(1 + 1e-7)), no 0/1 one
+    cert = condition.find_absorbing_set(MLPParams(params.up, down))
+    assert (cert.status, cert.method) == ("not_absorbable", "rounding") and cert.S is None
+    assert cert.radius < 0.5 and cert.residual > cert.tol  # round(c) = S is the only candidate
+    exhaustive = condition.find_absorbing_set(MLPParams(params.up, down), method="exhaustive")
+    assert exhaustive.status == "not_absorbable"
+    down = np.asarray(params.down).copy()
+    down[:, S[0]] += 1e-8 * np.random.default_rng(0).normal(size=4)  # n < d²: no real solution
+    cert = condition.find_absorbing_set(MLPParams(params.up, down))
+    assert (cert.status, cert.method) == ("not_absorbable", "relaxation")
+    assert cert.lower_bound > 4 * cert.tol
+
+
+# ---------------------------------------------------------------------------------------------
+# Continuous draws (Cor 11) and discrete ones, against exhaustive search
+
+
+@pytest.mark.parametrize("d,n", [(2, 3), (2, 4), (3, 6), (3, 9), (2, 7), (2, 12), (3, 12), (4, 14)])
+def test_gaussian_not_absorbable_agrees_with_exhaustive(d, n):
+    for k in range(4):
+        p = gaussian(k, d, n)
+        cert = condition.find_absorbing_set(p)
+        assert cert.status == "not_absorbable" and cert.nondegenerate and cert.S is None
+        assert cert.reason.startswith("no S exists")
+        if cert.method == "relaxation":
+            assert cert.lower_bound > d * cert.tol
+        for method in ("exhaustive", "milp"):
+            assert condition.find_absorbing_set(p, method=method).status == "not_absorbable"
+        if n <= 9:
+            assert not brute_force(p)
+
+
+def test_gaussian_wide_milp():
+    p = gaussian(5, 2, 20)
+    cert = condition.find_absorbing_set(p, method="milp")
+    assert (cert.status, cert.method, cert.rank) == ("not_absorbable", "milp", 4)
+    assert "HiGHS proved" in cert.reason
+    cert = condition.find_absorbing_set(p)  # auto: the box relaxation already excludes it
+    assert (cert.status, cert.method) == ("not_absorbable", "relaxation") and "[0,1]^20" in cert.reason
+
+
+@pytest.mark.parametrize("n", [5, 7])
+def test_ternary_draws_agree_with_exhaustive(n):
+    draws = MLPParams(TERNARY.up[:, :n], TERNARY.down[:, :, :n])
+    auto = condition.find_absorbing_sets(draws)
+    exhaustive = condition.find_absorbing_sets(draws, method="exhaustive")
+    milp = condition.find_absorbing_sets(draws, method="milp")
+    found = 0
+    for k, (a, e, m) in enumerate(zip(auto, exhaustive, milp)):
+        assert a.status == e.status == m.status, k
+        p = draw(draws, k)
+        assert (a.status == "absorbable") == bool(brute_force(p)), k
+        if a.status == "absorbable":
+            found += 1
+            assert gap(p, condition.absorber(p, a.S), "relu") <= 1e-10
+    assert found >= 1  # 50 draws: absorption happens with positive frequency for discrete weights
+
+
+def test_find_absorbing_sets_matches_single_calls():
+    many = condition.find_absorbing_sets(TERNARY)
+    assert len(many) == 50
+    for k, cert in enumerate(many[:12]):
+        one = condition.find_absorbing_set(draw(TERNARY, k))
+        assert (cert.status, cert.method, cert.rank) == (one.status, one.method, one.rank)
+    shared = condition.find_absorbing_sets(GAUSS, skip=2 * np.eye(4))
+    assert [c.skip for c in shared] == ["matrix"] * 8
+    with pytest.raises(ValueError, match="skip must have shape"):
+        condition.find_absorbing_sets(GAUSS, skip=np.eye(3))
+
+
+def test_compressed_milp_formulation(monkeypatch):
+    monkeypatch.setattr(condition, "_MILP_DENSE_MAX", 0)
+    params, S = absorbable(2, 12, 5)
+    cert = condition.find_absorbing_set(params, method="milp")
+    assert cert.status == "absorbable"
+    np.testing.assert_array_equal(cert.S, S)
+    cert = condition.find_absorbing_set(gaussian(6, 3, 14), method="milp")
+    assert cert.status == "not_absorbable" and "compressed" in cert.reason
+
+
+def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
+    params, _ = absorbable(2, 12, 2)
+    real, calls = condition.optimize.milp, []
+
+    def wrong_first(*args, **kwargs):  # a false "feasible" answer must be caught and cut off
+        calls.append(1)
+        if len(calls) == 1:
+            return types.SimpleNamespace(status=0, x=np.ones(12), message="fake")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(condition.optimize, "milp", wrong_first)
+    cert = condition.find_absorbing_set(params, method="milp")
+    assert cert.status == "absorbable" and len(calls) == 2
+
+    def timed_out(*args, **kwargs):
+        return types.SimpleNamespace(status=1, x=None, message="Time limit reached")
+
+    monkeypatch.setattr(condition.optimize, "milp", timed_out)
+    cert = condition.find_absorbing_set(params, method="milp")
+    assert cert.status == "undecided" and cert.S is None and "Time limit" in cert.reason
+
+
+def test_relaxation_only_can_be_undecided():
+    cert = condition.find_absorbing_set(absorbable(2, 12, 2)[0], method="relaxation")
+    assert cert.status == "undecided" and cert.rank == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# Degenerate weights, d = 1, bad input
+
+
+def test_parallel_rows_and_zero_columns_are_degenerate():
+    p = gaussian(0, 2, 3)
+    up, down = p.up.copy(), p.down.copy()
+    up[1] = -2.0 * up[0]
+    cert = condition.find_absorbing_set(MLPParams(up, p.down))
+    assert cert.status == "degenerate" and cert.min_row_sin < 1e-7
+    assert any("parallel" in f and "(0, 1)" in f for f in cert.failed)
+    down[:, 2] = 0.0
+    cert = condition.find_absorbing_set(MLPParams(p.up, down))
+    assert cert.status == "degenerate" and "columns of W_down are zero: [2]" in cert.failed
+    assert "no S exists" in cert.reason and "nondegenerate" in cert.reason
+
+
+def test_d1():
+    up = np.array([[1.0], [2.0], [3.0]])
+    cert = condition.find_absorbing_set(MLPParams(up, np.array([[-1.0, 0.5, 0.25]])))
+    assert cert.status == "absorbable" and cert.S.tolist() == [0]  # exists: absorbable anyway
+    assert "d = 1 < 2" in cert.failed
+    cert = condition.find_absorbing_set(MLPParams(up, np.array([[1.0, 1.0, 1.0]])))
+    assert cert.status == "degenerate"
+
+
+def test_bad_input_raises():
+    p = gaussian(0, 3, 6)
+    with pytest.raises(ValueError, match="singular or ill-conditioned"):
+        condition.find_absorbing_set(p, skip=np.diag([1.0, 1.0, 0.0]))
+    with pytest.raises(ValueError, match="singular or ill-conditioned"):
+        condition.find_absorbing_set(p, skip=np.diag([1.0, 1.0, 1e-9]))
+    with pytest.raises(ValueError, match=r"shape \(3, 3\)"):
+        condition.find_absorbing_set(p, skip=np.eye(2))
+    with pytest.raises(ValueError, match="ungated"):
+        condition.find_absorbing_set(GatedParams(p.up, p.up, p.down))
+    with pytest.raises(ValueError, match="gated"):
+        condition.find_absorbing_set(p, activation="swiglu")
+    with pytest.raises(ValueError, match="Prop 5"):
+        condition.find_absorbing_set(p, activation="relu2")
+    with pytest.raises(ValueError, match="find_absorbing_sets"):
+        condition.find_absorbing_set(GAUSS)
+    with pytest.raises(ValueError, match="shape"):
+        condition.find_absorbing_set(MLPParams(p.up, p.down.T))
+    nan = p.up.copy()
+    nan[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        condition.find_absorbing_set(MLPParams(nan, p.down))
+    with pytest.raises(ValueError, match="method"):
+        condition.find_absorbing_set(p, method="sat")
+    with pytest.raises(ValueError, match="tol"):
+        condition.find_absorbing_set(p, tol=-1.0)
+    with pytest.raises(ValueError, match="2\\^n"):
+        condition.find_absorbing_set(gaussian(0, 2, 25), method="exhaustive")
+    with pytest.raises(ValueError, match="ungated"):
+        condition.absorber(GatedParams(p.up, p.up, p.down), [0])
+
+
+def test_float32_inputs_are_recorded():
+    params, S = absorbable(4, 12, 4)
+    p32 = MLPParams(np.asarray(params.up, np.float32), np.asarray(params.down, np.float32))
+    c32, c64 = condition.find_absorbing_set(p32), condition.find_absorbing_set(params)
+    assert (c32.input_dtype, c64.input_dtype) == ("float32", "float64")
+    assert c32.tol > 1e6 * c64.tol  # the tolerance follows the dtype's epsilon
+    assert c32.status == "absorbable" and c32.S.tolist() == S.tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# Lemma 4: a general invertible skip A
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
+@pytest.mark.parametrize("d,n,size", [(4, 12, 4), (2, 12, 5)])
+def test_skip_matrix(activation, d, n, size):
+    params, S = absorbable(d, n, size)
+    A = np.eye(d) + 0.4 * np.random.default_rng(n + size).normal(size=(d, d))
+    down = np.asarray(params.down).copy()
+    down[:, S] = A @ down[:, S]  # W_down[:,S] W_up[S,:] = −A
+    params = MLPParams(params.up, jnp.asarray(down))
+    cert = condition.find_absorbing_set(params, skip=A)
+    assert cert.status == "absorbable" and cert.skip == "matrix"
+    np.testing.assert_array_equal(cert.S, S)
+    V = condition.absorber(params, cert.S, skip=A)
+    assert gap(params, V, activation, skip=A) <= 1e-10
+    assert condition.find_absorbing_set(params).status == "not_absorbable"  # −I is another question
+    with pytest.raises(ValueError, match="does not satisfy"):
+        condition.absorber(params, cert.S)
+
+
+def test_absorber_checks_S():
+    params, S = absorbable(2, 12, 2)
+    with pytest.raises(ValueError, match="index hidden units"):
+        condition.absorber(params, [0, 12])
+    with pytest.raises(ValueError, match="repeated"):
+        condition.absorber(params, [S[0], S[0]])
+    wrong = np.setdiff1d(np.arange(12), S)[:2]
+    with pytest.raises(ValueError, match="does not satisfy"):
+        condition.absorber(params, wrong)
+    V = condition.absorber(params, wrong, check=False)
+    np.testing.assert_array_equal(np.asarray(V.up)[wrong], -np.asarray(params.up)[wrong])
+    mask = np.zeros(12, bool)
+    mask[S] = True
+    np.testing.assert_array_equal(condition.absorber(params, mask).up, condition.absorber(params, S).up)
+
+
+# ---------------------------------------------------------------------------------------------
+# Distance and the certificate's outputs
+
+
+def test_distance_absorbable_is_zero():
+    dist = condition.distance(absorbable(2, 12, 5)[0])
+    assert dist.method == "exact" and dist.upper <= 1e-10
+    assert 0.0 <= dist.lower <= dist.upper
+
+
+@pytest.mark.parametrize("d,n", [(4, 10), (2, 10), (3, 30)])
+def test_distance_gaussian(d, n):
+    p = gaussian(7, d, n)
+    dist = condition.distance(p)
+    assert 0.0 < dist.lower <= dist.upper <= 1.0
+    U, D = p.up, p.down
+    assert np.isclose(np.linalg.norm(D[:, dist.S] @ U[dist.S] + np.eye(d)) / np.sqrt(d), dist.upper)
+    if n <= 10:  # the exact minimum over all subsets
+        best = min(
+            np.linalg.norm(D[:, list(S)] @ U[list(S)] + np.eye(d))
+            for r in range(n + 1) for S in itertools.combinations(range(n), r)
+        ) / np.sqrt(d)
+        assert dist.method == "exhaustive" and np.isclose(dist.upper, best)
+    if n < d * d:
+        assert dist.relaxation > 0  # the real relaxation alone already separates
+    else:
+        assert dist.relaxation == 0 and dist.box > 0  # only the box relaxation does
+
+
+def test_certificate_summary_and_json():
+    cert = condition.find_absorbing_set(gaussian(1, 3, 6), activation="gelu")
+    text = str(cert)
+    assert text.startswith("not_absorbable") and "hypotheses" in text and "Thm 8/10" in text
+    record = json.loads(json.dumps(cert.to_dict()))
+    assert record["status"] == "not_absorbable" and record["S"] is None
+    assert record["d"] == 3 and record["n"] == 6 and record["method"] == "relaxation"
+    params, S = absorbable(4, 12, 4)
+    record = json.loads(json.dumps(condition.find_absorbing_set(params).to_dict()))
+    assert record["S"] == S.tolist() and record["residual"] <= record["tol"]
+    dist = json.loads(json.dumps(condition.distance(params).to_dict()))
+    assert dist["S"] == S.tolist() and dist["certificate"]["status"] == "absorbable"
