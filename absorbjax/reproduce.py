@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -37,6 +38,7 @@ __all__ = [
     "finished",
     "write_summary",
     "save_figure",
+    "plot_profiles",
     "script_main",
 ]
 
@@ -149,6 +151,25 @@ def save_figure(fig, out: str | Path, name: str) -> str:
     fig.savefig(out / f"{name}.pdf", bbox_inches="tight", metadata={"CreationDate": None, "Producer": None})
     plt.close(fig)
     return name
+
+
+def plot_profiles(ax, results: dict, title: str) -> None:
+    """Relative error ``√profile`` of each :class:`absorbjax.fit.SearchResult` per radius decade.
+
+    Median over draws as a line, min..max as a band; a dotted line at 0.5.
+    """
+    for (label, r), color in zip(results.items(), PALETTE):
+        centers = np.sqrt(r.edges[1:] * r.edges[:-1])
+        rel = np.sqrt(r.profile)
+        ax.plot(centers, np.median(rel, 0), "o-", color=color, label=f"{label} (median)")
+        ax.fill_between(centers, rel.min(0), rel.max(0), color=color, alpha=0.2)
+    ax.axhline(0.5, color="k", lw=0.8, ls=":")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("input radius ‖x‖ (decade centre)")
+    ax.set_ylabel("relative error of best residual-free fit")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
 
 
 def script_main(module: ModuleType, argv: list[str] | None = None) -> int:

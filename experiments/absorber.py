@@ -114,7 +114,7 @@ def run(config, out, seed):
          "measured": f"max relative error {ungated['relu2']['max_rel_error']:.2g}", "figure": figure},
         {"claim": "Prop 6: residual-free swiglu/geglu blocks have J(0) = 0, residual blocks I",
          "measured": f"max ‖J(0)‖_F {max(gated['swiglu']['free_max'], gated['geglu']['free_max']):.1e} vs "
-                     f"{gated['swiglu']['skip_min']:.3f}; sigmoid glu (g(0)=1/2) {gated['glu']['free_min']:.2g}..",
+                     f"{gated['swiglu']['skip_min']:.3f}; sigmoid glu (g(0) = 1/2): ‖J(0)‖_F ≥ {gated['glu']['free_min']:.2g}",
          "figure": figure},
     ]
     return {"ungated": ungated, "gated": gated, "claims": claims}

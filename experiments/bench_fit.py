@@ -1,0 +1,313 @@
+"""Benchmark of :func:`absorbjax.fit.search`: throughput, compute efficiency, scaling.
+
+Runs unchanged on CPU and GPU and prints the device. Every number is measured in this process
+(the scaling runs in fresh child processes, so their peak memory is their own), side by side:
+
+1. vmapped search vs the same optimisation as a per-draw Python loop around a jitted step
+   (what one writes without the toolkit): optimiser steps per second at (d, n) = (4, 16),
+   256 draws x 8 restarts, float32. One "step" is one Adam update of one restart.
+2. compute efficiency at (d, n) = (64, 256), float32: matmul FLOP/s achieved by the search's
+   first phase as a fraction of a dense matmul's FLOP/s measured here.
+3. scaling: 1,000 vs 10,000 draws x 8 restarts at (4, 16): time ratio and peak memory.
+
+The first-phase (Adam) loop is what is timed: per-step time is the difference between two
+runs with different step counts, so sampling, compilation and the final evaluation cancel.
+``--quick`` shrinks every size for a CI smoke run. ``--claims [DRAWS]`` instead measures, in
+float64 with default settings, the recall on absorbable draws, the separation on Gaussian draws
+and the near-origin error of gated and homogeneous fits.
+
+    python experiments/bench_fit.py [--quick] [--out results/bench_fit.json]
+    python experiments/bench_fit.py --claims 100 [--out results/fit_claims.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from absorbjax import fit, io, models
+
+ACT = "gelu"
+SEED = 0
+
+
+def device_line() -> str:
+    d = jax.devices()[0]
+    return f"{jax.default_backend()} x{jax.device_count()}: {getattr(d, 'device_kind', str(d))}"
+
+
+def f32(params):
+    return jax.tree.map(lambda a: a.astype(jnp.float32), params)
+
+
+def timed(fn, repeat: int = 1) -> float:
+    """Best wall time of ``repeat`` calls of ``fn`` (which must block until done)."""
+    best = np.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def search_step_time(target, restarts: int, steps: tuple[int, int], batch_size: int) -> float:
+    """Seconds per first-phase step of one ``search`` call over all draws (difference of two
+    step counts; each configuration compiled by a warm-up call first)."""
+    times = []
+    for s in steps:
+        run = lambda: fit.search(target, ACT, key=jax.random.key(SEED), restarts=restarts, steps=s,
+                                 polish=False, batch_size=batch_size, progress=False).best_loss
+        run()  # compile
+        times.append(timed(run))
+    return (times[1] - times[0]) / (steps[1] - steps[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. vmapped vs per-draw loop
+
+
+def loop_baseline(target, restarts: int, steps: int, draws: int, num: int) -> float:
+    """Seconds per step per draw for the per-draw Python loop around one jitted Adam step over
+    that draw's restarts (same loss, inputs, init law and optimiser as the search)."""
+    d, n = models.dims(target)
+    opt = fit.default_optimizer(steps)
+    spec = fit.Inputs(num=num)
+
+    def loss(p, xs, ys):
+        pred = jax.vmap(lambda x: models.mlp(p, x, ACT))(xs)
+        return jnp.mean(jnp.sum((ys - pred) ** 2, -1) / jnp.sum(xs**2, -1))
+
+    @jax.jit
+    def prepare(w, key):
+        xs, _ = fit.sample_inputs(key, d, spec, jnp.float32)
+        ys = jax.vmap(lambda x: models.skip_mlp(w, x, ACT))(xs)
+        p = jax.vmap(lambda k: models.init(k, d, n, ACT, dtype=jnp.float32))(jax.random.split(key, restarts))
+        return xs, ys, p, opt.init(p)
+
+    @jax.jit
+    def step(p, s, xs, ys):
+        g = jax.vmap(jax.grad(loss), (0, None, None))(p, xs, ys)
+        u, s = opt.update(g, s, p)
+        return optax.apply_updates(p, u), s
+
+    def one_draw(i, count):
+        w = jax.tree.map(lambda a: a[i], target)
+        xs, ys, p, s = prepare(w, jax.random.fold_in(jax.random.key(SEED), i))
+        for _ in range(count):
+            p, s = step(p, s, xs, ys)
+        jax.block_until_ready(p)
+
+    one_draw(0, 2)  # compile
+    short, long_ = steps // 4, steps
+    t_short = timed(lambda: [one_draw(i, short) for i in range(draws)])
+    t_long = timed(lambda: [one_draw(i, long_) for i in range(draws)])
+    return (t_long - t_short) / (long_ - short) / draws
+
+
+def bench_vmap_vs_loop(quick: bool) -> dict:
+    d, n, draws, restarts = 4, 16, 256, 8
+    steps = (20, 60) if quick else (50, 250)
+    loop_draws = 4 if quick else 16
+    target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
+    num = max(256, 2 * 2 * n)  # fit.search's default for an ungated candidate
+    default_batch = fit._default_batch(
+        fit._Static(ACT, 1, d, n, n, restarts, steps[1], "random", False, num, 1e-2, 1e2, 64, None),
+        draws, 4, 2)
+    vmapped = {b: draws * restarts / search_step_time(target, restarts, steps, batch_size=b)
+               for b in sorted({default_batch, draws})}
+    loop = restarts / loop_baseline(target, restarts, steps[1], loop_draws, num)
+    return {
+        "d": d, "n": n, "draws": draws, "restarts": restarts, "inputs": num, "dtype": "float32",
+        "activation": ACT, "vmapped_steps_per_s": {str(b): v for b, v in vmapped.items()},
+        "default_batch_size": default_batch, "loop_steps_per_s": loop, "loop_draws_timed": loop_draws,
+        "ratio": {str(b): v / loop for b, v in vmapped.items()}, "target_ratio": 50,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. compute efficiency
+
+
+def matmul_flops(size: int) -> float:
+    a = jax.random.normal(jax.random.key(1), (size, size), jnp.float32)
+    b = jax.random.normal(jax.random.key(2), (size, size), jnp.float32)
+    mm = jax.jit(lambda a, b: a @ b)
+    mm(a, b).block_until_ready()
+    t = timed(lambda: mm(a, b).block_until_ready(), repeat=5)
+    return 2 * size**3 / t
+
+
+def bench_efficiency(quick: bool) -> dict:
+    d, n, restarts = 64, 256, 8
+    draws = 2 if quick else 8
+    steps = (4, 12) if quick else (10, 40)
+    target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
+    num = max(256, 2 * 2 * n)  # fit.search's default for an ungated candidate
+    per_step = search_step_time(target, restarts, steps, batch_size=draws)
+    # Matmul FLOPs of one Adam step of one restart: forward W_up x and W_down h (4nd per input),
+    # backward dW_down, dh and dW_up (6nd per input). Elementwise work is not counted.
+    flops = draws * restarts * num * 10 * n * d
+    achieved = flops / per_step
+    peak = matmul_flops(1024 if quick else 4096)
+    return {
+        "d": d, "n": n, "draws": draws, "restarts": restarts, "inputs": num, "dtype": "float32",
+        "activation": ACT, "achieved_flops": achieved, "matmul_flops": peak, "fraction": achieved / peak,
+        "target_fraction": 0.30,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. scaling (child processes)
+
+
+def peak_bytes() -> int:
+    stats = jax.devices()[0].memory_stats() if jax.default_backend() != "cpu" else None
+    if stats and "peak_bytes_in_use" in stats:
+        return int(stats["peak_bytes_in_use"])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def scaling_child(draws: int, steps: int, batch_size: int) -> dict:
+    d, n, restarts = 4, 16, 8
+    target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
+    kw = dict(key=jax.random.key(SEED), restarts=restarts, steps=steps, polish=False,
+              batch_size=batch_size, progress=False)
+    fit.search(jax.tree.map(lambda a: a[:batch_size], target), ACT, **kw)  # compile
+    t = time.perf_counter()
+    r = fit.search(target, ACT, **kw)
+    seconds = time.perf_counter() - t
+    return {"draws": draws, "seconds": seconds, "peak_bytes": peak_bytes(), "best_loss_median": float(np.median(r.best_loss))}
+
+
+def bench_scaling(quick: bool) -> dict:
+    sizes = (100, 1000) if quick else (1000, 10000)
+    steps, batch = (20, 16) if quick else (100, 16)
+    rows = []
+    for draws in sizes:
+        cmd = [sys.executable, __file__, "--scaling-child", str(draws), str(steps), str(batch)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+        if proc.returncode:
+            raise RuntimeError(proc.stderr[-3000:])
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    small, large = rows
+    return {
+        "d": 4, "n": 16, "restarts": 8, "steps": steps, "batch_size": batch, "dtype": "float32",
+        "activation": ACT, "runs": rows, "time_ratio": large["seconds"] / small["seconds"],
+        "draw_ratio": large["draws"] / small["draws"], "peak_gib": max(r["peak_bytes"] for r in rows) / 2**30,
+        "peak_is": "device peak_bytes_in_use" if jax.default_backend() != "cpu" else "process max RSS",
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The claims (float64, default settings)
+
+
+def claims(draws: int) -> dict:
+    """Recall on absorbable draws, separation on Gaussian draws (relu, gelu at (2,4), (3,6)),
+    and the smallest-decade error of gated/homogeneous fits, with ``fit.search`` defaults."""
+    jax.config.update("jax_enable_x64", True)  # exactness claims need float64
+    base = jax.random.key(2024)
+    out = {"draws": draws, "recall": {}, "separation": {}, "near_origin": {}}
+    for i, act in enumerate(["relu", "gelu"]):
+        for d, n in [(2, 4), (3, 6)]:
+            k = jax.random.fold_in(jax.random.fold_in(base, d), i)
+            pairs = [models.absorbable(jax.random.fold_in(k, j), d, n, act)[0] for j in range(draws)]
+            t = time.perf_counter()
+            r = fit.search(jax.tree.map(lambda *a: jnp.stack(a), *pairs), act, key=jax.random.key(7), progress=False)
+            rec = out["recall"][f"{act} ({d},{n})"] = {
+                "recall": float(r.solved().mean()), "train_only": float((r.best_loss <= 1e-20).mean()),
+                "seconds": time.perf_counter() - t}
+            print(f"recall     {act:6s} ({d},{n}) {draws} absorbable draws: {100 * rec['recall']:.0f}% reach "
+                  f"loss <= 1e-20 on training and held-out inputs ({100 * rec['train_only']:.0f}% on training "
+                  f"only), {rec['seconds']:.0f}s", flush=True)
+            g = fit.search(models.sample(jax.random.fold_in(k, 10**6), draws, d, n, act), act,
+                           key=jax.random.key(7), progress=False)
+            q = np.quantile(g.best_loss, [0, 0.1, 0.5, 0.9, 1])
+            sep = out["separation"][f"{act} ({d},{n})"] = {"quantiles": q, "below_1e-12": int((g.best_loss < 1e-12).sum())}
+            print(f"separation {act:6s} ({d},{n}) {draws} Gaussian draws: best loss min/10/50/90%/max "
+                  + " ".join(f"{v:.2g}" for v in q) + f"; below 1e-12: {sep['below_1e-12']}", flush=True)
+    for i, act in enumerate(["swiglu", "geglu", "relu2", "reglu"]):
+        for d, n in [(2, 4), (3, 6)]:
+            g = fit.search(models.sample(jax.random.fold_in(base, 100 + 10 * i + d), draws, d, n, act), act,
+                           key=jax.random.key(7), progress=False)
+            row = out["near_origin"][f"{act} ({d},{n})"] = {
+                "smallest_decade_min": float(g.profile[:, 0].min()), "edges": g.edges[:2],
+                "best_loss_quantiles": np.quantile(g.best_loss, [0, 0.5, 1]),
+                "weight_norm_ratio_median": float(np.median(g.weight_norms / g.target_norms))}
+            print(f"near 0     {act:6s} ({d},{n}) {draws} Gaussian draws: smallest-decade "
+                  f"[{g.edges[0]:.0e},{g.edges[1]:.0e}) error min {row['smallest_decade_min']:.3f}; best loss "
+                  "min/median/max " + " ".join(f"{v:.2g}" for v in row["best_loss_quantiles"])
+                  + f"; median |V|/|W| {row['weight_norm_ratio_median']:.2g}", flush=True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="short smoke run (CI)")
+    ap.add_argument("--out", default=None, help="write a JSON record here")
+    ap.add_argument("--claims", type=int, nargs="?", const=100, default=None, metavar="DRAWS",
+                    help="instead of the speed benchmarks, measure recall/separation/near-origin error "
+                         "in float64 with default settings on DRAWS draws per case (default 100)")
+    ap.add_argument("--scaling-child", nargs=3, type=int, metavar=("DRAWS", "STEPS", "BATCH"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.scaling_child:
+        print(json.dumps(scaling_child(*args.scaling_child)))
+        return 0
+    if args.claims:
+        print(f"device: {device_line()}  (jax {jax.__version__}), float64", flush=True)
+        results = claims(args.claims)
+        if args.out:
+            io.save_record(args.out, name="fit_claims", seed=2024, config={"draws": args.claims}, results=results)
+        return 0
+
+    print(f"device: {device_line()}  (jax {jax.__version__})", flush=True)
+    results = {}
+
+    r = results["vmap_vs_loop"] = bench_vmap_vs_loop(args.quick)
+    print(f"[1] vmapped search vs per-draw loop, (d,n)=({r['d']},{r['n']}), {r['draws']} draws x {r['restarts']} "
+          f"restarts, {r['inputs']} inputs, {r['dtype']}; loop: {r['loop_steps_per_s']:.3g} restart-steps/s", flush=True)
+    for b, v in r["vmapped_steps_per_s"].items():
+        tag = " (default)" if int(b) == r["default_batch_size"] else ""
+        print(f"    batch_size {b}{tag}: {v:.3g} restart-steps/s -> ratio {r['ratio'][b]:.1f}x "
+              f"(target >= {r['target_ratio']}x)", flush=True)
+
+    r = results["efficiency"] = bench_efficiency(args.quick)
+    print(f"[2] compute efficiency, (d,n)=({r['d']},{r['n']}), {r['draws']} draws x {r['restarts']} restarts, "
+          f"{r['inputs']} inputs, {r['dtype']}: {r['achieved_flops'] / 1e9:.3g} GFLOP/s vs dense matmul "
+          f"{r['matmul_flops'] / 1e9:.3g} GFLOP/s -> {100 * r['fraction']:.0f}% (target >= 30%)", flush=True)
+
+    r = results["scaling"] = bench_scaling(args.quick)
+    a, b = r["runs"]
+    print(f"[3] scaling, (d,n)=(4,16) x {r['restarts']} restarts, {r['steps']} Adam steps, batch {r['batch_size']}: "
+          f"{a['draws']} draws {a['seconds']:.1f}s, {b['draws']} draws {b['seconds']:.1f}s -> time ratio "
+          f"{r['time_ratio']:.2f} for {r['draw_ratio']:.0f}x draws; peak memory {r['peak_gib']:.2f} GiB "
+          f"({r['peak_is']}; target < 2 GiB)", flush=True)
+
+    try:
+        from absorbjax import condition  # noqa: F401
+
+        if os.path.exists(os.path.join(os.path.dirname(__file__), "bench_condition.py")):
+            print("[4] condition.find_absorbing_set at d=384, n=1536: see experiments/bench_condition.py")
+    except ImportError:
+        pass
+
+    if args.out:
+        io.save_record(args.out, name="bench_fit", seed=SEED, config={"quick": args.quick}, results=results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

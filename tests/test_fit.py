@@ -1,0 +1,315 @@
+"""Tests for absorbjax.fit. float64 is enabled by conftest.py (exactness claims need it).
+
+Statistical claims state their sample size; every search uses a fixed key, so each test is
+deterministic.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from absorbjax import fit, models
+
+KEY = jax.random.key(0)
+SMALL = dict(restarts=4, steps=50, polish=fit.Polish(steps=20, screen=5, top=2), batch_size=2, progress=False)
+
+
+def absorbable_draws(key, draws, d, n, activation):
+    """``draws`` targets from ``models.absorbable`` stacked on a leading axis, and their ``S``."""
+    pairs = [models.absorbable(jax.random.fold_in(key, i), d, n, activation) for i in range(draws)]
+    return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in pairs]), [s for _, s in pairs]
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss and inputs
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_absorber_has_zero_loss(activation):
+    W, S = models.absorbable(KEY, 3, 6, activation)
+    V = W._replace(up=W.up.at[S].multiply(-1))
+    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
+    assert fit.relative_loss(V, W, xs, activation) < 1e-28
+    assert fit.relative_loss(W, W, xs, activation) == pytest.approx(1.0, rel=0.9)  # misses x
+
+
+def test_dropping_the_skip_costs_exactly_one():
+    # V = W reproduces f(x) − x, so the relative error is ‖x‖²/‖x‖² = 1 at every input.
+    W = models.init(KEY, 3, 5, "swiglu")
+    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=256), jnp.float64)
+    np.testing.assert_allclose(fit.relative_loss(W, W, xs, "swiglu"), 1.0, rtol=1e-12)
+
+
+def test_inputs_shapes_and_radii():
+    spec = fit.Inputs(num=1000, low=1e-3, high=1e2, holdout=50)
+    xs, xh = fit.sample_inputs(KEY, 4, spec, jnp.float64)
+    edges = fit.decade_edges(spec.low, spec.high)
+    assert xs.shape == (1000, 4) and xh.shape == (5, 50, 4)
+    r = np.linalg.norm(xs, axis=-1)
+    assert r.min() >= 1e-3 and r.max() <= 1e2
+    assert np.histogram(np.log10(r), bins=5)[0].min() > 150  # log-uniform: ~200 per decade
+    rh = np.linalg.norm(xh, axis=-1)
+    for b in range(5):
+        assert np.all((rh[b] >= edges[b] * (1 - 1e-12)) & (rh[b] <= edges[b + 1] * (1 + 1e-12)))
+    np.testing.assert_allclose(fit.decade_edges(0.03, 20), [0.03, 0.1, 1, 10, 20])
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+
+
+def test_bad_arguments():
+    W = models.sample(KEY, 3, 2, 4, "relu")
+    kw = dict(key=KEY, progress=False)
+    with pytest.raises(ValueError, match="unknown activation"):
+        fit.search(W, "nope", **kw)
+    with pytest.raises(ValueError, match="needs target GatedParams"):
+        fit.search(W, "swiglu", **kw)
+    with pytest.raises(ValueError, match=r"params.up must have shape"):
+        fit.search(W._replace(up=W.up[:, :3]), "relu", **kw)
+    with pytest.raises(ValueError, match="width must be an integer >= n = 4"):
+        fit.search(W, "relu", width=3, **kw)
+    with pytest.raises(ValueError, match="float32 can resolve"):
+        fit.search(jax.tree.map(lambda a: a.astype(jnp.float32), W), "relu", tol=1e-20, **kw)
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        fit.search(W._replace(down=W.down.at[0, 0, 0].set(jnp.nan)), "relu", **kw)
+    with pytest.raises(ValueError, match="init must be one of"):
+        fit.search(W, "relu", init="zeros", **kw)
+    with pytest.raises(ValueError, match="skip must have shape"):
+        fit.search(W, "relu", skip=jnp.eye(3), **kw)
+    with pytest.raises(ValueError, match="depth"):
+        fit.search(W, "relu", depth=2, **kw)
+    with pytest.raises(ValueError, match="polish.method"):
+        fit.search(W, "relu", polish=fit.Polish(method="newton"), **kw)
+    with pytest.raises(ValueError, match="init.down must have shape"):
+        fit.search(W, "relu", init=models.sample(KEY, 5, 2, 4, "relu"), restarts=3, **kw)
+
+
+def test_float32_runs_with_its_own_tolerance():
+    W = jax.tree.map(lambda a: a.astype(jnp.float32), models.sample(KEY, 2, 2, 4, "gelu"))
+    r = fit.search(W, "gelu", key=KEY, **SMALL)
+    assert r.config["dtype"] == "float32" and r.config["tol"] == 1e-10
+    assert r.best_params.down.dtype == jnp.float32 and np.all(np.isfinite(r.best_loss))
+
+
+# ---------------------------------------------------------------------------------------------
+# Result object
+
+
+def test_result_shapes_and_record(tmp_path):
+    W = models.sample(KEY, 3, 2, 4, "gelu")
+    r = fit.search(W, "gelu", key=KEY, **SMALL)
+    assert r.best_loss.shape == (3,) and r.losses.shape == r.failed.shape == (3, 4)
+    assert r.best_params.up.shape == (3, 4, 2) and r.best_params.down.shape == (3, 2, 4)
+    assert r.profile.shape == (3, 4) and len(r.edges) == 5
+    np.testing.assert_array_equal(r.best_loss, np.nanmin(r.losses, 1))
+    for i in range(3):  # best_params really has best_loss on draw i's inputs
+        xs, _ = fit.sample_inputs(jax.random.split(jax.random.fold_in(KEY, i))[0], 2,
+                                  fit.Inputs(r.config["num"]), jnp.float64)
+        V, Wi = (jax.tree.map(lambda a: a[i], p) for p in (r.best_params, W))
+        np.testing.assert_allclose(fit.relative_loss(V, Wi, xs, "gelu"), r.best_loss[i], rtol=1e-10)
+    assert "3 draws x 4 restarts" in r.summary()
+    from absorbjax import io
+
+    path = io.save_record(tmp_path / "r.json", name="fit", seed=0, config=r.config, results=r.to_dict())
+    assert io.load_record(path)["results"]["best_params"]["type"] == "MLPParams"
+    single = fit.search(jax.tree.map(lambda a: a[0], W), "gelu", key=KEY, **SMALL)
+    np.testing.assert_array_equal(single.losses[0], r.losses[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Determinism, devices, faults, resume
+
+
+def test_deterministic_across_chunk_sizes():
+    W = models.sample(KEY, 7, 2, 4, "gelu")
+    runs = [fit.search(W, "gelu", key=KEY, chunk_size=c, **SMALL) for c in (8, 4, 2)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r.losses, runs[0].losses)
+        np.testing.assert_array_equal(r.profile, runs[0].profile)
+        np.testing.assert_array_equal(r.best_params.up, runs[0].best_params.up)
+
+
+DEVICE_SCRIPT = """
+import sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+from absorbjax import fit, models
+assert jax.device_count() == 4, jax.devices()
+key = jax.random.key(0)
+W = models.sample(key, 7, 2, 4, "gelu")
+r = fit.search(W, "gelu", key=key, batch_size=2, restarts=4, steps=50,
+               polish=fit.Polish(steps=20, screen=5, top=2), progress=False)
+assert r.config["devices"] == 4 and r.config["chunk_size"] % 8 == 0
+np.savez(sys.argv[1], losses=r.losses, profile=r.profile, up=np.asarray(r.best_params.up))
+"""
+
+
+def test_deterministic_across_device_counts(tmp_path):
+    out = tmp_path / "four.npz"
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, "-c", DEVICE_SCRIPT, str(out)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert jax.device_count() == 1
+    W = models.sample(KEY, 7, 2, 4, "gelu")
+    r = fit.search(W, "gelu", key=KEY, **SMALL)
+    four = np.load(out)
+    np.testing.assert_array_equal(four["losses"], r.losses)
+    np.testing.assert_array_equal(four["profile"], r.profile)
+    np.testing.assert_array_equal(four["up"], r.best_params.up)
+
+
+def test_nan_restart_is_marked_failed_and_isolated():
+    W = models.sample(KEY, 3, 2, 4, "relu")
+    init = jax.vmap(lambda k: models.init(k, 2, 4, "relu"))(jax.random.split(KEY, 4))
+    bad = init._replace(up=init.up.at[1, 0, 0].set(jnp.nan))
+    pol = fit.Polish(steps=10, screen=10)  # every restart polished: no selection couples them
+    kw = dict(key=KEY, restarts=4, steps=30, polish=pol, progress=False)
+    clean = fit.search(W, "relu", init=init, **kw)
+    r = fit.search(W, "relu", init=bad, **kw)
+    assert not clean.failed.any()
+    np.testing.assert_array_equal(r.failed[:, 1], True)
+    np.testing.assert_array_equal(r.failed[:, [0, 2, 3]], False)
+    np.testing.assert_array_equal(r.losses[:, [0, 2, 3]], clean.losses[:, [0, 2, 3]])
+    assert np.all(np.isfinite(r.best_loss)) and np.all(np.isfinite(r.profile))
+    assert np.all(np.isfinite(np.asarray(r.best_params.up)))
+    # A draw whose restarts all fail reports inf, and leaves the other draws alone.
+    all_bad = jnp.broadcast_to(bad.up, (3,) + bad.up.shape).at[0].set(jnp.nan)
+    init3 = bad._replace(up=all_bad, down=jnp.broadcast_to(bad.down, (3,) + bad.down.shape))
+    r3 = fit.search(W, "relu", init=init3, **kw)
+    assert r3.best_loss[0] == np.inf and r3.failed[0].all()
+    np.testing.assert_array_equal(r3.losses[1:], r.losses[1:])
+
+
+def test_diverging_optimizer_fails_cleanly():
+    W = models.sample(KEY, 2, 2, 4, "gelu")
+    r = fit.search(W, "gelu", key=KEY, restarts=3, steps=40, optimizer=optax.sgd(1e9),
+                   polish=False, progress=False)
+    assert r.failed.all() and np.all(r.best_loss == np.inf)
+
+
+def test_resume_gives_the_same_result(tmp_path, monkeypatch):
+    W = models.sample(KEY, 7, 2, 4, "gelu")
+    kw = dict(key=KEY, chunk_size=2, **SMALL)
+    fresh = fit.search(W, "gelu", **kw)
+
+    saves = []
+    real_save = fit._atomic_save
+
+    def interrupt_after_two(path, arrays):
+        if len(saves) == 2:
+            raise KeyboardInterrupt
+        saves.append(path)
+        real_save(path, arrays)
+
+    monkeypatch.setattr(fit, "_atomic_save", interrupt_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        fit.search(W, "gelu", checkpoint=tmp_path, **kw)
+    monkeypatch.setattr(fit, "_atomic_save", real_save)
+    assert len(list(tmp_path.glob("chunk_*.npz"))) == 2 and not list(tmp_path.glob("*.tmp"))
+
+    computed = []
+    real_batch = fit._batch_fn
+
+    def counting(*args):
+        f = real_batch(*args)
+        return lambda *a: computed.append(1) or f(*a)
+
+    monkeypatch.setattr(fit, "_batch_fn", counting)
+    resumed = fit.search(W, "gelu", checkpoint=tmp_path, **kw)
+    assert len(computed) == 2  # 4 chunks of one batch each, 2 loaded from the checkpoint
+    for field in ("best_loss", "losses", "failed", "profile", "weight_norms", "holdout_loss"):
+        np.testing.assert_array_equal(getattr(resumed, field), getattr(fresh, field))
+    np.testing.assert_array_equal(resumed.best_params.down, fresh.best_params.down)
+    with pytest.raises(ValueError, match="different search"):
+        fit.search(W, "gelu", checkpoint=tmp_path, **{**kw, "steps": 51})
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants: skip, depth, width, warm start, custom optimiser, lbfgs polish
+
+
+def test_linear_skip_target_is_absorbed():
+    # Lemma 4: A x + A D σ(U x) = A (x + D σ(U x)) absorbs whenever the reduced block does.
+    W, _ = absorbable_draws(KEY, 2, 2, 4, "relu")
+    A = jnp.array([[2.0, 0.5], [-0.3, 1.5]])
+    target = W._replace(down=A @ W.down)
+    r = fit.search(target, "relu", key=KEY, skip=A, init="warm", progress=False)
+    assert np.all(r.best_loss < 1e-20)
+
+
+def test_extra_width_absorbs_a_gaussian_block():
+    # With 2d extra units, x = σ(x) − σ(−x) coordinatewise makes every ReLU block absorbable.
+    W = models.sample(KEY, 2, 2, 3, "relu")
+    V = W._replace(up=jnp.concatenate([W.up, jnp.broadcast_to(jnp.vstack([jnp.eye(2), -jnp.eye(2)]), (2, 4, 2))], 1),
+                   down=jnp.concatenate([W.down, jnp.broadcast_to(jnp.hstack([jnp.eye(2), -jnp.eye(2)]), (2, 2, 4))], 2))
+    r = fit.search(W, "relu", key=KEY, width=7, init=V[None] if False else jax.tree.map(lambda a: a[:, None], V),
+                   restarts=1, steps=0, progress=False)
+    assert np.all(r.best_loss < 1e-28)
+
+
+def test_depth_two_stack_runs():
+    W = models.sample(KEY, 2, 2, 3, "gelu", depth=2)
+    r = fit.search(W, "gelu", depth=2, key=KEY, **SMALL)
+    assert r.best_params.up.shape == (2, 2, 3, 2) and np.all(np.isfinite(r.best_loss))
+    assert np.all(r.best_loss > 1e-12)
+
+
+def test_lbfgs_polish_and_custom_optimizer():
+    W, _ = absorbable_draws(KEY, 2, 2, 4, "gelu")
+    r = fit.search(W, "gelu", key=KEY, init="warm", restarts=8, steps=100, optimizer=optax.adam(1e-3),
+                   polish=fit.Polish(method="lbfgs", steps=300, screen=0, top=2), progress=False)
+    assert r.config["polish"]["method"] == "lbfgs" and r.config["optimizer"] == "custom"
+    assert np.all(r.best_loss < 1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# The claims at small sizes (default settings)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_recall_on_absorbable_draws(activation):
+    """Thm 8/10: with random init, ≥ 90% of absorbable draws reach loss ≤ 1e-20 on training and
+    held-out inputs, pooled over 30 draws at (2, 4) and 15 at (3, 6) (45 draws). The per-size
+    measurement on 100 draws each is ``experiments/bench_fit.py --claims``."""
+    solved = []
+    for d, n, draws in [(2, 4, 30), (3, 6, 15)]:
+        W, _ = absorbable_draws(jax.random.fold_in(KEY, d), draws, d, n, activation)
+        r = fit.search(W, activation, key=KEY, progress=False)
+        solved.append(r.solved())
+        assert np.all(r.best_loss[r.solved()] <= 1e-20)
+    assert np.concatenate(solved).mean() >= 0.9, [s.mean() for s in solved]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_separation_on_gaussian_draws(activation):
+    """Cor 11: no Gaussian draw (10 at (2, 4), 6 at (3, 6)) gets below loss 1e-12."""
+    for d, n, draws in [(2, 4, 10), (3, 6, 6)]:
+        G = models.sample(jax.random.fold_in(KEY, 100 + d), draws, d, n, activation)
+        r = fit.search(G, activation, key=KEY, progress=False)
+        assert r.best_loss.min() > 1e-12, r.summary()
+        assert not r.solved().any()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("activation", ["swiglu", "geglu", "relu2", "reglu"])
+def test_near_origin_error_of_gated_and_homogeneous_blocks(activation):
+    """Props 5/6: in the smallest radius decade the mean relative squared error of the best
+    fit stays ≥ 0.5 (4 draws at (2, 4)), and dropping the skip (V = W, loss 1) is not beaten
+    by much: the best loss stays above 0.1."""
+    W = models.sample(KEY, 4, 2, 4, activation)
+    r = fit.search(W, activation, key=KEY, progress=False)
+    assert r.profile[:, 0].min() >= 0.5, r.summary()
+    assert r.best_loss.min() > 0.1
