@@ -17,11 +17,13 @@ One draw runs ``restarts`` independent initialisations through a first-order opt
 (Adam by default, ``steps`` steps in ``lax.scan``) and then a polish phase of fixed length
 (:class:`Polish`): Levenberg–Marquardt (Gauss–Newton) for small candidates, ``optax.lbfgs``
 for large ones, first on every restart and then only on the most promising ones. Restarts and
-draws are added with ``jax.vmap``; draws are processed in chunks of ``batch_size`` (one jitted
-call per chunk; the progress bar and the checkpoint advance between chunks) and, with several
-devices, each chunk's draws axis is sharded over a ``"draws"`` mesh axis. Draw ``i`` uses
-``jax.random.fold_in(key, i)`` and its restart ``r`` a further ``fold_in(·, r)``, so results do
-not depend on the chunk size or the number of devices.
+draws are added with ``jax.vmap``; draws go through one jitted function in batches of
+``batch_size`` per device (so memory stays bounded at any number of draws), the batches'
+draws axis sharded over a ``"draws"`` mesh axis when there are several devices; the progress
+bar and the checkpoint advance per chunk of batches, from Python, never from inside ``jit``.
+Draw ``i`` uses ``jax.random.fold_in(key, i)`` and its restart ``r`` a further
+``fold_in(·, r)``, and every batch has the same shapes, so results do not depend on the chunk
+size or the number of devices.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -130,7 +130,8 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
         for row in record["results"].get("claims", []):
             fig = row.get("figure")
             link = f"[{fig}]({fig}.png)" if fig else ""
-            lines.append(f"| {module.TITLE} | {row['claim']} | {row['measured']} | {link} |")
+            cells = (module.TITLE, row["claim"], row["measured"], link)
+            lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     lines += ["", "| record | preset | seed | seconds | jax | absorbjax | device |", "|---|---|---|---|---|---|---|"]
     for name, record in envs:
         env = record["environment"]

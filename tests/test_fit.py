@@ -4,11 +4,9 @@ Statistical claims state their sample size; every search uses a fixed key, so ea
 deterministic.
 """
 
-import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
