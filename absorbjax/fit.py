@@ -664,13 +664,15 @@ def _unflatten(flat: dict, kind: type) -> dict:
 
 
 @functools.lru_cache(maxsize=32)
-def _batch_fn(cfg: _Static, opt: optax.GradientTransformation, mesh: Mesh | None):
+def _batch_fn(cfg: _Static, opt: optax.GradientTransformation, mesh: Mesh | None, impl: str | None):
     """The jitted step of the driver: ``_one_draw`` vmapped over one batch of draws per device
     (``shard_map`` over the ``"draws"`` mesh axis). Every call has the same shapes, so a draw's
-    floating-point result does not depend on the chunk size or the device count."""
+    floating-point result does not depend on the chunk size or the device count. The base key
+    travels as raw key data (``impl`` names a typed key's PRNG; ``None``: a legacy uint32 key)."""
 
-    def batch(base_key, index, tgt, A, g):
-        return jax.vmap(lambda i, t, a, gi: _one_draw(cfg, opt, base_key, i, t, a, gi))(index, tgt, A, g)
+    def batch(key_data, index, tgt, A, g):
+        base = key_data if impl is None else jax.random.wrap_key_data(key_data, impl=impl)
+        return jax.vmap(lambda i, t, a, gi: _one_draw(cfg, opt, base, i, t, a, gi))(index, tgt, A, g)
 
     if mesh is None:
         return jax.jit(batch)
@@ -690,7 +692,8 @@ def _make_mesh(mesh: Mesh | None) -> Mesh | None:
 
 
 def _to_device(tree, sharding):
-    """Host arrays with a leading draws axis → device arrays sharded on it (multi-host aware)."""
+    """Host arrays → device arrays laid out by ``sharding`` (the same host values on every
+    process when there are several)."""
     if sharding is None:
         return tree
     if jax.process_count() == 1:
@@ -837,7 +840,10 @@ def search(
     sharding = None if mesh is None else NamedSharding(mesh, P("draws"))
 
     typed = jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key)
+    if typed and jnp.shape(key) != ():
+        raise ValueError(f"key must be a single PRNG key, got shape {jnp.shape(key)}")
     key_data = np.asarray(jax.random.key_data(key) if typed else key)
+    impl = str(jax.random.key_impl(key)) if typed else None
     config = {
         **{k: v for k, v in cfg._asdict().items() if k not in ("polish", "has_skip")},
         "init": init_mode,
@@ -854,7 +860,7 @@ def search(
         "jax": jax.__version__,
     }
 
-    step = _batch_fn(cfg, opt, mesh)
+    step = _batch_fn(cfg, opt, mesh, impl)
 
     ckpt = None
     if checkpoint is not None:
@@ -883,7 +889,7 @@ def search(
         None if skip is None else np.asarray(skip),
         None if given is None else jax.tree.map(np.asarray, given),
     )
-    base = key if mesh is None else jax.device_put(key, NamedSharding(mesh, P()))
+    base = key_data if mesh is None else _to_device(key_data, NamedSharding(mesh, P()))
     parts = []
     bar = tqdm(total=draws, desc=f"search {act.name}", unit="draw", disable=not progress or jax.process_index() != 0)
     try:

@@ -36,14 +36,14 @@ def test_absorber_has_zero_loss(activation):
     V = W._replace(up=W.up.at[S].multiply(-1))
     xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
     assert fit.relative_loss(V, W, xs, activation) < 1e-28
-    assert fit.relative_loss(W, W, xs, activation) == pytest.approx(1.0, rel=0.9)  # misses x
 
 
-def test_dropping_the_skip_costs_exactly_one():
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_dropping_the_skip_costs_exactly_one(activation):
     # V = W reproduces f(x) − x, so the relative error is ‖x‖²/‖x‖² = 1 at every input.
-    W = models.init(KEY, 3, 5, "swiglu")
+    W = models.init(KEY, 3, 5, activation)
     xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=256), jnp.float64)
-    np.testing.assert_allclose(fit.relative_loss(W, W, xs, "swiglu"), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(fit.relative_loss(W, W, xs, activation), 1.0, rtol=1e-12)
 
 
 def test_inputs_shapes_and_radii():
@@ -102,7 +102,7 @@ def test_float32_runs_with_its_own_tolerance():
 # Result object
 
 
-def test_result_shapes_and_record(tmp_path):
+def test_result_shapes_and_record(tmp_path, capsys):
     W = models.sample(KEY, 3, 2, 4, "gelu")
     r = fit.search(W, "gelu", key=KEY, **SMALL)
     assert r.best_loss.shape == (3,) and r.losses.shape == r.failed.shape == (3, 4)
@@ -119,8 +119,9 @@ def test_result_shapes_and_record(tmp_path):
 
     path = io.save_record(tmp_path / "r.json", name="fit", seed=0, config=r.config, results=r.to_dict())
     assert io.load_record(path)["results"]["best_params"]["type"] == "MLPParams"
-    single = fit.search(jax.tree.map(lambda a: a[0], W), "gelu", key=KEY, **SMALL)
+    single = fit.search(jax.tree.map(lambda a: a[0], W), "gelu", key=KEY, **{**SMALL, "progress": True})
     np.testing.assert_array_equal(single.losses[0], r.losses[0])
+    assert "search gelu" in capsys.readouterr().err  # the tqdm bar
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,14 +247,18 @@ def test_linear_skip_target_is_absorbed():
     assert np.all(r.best_loss < 1e-20)
 
 
-def test_extra_width_absorbs_a_gaussian_block():
-    # With 2d extra units, x = σ(x) − σ(−x) coordinatewise makes every ReLU block absorbable.
-    W = models.sample(KEY, 2, 2, 3, "relu")
-    V = W._replace(up=jnp.concatenate([W.up, jnp.broadcast_to(jnp.vstack([jnp.eye(2), -jnp.eye(2)]), (2, 4, 2))], 1),
-                   down=jnp.concatenate([W.down, jnp.broadcast_to(jnp.hstack([jnp.eye(2), -jnp.eye(2)]), (2, 2, 4))], 2))
-    r = fit.search(W, "relu", key=KEY, width=7, init=V[None] if False else jax.tree.map(lambda a: a[:, None], V),
-                   restarts=1, steps=0, progress=False)
-    assert np.all(r.best_loss < 1e-28)
+@pytest.mark.slow
+def test_d_extra_units_absorb_gaussian_relu_blocks():
+    """Extra width: next to each of d hidden units i with spanning rows, one more unit on the
+    same kink line adds an arbitrary rank-one term e_i W_up[i,:] (σ(z) − σ(−z) = z), so width
+    n + d absorbs every generic ReLU block. The random-init search finds an exact absorber on
+    75–95% of draws (40 Gaussian draws each at (2,3), (2,4), (3,6)); here ≥ 70% of 10, while
+    at width n no Gaussian draw gets below 1e-12 (test_separation_on_gaussian_draws)."""
+    d, n = 2, 3
+    W = models.sample(jax.random.fold_in(KEY, 7), 10, d, n, "relu")
+    r = fit.search(W, "relu", key=KEY, width=n + d, progress=False)
+    assert r.best_params.up.shape == (10, n + d, d)
+    assert r.solved().mean() >= 0.7, r.summary()
 
 
 def test_depth_two_stack_runs():
