@@ -775,7 +775,8 @@ def search(
         the same call.
       progress: show a tqdm bar advanced between chunks.
       checkpoint: directory; finished chunks are written there atomically and a rerun with the
-        same arguments resumes from them.
+        same arguments resumes from them (a directory from a different target, key or setting
+        is refused; a custom ``optimizer`` is recorded only as "custom", so keep it the same).
 
     Returns:
       A :class:`SearchResult`.
