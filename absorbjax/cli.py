@@ -14,14 +14,15 @@ def _reproduce(args) -> int:
     jax.config.update("jax_enable_x64", True)  # the experiments make exactness claims
     from absorbjax import reproduce
 
-    modules = reproduce.discover(args.experiments)
+    everything = reproduce.discover(args.experiments)
+    modules = everything
     if args.only:
         unknown = sorted(set(args.only) - set(modules))
         if unknown:
             print(f"absorbjax reproduce: unknown experiment(s) {', '.join(unknown)}; "
                   f"known: {', '.join(modules)}", file=sys.stderr)
             return 2
-        modules = {k: v for k, v in modules.items() if k in args.only}
+        modules = {k: v for k, v in everything.items() if k in args.only}
     total = time.perf_counter()
     for i, (name, module) in enumerate(modules.items(), 1):
         print(f"[{i}/{len(modules)}] {name}: {module.TITLE}", flush=True)
@@ -32,7 +33,6 @@ def _reproduce(args) -> int:
         print(f"    done ({time.perf_counter() - start:.1f} s)", flush=True)
         for row in record["results"].get("claims", []):
             print(f"    - {row['claim']}: {row['measured']}", flush=True)
-    everything = reproduce.discover(args.experiments)
     path = reproduce.write_summary(args.out, everything)
     print(f"summary: {path} ({time.perf_counter() - total:.1f} s in all)")
     return 0
