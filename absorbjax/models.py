@@ -136,6 +136,8 @@ def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = Tru
     def layer(h, p):
         return block(p, h, activation), None
 
+    # The carry takes the promoted dtype one block would return (float32 x, float64 weights → float64).
+    x = jnp.asarray(x, jnp.result_type(x, *jax.tree.leaves(params)))
     return lax.scan(layer, x, params)[0]
 
 

@@ -140,32 +140,55 @@ def test_deterministic_across_chunk_sizes():
 DEVICE_SCRIPT = """
 import sys
 import jax
+out, process, processes, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if processes > 1:
+    jax.distributed.initialize(f"localhost:{port}", num_processes=processes, process_id=process)
 jax.config.update("jax_enable_x64", True)
 import numpy as np
 from absorbjax import fit, models
-assert jax.device_count() == 4, jax.devices()
+assert jax.device_count() == 4 and jax.process_count() == processes, (jax.devices(), jax.process_count())
 key = jax.random.key(0)
 W = models.sample(key, 7, 2, 4, "gelu")
 r = fit.search(W, "gelu", key=key, batch_size=2, restarts=4, steps=50,
-               polish=fit.Polish(steps=20, screen=5, top=2), progress=False)
+               polish=fit.Polish(steps=20, screen=5, top=2), progress=False, checkpoint=out + ".ckpt")
 assert r.config["devices"] == 4 and r.config["chunk_size"] % 8 == 0
-np.savez(sys.argv[1], losses=r.losses, profile=r.profile, up=np.asarray(r.best_params.up))
+np.savez(out, losses=r.losses, profile=r.profile, up=np.asarray(r.best_params.up))
 """
 
 
-def test_deterministic_across_device_counts(tmp_path):
-    out = tmp_path / "four.npz"
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, "-c", DEVICE_SCRIPT, str(out)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("processes", [1, 2], ids=["1 process x 4 devices", "2 processes x 2 devices"])
+def test_deterministic_across_device_and_process_counts(tmp_path, processes):
+    """Four fake CPU devices, in one process or split over two ``jax.distributed`` processes
+    (the multi-host path: sharded inputs built per process, results gathered to every
+    process, checkpoints written by process 0 only), give bit-identical results to one device."""
+    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={4 // processes}",
+           "JAX_PLATFORMS": "cpu"}
+    port = str(_free_port())
+    outs = [tmp_path / f"process{i}.npz" for i in range(processes)]
+    procs = [subprocess.Popen([sys.executable, "-c", DEVICE_SCRIPT, str(o), str(i), str(processes), port],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i, o in enumerate(outs)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
     assert jax.device_count() == 1
     W = models.sample(KEY, 7, 2, 4, "gelu")
     r = fit.search(W, "gelu", key=KEY, **SMALL)
-    four = np.load(out)
-    np.testing.assert_array_equal(four["losses"], r.losses)
-    np.testing.assert_array_equal(four["profile"], r.profile)
-    np.testing.assert_array_equal(four["up"], r.best_params.up)
+    for out in outs:
+        got = np.load(out)
+        np.testing.assert_array_equal(got["losses"], r.losses)
+        np.testing.assert_array_equal(got["profile"], r.profile)
+        np.testing.assert_array_equal(got["up"], r.best_params.up)
+    assert len(list((tmp_path / "process0.npz.ckpt").glob("chunk_*.npz"))) == 1  # 7 draws, one chunk of 8
+    assert not (tmp_path / "process1.npz.ckpt").exists()  # process 1 never writes
 
 
 def test_nan_restart_is_marked_failed_and_isolated():

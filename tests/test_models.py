@@ -127,6 +127,14 @@ def test_stack_matches_a_python_loop():
         np.testing.assert_allclose(models.stack(p, x, "swiglu", residual=residual), h, rtol=1e-13)
 
 
+def test_stack_promotes_the_input_like_one_block():
+    p = models.init(KEY, 3, 5, "relu", depth=2, dtype=jnp.float64)
+    x = jnp.arange(3.0, dtype=jnp.float32)
+    y = models.stack(p, x, "relu")
+    assert y.dtype == jnp.float64 == models.skip_mlp(jax.tree.map(lambda a: a[0], p), x, "relu").dtype
+    np.testing.assert_allclose(y, models.stack(p, x.astype(jnp.float64), "relu"), rtol=0)
+
+
 def test_bad_input_names_the_argument():
     p = models.init(KEY, 3, 6, "relu")
     with pytest.raises(ValueError, match=r"x must have shape \(3,\)"):
