@@ -43,6 +43,7 @@ from scipy import linalg as sla
 from scipy import optimize
 
 from absorbjax import activations
+from absorbjax.io import to_jsonable
 from absorbjax.models import GatedParams, MLPParams
 
 __all__ = [
@@ -69,22 +70,6 @@ _MILP_MAX_CUTS = 50
 
 # ---------------------------------------------------------------------------------------------
 # Results
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, np.ndarray):
-        return [_jsonable(x) for x in v.tolist()]
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else None
-    return v
 
 
 def _fmt(x: float | None) -> str:
@@ -181,7 +166,7 @@ class Certificate:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values (non-finite floats become ``None``)."""
-        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -205,7 +190,7 @@ class Distance:
     certificate: Certificate
 
     def to_dict(self) -> dict[str, Any]:
-        out = {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
         out["certificate"] = self.certificate.to_dict()
         return out
 
