@@ -8,10 +8,14 @@ residual-free block ``g_V(x) = V_down σ(V_up x)`` of the same kind and width ``
     ``ℓ(V) = mean_k ‖f_W(x_k) − g_V(x_k)‖² / ‖x_k‖²``
 
 over inputs ``x_k`` with directions uniform on the sphere and radii log-uniform over several
-decades around 1. Where Thm 8/10 says a block absorbs, a float64 search reaches ``ℓ ≲ 1e-29``;
-where Props 5/6 or Cor 11 say it cannot, ``ℓ`` stays bounded away from 0, and the error profile
-per radius decade (on held-out inputs) shows where: near the origin for gated and homogeneous
-blocks. The weight norm of the best ``V`` shows errors that only fall as ``‖V‖`` grows.
+decades around 1. Where Thm 8/10 says a block absorbs, a float64 search that finds the absorber
+reaches ``ℓ ≲ 1e-29``; where Props 5/6 or Cor 11 say it cannot, ``ℓ`` stays bounded away from 0,
+and the error profile per radius decade (on held-out inputs) shows where: near the origin for
+gated and homogeneous blocks. The weight norm of the best ``V`` shows errors that only fall as
+``‖V‖`` grows. A search is evidence one way only: with the defaults it finds the absorber of
+almost every absorbable block at ``n = 2d`` but of few at ``n = 4d`` (``experiments/bench_fit.py
+--sizes``), so a failed search proves nothing; :func:`absorbjax.condition.find_absorbing_set`
+decides.
 
 One draw runs ``restarts`` independent initialisations through a first-order optax phase
 (Adam by default, ``steps`` steps in ``lax.scan``) and then a polish phase of fixed length

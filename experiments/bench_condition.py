@@ -7,6 +7,7 @@ phase; next to it, the dense least squares on the ``d²×n`` matrix ``K`` that t
 
     python experiments/bench_condition.py            # full: up to d = 384, n = 1536
     python experiments/bench_condition.py --quick    # up to d = 128, n = 512
+    add --out results/bench_condition.json for a JSON record (seed, versions, every timing)
 """
 
 import argparse
@@ -21,7 +22,7 @@ jax.config.update("jax_enable_x64", True)  # exactness claims need float64
 import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 
-from absorbjax import condition, models  # noqa: E402
+from absorbjax import condition, io, models  # noqa: E402
 
 DENSE_MAX = 3e7  # entries of K = [vec M_1 … vec M_n] that the dense comparison may allocate
 
@@ -59,29 +60,33 @@ def bench_block(kind, d, n, key, repeats):
     else:
         params, _ = models.absorbable(key, d, n, "gelu", size=d)
     seconds, cert = timed(lambda: condition.find_absorbing_set(params), repeats)
+    row = {"kind": kind, "d": d, "n": n, "seconds": seconds, "status": cert.status, "method": cert.method,
+           "timings": dict(cert.timings)}
     phases = ", ".join(f"{k} {v:.3f}" for k, v in cert.timings.items())
     line = (f"{kind:<10} d={d:<4} n={n:<5} {seconds:7.3f} s  {cert.status:<14} by {cert.method:<10} "
             f"[{phases}]")
     if kind == "gaussian" and d * d * n <= DENSE_MAX:
         dense, rho = timed(lambda: dense_relaxation(params), 1)
         assert np.isclose(rho, cert.relaxation_residual, rtol=1e-6)
+        row["dense_lstsq_seconds"] = dense
         line += f"  dense K lstsq {dense:.3f} s ({dense / seconds:.1f}x the whole decision)"
     print(line, flush=True)
-    return seconds, cert
+    return row
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to d = 128, n = 512")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="write a JSON record here")
     args = parser.parse_args(argv)
     key = jax.random.key(args.seed)
     sizes = [(32, 128), (64, 256), (128, 512)] + ([] if args.quick else [(256, 1024), (384, 1536)])
     print(environment())
     print(f"seed {args.seed}; find_absorbing_set, float64, best of 2 (1 for the largest); phases in s")
-    for i, (d, n) in enumerate(sizes):
-        for kind in ("gaussian", "absorbable"):
-            bench_block(kind, d, n, jax.random.fold_in(key, i), 1 if d >= 384 else 2)
+    blocks = [bench_block(kind, d, n, jax.random.fold_in(key, i), 1 if d >= 384 else 2)
+              for i, (d, n) in enumerate(sizes) for kind in ("gaussian", "absorbable")]
+    many = []
 
     draws, d, n = (200, 3, 12) if args.quick else (2000, 3, 12)
     for dist in ("gaussian", "ternary"):
@@ -93,6 +98,11 @@ def main(argv=None):
         methods = {m: sum(c.method == m for c in certs) for m in ("relaxation", "rounding", "milp")}
         print(f"many draws: {draws} {dist} blocks d={d} n={n} (n > d²) in {seconds:.2f} s "
               f"({draws / seconds:.0f} per s); {counts}; methods {methods}")
+        many.append({"dist": dist, "draws": draws, "d": d, "n": n, "seconds": seconds, "statuses": counts,
+                     "methods": methods})
+    if args.out:
+        io.save_record(args.out, name="bench_condition", seed=args.seed, config={"quick": args.quick},
+                       results={"blocks": blocks, "many_draws": many})
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ Runs unchanged on CPU and GPU and prints the device. Every number is measured in
 
 1. vmapped search vs the same optimisation as a per-draw Python loop around a jitted step
    (what one writes without the toolkit): optimiser steps per second at (d, n) = (4, 16),
-   256 draws x 8 restarts, float32. One "step" is one Adam update of one restart.
+   256 draws x 8 restarts, float32. One "step" is one Adam update of one restart. For
+   reference, the same steps hand-written as einsums over all draws and restarts at once
+   (no vmap, no batching): what plain vectorisation gives on this device.
 2. compute efficiency at (d, n) = (64, 256), float32: matmul FLOP/s achieved by the search's
    first phase as a fraction of a dense matmul's FLOP/s measured here.
 3. scaling: 1,000 vs 10,000 draws x 8 restarts at (4, 16): time ratio and peak memory.
@@ -14,10 +16,12 @@ The first-phase (Adam) loop is what is timed: per-step time is the difference be
 runs with different step counts, so sampling, compilation and the final evaluation cancel.
 ``--quick`` shrinks every size for a CI smoke run. ``--claims [DRAWS]`` instead measures, in
 float64 with default settings, the recall on absorbable draws, the separation on Gaussian draws
-and the near-origin error of gated and homogeneous fits.
+and the near-origin error of gated and homogeneous fits. ``--sizes [DRAWS]`` measures the
+recall on absorbable draws as n/d grows.
 
     python experiments/bench_fit.py [--quick] [--out results/bench_fit.json]
     python experiments/bench_fit.py --claims 100 [--out results/fit_claims.json]
+    python experiments/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax import lax
 
-from absorbjax import fit, io, models
+from absorbjax import activations, fit, io, models
 
 ACT = "gelu"
 SEED = 0
@@ -114,6 +119,43 @@ def loop_baseline(target, restarts: int, steps: int, draws: int, num: int) -> fl
     return (t_long - t_short) / (long_ - short) / draws
 
 
+def hand_batched(target, restarts: int, steps: tuple[int, int], num: int) -> float:
+    """Seconds per step over all draws for the same Adam steps written by hand as einsums over
+    (draws, restarts, inputs) at once, without vmap or batching: what plain vectorisation gives
+    on this device. Inputs and init law as the search's."""
+    d, n = models.dims(target)
+    draws = target.down.shape[0]
+    act = activations.get(ACT).fn
+    keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(SEED), i))(jnp.arange(draws))
+    xs = jax.vmap(lambda k: fit.sample_inputs(k, d, fit.Inputs(num=num), jnp.float32)[0])(keys)
+    ys = jax.vmap(jax.vmap(lambda w, x: models.skip_mlp(w, x, ACT), (None, 0)))(target, xs)
+    p0 = jax.vmap(lambda k: jax.vmap(lambda r: models.init(r, d, n, ACT, dtype=jnp.float32))(
+        jax.random.split(k, restarts)))(keys)
+    inv_sq = 1.0 / (num * jnp.sum(xs**2, -1))  # (draws, inputs)
+
+    def loss(p):  # summed over draws and restarts: each restart's gradient is its own
+        h = act(jnp.einsum("brnk,bik->brin", p.up, xs))
+        pred = jnp.einsum("brkn,brin->brik", p.down, h)
+        return jnp.sum(jnp.sum((ys[:, None] - pred) ** 2, -1) * inv_sq[:, None])
+
+    def run(count):
+        opt = fit.default_optimizer(count)
+
+        def step(carry, _):
+            p, s = carry
+            u, s = opt.update(jax.grad(loss)(p), s, p)
+            return (optax.apply_updates(p, u), s), None
+
+        return jax.jit(lambda p: lax.scan(step, (p, opt.init(p)), None, length=count)[0][0])
+
+    times = []
+    for count in steps:
+        f = run(count)
+        jax.block_until_ready(f(p0))  # compile
+        times.append(timed(lambda: jax.block_until_ready(f(p0))))
+    return (times[1] - times[0]) / (steps[1] - steps[0])
+
+
 def bench_vmap_vs_loop(quick: bool) -> dict:
     d, n, draws, restarts = 4, 16, 256, 8
     steps = (20, 60) if quick else (50, 250)
@@ -126,11 +168,13 @@ def bench_vmap_vs_loop(quick: bool) -> dict:
     vmapped = {b: draws * restarts / search_step_time(target, restarts, steps, batch_size=b)
                for b in sorted({default_batch, draws})}
     loop = restarts / loop_baseline(target, restarts, steps[1], loop_draws, num)
+    by_hand = draws * restarts / hand_batched(target, restarts, steps, num)
     return {
         "d": d, "n": n, "draws": draws, "restarts": restarts, "inputs": num, "dtype": "float32",
         "activation": ACT, "vmapped_steps_per_s": {str(b): v for b, v in vmapped.items()},
         "default_batch_size": default_batch, "loop_steps_per_s": loop, "loop_draws_timed": loop_draws,
         "ratio": {str(b): v / loop for b, v in vmapped.items()}, "target_ratio": 50,
+        "hand_batched_steps_per_s": by_hand, "hand_batched_ratio": by_hand / loop,
     }
 
 
@@ -253,6 +297,30 @@ def claims(draws: int) -> dict:
     return out
 
 
+SIZES = [(2, 4), (4, 8), (2, 8), (3, 12), (4, 16)]
+
+
+def recall_by_size(draws: int) -> dict:
+    """Recall of the default search on absorbable draws beyond the claimed sizes: ``n = 2d``
+    and ``n = 4d``, relu and gelu, float64."""
+    jax.config.update("jax_enable_x64", True)
+    base = jax.random.key(5)
+    out = {"draws": draws, "recall": {}}
+    for act in ("relu", "gelu"):
+        for d, n in SIZES:
+            k = jax.random.fold_in(jax.random.fold_in(base, d), n)
+            pairs = [models.absorbable(jax.random.fold_in(k, j), d, n, act)[0] for j in range(draws)]
+            t = time.perf_counter()
+            r = fit.search(jax.tree.map(lambda *a: jnp.stack(a), *pairs), act, key=jax.random.key(7), progress=False)
+            row = out["recall"][f"{act} ({d},{n})"] = {
+                "d": d, "n": n, "recall": float(r.solved().mean()), "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
+                "seconds": time.perf_counter() - t}
+            print(f"recall {act:5s} (d,n)=({d},{n}), n/d={n // d}: {100 * row['recall']:3.0f}% of {draws} absorbable "
+                  "draws solved; best loss min/median/max " + " ".join(f"{v:.2g}" for v in row["best_loss_quantiles"])
+                  + f"; {row['seconds']:.0f}s", flush=True)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -263,17 +331,23 @@ def main(argv=None) -> int:
     ap.add_argument("--claims", type=int, nargs="?", const=100, default=None, metavar="DRAWS",
                     help="instead of the speed benchmarks, measure recall/separation/near-origin error "
                          "in float64 with default settings on DRAWS draws per case (default 100)")
+    ap.add_argument("--sizes", type=int, nargs="?", const=16, default=None, metavar="DRAWS",
+                    help="instead, measure the default search's recall on absorbable draws at (d, n) = "
+                         + ", ".join(map(str, SIZES)) + " (float64, DRAWS draws each, default 16)")
     ap.add_argument("--scaling-child", nargs=3, type=int, metavar=("DRAWS", "STEPS", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.scaling_child:
         print(json.dumps(scaling_child(*args.scaling_child)))
         return 0
-    if args.claims:
-        print(f"device: {device_line()}  (jax {jax.__version__}), float64", flush=True)
-        results = claims(args.claims)
-        if args.out:
-            io.save_record(args.out, name="fit_claims", seed=2024, config={"draws": args.claims}, results=results)
-        return 0
+    float64_runs = {"claims": (claims, "fit_claims", 2024), "sizes": (recall_by_size, "fit_recall_by_size", 5)}
+    for flag, (measure, name, seed) in float64_runs.items():
+        draws = getattr(args, flag)
+        if draws:
+            print(f"device: {device_line()}  (jax {jax.__version__}), float64", flush=True)
+            results = measure(draws)
+            if args.out:
+                io.save_record(args.out, name=name, seed=seed, config={"draws": draws}, results=results)
+            return 0
 
     print(f"device: {device_line()}  (jax {jax.__version__})", flush=True)
     results = {}
@@ -285,6 +359,9 @@ def main(argv=None) -> int:
         tag = " (default)" if int(b) == r["default_batch_size"] else ""
         print(f"    batch_size {b}{tag}: {v:.3g} restart-steps/s -> ratio {r['ratio'][b]:.1f}x "
               f"(target >= {r['target_ratio']}x)", flush=True)
+    print(f"    reference, the same Adam steps hand-written as einsums over all {r['draws']} draws x restarts x "
+          f"inputs at once (no vmap): {r['hand_batched_steps_per_s']:.3g} restart-steps/s -> ratio "
+          f"{r['hand_batched_ratio']:.1f}x", flush=True)
 
     r = results["efficiency"] = bench_efficiency(args.quick)
     print(f"[2] compute efficiency, (d,n)=({r['d']},{r['n']}), {r['draws']} draws x {r['restarts']} restarts, "

@@ -1,6 +1,11 @@
 """Every experiment runs end to end at the smoke preset and writes what `reproduce` promises."""
 
 import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +55,34 @@ def test_rerun_skips_finished_experiments(smoke, capsys):
 def test_unknown_experiment_is_an_error(capsys):
     assert cli.main(["reproduce", "--only", "nope"]) == 2
     assert "unknown experiment" in capsys.readouterr().err
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["bench_fit.py", "bench_condition.py"])
+def test_benchmark_quick_run_writes_its_record(tmp_path, script):
+    """The benchmarks run end to end at their --quick sizes (their numbers are not judged here:
+    timings belong to the benchmark's own side-by-side ratios, not to a unit test)."""
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick", "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("device: ")
+    record = json.loads(out.read_text())
+    assert record["environment"]["jax"] and record["config"]["quick"] is True
+    numbers = [v for v in _leaves(record["results"]) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    assert numbers and all(math.isfinite(v) for v in numbers)
+
+
+def _leaves(tree):
+    if isinstance(tree, dict):
+        for v in tree.values():
+            yield from _leaves(v)
+    elif isinstance(tree, list):
+        for v in tree:
+            yield from _leaves(v)
+    else:
+        yield tree
