@@ -684,6 +684,7 @@ def find_absorbing_sets(
     time_limit: float = 60.0,
     method: str = "auto",
     activation: str | None = None,
+    progress: bool = True,
 ) -> list[Certificate]:
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
@@ -692,6 +693,7 @@ def find_absorbing_sets(
     A plain loop: small blocks take about a millisecond each (``d = 3, n = 12``: over a thousand
     draws per second on two cores, see ``experiments/bench_condition.py``), so a batched
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
+    ``progress`` shows a tqdm bar over the draws (the MILP can take up to ``time_limit`` each).
     """
     _check_method(method, time_limit)
     act = _check_activation(activation)
@@ -707,10 +709,12 @@ def find_absorbing_sets(
         else:
             raise ValueError(f"skip must have shape ({d}, {d}) or ({draws}, {d}, {d}), got {sk.shape}")
     kind = "identity" if skip is None else "matrix"
+    from tqdm.auto import tqdm
+
     return [
         _decide(U[k], D[k], _skip(skips[k], d), dtype, tol=tol, method=method,
                 time_limit=time_limit, activation=act, skip_kind=kind)[0]
-        for k in range(draws)
+        for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]
 
 

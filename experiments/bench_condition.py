@@ -92,7 +92,7 @@ def main(argv=None):
     for dist in ("gaussian", "ternary"):
         params = models.sample(jax.random.fold_in(key, 99), draws, d, n, "relu", dist=dist)
         start = time.perf_counter()
-        certs = condition.find_absorbing_sets(params)
+        certs = condition.find_absorbing_sets(params, progress=False)
         seconds = time.perf_counter() - start
         counts = {s: sum(c.status == s for c in certs) for s in condition.STATUSES}
         methods = {m: sum(c.method == m for c in certs) for m in ("relaxation", "rounding", "milp")}

@@ -174,6 +174,14 @@ def test_find_absorbing_sets_matches_single_calls():
         condition.find_absorbing_sets(GAUSS, skip=np.eye(3))
 
 
+def test_find_absorbing_sets_progress_bar(capsys):
+    condition.find_absorbing_sets(GAUSS)
+    err = capsys.readouterr().err
+    assert "find_absorbing_sets" in err and "8/8" in err
+    condition.find_absorbing_sets(GAUSS, progress=False)
+    assert capsys.readouterr().err == ""
+
+
 def test_compressed_milp_formulation(monkeypatch):
     monkeypatch.setattr(condition, "_MILP_DENSE_MAX", 0)
     params, S = absorbable(2, 12, 5)
