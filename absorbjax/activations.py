@@ -47,12 +47,18 @@ class Activation:
         return "gated" if self.gated else "ungated"
 
     @property
+    def never_absorbs(self) -> bool:
+        """Whether Prop 5 or Prop 6 rules absorption out whatever the weights."""
+        prop6 = self.gated and self.gate_at_zero == 0 and self.smooth_at_zero
+        return self.family == "homogeneous" or prop6
+
+    @property
     def result(self) -> str:
         """The paper's result that decides absorption for blocks with this activation."""
         if self.family == "homogeneous":
             return "Prop 5: never absorbs (homogeneous of degree k != 1)"
         if self.gated:
-            if self.gate_at_zero == 0 and self.smooth_at_zero:
+            if self.never_absorbs:
                 return "Prop 6: never absorbs (gate differentiable at 0 with g(0) = 0)"
             return "not covered: gate with g(0) != 0 or not differentiable at 0"
         if self.name in ("relu", "gelu"):

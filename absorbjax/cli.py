@@ -17,10 +17,10 @@ def _reproduce(args) -> int:
     everything = reproduce.discover(args.experiments)
     modules = everything
     if args.only:
-        unknown = sorted(set(args.only) - set(modules))
+        unknown = sorted(set(args.only) - set(everything))
         if unknown:
             print(f"absorbjax reproduce: unknown experiment(s) {', '.join(unknown)}; "
-                  f"known: {', '.join(modules)}", file=sys.stderr)
+                  f"known: {', '.join(everything)}", file=sys.stderr)
             return 2
         modules = {k: v for k, v in everything.items() if k in args.only}
     total = time.perf_counter()
@@ -52,7 +52,7 @@ def _check(args) -> int:
             cert = condition.find_absorbing_set(params, skip=skip, activation=name)
             record, text = cert.to_dict(), str(cert)
         else:  # Prop 5 / Prop 6 decide these without looking at the weights
-            status = "not_absorbable" if act.result.startswith("Prop") else "undecided"
+            status = "not_absorbable" if act.never_absorbs else "undecided"
             record = {"status": status, "activation": name, "reason": act.result}
             text = f"{status}  [{act.result}]"
     except ValueError as err:

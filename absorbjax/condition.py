@@ -472,13 +472,9 @@ def _exhaustive(U, D, A, rel: _Relaxation, tol: float):
         raise ValueError(f"method='exhaustive' enumerates 2^n subsets; n = {n} > {_EXHAUSTIVE_MAX_N}")
     G, b, a2 = rel.G, rel.b, float(np.sum(A * A))
     aG, ab = np.abs(G), np.abs(b)
-    low = min(n, 16)
-    base = ((np.arange(2**low)[:, None] >> np.arange(low)) & 1).astype(np.float64)
     best = np.inf
-    for hi in range(2 ** (n - low)):
-        top = ((hi >> np.arange(n - low)) & 1).astype(np.float64)
-        M = np.concatenate([base, np.broadcast_to(top, (base.shape[0], n - low))], axis=1)
-        q = np.einsum("bi,bi->b", M @ G, M) - 2 * M @ b + a2
+    for M in _all_masks(n):
+        q = _quadratic(M, G, b) + a2
         bound = 8 * n * _EPS * (np.einsum("bi,bi->b", M @ aG, M) + 2 * M @ ab + a2)
         best = min(best, float(q.min()))
         near = np.flatnonzero(q <= (d * tol) ** 2 + bound)
@@ -487,6 +483,20 @@ def _exhaustive(U, D, A, rel: _Relaxation, tol: float):
             if np.max(np.abs(_miss(U, D, A, m))) <= tol:
                 return m, math.sqrt(max(best, 0.0))
     return None, math.sqrt(max(best, 0.0))
+
+
+def _all_masks(n: int, chunk_bits: int = 16):
+    """Every ``m ∈ {0,1}^n`` as float rows, in chunks of ``2^min(n, chunk_bits)``."""
+    low = min(n, chunk_bits)
+    base = ((np.arange(2**low)[:, None] >> np.arange(low)) & 1).astype(np.float64)
+    for hi in range(2 ** (n - low)):
+        top = ((hi >> np.arange(n - low)) & 1).astype(np.float64)
+        yield np.concatenate([base, np.broadcast_to(top, (base.shape[0], n - low))], axis=1)
+
+
+def _quadratic(M: np.ndarray, G: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``mᵀGm − 2bᵀm`` for each row ``m`` of ``M`` (``= ‖Σ m_i M_i + A‖_F² − ‖A‖_F²``)."""
+    return np.einsum("bi,bi->b", M @ G, M) - 2 * M @ b
 
 
 def _milp(U, D, A, rel: _Relaxation, tol: float, time_limit: float):
@@ -612,7 +622,7 @@ def _decide(U, D, A, dtype, *, tol, method, time_limit, activation, skip_kind):
         S = np.flatnonzero(found)
         residual = float(np.max(np.abs(_miss(U, D, A, found))))
         status = "absorbable"
-        why = f"W_down[:,S] W_up[S,:] = {'−I' if skip_kind == 'identity' else '−A'} within tol"
+        why = f"W_down[:,S] W_up[S,:] = {target} within tol"
     else:
         S = None
         if why.startswith("undecided"):
@@ -699,20 +709,18 @@ def find_absorbing_sets(
     act = _check_activation(activation)
     U, D, dtype = _weights(params, batched=True)
     draws, n, d = U.shape
-    skips = [None] * draws
-    if skip is not None:
-        sk = np.asarray(skip)
-        if sk.shape == (d, d):
-            skips = [sk] * draws
-        elif sk.shape == (draws, d, d):
-            skips = list(sk)
-        else:
-            raise ValueError(f"skip must have shape ({d}, {d}) or ({draws}, {d}, {d}), got {sk.shape}")
+    sk = None if skip is None else np.asarray(skip)
+    if sk is None or sk.shape == (d, d):
+        skips = [_skip(sk, d)] * draws  # one A, checked once
+    elif sk.shape == (draws, d, d):
+        skips = [_skip(a, d) for a in sk]
+    else:
+        raise ValueError(f"skip must have shape ({d}, {d}) or ({draws}, {d}, {d}), got {sk.shape}")
     kind = "identity" if skip is None else "matrix"
     from tqdm.auto import tqdm
 
     return [
-        _decide(U[k], D[k], _skip(skips[k], d), dtype, tol=tol, method=method,
+        _decide(U[k], D[k], skips[k], dtype, tol=tol, method=method,
                 time_limit=time_limit, activation=act, skip_kind=kind)[0]
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]
@@ -863,7 +871,6 @@ def _frank_wolfe(U, D, A, c) -> tuple[float, float]:
 
 
 def _closest(rel: _Relaxation) -> np.ndarray:
-    n = rel.b.size
-    M = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(np.float64)
-    q = np.einsum("bi,bi->b", M @ rel.G, M) - 2 * M @ rel.b
-    return M[int(np.argmin(q))] > 0.5
+    """The mask minimising ``‖Σ m_i M_i + A‖_F`` over all ``2^n`` (one chunk: ``n ≤ 16``)."""
+    (M,) = _all_masks(rel.b.size)
+    return M[int(np.argmin(_quadratic(M, rel.G, rel.b)))] > 0.5

@@ -37,7 +37,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -49,7 +48,7 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from absorbjax import activations, models
+from absorbjax import activations, io, models
 from absorbjax.models import GatedParams, MLPParams, Params
 
 __all__ = [
@@ -205,11 +204,15 @@ def _pointwise(cand: Params, xs, ys, activation: str, depth: int):
     return jnp.sum(jnp.square(ys - pred), -1) / jnp.sum(jnp.square(xs), -1)
 
 
+def _residual_weights(xs):
+    """``1 / (‖x_k‖ √K)`` ``(K, 1)``: the residuals' scale, so that ``‖r‖² = ℓ(V)``."""
+    return 1.0 / (jnp.linalg.norm(xs, axis=-1, keepdims=True) * math.sqrt(xs.shape[0]))
+
+
 def _residuals(cand: Params, xs, ys, activation: str, depth: int):
     """``r_k = (f(x_k) − g_V(x_k)) / (‖x_k‖ √K)`` flattened, so ``‖r‖² = ℓ(V)``."""
     pred = jax.vmap(_candidate_fn, (None, 0, None, None))(cand, xs, activation, depth)
-    w = 1.0 / (jnp.linalg.norm(xs, axis=-1, keepdims=True) * math.sqrt(xs.shape[0]))
-    return ((ys - pred) * w).ravel()
+    return ((ys - pred) * _residual_weights(xs)).ravel()
 
 
 def relative_loss(
@@ -293,8 +296,6 @@ class SearchResult(NamedTuple):
 
     def to_dict(self, params: bool = True) -> dict:
         """Plain JSON-ready dict (via :func:`absorbjax.io.to_jsonable`)."""
-        from absorbjax import io
-
         out = {k: getattr(self, k) for k in self._fields if k != "best_params" or params}
         if params:
             out["best_params"] = {"type": type(self.best_params).__name__, **self.best_params._asdict()}
@@ -427,7 +428,7 @@ def _gauss_newton(pol: Polish, model, xs, ys, p0: Params, v0: jax.Array):
     step is then rejected).
     """
     q0, unravel = ravel_pytree(p0)
-    w = 1.0 / (jnp.linalg.norm(xs, axis=-1, keepdims=True) * math.sqrt(xs.shape[0]))
+    w = _residual_weights(xs)
     point = lambda q, x: model(unravel(q), x)
     resid = lambda q: ((ys - jax.vmap(point, (None, 0))(q, xs)) * w).ravel()
     jac = jax.vmap(jax.jacrev(point), (None, 0))
@@ -643,15 +644,8 @@ def _fingerprint(cfg: _Static, target: Params, skip, given, key_data: np.ndarray
 
 
 def _atomic_save(path: Path, arrays: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with io.atomic_open(path, "wb") as f:
+        np.savez(f, **arrays)
 
 
 def _flatten(out: dict, kind: type) -> dict:
@@ -815,8 +809,6 @@ def search(
             f"tol={tol:.1e} is below what {jnp.dtype(dtype).name} can resolve (min_tol = {floor:.1e}); "
             "pass float64 weights with jax.config.update('jax_enable_x64', True)"
         )
-    if skip is not None and depth != 1:
-        raise ValueError("skip (a linear skip A) is supported for depth=1 only")
     skip = _check_skip(skip, draws, d, depth, dtype)
     init_mode, given = _check_init(init, target, draws, restarts, width, depth, d)
     num = inputs.num or max(256, 2 * fields * width * depth)
@@ -880,11 +872,8 @@ def search(
                     "use a fresh directory"
                 )
         elif jax.process_index() == 0:
-            ckpt.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=ckpt, prefix="config.json", suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
+            with io.atomic_open(meta) as f:
                 json.dump({"fingerprint": fp, "config": config}, f, indent=2, default=str)
-            os.replace(tmp, meta)
 
     from tqdm.auto import tqdm
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -13,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["environment", "save_record", "load_record", "to_jsonable"]
+__all__ = ["environment", "save_record", "load_record", "to_jsonable", "atomic_open"]
 
 
 def environment() -> dict[str, Any]:
@@ -73,12 +74,28 @@ def save_record(path: str | os.PathLike, *, name: str, seed: int | None, config:
         "results": to_jsonable(results),
         "environment": environment(),
     }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
+    with atomic_open(path) as f:
         json.dump(record, f, indent=2)
         f.write("\n")
-    os.replace(tmp, path)
     return path
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w"):
+    """A file to write ``path`` through: a temporary file in the same folder that replaces
+    ``path`` in one step when the block ends, and is removed if it raises (so a reader sees the
+    old file or the whole new one, never a partial write)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def load_record(path: str | os.PathLike) -> dict:

@@ -30,6 +30,7 @@ __all__ = [
     "init",
     "sample",
     "absorbable",
+    "absorbable_sample",
     "reduce_skip",
     "dims",
     "DISTS",
@@ -300,6 +301,25 @@ def absorbable(
     z = jax.random.normal(kz, (d, size), params.up.dtype) / math.sqrt(size)
     down_s = -pinv + z @ (jnp.eye(size, dtype=pinv.dtype) - up_s @ pinv)
     return MLPParams(params.up, params.down.at[:, S].set(down_s)), S
+
+
+def absorbable_sample(
+    key: jax.Array,
+    draws: int,
+    d: int,
+    n: int,
+    activation: str,
+    *,
+    size: int | None = None,
+    dtype=None,
+) -> tuple[MLPParams, list[np.ndarray]]:
+    """``draws`` blocks from :func:`absorbable`, draw ``i`` from ``fold_in(key, i)``: params with a
+    leading draws axis (``up (draws, n, d)``, ``down (draws, d, n)``) and each draw's ``S``."""
+    if not isinstance(draws, (int, np.integer)) or draws < 1:
+        raise ValueError(f"draws must be a positive integer, got {draws!r}")
+    pairs = [absorbable(jax.random.fold_in(key, i), d, n, activation, size=size, dtype=dtype)
+             for i in range(draws)]
+    return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in pairs]), [S for _, S in pairs]
 
 
 def reduce_skip(A: jax.Array, params: Params, *, max_cond: float | None = None) -> Params:

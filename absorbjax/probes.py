@@ -64,14 +64,10 @@ def _check_d(d):
 
 def _dtype(f, d, dtype):
     """``dtype``, or by default the precision of ``f``'s params: its output dtype on a float32
-    input (float64 params give float64, float32 params float32 even under ``jax_enable_x64``).
-    A ``TypeError`` on float32 input (a ``scan`` whose carry widens) means wider params."""
+    input (float64 params give float64, float32 params float32 even under ``jax_enable_x64``)."""
     if dtype is not None:
         return jnp.dtype(dtype)
-    try:
-        out = jax.eval_shape(f, jax.ShapeDtypeStruct((d,), jnp.float32)).dtype
-    except TypeError:
-        return jnp.result_type(float)
+    out = jax.eval_shape(f, jax.ShapeDtypeStruct((d,), jnp.float32)).dtype
     return out if jnp.issubdtype(out, jnp.floating) else jnp.result_type(float)
 
 

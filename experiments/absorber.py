@@ -38,9 +38,9 @@ def _inputs(key, count, d):
 
 def absorber_errors(activation, d, n, draws, xs, key):
     """Max-abs and max-relative error of the sign-flip absorber over ``draws`` absorbable blocks."""
-    blocks = [models.absorbable(jax.random.fold_in(key, i), d, n, activation) for i in range(draws)]
-    target = jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in blocks])
-    absorbed = jax.tree.map(lambda *a: jnp.stack(a), *[condition.absorber(p, S) for p, S in blocks])
+    target, sets = models.absorbable_sample(key, draws, d, n, activation)
+    absorbed = jax.tree.map(lambda *a: jnp.stack(a), *[
+        condition.absorber(jax.tree.map(lambda a: a[i], target), S) for i, S in enumerate(sets)])
     diff = jax.jit(jax.vmap(jax.vmap(
         lambda p, v, x: models.skip_mlp(p, x, activation) - models.mlp(v, x, activation),
         (None, None, 0)), (0, 0, None)))(target, absorbed, xs)

@@ -65,16 +65,17 @@ def timed(fn, repeat: int = 1) -> float:
     return best
 
 
-def search_step_time(target, restarts: int, steps: tuple[int, int], batch_size: int) -> float:
+def search_step_time(target, restarts: int, steps: tuple[int, int], batch_size: int | None) -> tuple[float, dict]:
     """Seconds per first-phase step of one ``search`` call over all draws (difference of two
-    step counts; each configuration compiled by a warm-up call first)."""
+    step counts; each configuration compiled by a warm-up call first), and the search's config
+    (``batch_size=None``: the search's default, recorded there)."""
     times = []
     for s in steps:
         run = lambda: fit.search(target, ACT, key=jax.random.key(SEED), restarts=restarts, steps=s,
-                                 polish=False, batch_size=batch_size, progress=False).best_loss
-        run()  # compile
+                                 polish=False, batch_size=batch_size, progress=False)
+        config = run().config  # compile
         times.append(timed(run))
-    return (times[1] - times[0]) / (steps[1] - steps[0])
+    return (times[1] - times[0]) / (steps[1] - steps[0]), config
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,12 +162,11 @@ def bench_vmap_vs_loop(quick: bool) -> dict:
     steps = (20, 60) if quick else (50, 250)
     loop_draws = 4 if quick else 16
     target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
-    num = max(256, 2 * 2 * n)  # fit.search's default for an ungated candidate
-    default_batch = fit._default_batch(
-        fit._Static(ACT, 1, d, n, n, restarts, steps[1], "random", False, num, 1e-2, 1e2, 64, None),
-        draws, 4, 2)
-    vmapped = {b: draws * restarts / search_step_time(target, restarts, steps, batch_size=b)
-               for b in sorted({default_batch, draws})}
+    per_step, config = search_step_time(target, restarts, steps, batch_size=None)
+    default_batch, num = config["batch_size"], config["num"]  # the search's own defaults
+    vmapped = {default_batch: draws * restarts / per_step}
+    if draws != default_batch:
+        vmapped[draws] = draws * restarts / search_step_time(target, restarts, steps, batch_size=draws)[0]
     loop = restarts / loop_baseline(target, restarts, steps[1], loop_draws, num)
     by_hand = draws * restarts / hand_batched(target, restarts, steps, num)
     return {
@@ -196,8 +196,8 @@ def bench_efficiency(quick: bool) -> dict:
     draws = 2 if quick else 8
     steps = (4, 12) if quick else (10, 40)
     target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
-    num = max(256, 2 * 2 * n)  # fit.search's default for an ungated candidate
-    per_step = search_step_time(target, restarts, steps, batch_size=draws)
+    per_step, config = search_step_time(target, restarts, steps, batch_size=draws)
+    num = config["num"]
     # Matmul FLOPs of one Adam step of one restart: forward W_up x and W_down h (4nd per input),
     # backward dW_down, dh and dW_up (6nd per input). Elementwise work is not counted.
     flops = draws * restarts * num * 10 * n * d
@@ -265,9 +265,9 @@ def claims(draws: int) -> dict:
     for i, act in enumerate(["relu", "gelu"]):
         for d, n in [(2, 4), (3, 6)]:
             k = jax.random.fold_in(jax.random.fold_in(base, d), i)
-            pairs = [models.absorbable(jax.random.fold_in(k, j), d, n, act)[0] for j in range(draws)]
+            target, _ = models.absorbable_sample(k, draws, d, n, act)
             t = time.perf_counter()
-            r = fit.search(jax.tree.map(lambda *a: jnp.stack(a), *pairs), act, key=jax.random.key(7), progress=False)
+            r = fit.search(target, act, key=jax.random.key(7), progress=False)
             rec = out["recall"][f"{act} ({d},{n})"] = {
                 "recall": float(r.solved().mean()), "train_only": float((r.best_loss <= 1e-20).mean()),
                 "seconds": time.perf_counter() - t}
@@ -309,9 +309,9 @@ def recall_by_size(draws: int) -> dict:
     for act in ("relu", "gelu"):
         for d, n in SIZES:
             k = jax.random.fold_in(jax.random.fold_in(base, d), n)
-            pairs = [models.absorbable(jax.random.fold_in(k, j), d, n, act)[0] for j in range(draws)]
+            target, _ = models.absorbable_sample(k, draws, d, n, act)
             t = time.perf_counter()
-            r = fit.search(jax.tree.map(lambda *a: jnp.stack(a), *pairs), act, key=jax.random.key(7), progress=False)
+            r = fit.search(target, act, key=jax.random.key(7), progress=False)
             row = out["recall"][f"{act} ({d},{n})"] = {
                 "d": d, "n": n, "recall": float(r.solved().mean()), "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
                 "seconds": time.perf_counter() - t}
@@ -375,13 +375,7 @@ def main(argv=None) -> int:
           f"{r['time_ratio']:.2f} for {r['draw_ratio']:.0f}x draws; peak memory {r['peak_gib']:.2f} GiB "
           f"({r['peak_is']}; target < 2 GiB)", flush=True)
 
-    try:
-        from absorbjax import condition  # noqa: F401
-
-        if os.path.exists(os.path.join(os.path.dirname(__file__), "bench_condition.py")):
-            print("[4] condition.find_absorbing_set at d=384, n=1536: see experiments/bench_condition.py")
-    except ImportError:
-        pass
+    print("[4] condition.find_absorbing_set at d=384, n=1536: see experiments/bench_condition.py")
 
     if args.out:
         io.save_record(args.out, name="bench_fit", seed=SEED, config={"quick": args.quick}, results=results)

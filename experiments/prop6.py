@@ -20,7 +20,7 @@ import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from absorbjax import fit, models, probes, reproduce  # noqa: E402
+from absorbjax import activations, fit, models, probes, reproduce  # noqa: E402
 
 NAME = "prop6"
 TITLE = "Prop 6 / Cor 7: gated blocks (SwiGLU, GeGLU; sigmoid GLU control)"
@@ -38,7 +38,7 @@ ACTIVATIONS = ("swiglu", "geglu", "glu")
 def jacobians(activation, d, n, draws, key):
     """``‖J_free(0)‖_F``, ``max|J_res(0) − I|`` and ``max|J_free(0) − g(0) W_down W_value|`` per draw."""
     params = models.sample(key, draws, d, n, activation)
-    g0 = float(jax.nn.sigmoid(0.0)) if activation == "glu" else 0.0
+    g0 = activations.get(activation).gate_at_zero
 
     @jax.jit
     @jax.vmap
@@ -87,7 +87,7 @@ def run(config, out, seed):
     ax.bar(x - 0.2, [max(jac[a]["free_norm_max"], 1e-17) for a in ACTIVATIONS], 0.4, color=reproduce.PALETTE[1],
            label="residual-free: max ‖J(0)‖_F")
     ax.bar(x + 0.2, [np.sqrt(d)] * len(ACTIVATIONS), 0.4, color=reproduce.PALETTE[0], label=f"residual: ‖I‖_F = √{d}")
-    ax.set_xticks(x, [f"{a}\ng(0)={0.5 if a == 'glu' else 0}" for a in ACTIVATIONS])
+    ax.set_xticks(x, [f"{a}\ng(0)={activations.get(a).gate_at_zero:g}" for a in ACTIVATIONS])
     ax.set_yscale("log")
     ax.set_ylabel("Frobenius norm of the Jacobian at 0")
     ax.set_title(f"Jacobian at the origin\n{draws} draws per activation, d={d}, n={n}")

@@ -15,7 +15,6 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -32,14 +31,10 @@ PRESETS = {
 SOLVED = 1e-20
 
 
-def _stack(trees):
-    return jax.tree.map(lambda *a: jnp.stack(a), *trees)
-
-
 def population(kind, activation, d, n, draws, key):
     """``draws`` weights of one population: ``"absorbable"`` or ``"generic"`` (Gaussian)."""
     if kind == "absorbable":
-        return _stack([models.absorbable(jax.random.fold_in(key, i), d, n, activation)[0] for i in range(draws)])
+        return models.absorbable_sample(key, draws, d, n, activation)[0]
     return models.sample(key, draws, d, n, activation)
 
 

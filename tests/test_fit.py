@@ -20,12 +20,6 @@ KEY = jax.random.key(0)
 SMALL = dict(restarts=4, steps=50, polish=fit.Polish(steps=20, screen=5, top=2), batch_size=2, progress=False)
 
 
-def absorbable_draws(key, draws, d, n, activation):
-    """``draws`` targets from ``models.absorbable`` stacked on a leading axis, and their ``S``."""
-    pairs = [models.absorbable(jax.random.fold_in(key, i), d, n, activation) for i in range(draws)]
-    return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in pairs]), [s for _, s in pairs]
-
-
 # ---------------------------------------------------------------------------------------------
 # Loss and inputs
 
@@ -263,7 +257,7 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
 
 def test_linear_skip_target_is_absorbed():
     # Lemma 4: A x + A D σ(U x) = A (x + D σ(U x)) absorbs whenever the reduced block does.
-    W, _ = absorbable_draws(KEY, 2, 2, 4, "relu")
+    W, _ = models.absorbable_sample(KEY, 2, 2, 4, "relu")
     A = jnp.array([[2.0, 0.5], [-0.3, 1.5]])
     target = W._replace(down=A @ W.down)
     r = fit.search(target, "relu", key=KEY, skip=A, init="warm", progress=False)
@@ -292,7 +286,7 @@ def test_depth_two_stack_runs():
 
 
 def test_lbfgs_polish_and_custom_optimizer():
-    W, _ = absorbable_draws(KEY, 2, 2, 4, "gelu")
+    W, _ = models.absorbable_sample(KEY, 2, 2, 4, "gelu")
     r = fit.search(W, "gelu", key=KEY, init="warm", restarts=8, steps=100, optimizer=optax.adam(1e-3),
                    polish=fit.Polish(method="lbfgs", steps=300, screen=0, top=2), progress=False)
     assert r.config["polish"]["method"] == "lbfgs" and r.config["optimizer"] == "custom"
@@ -311,7 +305,7 @@ def test_recall_on_absorbable_draws(activation):
     measurement on 100 draws each is ``experiments/bench_fit.py --claims``."""
     solved = []
     for d, n, draws in [(2, 4, 30), (3, 6, 15)]:
-        W, _ = absorbable_draws(jax.random.fold_in(KEY, d), draws, d, n, activation)
+        W, _ = models.absorbable_sample(jax.random.fold_in(KEY, d), draws, d, n, activation)
         r = fit.search(W, activation, key=KEY, progress=False)
         solved.append(r.solved())
         assert np.all(r.best_loss[r.solved()] <= 1e-20)

@@ -155,3 +155,14 @@ def test_bad_input_names_the_argument():
         models.absorbable(KEY, 3, 6, "swiglu")
     with pytest.raises(ValueError, match="leading depth axis"):
         models.stack(p, jnp.ones(3), "relu")
+
+
+def test_absorbable_sample_stacks_the_single_draws():
+    W, sets = models.absorbable_sample(KEY, 3, 2, 6, "gelu", size=3)
+    assert W.up.shape == (3, 6, 2) and W.down.shape == (3, 2, 6) and len(sets) == 3
+    for i, S in enumerate(sets):
+        one, S_one = models.absorbable(jax.random.fold_in(KEY, i), 2, 6, "gelu", size=3)
+        np.testing.assert_array_equal(W.down[i], one.down)
+        np.testing.assert_array_equal(S, S_one)
+    with pytest.raises(ValueError, match="draws must be a positive integer"):
+        models.absorbable_sample(KEY, 0, 2, 6, "gelu")
