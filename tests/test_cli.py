@@ -1,4 +1,5 @@
 import json
+import re
 
 import jax
 import numpy as np
@@ -34,8 +35,9 @@ def test_check_json_reports_the_set(block_files, capsys):
     assert record["status"] == "absorbable" and record["S"] == list(block_files["S"])
 
 
-@pytest.mark.parametrize("problem", ["missing", "not_npz", "missing_key", "shape"])
-def test_check_bad_files_give_one_line_and_nonzero_exit(tmp_path, capsys, problem):
+@pytest.mark.parametrize("problem, says", [("missing", "no such file"), ("not_npz", "not a readable"),
+                                           ("missing_key", r"missing \['down'\]"), ("shape", "must have shape")])
+def test_check_bad_files_give_one_line_and_nonzero_exit(tmp_path, capsys, problem, says):
     path = tmp_path / "w.npz"
     if problem == "not_npz":
         path.write_text("hello")
@@ -46,6 +48,7 @@ def test_check_bad_files_give_one_line_and_nonzero_exit(tmp_path, capsys, proble
     code = cli.main(["check", str(path)])
     err = capsys.readouterr().err.strip()
     assert code != 0 and err.startswith("absorbjax check:") and "\n" not in err and "Traceback" not in err
+    assert re.search(says, err), err
 
 
 def test_info_lists_the_registry(capsys):

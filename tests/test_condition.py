@@ -170,6 +170,9 @@ def test_find_absorbing_sets_matches_single_calls():
         assert (cert.status, cert.method, cert.rank) == (one.status, one.method, one.rank)
     shared = condition.find_absorbing_sets(GAUSS, skip=2 * np.eye(4))
     assert [c.skip for c in shared] == ["matrix"] * 8
+    for k, cert in enumerate(shared):
+        one = condition.find_absorbing_set(draw(GAUSS, k), skip=2 * np.eye(4))
+        assert (cert.status, cert.lower_bound) == (one.status, one.lower_bound)
     with pytest.raises(ValueError, match="skip must have shape"):
         condition.find_absorbing_sets(GAUSS, skip=np.eye(3))
 

@@ -33,7 +33,9 @@ def test_smoke_run_writes_figure_and_record(smoke, name):
     assert record["environment"]["jax"] and record["environment"]["absorbjax"]
     claims = record["results"]["claims"]
     assert claims and all(c["measured"] for c in claims)
-    for fig in {c["figure"] for c in claims if c.get("figure")}:
+    figures = {c["figure"] for c in claims if c.get("figure")}
+    assert figures
+    for fig in figures:
         assert (smoke / f"{fig}.png").stat().st_size > 1000
         assert (smoke / f"{fig}.pdf").stat().st_size > 1000
 

@@ -10,9 +10,8 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "experiments" / "colab.ipynb"
 
 def test_colab_notebook_executes():
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    # execute() raises CellExecutionError on the first cell that fails
     NotebookClient(nb, timeout=900, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
-    assert not errors
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []) if o.output_type == "stream")
     assert "residual-free order 8" in text
