@@ -5,12 +5,16 @@ An experiment is a module in ``experiments/`` that defines
 - ``NAME`` (file stem), ``TITLE`` (the paper result it reproduces);
 - ``PRESETS``: ``{"smoke": config, "quick": config, "full": config}``;
 - ``run(config, out, seed) -> dict``: computes, saves its figures with :func:`save_figure`
-  and returns the numbers behind them, including ``"claims"``: a list of
-  ``{"claim", "measured", "figure"}`` rows for the summary table.
+  and returns the numbers behind them, including ``"claims"``: a list of :class:`Claim`, each
+  judged from the measurement (``holds``) against a stated ``criterion``.
 
-:func:`run_experiment` wraps ``run`` with the record (config, seed, versions, device, time
-taken) under ``out/NAME.json``; a rerun with the same preset and seed is skipped unless
-``force``. :func:`write_summary` regenerates ``out/README.md`` from the records.
+:func:`run_experiment` runs ``run`` with float64 enabled for that call only (the experiments
+make exactness claims; the process-wide ``jax_enable_x64`` is left as it was) and writes the
+record (config, seed, versions, device, time taken) under ``out/NAME.json``; a rerun with the
+same preset and seed is skipped unless ``force``. :func:`write_summary` regenerates
+``out/README.md`` from the records. Importing this module changes no global state (matplotlib's
+backend included): figures are drawn on ``matplotlib.figure.Figure`` objects, which need no
+backend.
 """
 
 from __future__ import annotations
@@ -20,16 +24,17 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
-import matplotlib
+import jax
 import numpy as np
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from absorbjax import io  # noqa: E402
+from absorbjax import io
 
 __all__ = [
+    "Claim",
+    "figure",
     "PRESETS",
     "PALETTE",
     "experiments_dir",
@@ -38,6 +43,8 @@ __all__ = [
     "finished",
     "write_summary",
     "save_figure",
+    "subplots",
+    "verdict",
     "plot_profiles",
     "script_main",
 ]
@@ -47,6 +54,37 @@ PRESETS = ("smoke", "quick", "full")
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
 
 
+class Claim(NamedTuple):
+    """One row of the summary: what a result says, what was measured, and whether it held.
+
+    Attributes:
+      claim: the statement, in words.
+      measured: the numbers behind it, in words.
+      holds: ``True``/``False`` when the measurement decides the claim against ``criterion``;
+        ``None`` when the preset is too small to decide it (``criterion`` then says why).
+      criterion: the threshold the measurement was judged by (or why it was not judged).
+      figure: the figure's name (``out/figure.png``), if any.
+    """
+
+    claim: str
+    measured: str
+    holds: bool | None
+    criterion: str
+    figure: str | None = None
+
+
+def figure(*args, **kwargs) -> Figure:
+    """A matplotlib ``Figure`` (same arguments as ``plt.figure``) that uses no pyplot state or
+    backend: safe to draw in notebooks and headless runs alike; save it with :func:`save_figure`."""
+    return Figure(*args, **kwargs)
+
+
+def subplots(*args, figsize=None, **kwargs):
+    """``(fig, axes)`` like ``plt.subplots``, on a backend-free :func:`figure`."""
+    fig = figure(figsize=figsize)
+    return fig, fig.subplots(*args, **kwargs)
+
+
 def experiments_dir() -> Path:
     """The ``experiments/`` folder of the source checkout (or of the working directory)."""
     beside = Path(__file__).resolve().parents[1] / "experiments"
@@ -54,8 +92,9 @@ def experiments_dir() -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(
-        "no experiments/ folder found beside the package or in the working directory; "
-        "run from a clone of the absorbjax repository or pass --experiments DIR"
+        "no experiments/ folder found beside the package or in the working directory: "
+        "`absorbjax reproduce` runs the scripts of a source checkout; clone the absorbjax "
+        "repository and run it there, or pass --experiments DIR"
     )
 
 
@@ -94,10 +133,26 @@ def run_experiment(module: ModuleType, out: str | Path, *, preset: str = "quick"
         return io.load_record(path)
     config = {"preset": preset, **module.PRESETS[preset]}
     start = time.perf_counter()
-    results = module.run(config, out, seed)
+    with jax.enable_x64(True):  # exactness claims need float64; scoped to this call
+        results = module.run(config, out, seed)
+    results["claims"] = [_checked_claim(module.NAME, c) for c in results.get("claims", [])]
     results["seconds"] = round(time.perf_counter() - start, 2)
     io.save_record(path, name=module.NAME, seed=seed, config=config, results=results)
     return io.load_record(path)
+
+
+def _checked_claim(name: str, claim) -> Claim:
+    if not isinstance(claim, Claim):
+        raise TypeError(f"experiment {name}: claims must be reproduce.Claim, got {type(claim).__name__}")
+    if claim.holds not in (True, False, None) or not claim.criterion:
+        raise ValueError(f"experiment {name}: claim {claim.claim!r} needs holds in (True, False, None) "
+                         "and a criterion")
+    return claim
+
+
+def verdict(row: dict) -> str:
+    """``"held"``, ``"NOT HELD"`` or ``"not decided"`` for a claim row of a record."""
+    return {True: "held", False: "NOT HELD", None: "not decided"}[row.get("holds")]
 
 
 def finished(module: ModuleType, out: str | Path, *, preset: str, seed: int) -> bool:
@@ -117,8 +172,8 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
         "",
         "Regenerated by `absorbjax reproduce`; every number comes from the JSON record beside it.",
         "",
-        "| result | claim | what was measured | figure |",
-        "|---|---|---|---|",
+        "| result | claim | what was measured | verdict (criterion) | figure |",
+        "|---|---|---|---|---|",
     ]
     envs = []
     for name, module in modules.items():
@@ -130,7 +185,8 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
         for row in record["results"].get("claims", []):
             fig = row.get("figure")
             link = f"[{fig}]({fig}.png)" if fig else ""
-            cells = (module.TITLE, row["claim"], row["measured"], link)
+            cells = (module.TITLE, row["claim"], row["measured"],
+                     f"{verdict(row)} ({row.get('criterion')})", link)
             lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     lines += ["", "| record | preset | seed | seconds | jax | absorbjax | device |", "|---|---|---|---|---|---|---|"]
     for name, record in envs:
@@ -150,7 +206,6 @@ def save_figure(fig, out: str | Path, name: str) -> str:
     out.mkdir(parents=True, exist_ok=True)
     fig.savefig(out / f"{name}.png", dpi=130, bbox_inches="tight", metadata={"Software": None})
     fig.savefig(out / f"{name}.pdf", bbox_inches="tight", metadata={"CreationDate": None, "Producer": None})
-    plt.close(fig)
     return name
 
 
@@ -183,7 +238,8 @@ def script_main(module: ModuleType, argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     record = run_experiment(module, args.out, preset=args.preset, seed=args.seed, force=True)
-    for row in record["results"].get("claims", []):
-        print(f"- {row['claim']}: {row['measured']}")
+    rows = record["results"].get("claims", [])
+    for row in rows:
+        print(f"- [{verdict(row)}] {row['claim']}: {row['measured']}")
     print(f"record: {Path(args.out) / (module.NAME + '.json')}", file=sys.stderr)
-    return 0
+    return 1 if any(row.get("holds") is False for row in rows) else 0

@@ -11,13 +11,10 @@ import sys
 
 import jax
 
-jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import numpy as np
 
-import jax.numpy as jnp  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from absorbjax import activations, condition, models, probes, reproduce  # noqa: E402
+from absorbjax import activations, condition, models, probes, reproduce
 
 NAME = "absorber"
 TITLE = "Absorber identity and Prop 6 at the origin"
@@ -82,7 +79,7 @@ def run(config, out, seed):
         print(f"{name:<10} {g0:5.2f} {r['free_max']:10.2e} {r['free_min']:10.2e} "
               f"{r['skip_min']:9.4f}..{r['skip_max']:.4f}")
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax1, ax2) = reproduce.subplots(1, 2, figsize=(11, 4))
     names = list(ungated)
     errs = [max(ungated[k]["max_rel_error"], 1e-17) for k in names]
     colors = [reproduce.PALETTE[0] if ungated[k]["odd_part_half"] else reproduce.PALETTE[1] for k in names]
@@ -107,15 +104,22 @@ def run(config, out, seed):
 
     odd = [k for k in names if ungated[k]["odd_part_half"]]
     worst_odd = max(ungated[k]["max_rel_error"] for k in odd)
+    free_max = max(gated["swiglu"]["free_max"], gated["geglu"]["free_max"])
     claims = [
-        {"claim": "sign-flip absorber exact when σ(z) − σ(−z) = z (" + ", ".join(odd) + ")",
-         "measured": f"max relative error {worst_odd:.1e} over {draws} draws × {len(xs)} inputs", "figure": figure},
-        {"claim": "absorber fails for relu2 (odd part z|z|/2)",
-         "measured": f"max relative error {ungated['relu2']['max_rel_error']:.2g}", "figure": figure},
-        {"claim": "Prop 6: residual-free swiglu/geglu blocks have J(0) = 0, residual blocks I",
-         "measured": f"max ‖J(0)‖_F {max(gated['swiglu']['free_max'], gated['geglu']['free_max']):.1e} vs "
-                     f"{gated['swiglu']['skip_min']:.3f}; sigmoid glu (g(0) = 1/2): ‖J(0)‖_F ≥ {gated['glu']['free_min']:.2g}",
-         "figure": figure},
+        reproduce.Claim(
+            "sign-flip absorber exact when σ(z) − σ(−z) = z (" + ", ".join(odd) + ")",
+            f"max relative error {worst_odd:.1e} over {draws} draws × {len(xs)} inputs",
+            holds=worst_odd <= 1e-10, criterion="max relative error ≤ 1e-10 (float64)", figure=figure),
+        reproduce.Claim(
+            "absorber fails for relu2 (odd part z|z|/2)",
+            f"max relative error {ungated['relu2']['max_rel_error']:.2g}",
+            holds=ungated["relu2"]["max_rel_error"] > 1e-2, criterion="max relative error > 1e-2", figure=figure),
+        reproduce.Claim(
+            "Prop 6: residual-free swiglu/geglu blocks have J(0) = 0, residual blocks I",
+            f"max ‖J(0)‖_F {free_max:.1e} vs {gated['swiglu']['skip_min']:.3f}; "
+            f"sigmoid glu (g(0) = 1/2): ‖J(0)‖_F ≥ {gated['glu']['free_min']:.2g}",
+            holds=free_max <= 1e-12 and gated["glu"]["free_min"] > 1e-3,
+            criterion="residual-free ‖J(0)‖_F ≤ 1e-12; control glu ‖J(0)‖_F > 1e-3", figure=figure),
     ]
     return {"ungated": ungated, "gated": gated, "claims": claims}
 

@@ -11,13 +11,10 @@ import sys
 
 import jax
 
-jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import numpy as np
 
-import jax.numpy as jnp  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from absorbjax import models, reproduce  # noqa: E402
+from absorbjax import models, reproduce
 
 NAME = "lemma4"
 TITLE = "Lemma 4: invertible skips"
@@ -101,7 +98,7 @@ def run(config, out, seed):
     uniform = jnp.full((ns, ns), 1.0 / ns)
     uniform_refused = reduction_error(jnp.kron(uniform, jnp.eye(d)), hyper_block(key, d, n, ns), xs_hc) is None
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = reproduce.subplots(figsize=(6.5, 4.5))
     for rows, label, color, marker in ((random_rows, f"random A (d={d})", reproduce.PALETTE[0], "o"),
                                        (hc_rows, f"Hyper-Connection H_res⊗I (n_s={ns})", reproduce.PALETTE[2], "s"),
                                        (mhc_rows, "Sinkhorn (doubly stochastic) H_res⊗I", reproduce.PALETTE[3], "^")):
@@ -129,16 +126,20 @@ def run(config, out, seed):
     hc_ok = [e for _, e in hc_rows if e is not None]
     mhc_refused = sum(e is None for _, e in mhc_rows)
     claims = [
-        {"claim": "Lemma 4 reduction exact up to cond(A)·eps for invertible A",
-         "measured": f"{len(ok)} random A, cond 1..{max(c for c, _ in ok):.0e}: error ≤ {worst_ratio:.2g} · cond(A) · eps; "
-                     f"{sum(e is None for _, e in random_rows)} with cond > {max_cond:.1e} refused",
-         "figure": figure},
-        {"claim": "static Hyper-Connection skips H_res ⊗ I_d reduce",
-         "measured": f"{len(hc_ok)}/{len(hc_rows)} reduced, max error {max(hc_ok):.1e}" if hc_ok else "none reduced",
-         "figure": figure},
-        {"claim": "doubly-stochastic (Sinkhorn) H_res can be singular: flagged, not reduced",
-         "measured": f"uniform J/n_s refused: {uniform_refused}; {mhc_refused}/{len(mhc_rows)} Sinkhorn draws refused",
-         "figure": figure},
+        reproduce.Claim(
+            "Lemma 4 reduction exact up to cond(A)·eps for invertible A",
+            f"{len(ok)} random A, cond 1..{max(c for c, _ in ok):.0e}: error ≤ {worst_ratio:.2g} · cond(A) · eps; "
+            f"{sum(e is None for _, e in random_rows)} with cond > {max_cond:.1e} refused",
+            holds=worst_ratio <= 100, criterion="error ≤ 100 · cond(A) · eps for every accepted A", figure=figure),
+        reproduce.Claim(
+            "static Hyper-Connection skips H_res ⊗ I_d reduce",
+            f"{len(hc_ok)}/{len(hc_rows)} reduced, max error {max(hc_ok):.1e}" if hc_ok else "none reduced",
+            holds=len(hc_ok) == len(hc_rows) and max(hc_ok, default=1.0) <= 1e-12,
+            criterion="every static skip reduced with error ≤ 1e-12", figure=figure),
+        reproduce.Claim(
+            "doubly-stochastic (Sinkhorn) H_res can be singular: flagged, not reduced",
+            f"uniform J/n_s refused: {uniform_refused}; {mhc_refused}/{len(mhc_rows)} Sinkhorn draws refused",
+            holds=bool(uniform_refused), criterion="the singular uniform J/n_s is refused", figure=figure),
     ]
     return {"random": random_rows, "hyper_connection": hc_rows, "sinkhorn": mhc_rows,
             "uniform_refused": uniform_refused, "max_cond": max_cond, "claims": claims}
