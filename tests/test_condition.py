@@ -186,7 +186,7 @@ def test_find_absorbing_sets_progress_bar(capsys):
 
 
 def test_compressed_milp_formulation(monkeypatch):
-    monkeypatch.setattr(condition, "_MILP_DENSE_MAX", 0)
+    monkeypatch.setattr(condition.integer, "_MILP_DENSE_MAX", 0)
     params, S = absorbable(2, 12, 5)
     cert = condition.find_absorbing_set(params, method="milp")
     assert cert.status == "absorbable"
@@ -197,7 +197,7 @@ def test_compressed_milp_formulation(monkeypatch):
 
 def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
     params, _ = absorbable(2, 12, 2)
-    real, calls = condition.optimize.milp, []
+    real, calls = condition.integer.optimize.milp, []
 
     def wrong_first(*args, **kwargs):  # a false "feasible" answer must be caught and cut off
         calls.append(1)
@@ -205,14 +205,14 @@ def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
             return types.SimpleNamespace(status=0, x=np.ones(12), message="fake")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(condition.optimize, "milp", wrong_first)
+    monkeypatch.setattr(condition.integer.optimize, "milp", wrong_first)
     cert = condition.find_absorbing_set(params, method="milp")
     assert cert.status == "absorbable" and len(calls) == 2
 
     def timed_out(*args, **kwargs):
         return types.SimpleNamespace(status=1, x=None, message="Time limit reached")
 
-    monkeypatch.setattr(condition.optimize, "milp", timed_out)
+    monkeypatch.setattr(condition.integer.optimize, "milp", timed_out)
     cert = condition.find_absorbing_set(params, method="milp")
     assert cert.status == "undecided" and cert.S is None and "Time limit" in cert.reason
 
