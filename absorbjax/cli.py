@@ -41,9 +41,6 @@ def _reproduce(args) -> int:
 
 
 def _check(args) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # the decision is made in float64
     from absorbjax import activations, condition, weightfile
 
     try:

@@ -5,6 +5,8 @@ import pytest
 
 from absorbjax import activations
 
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
+
 UNGATED = ["relu", "gelu", "gelu_tanh", "silu", "softplus", "relu2"]
 GATED = ["reglu", "swiglu", "geglu", "glu"]
 

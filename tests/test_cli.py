@@ -7,6 +7,8 @@ import pytest
 
 from absorbjax import cli, models
 
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
+
 
 @pytest.fixture
 def block_files(tmp_path):

@@ -6,22 +6,22 @@ import json
 import types
 
 import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
+from absorbjax import condition, models
+from absorbjax.models import GatedParams, MLPParams
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from absorbjax import condition, models  # noqa: E402
-from absorbjax.models import GatedParams, MLPParams  # noqa: E402
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
 KEY = jax.random.key(0)
 
 # A new weight shape costs a JAX compile, so the tests share a few blocks and take sub-blocks:
 # rows/columns of i.i.d. Gaussian (or ternary) weights are i.i.d. weights of the smaller shape.
-GAUSS = models.sample(jax.random.fold_in(KEY, 1), 8, 4, 30, "relu")  # (8, 30, 4), (8, 4, 30)
-TERNARY = models.sample(jax.random.fold_in(KEY, 2), 50, 2, 7, "relu", dist="ternary")
+with jax.enable_x64(True):
+    GAUSS = models.sample(jax.random.fold_in(KEY, 1), 8, 4, 30, "relu")  # (8, 30, 4), (8, 4, 30)
+    TERNARY = models.sample(jax.random.fold_in(KEY, 2), 50, 2, 7, "relu", dist="ternary")
 
 
 def gaussian(k, d, n):

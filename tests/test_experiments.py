@@ -12,6 +12,8 @@ import pytest
 
 from absorbjax import cli, reproduce
 
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
+
 EXPECTED = {"absorber", "lemma4", "prop5", "prop6", "thm8_10", "cor11"}
 
 

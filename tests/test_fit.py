@@ -16,6 +16,8 @@ import pytest
 
 from absorbjax import fit, models
 
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
+
 KEY = jax.random.key(0)
 SMALL = dict(restarts=4, steps=50, polish=fit.Polish(steps=20, screen=5, top=2), batch_size=2, progress=False)
 

@@ -5,6 +5,8 @@ import pytest
 
 from absorbjax import models
 
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
+
 KEY = jax.random.key(0)
 ODD_HALF = ["relu", "gelu", "gelu_tanh", "silu", "softplus"]
 
@@ -56,14 +58,11 @@ def test_dtype_follows_x64_and_is_never_flipped():
     assert jax.config.jax_enable_x64
     assert models.init(KEY, 2, 3, "relu").up.dtype == jnp.float64
     assert models.init(KEY, 2, 3, "relu", dtype=jnp.float32).up.dtype == jnp.float32
-    jax.config.update("jax_enable_x64", False)
-    try:
+    with jax.enable_x64(False):
         assert models.init(KEY, 2, 3, "relu").up.dtype == jnp.float32
         with pytest.raises(ValueError, match="jax_enable_x64"):
             models.init(KEY, 2, 3, "relu", dtype=jnp.float64)
         assert not jax.config.jax_enable_x64
-    finally:
-        jax.config.update("jax_enable_x64", True)
 
 
 @pytest.mark.parametrize("dist", models.DISTS)

@@ -5,15 +5,14 @@ checked to ~1e-12.
 """
 
 import jax
-
-jax.config.update("jax_enable_x64", True)
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
 
 from absorbjax import activations, models, probes
+
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
 D, N = 4, 8
 DRAWS = 1000  # draws in the vmapped tests

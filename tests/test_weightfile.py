@@ -8,6 +8,8 @@ import pytest
 from absorbjax import condition, weightfile
 from absorbjax.models import GatedParams, MLPParams
 
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
+
 try:
     import safetensors.numpy as safetensors_numpy
 except ImportError:  # optional dependency
