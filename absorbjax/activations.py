@@ -29,7 +29,20 @@ __all__ = ["Activation", "get", "names", "register", "unregister"]
 
 @dataclasses.dataclass(frozen=True)
 class Activation:
-    """A registered activation ``σ`` (or gate ``g``) and the facts the theorems need."""
+    """A registered activation ``σ`` (or gate ``g``) and the facts the theorems need.
+
+    Examples:
+      >>> from absorbjax import activations
+      >>> act = activations.get("swiglu")
+      >>> act.gated, act.gate_at_zero, act.family, act.never_absorbs
+      (True, 0.0, 'gated', True)
+      >>> float(act(1.0))  # the gate g = silu
+      0.7310585975646973
+
+    References:
+      Prop 5 (``degree`` ``k ≠ 1``), Prop 6 (``gate_at_zero = 0``, ``smooth_at_zero``),
+      Thm 8/10 (``odd_part_half``: the sign-flip absorber's identity ``σ(z) − σ(−z) = z``).
+    """
 
     name: str
     fn: Callable[[jax.Array], jax.Array]
@@ -108,6 +121,14 @@ def register(
     ``odd_part_half`` is measured numerically when not given; ``gate_at_zero`` is ``g(0)``.
     ``degree`` is the homogeneity degree of the whole block (for a gate of degree ``k`` the
     gated block has degree ``k + 1``). Returns the new entry.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from absorbjax import activations
+      >>> entry = activations.register("leaky", lambda z: jnp.where(z > 0, z, 0.1 * z), degree=1)
+      >>> entry.odd_part_half, entry.family  # measured: leaky(z) − leaky(−z) = 1.1 z
+      (False, 'ungated')
+      >>> activations.unregister("leaky")
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
@@ -124,13 +145,24 @@ def register(
 
 
 def unregister(name: str) -> None:
-    """Remove a registered activation (``ValueError`` when unknown)."""
+    """Remove a registered activation (``ValueError`` when unknown); see :func:`register`."""
     get(name)
     del _REGISTRY[name]
 
 
 def get(name: str | Activation) -> Activation:
-    """The registry entry for ``name``; ``ValueError`` listing the known names if unknown."""
+    """The registry entry for ``name``; ``ValueError`` listing the known names if unknown.
+
+    Examples:
+      >>> from absorbjax import activations
+      >>> activations.get("relu2").result
+      'Prop 5: never absorbs (homogeneous of degree k != 1)'
+      >>> activations.get("gelu").result
+      'Thm 8/10: absorbs iff W_down[:,S] W_up[S,:] = -I for some S'
+      >>> activations.get("tanhh")
+      Traceback (most recent call last):
+      ValueError: unknown activation 'tanhh'; known: relu, gelu, gelu_tanh, silu, softplus, relu2, reglu, swiglu, geglu, glu
+    """
     if isinstance(name, Activation):
         return name
     try:
@@ -140,7 +172,13 @@ def get(name: str | Activation) -> Activation:
 
 
 def names(*, gated: bool | None = None) -> tuple[str, ...]:
-    """Registered names, optionally only the gated (``True``) or ungated (``False``) ones."""
+    """Registered names, optionally only the gated (``True``) or ungated (``False``) ones.
+
+    Examples:
+      >>> from absorbjax import activations
+      >>> activations.names(gated=True)
+      ('reglu', 'swiglu', 'geglu', 'glu')
+    """
     return tuple(k for k, v in _REGISTRY.items() if gated is None or v.gated == gated)
 
 

@@ -11,7 +11,11 @@ import time
 def _reproduce(args) -> int:
     from absorbjax import reproduce  # runs each experiment with float64 enabled for that run
 
-    everything = reproduce.discover(args.experiments)
+    try:
+        everything = reproduce.discover(args.experiments)
+    except reproduce.NoExperiments as err:
+        print(f"absorbjax reproduce: {err}", file=sys.stderr)
+        return 2
     modules = everything
     if args.only:
         unknown = sorted(set(args.only) - set(everything))

@@ -18,17 +18,34 @@ __all__ = ["environment", "save_record", "load_record", "to_jsonable", "atomic_o
 
 
 def environment() -> dict[str, Any]:
-    """Versions and device of this process, for every results record."""
+    """Versions, device and processor of this process, for every results record.
+
+    ``cores`` counts the CPU cores this process may run on (its affinity), ``cpu`` names the
+    processor; ``x64`` says whether float64 was enabled when the record was written.
+
+    Examples:
+      >>> from absorbjax import io
+      >>> env = io.environment()
+      >>> sorted(env)
+      ['absorbjax', 'backend', 'cores', 'cpu', 'devices', 'jax', 'jaxlib', 'numpy', 'python',
+       'scipy', 'time', 'x64']
+      >>> env["x64"]  # absorbjax never switches float64 on
+      False
+    """
     import absorbjax
 
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "absorbjax": absorbjax.__version__,
         "jax": jax.__version__,
         "jaxlib": getattr(jax.lib, "__version__", None) or _pkg_version("jaxlib"),
         "numpy": np.__version__,
+        "scipy": _pkg_version("scipy"),
         "python": platform.python_version(),
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
+        "cpu": platform.processor() or platform.machine(),
+        "cores": cores,
         "x64": bool(jax.config.jax_enable_x64),
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -44,7 +61,19 @@ def _pkg_version(name: str) -> str | None:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Arrays, NumPy scalars, tuples and NamedTuples turned into plain JSON values."""
+    """Arrays, NumPy scalars, tuples and NamedTuples turned into plain JSON values.
+
+    NaN and ±inf become ``None`` (JSON has no such numbers); a reader of a record sees a missing
+    value, never a number that was not measured.
+
+    Examples:
+      >>> import jax.numpy as jnp, numpy as np
+      >>> from absorbjax import io, models
+      >>> io.to_jsonable({"loss": jnp.array([0.5, jnp.inf]), "n": np.int64(3), "d": (2, np.nan)})
+      {'loss': [0.5, None], 'n': 3, 'd': [2, None]}
+      >>> io.to_jsonable(models.MLPParams(up=np.ones((1, 2)), down=np.zeros((2, 1))))
+      {'up': [[1.0, 1.0]], 'down': [[0.0], [0.0]]}
+    """
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if hasattr(obj, "_asdict"):
@@ -64,7 +93,21 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def save_record(path: str | os.PathLike, *, name: str, seed: int | None, config: dict, results: dict) -> Path:
-    """Write ``{name, seed, config, results, environment}`` as JSON atomically; returns the path."""
+    """Write ``{name, seed, config, results, environment}`` as JSON atomically; returns the path.
+
+    ``config`` and ``results`` go through :func:`to_jsonable`; ``environment`` is
+    :func:`environment` at the time of writing.
+
+    Examples:
+      >>> import tempfile, pathlib
+      >>> from absorbjax import io
+      >>> with tempfile.TemporaryDirectory() as tmp:
+      ...     path = io.save_record(pathlib.Path(tmp) / "demo.json", name="demo", seed=0,
+      ...                           config={"d": 2}, results={"error": 1e-16})
+      ...     record = io.load_record(path)
+      >>> record["name"], record["config"], record["results"], record["environment"]["x64"]
+      ('demo', {'d': 2}, {'error': 1e-16}, False)
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
@@ -84,7 +127,24 @@ def save_record(path: str | os.PathLike, *, name: str, seed: int | None, config:
 def atomic_open(path: str | os.PathLike, mode: str = "w"):
     """A file to write ``path`` through: a temporary file in the same folder that replaces
     ``path`` in one step when the block ends, and is removed if it raises (so a reader sees the
-    old file or the whole new one, never a partial write)."""
+    old file or the whole new one, never a partial write).
+
+    Examples:
+      >>> import tempfile, pathlib
+      >>> from absorbjax import io
+      >>> with tempfile.TemporaryDirectory() as tmp:
+      ...     path = pathlib.Path(tmp) / "out.txt"
+      ...     with io.atomic_open(path) as f:
+      ...         _ = f.write("old")
+      ...     try:
+      ...         with io.atomic_open(path) as f:
+      ...             _ = f.write("half a new fi")
+      ...             raise RuntimeError("interrupted")
+      ...     except RuntimeError:
+      ...         pass
+      ...     print(path.read_text(), sorted(p.name for p in path.parent.iterdir()))
+      old ['out.txt']
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -99,6 +159,6 @@ def atomic_open(path: str | os.PathLike, mode: str = "w"):
 
 
 def load_record(path: str | os.PathLike) -> dict:
-    """Read a record written by :func:`save_record`."""
+    """Read a record written by :func:`save_record` (a dict; see its example)."""
     with open(path) as f:
         return json.load(f)

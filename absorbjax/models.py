@@ -67,6 +67,15 @@ def dims(params: Params) -> tuple[int, int]:
 
     Leading axes (draws, layers) are allowed and ignored; a mismatch raises ``ValueError``
     naming the offending field and the expected shape.
+
+    Examples:
+      >>> import numpy as np
+      >>> from absorbjax import models
+      >>> models.dims(models.MLPParams(up=np.zeros((10, 5, 3)), down=np.zeros((10, 3, 5))))
+      (3, 5)
+      >>> models.dims(models.MLPParams(up=np.zeros((5, 3)), down=np.zeros((3, 4))))
+      Traceback (most recent call last):
+      ValueError: params.up must have shape (..., 4, 3) to match params.down (3, 4) (n=4, d=3); got (5, 3)
     """
     if not isinstance(params, (MLPParams, GatedParams)):
         raise ValueError(f"params must be MLPParams or GatedParams, got {type(params).__name__}")
@@ -104,7 +113,24 @@ def _hidden(params: Params, x: jax.Array, act: activations.Activation) -> jax.Ar
 
 
 def mlp(params: Params, x: jax.Array, activation: str) -> jax.Array:
-    """Residual-free block ``V_down σ(V_up x)`` (or its gated form); ``x: (d,)`` → ``(d,)``."""
+    """Residual-free block ``V_down σ(V_up x)`` (or its gated form); ``x: (d,)`` → ``(d,)``.
+
+    Args:
+      params: :class:`MLPParams` (``V_up (n, d)``, ``V_down (d, n)``) for an ungated activation,
+        :class:`GatedParams` for a gated one (``V_down (g(V_gate x) ⊙ V_value x)``).
+      x: one input, shape ``(d,)``; ``jax.vmap`` for batches.
+      activation: registered name (:mod:`absorbjax.activations`), static under ``jit``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import models
+      >>> params = models.init(jax.random.key(0), 2, 4, "gelu")
+      >>> models.mlp(params, jnp.ones(2), "gelu").shape
+      (2,)
+      >>> xs = jnp.ones((5, 2))  # a batch: vmap over x, not over the params
+      >>> jax.vmap(models.mlp, (None, 0, None))(params, xs, "gelu").shape
+      (5, 2)
+    """
     act = _check(params, x, activation)
     return params.down @ _hidden(params, x, act)
 
@@ -112,7 +138,22 @@ def mlp(params: Params, x: jax.Array, activation: str) -> jax.Array:
 def skip_mlp(
     params: Params, x: jax.Array, activation: str, skip: jax.Array | None = None
 ) -> jax.Array:
-    """Residual block ``A x + W_down σ(W_up x)``; ``skip`` is ``A`` ``(d, d)``, ``None`` = ``I``."""
+    """Residual block ``A x + W_down σ(W_up x)``; ``skip`` is ``A`` ``(d, d)``, ``None`` = ``I``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import models
+      >>> params = models.init(jax.random.key(0), 2, 4, "swiglu")
+      >>> x = jnp.array([1.0, -2.0])
+      >>> bool(jnp.allclose(models.skip_mlp(params, x, "swiglu") - models.mlp(params, x, "swiglu"), x))
+      True
+      >>> bool(jnp.allclose(models.skip_mlp(params, x, "swiglu", 2 * jnp.eye(2)),
+      ...                   2 * x + models.mlp(params, x, "swiglu")))
+      True
+
+    References:
+      Lemma 4 (an invertible ``A`` reduces to ``I``: :func:`reduce_skip`).
+    """
     out = mlp(params, x, activation)
     if skip is None:
         return x + out
@@ -126,6 +167,22 @@ def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = Tru
     """Depth-``L`` composition of blocks; ``params`` carry a leading ``L`` axis (``lax.scan``).
 
     ``residual=True`` composes ``x ↦ x + W_down σ(W_up x)``, ``False`` composes ``mlp``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import models
+      >>> layers = models.init(jax.random.key(0), 2, 4, "relu", depth=3)
+      >>> layers.up.shape  # (L, n, d)
+      (3, 4, 2)
+      >>> x = jnp.array([0.5, 1.0])
+      >>> h = x
+      >>> for l in range(3):
+      ...     h = models.skip_mlp(jax.tree.map(lambda a: a[l], layers), h, "relu")
+      >>> bool(jnp.allclose(models.stack(layers, x, "relu"), h))
+      True
+
+    References:
+      Cor 7 (residual-free gated stacks vanish to order ``2^L`` at the origin).
     """
     if jnp.ndim(params.down) != 3:
         raise ValueError(
@@ -160,16 +217,15 @@ def _float_dtype(dtype):
     return dtype
 
 
-def _matrix(key, shape, fan_in, dist, dtype, bits):
-    return _draw(key, shape, fan_in, dist, dtype, bits).astype(dtype)
+def _matrix(key, shape, dist, dtype, bits):
+    return _draw(key, shape, dist, dtype, bits).astype(dtype)
 
 
-def _draw(key, shape, fan_in, dist, dtype, bits):
-    if dist == "gaussian":
-        return jax.random.normal(key, shape, dtype) / np.sqrt(fan_in)
-    if dist == "uniform":
-        lim = np.sqrt(3.0 / fan_in)  # same variance as the Gaussian
-        return jax.random.uniform(key, shape, dtype, -lim, lim)
+def _draw(key, shape, dist, dtype, bits):
+    if dist in ("gaussian", "uniform"):  # variance 1/fan_in, fan_in = columns (PyTorch layout)
+        law = "normal" if dist == "gaussian" else "uniform"
+        init = jax.nn.initializers.variance_scaling(1.0, "fan_in", law, in_axis=-1, out_axis=-2)
+        return init(key, shape, dtype)
     if dist == "orthogonal":  # orthonormal columns (tall) or rows (wide)
         return jax.nn.initializers.orthogonal()(key, shape, dtype)
     if dist == "rademacher":
@@ -207,6 +263,18 @@ def init(
       dtype: float dtype; default follows ``jax_enable_x64``.
       depth: number of layers ``L``; layer ``l`` uses ``fold_in(key, l)``.
       bits: grid resolution for ``dist="grid"`` (≥ 2).
+
+    The Gaussian and uniform laws are ``jax.nn.initializers.variance_scaling(1, "fan_in", …)``
+    with ``fan_in`` the number of columns (``d`` for ``W_up``, ``n`` for ``W_down``).
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import models
+      >>> p = models.init(jax.random.key(0), 3, 8, "relu")
+      >>> p.up.shape, p.down.shape, p.up.dtype  # float32 unless jax_enable_x64 is on
+      ((8, 3), (3, 8), dtype('float32'))
+      >>> models.init(jax.random.key(0), 3, 8, "swiglu")._fields
+      ('gate', 'value', 'down')
     """
     name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
     return _init(key, d, n, name, dist, dtype, depth, bits)
@@ -235,12 +303,12 @@ def _init(key, d, n, activation, dist, dtype, depth, bits):
     if activations.get(activation).gated:
         kg, kv, kd = jax.random.split(key, 3)
         return GatedParams(
-            _matrix(kg, (n, d), d, dist, dtype, bits),
-            _matrix(kv, (n, d), d, dist, dtype, bits),
-            _matrix(kd, (d, n), n, dist, dtype, bits),
+            _matrix(kg, (n, d), dist, dtype, bits),
+            _matrix(kv, (n, d), dist, dtype, bits),
+            _matrix(kd, (d, n), dist, dtype, bits),
         )
     ku, kd = jax.random.split(key)
-    return MLPParams(_matrix(ku, (n, d), d, dist, dtype, bits), _matrix(kd, (d, n), n, dist, dtype, bits))
+    return MLPParams(_matrix(ku, (n, d), dist, dtype, bits), _matrix(kd, (d, n), dist, dtype, bits))
 
 
 def sample(
@@ -258,7 +326,17 @@ def sample(
 ) -> Params:
     """``draws`` independent blocks with a leading draws axis; draw ``i`` is
     ``init(fold_in(key, start + i), ...)``, so ``sample(key, 10)`` is a prefix of
-    ``sample(key, 100)`` and chunks ``start=0, 100, …`` concatenate to one big sample."""
+    ``sample(key, 100)`` and chunks ``start=0, 100, …`` concatenate to one big sample.
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import models
+      >>> key = jax.random.key(0)
+      >>> draws = models.sample(key, 4, 2, 6, "gelu")
+      >>> draws.up.shape  # (draws, n, d)
+      (4, 6, 2)
+      >>> more = models.sample(key, 4, 2, 6, "gelu", start=4)  # draws 4..7, no recompilation
+    """
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
@@ -286,6 +364,18 @@ def absorbable(
     W_up[S,:]⁺)`` with random ``Z``: the negative pseudo-inverse plus a random component in the left
     null space (nonzero only when ``|S| > d``). Returns ``(params, S)`` with ``S`` sorted.
     Gated activations raise: the sign-flip absorber is for ungated blocks.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import models
+      >>> with jax.enable_x64(True):  # the identity is exact: check it in float64
+      ...     params, S = models.absorbable(jax.random.key(0), 2, 6, "gelu")
+      ...     print(len(S), bool(jnp.abs(params.down[:, S] @ params.up[S] + jnp.eye(2)).max() < 1e-12))
+      2 True
+
+    References:
+      Thm 8 (ReLU) and Thm 10 (GELU): for ``d ≥ 2`` and nondegenerate weights the block absorbs
+      its skip iff such an ``S`` exists; ``absorbjax.condition.absorber`` builds the absorber.
     """
     act = activations.get(activation)
     if act.gated:
@@ -314,7 +404,15 @@ def absorbable_sample(
     dtype=None,
 ) -> tuple[MLPParams, list[np.ndarray]]:
     """``draws`` blocks from :func:`absorbable`, draw ``i`` from ``fold_in(key, i)``: params with a
-    leading draws axis (``up (draws, n, d)``, ``down (draws, d, n)``) and each draw's ``S``."""
+    leading draws axis (``up (draws, n, d)``, ``down (draws, d, n)``) and each draw's ``S``.
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import models
+      >>> params, sets = models.absorbable_sample(jax.random.key(0), 3, 2, 6, "relu", size=3)
+      >>> params.down.shape, [len(S) for S in sets]
+      ((3, 2, 6), [3, 3, 3])
+    """
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     pairs = [absorbable(jax.random.fold_in(key, i), d, n, activation, size=size, dtype=dtype)
@@ -322,28 +420,46 @@ def absorbable_sample(
     return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in pairs]), [S for _, S in pairs]
 
 
-def reduce_skip(A: jax.Array, params: Params, *, max_cond: float | None = None) -> Params:
+def reduce_skip(skip: jax.Array, params: Params, *, max_cond: float | None = None) -> Params:
     """Lemma 4: ``A x + D σ(U x) = A (x + A⁻¹D σ(U x))``; returns the params with ``down = A⁻¹ D``.
 
     So ``skip_mlp(params, x, act, A) == A @ skip_mlp(reduce_skip(A, params), x, act)`` and a
     residual-free ``V`` absorbs the ``A``-block iff ``(V_up, A⁻¹ V_down)`` absorbs the reduced one.
-    ``A`` is ``(d, d)`` (or ``(..., d, d)`` matching leading axes of ``params``). Runs eagerly:
-    a non-square ``A`` or one with condition number above ``max_cond`` (default
+    ``skip`` is ``A``, ``(d, d)`` (or ``(..., d, d)`` matching leading axes of ``params``). Runs
+    eagerly: a non-square ``A`` or one with condition number above ``max_cond`` (default
     ``1/√eps`` of its dtype: 6.7e7 in float64) raises ``ValueError`` instead of returning garbage.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import models
+      >>> with jax.enable_x64(True):
+      ...     params = models.init(jax.random.key(0), 2, 4, "gelu")
+      ...     A = jnp.array([[2.0, 1.0], [0.0, 1.0]])
+      ...     x = jnp.array([0.3, -1.2])
+      ...     lhs = models.skip_mlp(params, x, "gelu", A)
+      ...     rhs = A @ models.skip_mlp(models.reduce_skip(A, params), x, "gelu")
+      ...     print(bool(jnp.abs(lhs - rhs).max() < 1e-14))
+      True
+      >>> models.reduce_skip(jnp.zeros((2, 2)), models.init(jax.random.key(0), 2, 4, "gelu"))
+      Traceback (most recent call last):
+      ValueError: skip is singular or ill-conditioned (condition number inf > max_cond 2.9e+03); Lemma 4 needs an invertible skip
+
+    References:
+      Lemma 4 (the condition becomes ``W_down[:,S] W_up[S,:] = −A``).
     """
     d, _ = dims(params)
-    A = jnp.asarray(A)
+    A = jnp.asarray(skip)
     if A.ndim < 2 or A.shape[-2:] != (d, d):
-        raise ValueError(f"A must have shape (..., {d}, {d}) to match params (d={d}), got {A.shape}")
+        raise ValueError(f"skip must have shape (..., {d}, {d}) to match params (d={d}), got {A.shape}")
     if isinstance(A, jax.core.Tracer):
-        raise ValueError("reduce_skip checks A's conditioning eagerly; call it outside jit/vmap")
+        raise ValueError("reduce_skip checks the skip's conditioning eagerly; call it outside jit/vmap")
     max_cond = 1.0 / np.sqrt(np.finfo(A.dtype).eps) if max_cond is None else max_cond
     cond = np.asarray(jnp.linalg.cond(A))
     bad = ~np.isfinite(cond) | (cond > max_cond)
     if np.any(bad):
         worst = np.max(np.where(np.isfinite(cond), cond, np.inf))
         raise ValueError(
-            f"A is singular or ill-conditioned (condition number {worst:.3g} > max_cond "
+            f"skip is singular or ill-conditioned (condition number {worst:.3g} > max_cond "
             f"{max_cond:.3g}); Lemma 4 needs an invertible skip"
         )
     return params._replace(down=jnp.linalg.solve(A, params.down))

@@ -81,13 +81,33 @@ def jacobian_at_origin(f: Fn, d: int, dtype=None) -> jax.Array:
     Residual block: ``A`` (``I`` by default); residual-free SwiGLU/GeGLU block: ``0`` (Prop 6);
     sigmoid-GLU block: ``W_down diag(g(0)) W_value = ½ W_down W_value``. ``dtype`` of the
     origin defaults to the precision of ``f``'s params.
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import models, probes
+      >>> p = models.init(jax.random.key(0), 3, 6, "swiglu")
+      >>> probes.jacobian_at_origin(lambda x: models.mlp(p, x, "swiglu"), 3).tolist()
+      [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+      >>> probes.jacobian_at_origin(lambda x: models.skip_mlp(p, x, "swiglu"), 3).tolist()
+      [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+
+    References:
+      Prop 6: a residual-free gated block with ``g(0) = 0`` has Jacobian ``0`` at the origin,
+      the residual block ``I``, so no such block absorbs its skip.
     """
     _check_d(d)
     return jax.jacfwd(f)(jnp.zeros((d,), _dtype(f, d, dtype)))
 
 
 def hessian_at_origin(f: Fn, d: int, dtype=None) -> jax.Array:
-    """``∂²f_i/∂x_j∂x_k`` at ``x = 0`` with ``jax.hessian``: shape ``(d_out, d, d)``."""
+    """``∂²f_i/∂x_j∂x_k`` at ``x = 0`` with ``jax.hessian``: shape ``(d_out, d, d)``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import probes
+      >>> probes.hessian_at_origin(lambda x: jnp.stack([x[0] * x[1], x[0] ** 2]), 2).tolist()
+      [[[0.0, 1.0], [1.0, 0.0]], [[2.0, 0.0], [0.0, 0.0]]]
+    """
     _check_d(d)
     return jax.hessian(f)(jnp.zeros((d,), _dtype(f, d, dtype)))
 
@@ -238,6 +258,17 @@ def taylor_coefficients(f: Fn, direction: jax.Array, order: int) -> jax.Array:
     termwise — so the rule is honoured exactly as ``jax.jvp`` honours it (``relu'(0) = 0``, as in
     ``jacfwd``). Primitives with no jet rule (``cond``, ``while``, ``custom_vjp``, …) raise
     ``NotImplementedError``. ``jit``/``vmap`` over ``f``'s closed-over params work as usual.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import probes
+      >>> c = probes.taylor_coefficients(jax.nn.softplus, jnp.ones(1), 3)  # log 2 + t/2 + t²/8 + 0 t³
+      >>> [round(float(v), 5) for v in c[:, 0]]
+      [0.69315, 0.5, 0.125, 0.0]
+
+    References:
+      Cor 7: the Taylor series of a residual-free gated stack of depth ``L`` starts at order
+      ``2^L`` (:func:`vanishing_order`).
     """
     direction = jnp.asarray(direction)
     if direction.ndim != 1:
@@ -293,6 +324,17 @@ def taylor_norms(
 
     Returns:
       :class:`TaylorNorms` with ``coef (m, K+1)`` and ``value (m,)``.
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import models, probes
+      >>> ps = models.sample(jax.random.key(0), 16, 2, 4, "geglu")  # 16 draws
+      >>> norms = jax.jit(jax.vmap(lambda p: probes.taylor_norms(
+      ...     lambda x: models.mlp(p, x, "geglu"), 2, jax.random.key(1), 3)))(ps)
+      >>> norms.coef.shape  # (draws, directions, K + 1)
+      (16, 4, 4)
+      >>> probes.orders_from_norms(norms).tolist() == [2] * 16
+      True
     """
     _check_d(d)
     v = _directions(key, d, directions, _dtype(f, d, dtype))
@@ -315,6 +357,13 @@ def orders_from_norms(norms: TaylorNorms, rtol: float | None = None) -> jax.Arra
     ``√eps`` of the norms' dtype (1.5e-8 in float64, 3.5e-4 in float32).
 
     Returns an int array of shape ``norms.value.shape[:-1]``; jittable.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from absorbjax import probes
+      >>> coef = jnp.array([[0.0, 1e-20, 0.3, 1.0], [0.0, 0.0, 0.0, 2.0]])  # 2 lines, K = 3
+      >>> int(probes.orders_from_norms(probes.TaylorNorms(coef, jnp.ones(2))))
+      2
     """
     coef, value = jnp.asarray(norms.coef), jnp.asarray(norms.value)
     rtol = _rtol(rtol, coef.dtype)
@@ -344,6 +393,18 @@ def vanishing_order(
     This is :func:`orders_from_norms` (the decision and its tolerance) applied to
     :func:`taylor_norms`; for thousands of draws, ``jit(vmap(taylor_norms))`` and decide all at
     once with :func:`orders_from_norms`.
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import models, probes
+      >>> p = models.init(jax.random.key(0), 3, 6, "swiglu")
+      >>> probes.vanishing_order(lambda x: models.mlp(p, x, "swiglu"), 3, max_order=3)
+      2
+      >>> probes.vanishing_order(lambda x: models.skip_mlp(p, x, "swiglu"), 3, max_order=3)
+      1
+
+    References:
+      Prop 6 (order 2 against 1) and Cor 7 (order ``2^L`` against 1 at depth ``L``).
     """
     key = jax.random.key(0) if key is None else key
     norms = taylor_norms(f, d, key, max_order, directions=directions, dtype=dtype)
@@ -367,16 +428,39 @@ def scaling_exponent(f: Fn, x: jax.Array, ts: jax.Array) -> jax.Array:
     """Least-squares slope of ``log ‖f(t x)‖`` against ``log t`` over the scales ``ts`` ``(m,)``.
 
     ``k`` for a block homogeneous of degree ``k``; for a residual ReLU² block ``≈ 1`` at small
-    ``t`` (the skip ``t x`` dominates) and ``≈ 2`` at large ``t``. ``nan``/``inf`` where
-    ``f(t x) = 0``.
+    ``t`` (the skip ``t x`` dominates) and ``≈ 2`` at large ``t``. ``nan`` where
+    ``f(t x) = 0``. The slope of ``jnp.polyfit(log t, log ‖f(t x)‖, 1)``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import models, probes
+      >>> p = models.init(jax.random.key(0), 3, 6, "relu2")
+      >>> x = jnp.array([1.0, 0.5, -1.0])
+      >>> round(float(probes.scaling_exponent(lambda z: models.mlp(p, z, "relu2"), x,
+      ...                                     jnp.geomspace(1e-3, 1e3, 7))), 4)
+      2.0
+      >>> round(float(probes.scaling_exponent(lambda z: models.skip_mlp(p, z, "relu2"), x,
+      ...                                     jnp.geomspace(1e-4, 1e-3, 3))), 2)
+      1.0
+
+    References:
+      Prop 5: residual-free blocks of degree ``k ≠ 1`` scale as ``t^k``, the residual block as
+      ``t`` near 0, so none absorbs its skip.
     """
     lt, ln = _log_norms(f, x, ts)
-    lt_c = lt - jnp.mean(lt)
-    return jnp.sum(lt_c * (ln - jnp.mean(ln))) / jnp.sum(lt_c**2)
+    return jnp.polyfit(lt, ln, 1)[0]
 
 
 def local_exponents(f: Fn, x: jax.Array, ts: jax.Array) -> jax.Array:
-    """Slopes between consecutive scales: ``Δ log ‖f(t x)‖ / Δ log t``, shape ``(m − 1,)``."""
+    """Slopes between consecutive scales: ``Δ log ‖f(t x)‖ / Δ log t``, shape ``(m − 1,)``.
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from absorbjax import probes
+      >>> f = lambda x: x + x**2  # exponent 1 near 0, 2 far out
+      >>> [round(float(s), 2) for s in probes.local_exponents(f, jnp.ones(1), jnp.array([1e-4, 1e-3, 1e3, 1e4]))]
+      [1.0, 1.5, 2.0]
+    """
     lt, ln = _log_norms(f, x, ts)
     return jnp.diff(ln) / jnp.diff(lt)
 
@@ -394,6 +478,14 @@ def homogeneity_fit(
     positive; the error is
     ``max_{i,j} ‖f(t_j x_i) − t_j^k f(x_i)‖ / (t_j^k max_i ‖f(x_i)‖)``.
     Returns ``(k, error)``, scalars; ``k`` is ``nan`` when ``f`` vanishes on every sample.
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import models, probes
+      >>> p = models.init(jax.random.key(0), 3, 6, "reglu")
+      >>> k, err = probes.homogeneity_fit(lambda x: models.mlp(p, x, "reglu"), 3, jax.random.key(1))
+      >>> round(float(k), 4), bool(err < 1e-4)
+      (2.0, True)
     """
     _check_d(d)
     x = jax.random.normal(key, (samples, d), _dtype(f, d, dtype))
@@ -405,7 +497,10 @@ def homogeneity_fit(
     lt = jnp.log(ts)[:, None]
     ok = (n0 > 0) & (nt > 0)
     ratio = jnp.where(ok, jnp.log(jnp.where(ok, nt, 1.0) / jnp.where(n0 > 0, n0, 1.0)), 0.0)
-    k = jnp.sum(ratio * lt) / jnp.sum(jnp.where(ok, lt**2, 0.0))
+    # least squares through the origin over the pairs where both norms are positive
+    a = jnp.where(ok, lt, 0.0).reshape(-1, 1)
+    k = jnp.linalg.lstsq(a, ratio.reshape(-1))[0][0]
+    k = jnp.where(jnp.any(ok), k, jnp.nan)
     tk = ts ** k
     resid = jnp.linalg.norm(ftx - tk[:, None, None] * fx, axis=-1)
     err = jnp.max(resid / (tk[:, None] * jnp.max(n0)))
@@ -421,6 +516,19 @@ def homogeneity_degree(
     ``√eps`` of the dtype, which defaults to the precision of ``f``'s params). ``k`` is returned as an ``int`` when within ``rtol`` of one.
     ReLU² and ReGLU blocks: 2; ReLU blocks, residual or not: 1; GELU blocks and residual ReLU²
     blocks: ``None``.
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import models, probes
+      >>> p = models.init(jax.random.key(0), 3, 6, "relu2")
+      >>> key = jax.random.key(1)
+      >>> probes.homogeneity_degree(lambda x: models.mlp(p, x, "relu2"), 3, key)
+      2
+      >>> print(probes.homogeneity_degree(lambda x: models.skip_mlp(p, x, "relu2"), 3, key))
+      None
+
+    References:
+      Prop 5 (homogeneous blocks of degree ``k ≠ 1`` never absorb).
     """
     k, err = homogeneity_fit(f, d, key, ts=ts, samples=samples, dtype=dtype)
     rtol = _rtol(rtol, err.dtype)
@@ -439,6 +547,18 @@ def parity(f: Fn) -> tuple[Fn, Fn]:
 
     For an ungated activation with ``σ(z) − σ(−z) = z`` (ReLU, GELU, SiLU, softplus) the odd
     part of ``mlp`` is exactly ``½ W_down W_up x``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import models, probes
+      >>> p = models.init(jax.random.key(0), 2, 4, "gelu")
+      >>> odd, even = probes.parity(lambda x: models.mlp(p, x, "gelu"))
+      >>> x = jnp.array([0.7, -1.5])
+      >>> bool(jnp.allclose(odd(x), 0.5 * p.down @ p.up @ x, atol=1e-6))
+      True
+
+    References:
+      Thm 8/10: the odd part ``z/2`` of ReLU and GELU is what makes the sign-flip absorber exact.
     """
 
     def odd(x):

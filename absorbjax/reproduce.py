@@ -15,6 +15,31 @@ same preset and seed is skipped unless ``force``. :func:`write_summary` regenera
 ``out/README.md`` from the records. Importing this module changes no global state (matplotlib's
 backend included): figures are drawn on ``matplotlib.figure.Figure`` objects, which need no
 backend.
+
+Examples:
+  The whole protocol on a one-claim experiment (a module object stands in for a script):
+
+  >>> import tempfile, types
+  >>> import jax
+  >>> from absorbjax import reproduce
+  >>> demo = types.ModuleType("demo")
+  >>> demo.NAME, demo.TITLE = "demo", "float64 inside run"
+  >>> demo.PRESETS = {"smoke": {}, "quick": {}, "full": {}}
+  >>> def run(config, out, seed):
+  ...     x64 = bool(jax.config.jax_enable_x64)
+  ...     return {"claims": [reproduce.Claim("run sees float64", f"x64 = {x64}",
+  ...                                        holds=x64, criterion="x64 is True")]}
+  >>> demo.run = run
+  >>> with tempfile.TemporaryDirectory() as out:
+  ...     record = reproduce.run_experiment(demo, out, preset="smoke")
+  ...     again = reproduce.finished(demo, out, preset="smoke", seed=0)
+  ...     summary = reproduce.write_summary(out, {"demo": demo}).read_text()
+  >>> [reproduce.verdict(row) for row in record["results"]["claims"]], again
+  (['held'], True)
+  >>> "| float64 inside run | run sees float64 | x64 = True | held (x64 is True) |  |" in summary
+  True
+  >>> bool(jax.config.jax_enable_x64)  # left as it was
+  False
 """
 
 from __future__ import annotations
@@ -30,10 +55,11 @@ import jax
 import numpy as np
 from matplotlib.figure import Figure
 
-from absorbjax import io
+from absorbjax import fit, io, models
 
 __all__ = [
     "Claim",
+    "NoExperiments",
     "figure",
     "PRESETS",
     "PALETTE",
@@ -45,6 +71,9 @@ __all__ = [
     "save_figure",
     "subplots",
     "verdict",
+    "subkey",
+    "origin_searches",
+    "near_origin_error",
     "plot_profiles",
     "script_main",
 ]
@@ -64,6 +93,13 @@ class Claim(NamedTuple):
         ``None`` when the preset is too small to decide it (``criterion`` then says why).
       criterion: the threshold the measurement was judged by (or why it was not judged).
       figure: the figure's name (``out/figure.png``), if any.
+
+    Examples:
+      >>> from absorbjax import reproduce
+      >>> error = 3e-16
+      >>> reproduce.Claim("the absorber is exact", f"max error {error:.0e}", holds=error <= 1e-12,
+      ...                 criterion="max error ≤ 1e-12 (float64)")
+      Claim(claim='the absorber is exact', measured='max error 3e-16', holds=True, criterion='max error ≤ 1e-12 (float64)', figure=None)
     """
 
     claim: str
@@ -80,21 +116,52 @@ def figure(*args, **kwargs) -> Figure:
 
 
 def subplots(*args, figsize=None, **kwargs):
-    """``(fig, axes)`` like ``plt.subplots``, on a backend-free :func:`figure`."""
+    """``(fig, axes)`` like ``plt.subplots``, on a backend-free :func:`figure`.
+
+    Examples:
+      >>> import tempfile, pathlib
+      >>> from absorbjax import reproduce
+      >>> fig, (left, right) = reproduce.subplots(1, 2, figsize=(6, 3))
+      >>> _ = left.plot([1, 2, 3], [1, 4, 9], color=reproduce.PALETTE[0])
+      >>> with tempfile.TemporaryDirectory() as out:
+      ...     name = reproduce.save_figure(fig, out, "squares")
+      ...     print(name, sorted(p.name for p in pathlib.Path(out).iterdir()))
+      squares ['squares.pdf', 'squares.png']
+    """
     fig = figure(figsize=figsize)
     return fig, fig.subplots(*args, **kwargs)
 
 
+class NoExperiments(FileNotFoundError):
+    """No experiment scripts where :func:`discover` looked (e.g. a wheel install: the scripts
+    ship with the source repository, not with the package)."""
+
+
+def _is_checkout(folder: Path) -> bool:
+    """``folder`` is the ``experiments/`` folder of an absorbjax source checkout."""
+    return folder.is_dir() and (folder.parent / "absorbjax" / "__init__.py").is_file()
+
+
 def experiments_dir() -> Path:
-    """The ``experiments/`` folder of the source checkout (or of the working directory)."""
-    beside = Path(__file__).resolve().parents[1] / "experiments"
-    for candidate in (beside, Path.cwd() / "experiments"):
-        if candidate.is_dir():
+    """The ``experiments/`` folder of the absorbjax source checkout this package was imported
+    from, or else of the one in the working directory.
+
+    A folder named ``experiments`` counts only beside an ``absorbjax/`` package folder, so an
+    unrelated ``experiments/`` (next to site-packages, or in another project) is never run.
+    Raises :class:`NoExperiments` with a one-line message saying how to get the scripts.
+
+    Examples:
+      >>> from absorbjax import reproduce
+      >>> reproduce.experiments_dir().name  # in a source checkout
+      'experiments'
+    """
+    for candidate in (Path(__file__).resolve().parents[1] / "experiments", Path.cwd() / "experiments"):
+        if _is_checkout(candidate):
             return candidate
-    raise FileNotFoundError(
-        "no experiments/ folder found beside the package or in the working directory: "
-        "`absorbjax reproduce` runs the scripts of a source checkout; clone the absorbjax "
-        "repository and run it there, or pass --experiments DIR"
+    raise NoExperiments(
+        "the experiment scripts ship with the source repository, not with the installed package: "
+        "clone the absorbjax repository and run `absorbjax reproduce` inside the clone "
+        "(or pass --experiments DIR)"
     )
 
 
@@ -106,8 +173,17 @@ def _load(path: Path) -> ModuleType:
 
 
 def discover(directory: str | Path | None = None) -> dict[str, ModuleType]:
-    """``{NAME: module}`` for every experiment script in ``directory``, in file order."""
+    """``{NAME: module}`` for every experiment script in ``directory``, in file order.
+
+    ``directory`` defaults to :func:`experiments_dir`. Scripts whose names start with ``_``
+    (shared helpers) or ``bench`` (benchmarks) are skipped; so are modules that do not define
+    ``NAME``, ``TITLE``, ``PRESETS`` and ``run``. Loading a script changes no global state:
+    experiments get float64 from :func:`run_experiment`, not at import.
+    Raises :class:`NoExperiments` when ``directory`` is not a folder.
+    """
     directory = Path(directory) if directory else experiments_dir()
+    if not directory.is_dir():
+        raise NoExperiments(f"experiments folder {str(directory)!r} does not exist")
     found = {}
     for path in sorted(directory.glob("*.py")):
         if path.stem.startswith(("_", "bench")):
@@ -122,8 +198,10 @@ def run_experiment(module: ModuleType, out: str | Path, *, preset: str = "quick"
                    force: bool = False) -> dict:
     """Run one experiment and write ``out/NAME.json``; returns the record.
 
-    Skips the run (returning the saved record) when a record with the same preset and seed
-    exists, unless ``force``.
+    ``run`` is called inside ``jax.enable_x64(True)``; the process-wide setting is left as it
+    was. Skips the run (returning the saved record) when a record with the same preset and seed
+    exists, unless ``force``. Claims that are not :class:`Claim` or lack a criterion raise.
+    See the module's example.
     """
     if preset not in module.PRESETS:
         raise ValueError(f"preset must be one of {tuple(module.PRESETS)}, got {preset!r}")
@@ -151,7 +229,13 @@ def _checked_claim(name: str, claim) -> Claim:
 
 
 def verdict(row: dict) -> str:
-    """``"held"``, ``"NOT HELD"`` or ``"not decided"`` for a claim row of a record."""
+    """``"held"``, ``"NOT HELD"`` or ``"not decided"`` for a claim row of a record.
+
+    Examples:
+      >>> from absorbjax import reproduce
+      >>> [reproduce.verdict({"holds": h}) for h in (True, False, None)]
+      ['held', 'NOT HELD', 'not decided']
+    """
     return {True: "held", False: "NOT HELD", None: "not decided"}[row.get("holds")]
 
 
@@ -201,7 +285,8 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
 
 
 def save_figure(fig, out: str | Path, name: str) -> str:
-    """Save ``fig`` as ``out/name.png`` and ``out/name.pdf`` without timestamps; returns ``name``."""
+    """Save ``fig`` as ``out/name.png`` and ``out/name.pdf`` without timestamps; returns ``name``
+    (see :func:`subplots` for an example). Rerunning gives byte-identical files."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     fig.savefig(out / f"{name}.png", dpi=130, bbox_inches="tight", metadata={"Software": None})
@@ -209,16 +294,65 @@ def save_figure(fig, out: str | Path, name: str) -> str:
     return name
 
 
-def plot_profiles(ax, results: dict, title: str) -> None:
+def subkey(key: jax.Array, *path: int) -> jax.Array:
+    """The key at ``path`` below ``key``: ``fold_in`` applied along the path.
+
+    One base key per experiment, one path per purpose (``subkey(key, 0, i)``: the weights of
+    draw ``i`` of part 0; ``subkey(key, 1, i)``: its inputs), so no two purposes share a key.
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import reproduce
+      >>> key = jax.random.key(0)
+      >>> k = reproduce.subkey(key, 2, 5)
+      >>> bool((jax.random.key_data(k) == jax.random.key_data(
+      ...     jax.random.fold_in(jax.random.fold_in(key, 2), 5))).all())
+      True
+    """
+    for i in path:
+        key = jax.random.fold_in(key, i)
+    return key
+
+
+def origin_searches(key: jax.Array, names, d: int, n: int, *, draws: int, restarts: int, steps: int,
+                    polish: bool) -> dict:
+    """:func:`absorbjax.fit.search` for residual-free blocks that reproduce Gaussian residual blocks.
+
+    For activation ``names[i]``: ``draws`` targets ``models.sample(subkey(key, i, 0), draws, d,
+    n, name)``, searched with key ``subkey(key, i, 1)``. Returns ``{name: SearchResult}``; read
+    the near-origin gap with :func:`near_origin_error` and draw it with :func:`plot_profiles`.
+
+    References:
+      Prop 5 and Prop 6: no residual-free homogeneous (degree ≠ 1) or gated (``g(0) = 0``)
+      block reproduces the residual block near the origin, so the best relative error there
+      stays of order 1.
+    """
+    return {name: fit.search(models.sample(subkey(key, i, 0), draws, d, n, name), name,
+                             key=subkey(key, i, 1), restarts=restarts, steps=steps, polish=polish,
+                             progress=False)
+            for i, name in enumerate(names)}
+
+
+def near_origin_error(result) -> float:
+    """Smallest relative error over draws in the innermost radius decade of a search:
+    ``min_draws √profile[:, 0]`` of an :class:`absorbjax.fit.SearchResult`."""
+    return float(np.sqrt(np.asarray(result.profile)[:, 0]).min())
+
+
+def plot_profiles(ax, results: dict, title: str | None = None) -> None:
     """Relative error ``√profile`` of each :class:`absorbjax.fit.SearchResult` per radius decade.
 
-    Median over draws as a line, min..max as a band; a dotted line at 0.5.
+    Median over draws as a line, min..max as a band; a dotted line at 0.5. ``title`` defaults
+    to the number of draws and restarts of the first result.
     """
     for (label, r), color in zip(results.items(), PALETTE):
         centers = np.sqrt(r.edges[1:] * r.edges[:-1])
         rel = np.sqrt(r.profile)
         ax.plot(centers, np.median(rel, 0), "o-", color=color, label=f"{label} (median)")
         ax.fill_between(centers, rel.min(0), rel.max(0), color=color, alpha=0.2)
+    if title is None:
+        draws, restarts = np.shape(next(iter(results.values())).losses)
+        title = f"Best search error by radius\n{draws} draws × {restarts} restarts, band = min..max"
     ax.axhline(0.5, color="k", lw=0.8, ls=":")
     ax.set_xscale("log")
     ax.set_yscale("log")

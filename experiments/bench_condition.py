@@ -11,38 +11,15 @@ phase; next to it, the dense least squares on the ``d²×n`` matrix ``K`` that t
 """
 
 import argparse
-import os
-import platform
 import time
 
 import jax
+import numpy as np
+from _bench import machine, timed
 
-jax.config.update("jax_enable_x64", True)  # exactness claims need float64
-
-import numpy as np  # noqa: E402
-import scipy  # noqa: E402
-
-from absorbjax import condition, io, models  # noqa: E402
+from absorbjax import condition, io, models
 
 DENSE_MAX = 3e7  # entries of K = [vec M_1 … vec M_n] that the dense comparison may allocate
-
-
-def environment() -> str:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"device: {jax.devices()[0]} ({platform.processor() or platform.machine()}, {cores} cores "
-            f"available), numpy {np.__version__}, scipy {scipy.__version__}, jax {jax.__version__}")
-
-
-def timed(fn, repeats):
-    """Best wall time of ``repeats`` calls and the output of that call."""
-    best, out = np.inf, None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        took = time.perf_counter() - start
-        if took < best:
-            best, out = took, result
-    return best, out
 
 
 def dense_relaxation(params):
@@ -75,6 +52,11 @@ def bench_block(kind, d, n, key, repeats):
 
 
 def main(argv=None):
+    with jax.enable_x64(True):  # exactness claims need float64; scoped to this run
+        return _main(argv)
+
+
+def _main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes up to d = 128, n = 512")
     parser.add_argument("--seed", type=int, default=0)
@@ -82,7 +64,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     key = jax.random.key(args.seed)
     sizes = [(32, 128), (64, 256), (128, 512)] + ([] if args.quick else [(256, 1024), (384, 1536)])
-    print(environment())
+    print(machine())
     print(f"seed {args.seed}; find_absorbing_set, float64, best of 2 (1 for the largest); phases in s")
     blocks = [bench_block(kind, d, n, jax.random.fold_in(key, i), 1 if d >= 384 else 2)
               for i, (d, n) in enumerate(sizes) for kind in ("gaussian", "absorbable")]

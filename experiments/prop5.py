@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import fit, models, probes, reproduce
+from absorbjax import models, probes, reproduce
 
 NAME = "prop5"
 TITLE = "Prop 5: homogeneous blocks (ReLU², ReGLU)"
@@ -28,9 +28,10 @@ ACTIVATIONS = ("relu2", "reglu", "relu")
 
 
 def exponents(activation, d, n, draws, ts, key):
-    """Local scaling exponents ``(draws, len(ts) − 1)`` of residual and residual-free blocks."""
-    params = models.sample(key, draws, d, n, activation)
-    xs = jax.random.normal(jax.random.fold_in(key, 1), (draws, d))
+    """Local scaling exponents ``(draws, len(ts) − 1)`` of residual and residual-free blocks:
+    weights from ``subkey(key, 0)``, unit inputs from ``subkey(key, 1)``."""
+    params = models.sample(reproduce.subkey(key, 0), draws, d, n, activation)
+    xs = jax.random.normal(reproduce.subkey(key, 1), (draws, d))
     xs = xs / jnp.linalg.norm(xs, axis=1, keepdims=True)
 
     @jax.jit
@@ -47,45 +48,48 @@ def run(config, out, seed):
     key = jax.random.key(seed)
     ts = jnp.logspace(-3, 3, config["scales"])
     mid = np.sqrt(np.asarray(ts[1:] * ts[:-1]))
-    slopes = {a: exponents(a, d, n, draws, ts, jax.random.fold_in(key, i)) for i, a in enumerate(ACTIVATIONS)}
-
-    searches = {}
-    for i, a in enumerate(ACTIVATIONS[:2]):
-        target = models.sample(jax.random.fold_in(key, 100 + i), config["search_draws"], d, n, a)
-        searches[a] = fit.search(target, a, key=jax.random.fold_in(key, 200 + i), restarts=config["restarts"],
-                                 steps=config["steps"], polish=config["polish"], progress=False)
+    slopes = {a: exponents(a, d, n, draws, ts, reproduce.subkey(key, 0, i)) for i, a in enumerate(ACTIVATIONS)}
+    searches = reproduce.origin_searches(reproduce.subkey(key, 1), ACTIVATIONS[:2], d, n, draws=config["search_draws"],
+                                         restarts=config["restarts"], steps=config["steps"], polish=config["polish"])
 
     fig, (ax1, ax2) = reproduce.subplots(1, 2, figsize=(12, 4.3))
     for (a, (res, free)), color in zip(slopes.items(), reproduce.PALETTE):
         for s, ls, kind in ((res, "-", "residual"), (free, "--", "residual-free")):
-            s = np.asarray(s)
-            ax1.plot(mid, np.median(s, 0), ls, color=color, label=f"{a} {kind}")
-            ax1.fill_between(mid, np.quantile(s, 0.05, 0), np.quantile(s, 0.95, 0), color=color, alpha=0.15)
+            s = np.asarray(s)  # nan on a ray where f vanishes (see below)
+            ax1.plot(mid, np.nanmedian(s, 0), ls, color=color, label=f"{a} {kind}")
+            ax1.fill_between(mid, np.nanquantile(s, 0.05, 0), np.nanquantile(s, 0.95, 0), color=color, alpha=0.15)
     ax1.set_xscale("log")
     ax1.set_xlabel("scale t")
     ax1.set_ylabel("local slope d log‖f(t x)‖ / d log t")
     ax1.set_title(f"Scaling exponents, d={d}, n={n}\nmedian and 5–95% over {draws} draws")
     ax1.legend(fontsize=7, ncol=2)
-    reproduce.plot_profiles(ax2, searches, f"Best search error by radius\n{config['search_draws']} draws × "
-                                           f"{config['restarts']} restarts, band = min..max")
+    reproduce.plot_profiles(ax2, searches)
     figure = reproduce.save_figure(fig, out, NAME)
 
     small, large = mid < 1e-2, mid > 1e2
     stats = {}
     for a, (res, free) in slopes.items():
         res, free = np.asarray(res), np.asarray(free)
-        stats[a] = {"free_min": float(free.min()), "free_max": float(free.max()),
+        # A residual-free block can vanish on the whole ray {t x} (every hidden unit off along x);
+        # there f(t x) = t^k f(x) holds for every k and the log-log slope is undefined (nan).
+        vanishes = ~np.all(np.isfinite(free), axis=1)
+        free = free[~vanishes]
+        stats[a] = {"free_min": float(free.min(initial=np.inf)), "free_max": float(free.max(initial=-np.inf)),
+                    "free_vanishing_draws": int(vanishes.sum()),
                     "residual_small_t_median": float(np.median(res[:, small])),
                     "residual_large_t_median": float(np.median(res[:, large]))}
-    near0 = {a: float(np.sqrt(r.profile[:, 0]).min()) for a, r in searches.items()}
+    near0 = {a: reproduce.near_origin_error(r) for a, r in searches.items()}
     homog = ("relu2", "reglu")
     claims = [
         reproduce.Claim(
             "Prop 5: residual-free relu2/reglu blocks are homogeneous of degree 2",
             "local slopes " + ", ".join(f"{a} {stats[a]['free_min']:.6f}..{stats[a]['free_max']:.6f}" for a in homog)
-            + f" over {draws} draws, t ∈ [1e-3, 1e3]",
-            holds=all(abs(stats[a][k] - 2) <= 1e-6 for a in homog for k in ("free_min", "free_max")),
-            criterion="every local slope within 1e-6 of 2", figure=figure),
+            + f" over {draws} draws, t ∈ [1e-3, 1e3] (left out, f = 0 on the whole ray: "
+            + ", ".join(f"{a} {stats[a]['free_vanishing_draws']}" for a in homog) + ")",
+            holds=all(abs(stats[a][k] - 2) <= 1e-6 for a in homog for k in ("free_min", "free_max"))
+            and all(stats[a]["free_vanishing_draws"] <= draws // 2 for a in homog),
+            criterion="every local slope within 1e-6 of 2, on at least half the draws (the rest vanish on the ray)",
+            figure=figure),
         reproduce.Claim(
             "residual relu2/reglu blocks scale with exponent 1 near 0 and 2 far out",
             ", ".join(f"{a}: {stats[a]['residual_small_t_median']:.3f} (t<1e-2), "
@@ -99,7 +103,7 @@ def run(config, out, seed):
             + f" ({config['search_draws']} draws × {config['restarts']} restarts)",
             holds=min(near0.values()) >= 0.5, criterion="every draw's smallest-decade error ≥ 0.5", figure=figure),
     ]
-    return {"scales": ts, "slopes": {a: {"residual": np.median(np.asarray(r), 0), "free": np.median(np.asarray(f), 0)}
+    return {"scales": ts, "slopes": {a: {"residual": np.median(np.asarray(r), 0), "free": np.nanmedian(np.asarray(f), 0)}
                                      for a, (r, f) in slopes.items()},
             "stats": stats, "search": {a: r.to_dict(params=False) for a, r in searches.items()}, "claims": claims}
 

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import activations, fit, models, probes, reproduce
+from absorbjax import activations, models, probes, reproduce
 
 NAME = "prop6"
 TITLE = "Prop 6 / Cor 7: gated blocks (SwiGLU, GeGLU; sigmoid GLU control)"
@@ -51,18 +51,21 @@ def jacobians(activation, d, n, draws, key):
 
 
 def orders(activation, d, n, depth, draws, key):
-    """Vanishing orders at 0 of ``draws`` residual-free and residual depth-``L`` stacks."""
-    params = models.sample(key, draws, d, n, activation, depth=depth)
-    max_order = 2**depth + 1
+    """Vanishing orders at 0 of ``draws`` residual-free and residual depth-``L`` stacks: weights
+    from ``subkey(key, 0)``, draw ``i``'s Taylor directions from ``subkey(key, 1, i)``."""
+    params = models.sample(reproduce.subkey(key, 0), draws, d, n, activation, depth=depth)
 
     @jax.jit
     @jax.vmap
     def one(p, k):
-        free = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=False), d, k, max_order)
-        res = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=True), d, k, max_order)
+        # up to order 2^L: an order of 2^L is seen as 2^L, anything higher as 2^L + 1 (K + 1); the
+        # residual stack's order 1 needs only c_0 and c_1 (a higher one would read as 2)
+        free = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=False), d, k, 2**depth)
+        res = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=True), d, k, 1)
         return probes.orders_from_norms(free), probes.orders_from_norms(res)
 
-    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(draws))
+    directions = reproduce.subkey(key, 1)
+    keys = jax.vmap(lambda i: jax.random.fold_in(directions, i))(jnp.arange(draws))
     free, res = one(params, keys)
     return np.asarray(free), np.asarray(res)
 
@@ -70,13 +73,11 @@ def orders(activation, d, n, depth, draws, key):
 def run(config, out, seed):
     d, n, draws = config["d"], config["n"], config["draws"]
     key = jax.random.key(seed)
-    jac = {a: jacobians(a, d, n, draws, jax.random.fold_in(key, i)) for i, a in enumerate(ACTIVATIONS)}
-    order = {a: {L: orders(a, d, n, L, config["order_draws"], jax.random.fold_in(key, 10 * i + L))
+    jac = {a: jacobians(a, d, n, draws, reproduce.subkey(key, 0, i)) for i, a in enumerate(ACTIVATIONS)}
+    order = {a: {L: orders(a, d, n, L, config["order_draws"], reproduce.subkey(key, 1, i, L))
                  for L in config["depths"]} for i, a in enumerate(ACTIVATIONS)}
-    searches = {a: fit.search(models.sample(jax.random.fold_in(key, 100 + i), config["search_draws"], d, n, a), a,
-                              key=jax.random.fold_in(key, 200 + i), restarts=config["restarts"],
-                              steps=config["steps"], polish=config["polish"], progress=False)
-                for i, a in enumerate(ACTIVATIONS)}
+    searches = reproduce.origin_searches(reproduce.subkey(key, 2), ACTIVATIONS, d, n, draws=config["search_draws"],
+                                         restarts=config["restarts"], steps=config["steps"], polish=config["polish"])
 
     fig, axes = reproduce.subplots(1, 3, figsize=(15, 4.3))
     ax = axes[0]
@@ -107,13 +108,12 @@ def run(config, out, seed):
     ax.set_title(f"Cor 7: order of the first nonzero Taylor term\n{config['order_draws']} draws per point, min..max bars")
     ax.legend(fontsize=7)
     ax = axes[2]
-    reproduce.plot_profiles(ax, searches, f"Best search error by radius\n{config['search_draws']} draws × "
-                                           f"{config['restarts']} restarts, band = min..max")
+    reproduce.plot_profiles(ax, searches)
     figure = reproduce.save_figure(fig, out, NAME)
 
     expected = {L: 2**L for L in depths}
     ok = {a: all(np.all(order[a][L][0] == expected[L]) for L in depths) for a in ("swiglu", "geglu")}
-    near0 = {a: float(np.sqrt(r.profile[:, 0]).min()) for a, r in searches.items()}
+    near0 = {a: reproduce.near_origin_error(r) for a, r in searches.items()}
     never = ("swiglu", "geglu")
     free_max = max(jac[a]["free_norm_max"] for a in never)
     res_err = max(jac[a]["residual_minus_I_max"] for a in never)

@@ -5,8 +5,6 @@ import pytest
 
 from absorbjax import activations
 
-pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
-
 UNGATED = ["relu", "gelu", "gelu_tanh", "silu", "softplus", "relu2"]
 GATED = ["reglu", "swiglu", "geglu", "glu"]
 
@@ -22,6 +20,7 @@ def test_unknown_name_lists_known_ones():
         activations.get("tanhh")
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", UNGATED + GATED)
 def test_odd_part_flag_matches_float64_check(name):
     act = activations.get(name)
@@ -30,6 +29,7 @@ def test_odd_part_flag_matches_float64_check(name):
     assert (err <= 1e-12) == act.odd_part_half, (name, err)
 
 
+@pytest.mark.x64
 def test_gelu_is_exact_and_gelu_tanh_differs():
     from scipy.special import ndtr
 
