@@ -19,7 +19,8 @@ from absorbjax import condition, models, reproduce
 NAME = "cor11"
 TITLE = "Cor 11: generic disjointness vs quantised weights"
 PRESETS = {
-    "smoke": {"draws": 20, "continuous": [[2, 4], [3, 12]], "widths": [2, 4], "dims": [2, 3], "bits": [2, 3], "bits_dn": [2, 4]},
+    # one size per panel: ternary d = 2, n = 8 absorbs in about a quarter of the draws (quick preset)
+    "smoke": {"draws": 20, "continuous": [[2, 4]], "widths": [8], "dims": [2], "bits": [2], "bits_dn": [2, 4]},
     "quick": {"draws": 400, "continuous": [[2, 4], [2, 12], [3, 9], [4, 32]], "widths": [2, 3, 4, 5, 6, 8],
               "dims": [2, 3, 4], "bits": [2, 3, 4, 5], "bits_dn": [2, 4]},
     "full": {"draws": 5000, "continuous": [[2, 4], [2, 12], [3, 9], [3, 20], [4, 32], [8, 64]],
