@@ -35,6 +35,7 @@ from absorbjax.condition.certificate import METHODS, STATUSES, Certificate, Dist
 from absorbjax.condition.decide import absorber, find_absorbing_set, find_absorbing_sets
 from absorbjax.condition.closest import distance
 from absorbjax.condition.inputs import default_tol
+from absorbjax.condition.width import WidthCertificate, min_extra_width
 
 __all__ = [
     "Certificate",
@@ -46,4 +47,5 @@ __all__ = [
     "default_tol",
     "STATUSES",
     "METHODS",
+    "min_extra_width",
 ]
