@@ -105,7 +105,8 @@ class WidthCertificate:
       absorber: the residual-free block of width ``n + upper`` (``MLPParams`` of float64 arrays;
         dead zero units pad it when the atoms need fewer).
       residual: ``‖M_S − Σ_G a_i ŵ_iᵀ − Σ_q b_q v_qᵀ‖_max`` of the construction.
-      error: ``max_x ‖f(x) − g(x)‖ / ‖f(x)‖`` over 256 inputs, ``‖x‖`` from 1e-3 to 1e3 (float64).
+      error: ``max_x ‖f(x) − g(x)‖ / (‖x‖ (‖A‖₂ + ‖W_down‖₂‖W_up‖₂))`` over 256 inputs,
+        ``‖x‖`` from 1e-3 to 1e3 (float64): relative to the block's scale.
       exact: the weights are integers and every rank was computed exactly; otherwise the
         decision is within ``tol`` (an ``M_S`` within ``d·tol`` of a lower rank counts as it).
       method: ``"find_absorbing_set"``, ``"enumeration"`` (all ``2^L`` sets ``S``) or
@@ -288,8 +289,9 @@ def _construct(W, Uc, Ap, S, G, p, n_total):
 
 
 def _block_error(U, D, A, V: MLPParams, act: str, seed: int = 0, count: int = 256) -> float:
-    """``max_k ‖f(x_k) − g(x_k)‖ / ‖f(x_k)‖`` for ``f(x) = A x + D σ(U x)``, ``g = V_down σ(V_up x)``,
-    ``‖x_k‖`` log-uniform in 1e-3..1e3."""
+    """``max_k ‖f(x_k) − g(x_k)‖ / (c ‖x_k‖)`` for ``f(x) = A x + D σ(U x)``, ``g = V_down σ(V_up x)``
+    and the block's scale ``c = ‖A‖₂ + ‖D‖₂‖U‖₂`` (``‖f(x)‖ ≤ c‖x‖`` for ReLU), ``‖x_k‖``
+    log-uniform in 1e-3..1e3. (Not ``/‖f(x_k)‖``: an absorbable ReLU block vanishes on a cone.)"""
     sigma = _NUMPY[act]
     d = U.shape[1]
     rng = np.random.default_rng(seed)
@@ -297,8 +299,8 @@ def _block_error(U, D, A, V: MLPParams, act: str, seed: int = 0, count: int = 25
     x *= 10.0 ** rng.uniform(-3, 3, (count, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
     f = x @ A.T + sigma(x @ U.T) @ D.T
     g = sigma(x @ V.up.T) @ V.down.T
-    scale = np.maximum(np.linalg.norm(f, axis=1), np.finfo(float).tiny)
-    return float(np.max(np.linalg.norm(f - g, axis=1) / scale))
+    c = np.linalg.norm(A, 2) + np.linalg.norm(D, 2) * np.linalg.norm(U, 2)
+    return float(np.max(np.linalg.norm(f - g, axis=1) / np.linalg.norm(x, axis=1)) / c)
 
 
 # ---------------------------------------------------------------------------------------------
