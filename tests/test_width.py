@@ -359,3 +359,24 @@ def test_search_below_k_star_never_solves():
     stacked = MLPParams(np.stack([p.up for p in params]), np.stack([p.down for p in params]))
     below = fit.search(stacked, "relu", key=jax.random.key(1), width=n + d - 1, restarts=8, progress=False)
     assert not below.solved().any() and np.all(below.best_loss > 1e-12)
+
+
+@pytest.mark.parametrize("in_rows,k", [(True, 1), (False, 2)])
+def test_float_block_with_a_rank_one_miss(in_rows, k):
+    """``W_down[:,S] W_up[S,:] = −I + a vᵀ`` for ``S = {0, 1}``: ``M_S = a vᵀ`` has rank 1. With
+    ``v`` a row of ``W_up`` outside ``S`` one duplicate absorbs it (``k* = 1``); with ``v`` in no
+    row's direction it takes a free pair (``k* = 2``)."""
+    rng = np.random.default_rng(5)
+    v, a = rng.normal(size=3), rng.normal(size=3)
+    a /= v @ a  # −I + a vᵀ has rank 2, so it factors through |S| = 2 units
+    Y, s, Zt = np.linalg.svd(-np.eye(3) + np.outer(a, v))
+    rest = rng.normal(size=(3, 3))
+    if in_rows:
+        rest[0] = v
+    up = np.vstack([np.sqrt(s[:2])[:, None] * Zt[:2], rest])
+    down = np.hstack([Y[:, :2] * np.sqrt(s[:2]), rng.normal(size=(3, 3))])
+    for act in ("relu", "gelu"):
+        cert = condition.min_extra_width(MLPParams(up, down), activation=act)
+        assert (cert.status, cert.k) == ("certified", k) and not cert.exact
+        assert cert.S.tolist() == [0, 1] and (cert.G.tolist(), cert.pairs) == (([2], 0) if in_rows else ([], 1))
+        assert cert.error <= 1e-12

@@ -51,7 +51,6 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-from scipy import linalg as sla
 from scipy import special
 
 from absorbjax import activations
