@@ -25,10 +25,10 @@ KEY = jax.random.key(12)
 
 @functools.cache
 def _pool(dist, bits):
-    """One compiled draw per distribution: 1600 blocks of d = 8, n = 24, cut to smaller shapes
+    """One compiled draw per distribution: 1800 blocks of d = 8, n = 24, cut to smaller shapes
     (rows/columns of i.i.d. weights are i.i.d. weights of the smaller shape, up to scale)."""
     with jax.enable_x64(True):
-        p = models.sample(jax.random.fold_in(KEY, bits), 1600, 8, 24, "relu", dist=dist, bits=bits)
+        p = models.sample(jax.random.fold_in(KEY, bits), 1800, 8, 24, "relu", dist=dist, bits=bits)
     return np.asarray(p.up), np.asarray(p.down)
 
 

@@ -51,6 +51,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+from scipy import linalg as sla
 from scipy import special
 
 from absorbjax import activations
@@ -265,7 +266,10 @@ def _construct(W, Uc, Ap, S, G, p, n_total):
     M = Ap + Uc[:, S] @ W[S]
     WG = W[G]
     if G.size:
-        coef = M @ np.linalg.pinv(WG)  # (d, |G|): M Π_G = coef Ŵ_G
+        pinv = np.linalg.pinv(WG)
+        coef = M @ pinv  # (d, |G|): M Π_G = coef Ŵ_G
+        B = M - coef @ WG
+        coef = coef + (B @ WG.T) @ (pinv.T @ pinv)  # one step of refinement on the normal equations
         B = M - coef @ WG
     else:
         coef, B = np.zeros((d, 0)), M
@@ -350,13 +354,36 @@ class _Search:
         if rows_in is None:
             return cost, None, None, None, complete
         S2 = np.array([a for a in S if a not in rows_in], int)
-        G = []
-        for a in rows_in:  # an independent basis of the rows in P
-            if self.rank(self.W[G + [a]]) == len(G) + 1:
-                G.append(a)
+        G = _basis(self.W, rows_in, self.rank)
         M2 = self.Ap + self.Uc[:, S2] @ self.W[S2]
         p = self.rank(np.vstack([M2, self.W[G]])) - len(G)
         return len(G) + 2 * p, S2, np.array(G, int), p, complete
+
+    def leaf_bound(self, M, S, upper) -> int:
+        """Float weights: ``min_G |G| + 2 rrank(M (I − Π_G))`` over ``G`` outside ``S`` with
+        ``|G| < upper`` (``rrank``: certified robust rank; a numerically rank-``r`` ``Ŵ_G`` of
+        ``g`` rows may span ``g − r`` more directions, each lowering the rank by at most one).
+        Returns ``upper`` when nothing lower is possible; ``0`` past the budget (no bound)."""
+        d = M.shape[0]
+        free = [a for a in range(self.W.shape[0]) if a not in set(S.tolist())]
+        low, seen = upper, 0
+        for g in range(0, upper):
+            if g >= low:
+                break
+            for G in itertools.combinations(free, g):
+                seen += 1
+                if seen > self.budget:
+                    return 0
+                if g:
+                    Y, sv, Zt = np.linalg.svd(self.W[list(G)], full_matrices=False)
+                    r = int(np.sum(sv > 64 * d * _EPS * sv[0]))
+                    P = np.eye(d) - Zt[:r].T @ Zt[:r]
+                    margin = 64 * d * _EPS * (sv[0] / sv[r - 1]) * np.linalg.norm(M, 2)
+                else:
+                    P, r, margin = np.eye(d), 0, 0.0
+                rr = int(_certified_ranks((M @ P)[None], self.err + margin, self.thr)[0])
+                low = min(low, g + 2 * max(0, rr - (g - r)))
+        return low
 
     def _flats(self, M, upper):
         W, L = self.W, self.W.shape[0]
@@ -380,6 +407,19 @@ class _Search:
                 if cost < best:
                     best, best_rows = cost, rows_in
         return best, best_rows, True
+
+
+def _basis(W, rows, rank) -> list:
+    """An independent subset of ``rows`` spanning the same space, well conditioned: the columns
+    that QR with pivoting picks first (checked with ``rank``; greedy in that order)."""
+    if not rows:
+        return []
+    piv = sla.qr(W[rows].T, pivoting=True, mode="r")[1]
+    G: list = []
+    for a in [rows[i] for i in piv]:
+        if rank(W[G + [a]]) == len(G) + 1:
+            G.append(a)
+    return sorted(G)
 
 
 def _certified_ranks(Ms: np.ndarray, err: float, thr: float, margin: float = 0.0) -> np.ndarray:
@@ -549,7 +589,9 @@ def min_extra_width(
             cost, S2, G2, p, complete = search.flats(M, S, best[0])
             if S2 is not None and cost < best[0]:
                 best = (cost, S2, G2, p)
-            if not (exact and complete):
+            if not exact:
+                low = min(low, max(lb, search.leaf_bound(M, S, best[0])))
+            elif not complete:
                 low = min(low, lb)
         lower_red = max(lower_red, int(min(low, best[0])))
         if exact:
@@ -570,9 +612,12 @@ def min_extra_width(
     if L < n:
         proof.append(f"{n - L} of {n} units merge into others or vanish (parallel/zero rows, cancelling outputs)")
     V, residual, coef, pv = _construct(W, Uc, Ap, S_best, G_best, p_best, n + upper)
+    if not residual <= tol:  # rounding beat tol (ill-conditioned Ŵ_G): fall back to d free pairs
+        proof.append(f"the construction with k = {upper} missed tol ({_fmt(residual)}); it is not claimed")
+        S_best, G_best, p_best = np.zeros(0, int), np.zeros(0, int), d
+        upper = max(0, L + 2 * d - n)
+        V, residual, coef, pv = _construct(W, Uc, Ap, S_best, G_best, p_best, n + upper)
     error = _block_error(U, D, A, V, act)
-    if not residual <= tol:
-        raise RuntimeError(f"internal error: construction residual {residual:.3g} > tol {tol:.3g}")
     rep = np.array([g[0] for g in groups], int)
     if lower == upper:
         status, k = "certified", upper
