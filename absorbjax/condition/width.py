@@ -36,8 +36,10 @@ atoms are enumerated and the rest bounded by Weyl's inequality). For each ``S`` 
 is certified in float64 (Hadamard's inequality on the LU determinant, else the SVD, with
 rounding-error bounds); integer weights are decided exactly (ranks in ``python-flint``, the flats
 ``P`` searched exhaustively), other weights within ``tol``: every ``S`` whose ``M_S`` is within
-``d·tol`` (2-norm) of a lower rank counts as that rank. The construction is built in float64 and
-verified numerically; ``k* = 0`` for nondegenerate weights is :func:`find_absorbing_set`'s answer.
+``d·tol`` (2-norm) of a lower rank counts as that rank, and for such ``S`` the bound is refined
+over every ``G`` (``|G| + 2·rank(M_S (I − Π_G))``, ranks certified the same way). The construction
+is built in float64 and verified (linear part within ``tol``, block outputs numerically);
+``k* = 0`` for nondegenerate weights is :func:`find_absorbing_set`'s answer.
 """
 
 from __future__ import annotations
