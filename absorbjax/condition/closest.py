@@ -16,7 +16,7 @@ def distance(
     params: MLPParams,
     *,
     skip=None,
-    tol: float | None = None,
+    rtol: float | None = None,
     time_limit: float = 10.0,
 ) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
@@ -35,7 +35,7 @@ def distance(
     U, D, dtype = _weights(params, batched=False)
     n, d = U.shape
     A = _skip(skip, d)
-    cert, rel = _decide(U, D, A, dtype, tol=tol, method="auto", time_limit=time_limit,
+    cert, rel = _decide(U, D, A, dtype, rtol=rtol, method="auto", time_limit=time_limit,
                         activation=None, skip_kind="identity" if skip is None else "matrix")
     norm_a = float(np.linalg.norm(A))
     if cert.S is not None:
