@@ -60,7 +60,7 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
     ``τ = 4·max(n,d)·eps·‖G‖_∞`` is the rank threshold. Positive definite ``G`` (certified by
     Cholesky, :func:`_positive_definite`) has rank ``n``; otherwise the eigendecomposition is
     restricted to eigenvalues above ``τ``, and the dropped directions change
-    ``‖Σ m_i M_i + A‖_F`` by at most ``ε_⊥ = √(n·λ_dropped)`` over the cube ``[0,1]^n``. Two
+    ``‖Σ m_i M_i + A‖_F`` by at most ``ε_⊥ = √(n·(λ_dropped + τ + ‖E‖))`` over the cube ``[0,1]^n`` (``E``: the rounding of ``G``). Two
     steps of refinement with exact residuals ``R = −A − Σ c_i M_i`` make ``c`` accurate without
     forming ``K``. For every ``m ∈ {0,1}^n``: ``‖Σ m_i M_i + A‖_F ≥ ρ − 2η − ε_⊥ − err``, where
     ``η² = gᵀG⁺g`` is the decrease still available at ``c`` (``g = Kᵀ vec R``, with a factor 2 of
@@ -84,7 +84,12 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
         rank = int(keep.sum())
         Qr, lr = Q[:, keep], lam[keep]
         solve = lambda x: Qr @ ((Qr.T @ x) / lr)  # noqa: E731
-        lam_perp = max(float(lam[~keep].max(initial=0.0)), 0.0)
+        # The dropped directions of the true Gram matrix reach at most λ_dropped + ‖E‖, where E
+        # covers the eigensolver's backward error (τ) and the rounding of G itself
+        # (|E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙ |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j, v_i = ‖D_i‖‖U_i‖).
+        v2 = float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
+        gram_err = 2 * (d + 1) * _EPS * v2
+        lam_perp = max(float(lam[~keep].max(initial=0.0)), 0.0) + tau + gram_err if rank < n else 0.0
         lam_low = float(lam[0]) - tau if rank == n else 0.0
         eig = (lam, Q)
     timings["factor"] = time.perf_counter() - t
