@@ -316,6 +316,20 @@ def absorber(
     Returns:
       ``MLPParams`` of JAX arrays ``(V_up (n, d), V_down (d, n))`` in the dtype of ``params``
       (as far as ``jax_enable_x64`` allows).
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import condition, models
+      >>> with jax.enable_x64(True):
+      ...     params, S = models.absorbable(jax.random.key(0), 3, 6, "gelu")
+      ...     V = condition.absorber(params, S)
+      ...     x = jnp.array([0.3, -1.2, 2.0])
+      ...     gap = models.skip_mlp(params, x, "gelu") - models.mlp(V, x, "gelu")
+      >>> bool(jnp.max(jnp.abs(gap)) < 1e-12)
+      True
+
+    References:
+      Mijoski & Karbevski (2026), the absorber in the proofs of Thm 8 and Thm 10.
     """
     U, D, dtype = _weights(params, batched=False)
     n, d = U.shape
