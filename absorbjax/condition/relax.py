@@ -71,6 +71,9 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
     G = (D.T @ D) * UUt
     b = -np.einsum("ki,ki->i", D, A @ U.T)
     tau = 4 * max(n, d) * _EPS * float(np.max(np.sum(np.abs(G), axis=1)))
+    # The computed G differs from the true KᵀK by E, |E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙
+    # |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j with v_i = ‖D_i‖‖U_i‖, so ‖E‖_2 ≤ gram_err.
+    gram_err = 2 * (d + 1) * _EPS * float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
     timings["gram"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -84,14 +87,12 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
         rank = int(keep.sum())
         Qr, lr = Q[:, keep], lam[keep]
         solve = lambda x: Qr @ ((Qr.T @ x) / lr)  # noqa: E731
-        # The dropped directions of the true Gram matrix reach at most λ_dropped + ‖E‖, where E
-        # covers the eigensolver's backward error (τ) and the rounding of G itself
-        # (|E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙ |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j, v_i = ‖D_i‖‖U_i‖).
-        v2 = float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
-        gram_err = 2 * (d + 1) * _EPS * v2
+        # The dropped directions of the true Gram matrix reach at most λ_dropped + τ (the
+        # eigensolver's backward error) + gram_err.
         lam_perp = max(float(lam[~keep].max(initial=0.0)), 0.0) + tau + gram_err if rank < n else 0.0
         lam_low = float(lam[0]) - tau if rank == n else 0.0
         eig = (lam, Q)
+    lam_low = max(lam_low - gram_err, 0.0)  # a lower bound on λ_min of the true KᵀK
     timings["factor"] = time.perf_counter() - t
 
     t = time.perf_counter()
