@@ -25,8 +25,12 @@ coefficients of ``t ↦ f(t x_k)`` at ``t = 0`` up to order ``k`` (the ``k``-jet
    ``F`` being polynomial (GELU jets: polynomial in ``V`` and ``c = 1/√(2π)``; ReLU: one polynomial
    map ``Q_π`` per activation pattern ``π``, each with the same symmetries, and ``F(V) = Q_π(V)``
    for the pattern ``π`` of ``V``), everywhere. So the free probes lie in a semialgebraic set of
-   dimension ``≤ b`` (a finite union of images of polynomial maps of rank ``≤ b``). The tests
-   check that free stacks attain ``b`` (the count is tight) and never exceed it.
+   dimension ``≤ b`` (a finite union of images of polynomial maps of rank ``≤ b``). Checked: the
+   tangents annihilate the float Jacobian of free stacks and are independent; free GELU stacks
+   attain ``b`` exactly (the count is tight); free ReLU stacks attain it at some points for
+   ``n = 2d`` but their rank varies with the point, and for ``n = d`` none of the points tried
+   attains it (``(d,n,L) = (2,2,3)``: 8 vs ``b = 10``): there ``b`` is an upper bound only, which
+   is all the certificate uses.
 2. *Residual rank (computed exactly).* At one rational point ``W_0`` the rank ``r`` of ``DR(W_0)``
    is computed modulo a prime ``p``. This is a lower bound on the rank over ``R``: the modular
    matrix is *exactly* the image of the true matrix under the ring homomorphism
@@ -666,7 +670,7 @@ def certify(activation: str, d: int, n: int, depth: int, *, key: jax.Array, resi
       key: PRNG key of the point (:func:`rational_point`).
       residual: ``False`` counts the free family instead (a control: never certified).
       order: first GELU jet order (default: the smallest whose jet space holds ``1.5 P``).
-      inputs: probe inputs / jet directions (default: about ``1.5 P`` rows for GELU, ``3 P / d``
+      inputs: probe inputs / jet directions (default: about ``1.5 P`` rows for GELU, ``2 P / d``
         inputs for ReLU).
       denominator: power of two, the weights' and inputs' denominator.
       prime: modulus of the exact rank.
