@@ -155,6 +155,38 @@ def test_modular_jacobian_is_the_reduction_of_the_exact_one():
     assert np.array_equal(modular * scale % p, np.rint(scaled).astype(np.int64) % p)
 
 
+def test_modular_jets_are_the_reduction_of_the_exact_ones():
+    """Step 2 for the jet path: with c replaced by 1/8 and jets of order 3 (GELU's series is then
+    z/2 + z²/8, dyadic), m! × the t^m coefficient of t ↦ f(t x) and its weight derivatives are
+    dyadic rationals that float64 computes exactly; reduced mod p they equal the modular rows."""
+    pt = _point(2, 2, 2, inputs=2, denominator=16)
+    p = dimension.PRIME
+    modular = dimension._forward_jacobian(pt, True, 3, p, pow(8, p - 2, p), None, chunk=2)
+    activations.register("_gelu_jet3", lambda z: z / 2 + z * z / 8, odd_part_half=False)
+    try:
+        params, xs = pt.params(jnp.float64), pt.xs(jnp.float64)
+        flat, unravel = ravel_pytree(params)
+
+        def jets(w):
+            def along(x):
+                g = lambda t: models.stack(unravel(w), t * x, "_gelu_jet3")
+                d1 = jax.jacfwd(g)
+                d2 = jax.jacfwd(d1)
+                d3 = jax.jacfwd(d2)
+                return jnp.stack([d1(0.0), d2(0.0), d3(0.0)], axis=1)  # (d, 3): m! × coefficient
+
+            return jax.vmap(along)(xs).ravel()
+
+        J = np.asarray(jax.jacfwd(jets)(flat))
+    finally:
+        activations.unregister("_gelu_jet3")
+    E = next(e for e in range(64) if np.all(J * 2.0**e == np.rint(J * 2.0**e)))  # common denominator 2^E
+    scaled = J * 2.0**E
+    assert E >= 10 and np.abs(scaled).max() < 2**52  # integer and exactly representable
+    factorials = np.tile(np.array([1, 2, 6]), J.shape[0] // 3)[:, None]
+    assert np.array_equal(modular * factorials % p * pow(2, E, p) % p, np.rint(scaled).astype(np.int64) % p)
+
+
 def test_gelu_taylor_coefficients():
     """GELU(z) = z/2 + c (z² − z⁴/6 + z⁶/40 − z⁸/336 …): the series checked against JAX derivatives."""
     c = 1 / math.sqrt(2 * math.pi)
