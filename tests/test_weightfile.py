@@ -79,7 +79,7 @@ def test_float32_kept(tmp_path):
     path = save(tmp_path / "f32.safetensors", {"up": UP.astype(np.float32), "down": DOWN.astype(np.float32)})
     params, _ = weightfile.load_block(path)
     assert params.up.dtype == np.float32
-    assert condition.find_absorbing_set(params).input_dtype == "float32"
+    assert condition.find_absorbing_set(params).stored_dtype == "float32"
 
 
 def one_line(message):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from absorbjax.condition.certificate import Distance
-from absorbjax.condition.decide import _decide
+from absorbjax.condition.decide import _bias, _decide
 from absorbjax.condition.inputs import _mask, _miss, _skip, _weights
 from absorbjax.condition.integer import _closest, _local_search
 from absorbjax.condition.relax import _box_lower
@@ -16,8 +16,9 @@ def distance(
     params: MLPParams,
     *,
     skip=None,
-    tol: float | None = None,
+    rtol: float | None = None,
     time_limit: float = 10.0,
+    bias=None,
 ) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
 
@@ -30,13 +31,15 @@ def distance(
       minimum for ``n ≤ 16``, else the best local search (single-unit flips) started from ``∅``
       and from thresholds of the relaxed solution.
 
-    ``time_limit`` bounds the MILP of the decision.
+    ``time_limit`` bounds the MILP of the decision; ``bias`` (the hidden bias ``(n,)``) only changes
+    the certificate's status (see :func:`find_absorbing_set`), not the distance.
     """
     U, D, dtype = _weights(params, batched=False)
     n, d = U.shape
     A = _skip(skip, d)
-    cert, rel = _decide(U, D, A, dtype, tol=tol, method="auto", time_limit=time_limit,
-                        activation=None, skip_kind="identity" if skip is None else "matrix")
+    cert, rel = _decide(U, D, A, dtype, rtol=rtol, method="auto", time_limit=time_limit,
+                        activation=None, skip_kind="identity" if skip is None else "matrix",
+                        bias=_bias(bias, n))
     norm_a = float(np.linalg.norm(A))
     if cert.S is not None:
         m, how = _mask(cert.S, n), "exact"

@@ -35,10 +35,12 @@ The decision enumerates all ``2^L`` sets ``S`` (``L ≤ max_bits``; beyond, the 
 atoms are enumerated and the rest bounded by Weyl's inequality). For each ``S`` a rank lower bound
 is certified in float64 (Hadamard's inequality on the LU determinant, else the SVD, with
 rounding-error bounds); integer weights are decided exactly (ranks in ``python-flint``, the flats
-``P`` searched exhaustively), other weights within ``tol``: every ``S`` whose ``M_S`` is within
-``d·tol`` (2-norm) of a lower rank counts as that rank, and for such ``S`` the bound is refined
+``P`` searched exhaustively), other weights within ``tol``, the Frobenius bound of rule (★) of
+:mod:`absorbjax.condition` at ``rtol``: every ``S`` whose ``M_S`` is within ``tol`` (2-norm) of a
+lower rank counts as that rank, and for such ``S`` the bound is refined
 over every ``G`` (``|G| + 2·rank(M_S (I − Π_G))``, ranks certified the same way). The construction
-is built in float64 and verified (linear part within ``tol``, block outputs numerically);
+is built in float64 and verified (linear part within ``tol`` in Frobenius norm, block outputs
+numerically);
 ``k* = 0`` for nondegenerate weights is :func:`find_absorbing_set`'s answer.
 """
 
@@ -59,7 +61,7 @@ from scipy import special
 from absorbjax import activations
 from absorbjax.condition.certificate import _fmt
 from absorbjax.condition.decide import find_absorbing_set
-from absorbjax.condition.inputs import _EPS, _hypotheses, _miss, _resolve_tol, _skip, _weights
+from absorbjax.condition.inputs import _EPS, _check_rtol, _hypotheses, _miss, _skip, _threshold, _weights
 from absorbjax.io import to_jsonable
 from absorbjax.models import MLPParams
 
@@ -106,18 +108,20 @@ class WidthCertificate:
       skip_reduced: ``A'`` ``(d, d)``: the skip after merging atoms (``A`` when nothing merged).
       absorber: the residual-free block of width ``n + upper`` (``MLPParams`` of float64 arrays;
         dead zero units pad it when the atoms need fewer).
-      residual: ``‖M_S − Σ_G a_i ŵ_iᵀ − Σ_q b_q v_qᵀ‖_max`` of the construction.
+      residual: ``‖M_S − Σ_G a_i ŵ_iᵀ − Σ_q b_q v_qᵀ‖_F`` of the construction (``≤ tol``).
       error: ``max_x ‖f(x) − g(x)‖ / (‖x‖ (‖A‖₂ + ‖W_down‖₂‖W_up‖₂))`` over 256 inputs,
         ``‖x‖`` from 1e-3 to 1e3 (float64): relative to the block's scale.
       exact: the weights are integers and every rank was computed exactly; otherwise the
-        decision is within ``tol`` (an ``M_S`` within ``d·tol`` of a lower rank counts as it).
+        decision is within ``tol`` (an ``M_S`` within ``tol`` of a lower rank counts as it).
       method: ``"find_absorbing_set"``, ``"enumeration"`` (all ``2^L`` sets ``S``) or
         ``"prefix"`` (``2^max_bits`` prefixes, the rest bounded).
       subsets: how many sets ``S`` (or prefixes) were examined.
       proof: one sentence per step of the lower bound.
       reason: why the status is what it is.
       nondegenerate: hypotheses of Thm 8/10 hold (no merges were needed).
-      activation, skip, tol, input_dtype, seconds: as in :class:`Certificate`.
+      tol: the Frobenius bound of rule (★) at ``rtol`` (:mod:`absorbjax.condition`): the slack of
+        the linear part.
+      activation, skip, rtol, input_dtype, seconds: as in :class:`Certificate`.
       condition: :func:`find_absorbing_set`'s certificate (nondegenerate weights), as a dict.
     """
 
@@ -146,6 +150,7 @@ class WidthCertificate:
     activation: str
     skip: str
     tol: float
+    rtol: float
     input_dtype: str
     seconds: float = 0.0
     condition: dict | None = None
@@ -278,7 +283,7 @@ def _construct(W, Uc, Ap, S, G, p, n_total):
     Y, s, Zt = np.linalg.svd(B)
     root = np.sqrt(s[:p])
     b, v = Y[:, :p] * root, root[:, None] * Zt[:p]
-    residual = float(np.max(np.abs(M - coef @ WG - b @ v), initial=0.0))
+    residual = float(np.linalg.norm(M - coef @ WG - b @ v))
     sign = np.ones(L)
     sign[S] = -1.0
     ups = [W * sign[:, None], -WG, v, -v]
@@ -476,7 +481,7 @@ def min_extra_width(
     *,
     activation: str,
     skip=None,
-    tol: float | None = None,
+    rtol: float | None = None,
     max_bits: int = 20,
     max_flats: int = 20000,
     time_limit: float = 60.0,
@@ -491,8 +496,9 @@ def min_extra_width(
         ``"softplus"`` get the construction (an upper bound) but no lower bound (undecided unless
         ``k* = 0``). Gated and homogeneous activations raise: Props 5, 6 rule out every width.
       skip: ``A (d, d)``; ``None`` is ``I``.
-      tol: entrywise tolerance of the linear part (default :func:`default_tol`), as in
-        :func:`find_absorbing_set`.
+      rtol: the slack of rule (★), as in :func:`find_absorbing_set` (default ``DEFAULT_RTOL``);
+        the linear part must then match within ``tol``, the Frobenius bound of every miss that
+        rule accepts.
       max_bits: enumerate all ``2^L`` sets ``S`` of the ``L`` atoms when ``L ≤ max_bits``; beyond,
         the ``2^max_bits`` prefixes over the atoms of largest ``‖ũ_a‖‖ŵ_a‖``, the rest bounded by
         Weyl's inequality (often too weak: then undecided).
@@ -523,13 +529,14 @@ def min_extra_width(
     U, D, dtype = _weights(params, batched=False)
     n, d = U.shape
     A = _skip(skip, d)
-    tol = _resolve_tol(tol, U, D, A, dtype)
+    rtol = _check_rtol(rtol)
+    tol = _threshold(U, D, A, rtol)
     skip_kind = "identity" if skip is None else "matrix"
     exact = act in _PROVED and all(
         np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= _EXACT_MAX for X in (U, D, A))
     W, Uc, Ap, groups = _atoms(U, D, A, act, exact)
     L = W.shape[0]
-    failed, _ = _hypotheses(U, D, U @ U.T)
+    failed, _ = _hypotheses(U, D, U @ U.T, dtype)
     nondegenerate = not failed and L == n
     proved = act in _PROVED
     proof: list[str] = []
@@ -537,7 +544,7 @@ def min_extra_width(
     # Rounding of M_S (and of the merge) in float64, as a 2-norm bound.
     scale = float(np.linalg.norm(np.abs(A) + np.abs(D) @ np.abs(U)) + np.linalg.norm(np.abs(Ap)))
     err = 0.0 if exact else 4 * (n + d + 2) * _EPS * scale
-    thr = 0.0 if exact else d * tol
+    thr = 0.0 if exact else tol
     rank_W = _exact_rank(W) if exact else _numeric_rank(W, thr)
     rank_hi = rank_W if exact else min(L, d)
     search = _Search(W, Uc, Ap, exact, thr, err, rank_hi, max_flats)
@@ -547,7 +554,7 @@ def min_extra_width(
     cond_cert = None
     lower_red = 0
     if nondegenerate:
-        cond_cert = find_absorbing_set(params, skip=skip, tol=tol, activation=act if proved else None,
+        cond_cert = find_absorbing_set(params, skip=skip, rtol=rtol, activation=act if proved else None,
                                        time_limit=time_limit)
         if cond_cert.absorbable:
             best = (0, cond_cert.S, np.zeros(0, int), 0)
@@ -603,7 +610,7 @@ def min_extra_width(
         else:
             proof.append(
                 f"every S ({subsets} {'prefixes, Weyl tail ' + _fmt(margin) if tail_idx.size else 'sets'}): "
-                f"robust rank of M_S certified (singular values above d·tol = {_fmt(thr)} plus rounding)")
+                f"robust rank of M_S certified (singular values above tol = {_fmt(thr)} plus rounding)")
         proof.append(f"rank ρ of M_S forces |G| + 2p >= ρ (>= 2ρ − rank Ŵ above rank Ŵ = {rank_W})")
     elif not proved:
         proof.append(f"no lower bound: the even-part argument is proved for {_PROVED} only")
@@ -635,7 +642,7 @@ def min_extra_width(
         S=rep[np.asarray(S_best, int)], G=rep[np.asarray(G_best, int)], pairs=int(p_best),
         coefficients=coef, pair_vectors=pv, skip_reduced=Ap, absorber=V, residual=residual,
         error=error, exact=exact, method=method, subsets=subsets, proof=tuple(proof), reason=reason,
-        nondegenerate=nondegenerate, activation=act, skip=skip_kind, tol=tol, input_dtype=str(dtype),
+        nondegenerate=nondegenerate, activation=act, skip=skip_kind, tol=tol, rtol=rtol, input_dtype=str(dtype),
         seconds=time.perf_counter() - t0, condition=None if cond_cert is None else cond_cert.to_dict(),
     )
 
@@ -647,7 +654,7 @@ def wide_absorber(
     *,
     skip=None,
     pairs: int | None = None,
-    tol: float | None = None,
+    rtol: float | None = None,
     check: bool = True,
 ) -> MLPParams:
     """A residual-free block of width ``n + |G| + 2p`` equal to ``A x + W_down σ(W_up x)``.
@@ -662,9 +669,10 @@ def wide_absorber(
       params: ungated block ``(W_up (n, d), W_down (d, n))``.
       S, G: disjoint hidden-unit indices.
       skip: ``A (d, d)``, ``None`` = ``I``.
-      pairs: ``p``; default the number of singular values of ``M_S (I − Π_G)`` above ``d·tol``.
-      tol, check: with ``check=True`` a construction whose linear part misses by more than ``tol``
-        (entrywise; default :func:`default_tol`) raises ``ValueError``.
+      pairs: ``p``; default the number of singular values of ``M_S (I − Π_G)`` above ``tol``, the
+        Frobenius bound of rule (★) at ``rtol`` (default ``DEFAULT_RTOL``).
+      rtol, check: with ``check=True`` a construction whose linear part misses by more than
+        ``tol`` (Frobenius) raises ``ValueError``.
 
     Returns:
       ``MLPParams`` of JAX arrays of width ``n + |G| + 2p`` (float64 under ``jax_enable_x64``).
@@ -681,7 +689,7 @@ def wide_absorber(
     U, D, dtype = _weights(params, batched=False)
     n, d = U.shape
     A = _skip(skip, d)
-    tol = _resolve_tol(tol, U, D, A, dtype)
+    tol = _threshold(U, D, A, _check_rtol(rtol))
     S_idx, G_idx = (np.unique(np.asarray(x, int)) for x in (S, G))
     for name, idx in (("S", S_idx), ("G", G_idx)):
         if idx.size and (idx.min() < 0 or idx.max() >= n):
@@ -693,7 +701,7 @@ def wide_absorber(
     M = _miss(U, D, A, m)
     Pg = U[G_idx].T @ np.linalg.pinv(U[G_idx].T) if G_idx.size else np.zeros((d, d))
     if pairs is None:
-        pairs = _numeric_rank(M @ (np.eye(d) - Pg), d * tol)
+        pairs = _numeric_rank(M @ (np.eye(d) - Pg), tol)
     if not isinstance(pairs, (int, np.integer)) or not 0 <= pairs <= d:
         raise ValueError(f"pairs must be an integer in 0..{d}, got {pairs!r}")
     V, residual, *_ = _construct(U, D, A, S_idx, G_idx, int(pairs), 0)
