@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from absorbjax.condition.certificate import Distance
 from absorbjax.condition.decide import _decide
 from absorbjax.condition.inputs import _mask, _miss, _skip, _weights
 from absorbjax.condition.integer import _closest, _local_search
-from absorbjax.condition.relax import _box_lower
+from absorbjax.condition.relax import _box
 from absorbjax.models import MLPParams
 
 
@@ -16,6 +18,7 @@ def distance(
     params: MLPParams,
     *,
     skip=None,
+    bias=None,
     tol: float | None = None,
     time_limit: float = 10.0,
 ) -> Distance:
@@ -25,28 +28,45 @@ def distance(
 
     * ``lower``: certified, no ``S`` gets closer; the larger of the real relaxation's bound
       (``relaxation``, see :func:`find_absorbing_set`; 0 once ``n ≥ d²`` generically) and the
-      box relaxation over ``c ∈ [0,1]^n`` (``box``, projected gradient and its Frank–Wolfe gap).
+      box relaxation over ``c ∈ [0,1]^n`` (``box``, projected Newton and its Frank–Wolfe gap,
+      see :func:`relax._box`; 0 when an absorbing set exists).
     * ``upper``, attained by ``S``: an absorbing set when the decision finds one, the exact
       minimum for ``n ≤ 16``, else the best local search (single-unit flips) started from ``∅``
-      and from thresholds of the relaxed solution.
+      and from thresholds of the real and the box relaxations' solutions.
 
-    ``time_limit`` bounds the MILP of the decision.
+    ``bias``: the hidden bias ``b`` ``(n,)`` of ``σ(W_up x + b)``. It does not change the
+    distance; an ``S`` is still an absorber (flip ``(w_i, b_i)``, the constant goes into the output
+    bias), but with a nonzero ``b`` "no S" is reported ``undecided``: the converse is not proved
+    for biased blocks. ``time_limit`` bounds the MILP of the decision.
     """
     U, D, dtype = _weights(params, batched=False)
     n, d = U.shape
     A = _skip(skip, d)
     cert, rel = _decide(U, D, A, dtype, tol=tol, method="auto", time_limit=time_limit,
                         activation=None, skip_kind="identity" if skip is None else "matrix")
+    if bias is not None:
+        b = np.asarray(bias)
+        if b.shape != (n,) or not np.all(np.isfinite(b)):
+            raise ValueError(f"bias must be a finite vector of shape ({n},), got shape {b.shape}")
+        if cert.status != "absorbable" and np.any(b != 0):
+            cert = dataclasses.replace(cert, status="undecided", reason=(
+                f"{cert.reason}; but the block has a hidden bias, for which the converse of "
+                "Thm 8/10 is not proved"))
     norm_a = float(np.linalg.norm(A))
+    if cert.S is None:
+        box, c_box = _box(U, D, A, rel)
+        box /= norm_a
+    else:  # the absorbing set attains 0 (to tol); no bound above 0 to certify
+        box = 0.0
     if cert.S is not None:
         m, how = _mask(cert.S, n), "exact"
     elif n <= 16:
         m, how = _closest(rel), "exhaustive"
     else:
-        starts = [np.zeros(n, bool)] + [rel.c > t for t in (0.25, 0.5, 0.75)]
+        starts = [np.zeros(n, bool)] + [c > t for c in (rel.c, c_box) for t in (0.25, 0.5, 0.75)]
         cands = [_local_search(rel.G, rel.b, s, 10 * n) for s in starts]
-        m, how = min(cands, key=lambda k: np.linalg.norm(_miss(U, D, A, k))), "local"
+        # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
+        m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
     upper = float(np.linalg.norm(_miss(U, D, A, m))) / norm_a
-    box = _box_lower(U, D, A, rel) / norm_a
     return Distance(max(rel.lower / norm_a, box), upper, np.flatnonzero(m), how,
                     rel.lower / norm_a, box, cert)
