@@ -60,13 +60,12 @@ def _decide(block, skip, time_limit: float) -> dict:
                            if act.never_absorbs else act.result))
     else:
         bias = hidden[0] if hidden else None
-        dist = condition.distance(block.params, skip=skip, bias=bias, time_limit=time_limit)
+        dist = condition.distance(block.params, skip=skip, bias=bias, activation=act.name,
+                                  time_limit=time_limit)
         cert = dist.certificate
         row.update(status=cert.status, method=cert.method, reason=cert.reason, lower=dist.lower,
                    upper=dist.upper, S_size=int(dist.S.size), S=dist.S.tolist(),
                    certificate=cert.to_dict())
-        if cert.status == "not_absorbable" and act.name not in ("relu", "gelu"):
-            row.update(status="undecided", reason=f"no S exists, but for {act.name}: {act.result}")
     row["seconds"] = time.perf_counter() - start
     return row
 
@@ -88,8 +87,9 @@ def _check(args) -> int:
             found = [b for b in found if b.layer in set(args.layer)]
         skip = weights.load_skip(args.skip) if args.skip else None
         for block in tqdm(found, desc="check", unit="layer", file=sys.stderr, disable=None):
-            gated = block.gated
-            block = block if gated else block.load()  # gated blocks are decided without weights
+            hidden_bias = any(k.endswith("_bias") and k != "down_bias" for k in block.tensors)
+            if not block.gated or hidden_bias:  # bias-free gated blocks are decided without weights
+                block = block.load()
             rows.append({"layer": block.layer, "name": block.name, "convention": block.convention,
                          "d": block.d, "n": block.n, "activation": block.activation,
                          "activation_source": block.activation_source, "dtype": block.dtype,
@@ -108,9 +108,13 @@ def _check(args) -> int:
     widths = [max(len(x) for x in col) for col in zip(head, *table)]
     for line in (head, *table):
         print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
-    notes = sorted({r["reason"] for r in rows if r["status"] != "not_absorbable" or r["method"] == "theorem"})
-    for note in notes:
-        print(f"  note: {note}")
+    by_status: dict[str, list[dict]] = {}
+    for r in rows:
+        by_status.setdefault(r["status"], []).append(r)
+    for status, group in by_status.items():  # one reason per status; every reason is in --json
+        layers = ", ".join(str(r["layer"]) for r in group)
+        print(f"  {status} (layer {layers}): {group[0]['reason']}" + (" (layer " + str(group[0]["layer"])
+              + "; the others alike, see --json)" if len(group) > 1 else ""))
     if any(r["output_bias"] for r in rows):
         print("  output biases (d,) pass unchanged through both blocks and do not enter the decision")
     if any(r["hidden_bias"] for r in rows):

@@ -278,7 +278,7 @@ def test_float32_kept_and_decided(tmp_path):
     block = weights.load_block(path, "relu")
     assert block.params.up.dtype == np.float32 and block.dtype == "float32"
     cert = condition.find_absorbing_set(block.params)
-    assert cert.status == "absorbable" and cert.input_dtype == "float32"
+    assert cert.status == "absorbable" and cert.stored_dtype == "float32"
 
 
 # ---------------------------------------------------------------------------------------------

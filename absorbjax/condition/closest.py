@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from absorbjax.condition.certificate import Distance
-from absorbjax.condition.decide import _decide
-from absorbjax.condition.inputs import _mask, _miss, _skip, _weights
+from absorbjax.condition.decide import _bias, _decide
+from absorbjax.condition.inputs import _check_activation, _mask, _miss, _skip, _weights
 from absorbjax.condition.integer import _closest, _local_search
 from absorbjax.condition.relax import _box
 from absorbjax.models import MLPParams
@@ -18,9 +16,10 @@ def distance(
     params: MLPParams,
     *,
     skip=None,
-    bias=None,
-    tol: float | None = None,
+    rtol: float | None = None,
     time_limit: float = 10.0,
+    bias=None,
+    activation: str | None = None,
 ) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
 
@@ -34,24 +33,17 @@ def distance(
       minimum for ``n ≤ 16``, else the best local search (single-unit flips) started from ``∅``
       and from thresholds of the real and the box relaxations' solutions.
 
-    ``bias``: the hidden bias ``b`` ``(n,)`` of ``σ(W_up x + b)``. It does not change the
-    distance; an ``S`` is still an absorber (flip ``(w_i, b_i)``, the constant goes into the output
-    bias), but with a nonzero ``b`` "no S" is reported ``undecided``: the converse is not proved
-    for biased blocks. ``time_limit`` bounds the MILP of the decision.
+    ``time_limit`` bounds the MILP of the decision; ``bias`` (the hidden bias ``(n,)``) only changes
+    the certificate's status (see :func:`find_absorbing_set`), not the distance; so does
+    ``activation`` (a name: "no S" proves non-absorbability for relu and gelu only).
     """
+    act = _check_activation(activation)
     U, D, dtype = _weights(params, batched=False)
     n, d = U.shape
     A = _skip(skip, d)
-    cert, rel = _decide(U, D, A, dtype, tol=tol, method="auto", time_limit=time_limit,
-                        activation=None, skip_kind="identity" if skip is None else "matrix")
-    if bias is not None:
-        b = np.asarray(bias)
-        if b.shape != (n,) or not np.all(np.isfinite(b)):
-            raise ValueError(f"bias must be a finite vector of shape ({n},), got shape {b.shape}")
-        if cert.status != "absorbable" and np.any(b != 0):
-            cert = dataclasses.replace(cert, status="undecided", reason=(
-                f"{cert.reason}; but the block has a hidden bias, for which the converse of "
-                "Thm 8/10 is not proved"))
+    cert, rel = _decide(U, D, A, dtype, rtol=rtol, method="auto", time_limit=time_limit,
+                        activation=act, skip_kind="identity" if skip is None else "matrix",
+                        bias=_bias(bias, n))
     norm_a = float(np.linalg.norm(A))
     if cert.S is None:
         box, c_box = _box(U, D, A, rel)
