@@ -50,7 +50,7 @@ def _decide(block, skip, time_limit: float) -> dict:
     hidden = [b for role, b in block.biases.items() if role != "down"]
     biased = any(np.any(b != 0) for b in hidden)
     row = {"status": None, "method": None, "reason": None, "lower": None, "upper": None,
-           "S_size": None, "S": None, "hidden_bias": biased, "output_bias": "down" in block.biases}
+           "S_size": None, "S": None, "within_rounding": None, "hidden_bias": biased, "output_bias": "down" in block.biases}
     start = time.perf_counter()
     if act.never_absorbs and not biased:  # Prop 5 / Prop 6: no weights needed
         row.update(status="not_absorbable", method="theorem", reason=act.result)
@@ -65,7 +65,7 @@ def _decide(block, skip, time_limit: float) -> dict:
         cert = dist.certificate
         row.update(status=cert.status, method=cert.method, reason=cert.reason, lower=dist.lower,
                    upper=dist.upper, S_size=int(dist.S.size), S=dist.S.tolist(),
-                   certificate=cert.to_dict())
+                   within_rounding=cert.within_rounding, certificate=cert.to_dict())
     row["seconds"] = time.perf_counter() - start
     return row
 
@@ -115,6 +115,10 @@ def _check(args) -> int:
         layers = ", ".join(str(r["layer"]) for r in group)
         print(f"  {status} (layer {layers}): {group[0]['reason']}" + (" (layer " + str(group[0]["layer"])
               + "; the others alike, see --json)" if len(group) > 1 else ""))
+    for r in rows:
+        if r.get("within_rounding") == "yes" and r["status"] != "absorbable":
+            print(f"  layer {r['layer']}: absorbable within {r['dtype']} storage rounding "
+                  f"({r['certificate']['rounding_reason']})")
     if any(r["output_bias"] for r in rows):
         print("  output biases (d,) pass unchanged through both blocks and do not enter the decision")
     if any(r["hidden_bias"] for r in rows):
