@@ -70,6 +70,14 @@ def _decide(block, skip, time_limit: float) -> dict:
     return row
 
 
+def _row(model, block, skip, time_limit: float) -> dict:
+    """:func:`_decide`, with any complaint (a skip of the wrong size, a bad time limit) naming the file."""
+    try:
+        return _decide(block, skip, time_limit)
+    except ValueError as err:
+        raise ValueError(f"{model}: layer {block.layer}: {err}") from None
+
+
 def _check(args) -> int:
     from tqdm.auto import tqdm
 
@@ -93,7 +101,7 @@ def _check(args) -> int:
             rows.append({"layer": block.layer, "name": block.name, "convention": block.convention,
                          "d": block.d, "n": block.n, "activation": block.activation,
                          "activation_source": block.activation_source, "dtype": block.dtype,
-                         **_decide(block, skip, args.time_limit)})
+                         **_row(args.model, block, skip, args.time_limit)})
     except ValueError as err:
         print(f"absorbjax check: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
@@ -112,7 +120,7 @@ def _check(args) -> int:
     for r in rows:
         by_status.setdefault(r["status"], []).append(r)
     for status, group in by_status.items():  # one reason per status; every reason is in --json
-        layers = ", ".join(str(r["layer"]) for r in group)
+        layers = _ranges([r["layer"] for r in group])
         print(f"  {status} (layer {layers}): {group[0]['reason']}" + (" (layer " + str(group[0]["layer"])
               + "; the others alike, see --json)" if len(group) > 1 else ""))
     for r in rows:
@@ -123,9 +131,22 @@ def _check(args) -> int:
         print("  output biases (d,) pass unchanged through both blocks and do not enter the decision")
     if any(r["hidden_bias"] for r in rows):
         print("  hidden biases: an S still gives an absorber; without one the converse is not proved (undecided)")
-    print("  lower/upper: certified lower bound and attained upper bound on "
-          "min_S ‖W_down[:,S] W_up[S,:] + I‖_F / ‖I‖_F; |S|: size of the best S found")
+    if any(r["lower"] is not None for r in rows):
+        print("  lower/upper: certified lower bound and attained upper bound on "
+              "min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F (A = I without --skip); |S|: size of the best S found")
     return 0
+
+
+def _ranges(layers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"0–2, 5"``."""
+    parts, start = [], None
+    for i, k in enumerate(layers):
+        if start is None:
+            start = k
+        if i + 1 == len(layers) or layers[i + 1] != k + 1:
+            parts.append(str(k) if k == start else f"{start}–{k}")
+            start = None
+    return ", ".join(parts)
 
 
 def _num(x) -> str:

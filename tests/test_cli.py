@@ -91,7 +91,7 @@ def test_check_gated_file_is_decided_by_prop6(tmp_path, capsys):
 @pytest.mark.parametrize("problem, says", [
     ("missing", "no such file"), ("not_npz", "not a readable"), ("missing_key", r"missing \['down'\]"),
     ("shape", r"expected \(3, 8\)"), ("no_activation", "pass --activation"),
-    ("transposed", "--transpose"), ("layer", "no layer 7.*--layer"),
+    ("transposed", "--transpose"), ("layer", "no layer 7.*--layer"), ("skip", "layer 0: skip must have shape"),
 ])
 def test_check_bad_files_give_one_line_and_exit_2(tmp_path, capsys, problem, says):
     path = tmp_path / "w.npz"
@@ -108,6 +108,10 @@ def test_check_bad_files_give_one_line_and_exit_2(tmp_path, capsys, problem, say
         np.savez(path, up=np.ones((3, 8)), down=np.ones((8, 3)))
     elif problem == "layer":
         path, args = _bert(tmp_path), ["--layer", "7"]
+    elif problem == "skip":
+        path = _bert(tmp_path, layers=1)
+        np.savez(tmp_path / "skip.npz", skip=np.eye(3))
+        args = ["--skip", str(tmp_path / "skip.npz")]
     code = cli.main(["check", str(path), *args])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("absorbjax check:") and "\n" not in err and "Traceback" not in err
