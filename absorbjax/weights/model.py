@@ -55,14 +55,14 @@ class Block:
         return self.biases.get("up")
 
     def load(self) -> Block:
-        """This block with ``params`` and ``biases`` read (dequantised GGUF, float32 for bfloat16)."""
+        """This block with ``params`` and ``biases`` read, in the stored dtype (GGUF dequantised)."""
         if self.params is not None:
             return self
         where = f"{self.path}: {self.name or 'block'}"
         arrays, biases = {}, {}
         for key, tname in self.tensors.items():
             a = np.asarray(self._ckpt.tensors[tname].load())
-            if a.dtype.kind not in "fiu":
+            if a.dtype.kind not in "fiu" and a.dtype.name != "bfloat16":
                 raise ValueError(f"{where}: {tname} must hold real numbers, got dtype {a.dtype}")
             if not np.all(np.isfinite(a)):
                 raise ValueError(f"{where}: {tname} contains NaN or inf")
