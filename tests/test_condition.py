@@ -253,6 +253,50 @@ def test_d1():
     assert cert.status == "degenerate"
 
 
+@pytest.mark.parametrize("bad,kwargs,match", [
+    ("empty_n", {}, "n >= 1 hidden units"),
+    ("empty_d", {}, "n >= 1 hidden units"),
+    ("huge", {}, "too large or too small"),
+    ("tiny", {}, "too large or too small"),
+    (None, {"skip": np.eye(3, dtype=complex)}, "skip must hold real numbers"),
+    (None, {"skip": np.eye(3, dtype=bool)}, "skip must hold real numbers"),
+    (None, {"rtol": float("inf")}, "rtol must be in"),
+    (None, {"rtol": 0.5}, "rtol must be in"),
+    (None, {"rtol": True}, "rtol must be a number"),
+    (None, {"time_limit": True}, "time_limit"),
+    (None, {"time_limit": float("inf")}, "time_limit"),
+    (None, {"bias": np.ones(5)}, r"bias must be the hidden bias b of σ\(W_up x \+ b\), shape \(6,\)"),
+    (None, {"bias": np.full(6, np.nan)}, "bias contains NaN"),
+])
+def test_bad_input_gives_one_line_errors(bad, kwargs, match):
+    p = gaussian(0, 3, 6)
+    p = {None: p, "empty_n": MLPParams(np.zeros((0, 3)), np.zeros((3, 0))),
+         "empty_d": MLPParams(np.zeros((6, 0)), np.zeros((0, 6))),
+         "huge": MLPParams(p.up * 1e200, p.down), "tiny": MLPParams(p.up * 1e-200, p.down)}[bad]
+    with pytest.raises(ValueError, match=match) as err:
+        condition.find_absorbing_set(p, **kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_biased_blocks_absorb_with_S_and_stay_undecided_without():
+    params, S = absorbable(4, 12, 4)
+    U, D = np.asarray(params.up), np.asarray(params.down)
+    rng = np.random.default_rng(3)
+    b, c = rng.normal(size=12), rng.normal(size=4)
+    cert = condition.find_absorbing_set(params, activation="gelu", bias=b)
+    assert cert.status == "absorbable" and cert.biased and cert.S.tolist() == S.tolist()
+    V = np.asarray(condition.absorber(params, cert.S).up)
+    b2, c2 = np.where(np.isin(np.arange(12), S), -b, b), c + D[:, S] @ b[S]
+    xs = rng.normal(size=(32, 4)) * 10.0 ** rng.uniform(-3, 3, (32, 1))
+    gelu = jax.vmap(lambda x: jax.nn.gelu(x, approximate=False))
+    want = xs + np.asarray(gelu(xs @ U.T + b)) @ D.T + c
+    got = np.asarray(gelu(xs @ V.T + b2)) @ D.T + c2
+    assert np.max(np.abs(want - got) / (1 + np.abs(want))) <= 1e-12
+    generic = condition.find_absorbing_set(gaussian(1, 4, 12), activation="relu", bias=b)
+    assert generic.status == "undecided" and "biased" in generic.reason
+    assert condition.find_absorbing_set(gaussian(1, 4, 12), bias=np.zeros(12)).status == "not_absorbable"
+
+
 def test_bad_input_raises():
     p = gaussian(0, 3, 6)
     with pytest.raises(ValueError, match="singular or ill-conditioned"):

@@ -130,7 +130,7 @@ def _decide(U, D, A, dtype, *, rtol, method, time_limit, activation, skip_kind, 
         why = (f"W_down[:,S] W_up[S,:] = {target} within rtol {_fmt(rtol)} per entry "
                "(relative to the units in S, float64 rounding included)")
         if biased:
-            why += "; with the hidden bias b the absorber also flips b[S] (the constant goes into the output bias)"
+            why += "; with the hidden bias b the absorber also flips b[S] (the output bias gains W_down[:,S] b[S])"
     else:
         S = None
         if out.why.startswith("undecided"):
@@ -214,7 +214,7 @@ def find_absorbing_set(
         ``undecided``. Without a name, "no S" is read with Thm 8/10 (relu, gelu).
       bias: the hidden bias ``b`` ``(n,)`` of ``σ(W_up x + b)``, if the block has one. With a nonzero
         ``b`` an ``S`` is still an absorber (flip ``(w_i, b_i)`` for ``i ∈ S``; the constant
-        ``−W_down[:,S] b_S`` goes into the output bias), but "no S" is ``undecided``: the converse is
+        the output bias gains ``W_down[:,S] b_S``), but "no S" is ``undecided``: the converse is
         not proved for biased blocks. An output bias never matters (it passes through unchanged).
 
     Returns:
@@ -305,7 +305,7 @@ def absorber(
     every invertible ``A`` (Lemma 4: the reduced block has ``V_down' = A⁻¹W_down``, and
     multiplying back by ``A`` returns ``W_down``); ``skip`` only changes the condition checked.
     A block with a hidden bias ``b`` is absorbed by also negating ``b[S]`` and adding
-    ``−W_down[:,S] b[S]`` to the output bias.
+    ``W_down[:,S] b[S]`` to the output bias (``σ(−z) = σ(z) − z``).
 
     Args:
       params: ungated block ``(W_up (n, d), W_down (d, n))``.
@@ -316,6 +316,20 @@ def absorber(
     Returns:
       ``MLPParams`` of JAX arrays ``(V_up (n, d), V_down (d, n))`` in the dtype of ``params``
       (as far as ``jax_enable_x64`` allows).
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import condition, models
+      >>> with jax.enable_x64(True):
+      ...     params, S = models.absorbable(jax.random.key(0), 3, 6, "gelu")
+      ...     V = condition.absorber(params, S)
+      ...     x = jnp.array([0.3, -1.2, 2.0])
+      ...     gap = models.skip_mlp(params, x, "gelu") - models.mlp(V, x, "gelu")
+      >>> bool(jnp.max(jnp.abs(gap)) < 1e-12)
+      True
+
+    References:
+      Mijoski & Karbevski (2026), the absorber in the proofs of Thm 8 and Thm 10.
     """
     U, D, dtype = _weights(params, batched=False)
     n, d = U.shape

@@ -70,8 +70,8 @@ def _milp(U, D, A, rel: _Relaxation, rtol: float, threshold: float, time_limit: 
 
     Variables ``m ∈ {0,1}^n``, zero objective, constraints necessary for (★):
 
-    * entrywise (when ``d²·n ≤ 10⁶``): ``Σ_i m_i (M_i ∓ r|M_i|)_kj ≶ −A_kj ± r|A_kj|`` with
-      ``r = rtol + 2γ_{n+1}``, rule (★) made linear (``2d²`` rows);
+    * entrywise (when ``d²·n ≤ 10⁶``): ``|Σ_i m_i (M_i)_kj + A_kj| ≤ r (Σ_i |M_i|_kj + |A_kj|)`` with
+      ``r = rtol + 2γ_{n+1}``: rule (★) with every unit counted (``d²`` rows);
     * compressed (larger ``d``): the system in an orthonormal basis of ``range K``,
       ``|Λ_r^{½} Q_rᵀ m − Λ_r^{−½} Q_rᵀ b| ≤ threshold + ε_⊥ + err`` (``r = rank G`` rows);
     * ``Σ m_i ≥ d`` (``rank(W_down[:,S] W_up[S,:]) ≤ |S|``).
@@ -86,8 +86,9 @@ def _milp(U, D, A, rel: _Relaxation, rtol: float, threshold: float, time_limit: 
     r = rtol + 2 * _gamma(n + 1)
     if d * d * n <= _MILP_DENSE_MAX:
         M = np.einsum("ki,ij->kji", D, U).reshape(d * d, n)
-        aM, a = np.abs(M), A.reshape(-1)
-        rows = [(M - r * aM, -np.inf, -a + r * np.abs(a)), (M + r * aM, -a - r * np.abs(a), np.inf)]
+        a = A.reshape(-1)
+        slack = r * (np.abs(M).sum(axis=1) + np.abs(a))  # rule (★)'s bound with every unit in S
+        rows = [(M, -a - slack, -a + slack)]
         form = "entrywise"
     else:
         lam, Q = rel.eig if rel.eig is not None else np.linalg.eigh(rel.G)

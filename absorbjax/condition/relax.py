@@ -60,7 +60,7 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
     ``τ = 4·max(n,d)·eps·‖G‖_∞`` is the rank threshold. Positive definite ``G`` (certified by
     Cholesky, :func:`_positive_definite`) has rank ``n``; otherwise the eigendecomposition is
     restricted to eigenvalues above ``τ``, and the dropped directions change
-    ``‖Σ m_i M_i + A‖_F`` by at most ``ε_⊥ = √(n·λ_dropped)`` over the cube ``[0,1]^n``. Two
+    ``‖Σ m_i M_i + A‖_F`` by at most ``ε_⊥ = √(n·(λ_dropped + τ + ‖E‖))`` over the cube ``[0,1]^n`` (``E``: the rounding of ``G``). Two
     steps of refinement with exact residuals ``R = −A − Σ c_i M_i`` make ``c`` accurate without
     forming ``K``. For every ``m ∈ {0,1}^n``: ``‖Σ m_i M_i + A‖_F ≥ ρ − 2η − ε_⊥ − err``, where
     ``η² = gᵀG⁺g`` is the decrease still available at ``c`` (``g = Kᵀ vec R``, with a factor 2 of
@@ -71,6 +71,9 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
     G = (D.T @ D) * UUt
     b = -np.einsum("ki,ki->i", D, A @ U.T)
     tau = 4 * max(n, d) * _EPS * float(np.max(np.sum(np.abs(G), axis=1)))
+    # The computed G differs from the true KᵀK by E, |E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙
+    # |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j with v_i = ‖D_i‖‖U_i‖, so ‖E‖_2 ≤ gram_err.
+    gram_err = 2 * (d + 1) * _EPS * float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
     timings["gram"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -84,9 +87,12 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
         rank = int(keep.sum())
         Qr, lr = Q[:, keep], lam[keep]
         solve = lambda x: Qr @ ((Qr.T @ x) / lr)  # noqa: E731
-        lam_perp = max(float(lam[~keep].max(initial=0.0)), 0.0)
+        # The dropped directions of the true Gram matrix reach at most λ_dropped + τ (the
+        # eigensolver's backward error) + gram_err.
+        lam_perp = max(float(lam[~keep].max(initial=0.0)), 0.0) + tau + gram_err if rank < n else 0.0
         lam_low = float(lam[0]) - tau if rank == n else 0.0
         eig = (lam, Q)
+    lam_low = max(lam_low - gram_err, 0.0)  # a lower bound on λ_min of the true KᵀK
     timings["factor"] = time.perf_counter() - t
 
     t = time.perf_counter()
