@@ -421,3 +421,19 @@ def test_certificate_summary_and_json():
     assert record["S"] == S.tolist() and record["residual"] <= 1e-12 and record["rtol"] == condition.DEFAULT_RTOL
     dist = json.loads(json.dumps(condition.distance(params).to_dict()))
     assert dist["S"] == S.tolist() and dist["certificate"]["status"] == "absorbable"
+
+
+@pytest.mark.parametrize("d,n", [(4, 12), (3, 30), (2, 12)])  # G positive definite; then n > d²: singular
+def test_box_bound_is_certified_and_tight(d, n):
+    """The box bound against scipy's bounded least squares on the explicit ``K`` (``d² × n``)."""
+    from scipy.optimize import lsq_linear
+
+    from absorbjax.condition.relax import _box, _relax
+
+    p = gaussian(3, d, n)
+    U, D, A = np.asarray(p.up), np.asarray(p.down), np.eye(d)
+    K = np.stack([np.outer(D[:, i], U[i]).ravel() for i in range(n)], axis=1)
+    best = np.sqrt(2 * lsq_linear(K, -A.ravel(), bounds=(0, 1), tol=1e-14).cost)
+    bound, c = _box(U, D, A, _relax(U, D, A, U @ U.T, {}))
+    assert np.all((0 <= c) & (c <= 1))
+    assert bound <= best * (1 + 1e-12) and bound >= best * (1 - 1e-3), (bound, best)

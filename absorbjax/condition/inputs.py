@@ -48,7 +48,10 @@ def _weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.dtype
         raise ValueError(
             f"params.down must have shape {up.shape[:-2] + (d, n)} to match params.up {up.shape}"
         )
-    dtype = np.result_type(up, down)
+    try:
+        dtype = np.result_type(up, down)
+    except TypeError:  # e.g. bfloat16 with float16: record the coarser storage
+        dtype = max((up.dtype, down.dtype), key=lambda t: storage_rtol(t))
     if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
         raise ValueError(f"params must hold real numbers, got dtype {dtype}")
     U, D = up.astype(np.float64), down.astype(np.float64)
