@@ -79,8 +79,8 @@ class _Blocks(nnx.Module):
             for field in params._fields:
                 setattr(self, f"{field}_bias", nnx.Param(jnp.asarray(biases[field])))
 
-    @classmethod
-    def _checked(cls, params, activation, depth, biases):
+    @staticmethod
+    def _checked(params, activation, depth, biases):
         """``(d, n, activation name)`` after checking ``params`` and ``biases`` against each other."""
         act = activations.get(activation)
         want = models.GatedParams if act.gated else models.MLPParams
@@ -94,8 +94,9 @@ class _Blocks(nnx.Module):
                 raise ValueError(f"params.{field} must have shape {lead + ('*', '*')} "
                                  f"({'stacked, leading L axis' if lead else 'one block, no leading axes'}), "
                                  f"got {jnp.shape(getattr(params, field))}")
-        if depth is not None and jnp.shape(params.down)[0] != depth:
-            raise ValueError(f"params must all have the same leading L axis, got {jnp.shape(params.down)[0]}")
+        if depth is not None and any(jnp.shape(getattr(params, f))[0] != depth for f in params._fields):
+            raise ValueError("params must all have the same leading L axis, got "
+                             f"{[jnp.shape(getattr(params, f))[0] for f in params._fields]}")
         if biases is not None:
             if not isinstance(biases, dict) or set(biases) != set(params._fields):
                 raise ValueError(f"biases must be a dict with keys {params._fields}, got {biases!r:.80}")

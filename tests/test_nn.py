@@ -178,6 +178,9 @@ def test_bad_input_is_a_value_error_naming_the_argument():
         nn.ResidualMLP.from_params(jax.tree.map(lambda a: a[None], params), "relu")
     with pytest.raises(ValueError, match=r"params.down must have shape \(L, d, n\)"):
         nn.Stack.from_params(params, "relu")
+    stacked = jax.tree.map(lambda a: jnp.stack([a, a]), params)
+    with pytest.raises(ValueError, match="same leading L axis"):
+        nn.Stack.from_params(stacked._replace(up=stacked.up[:1]), "relu")
     with pytest.raises(ValueError, match="biases must be a dict"):
         nn.MLP.from_params(params, "relu", biases={"up": jnp.zeros(4)})
     with pytest.raises(ValueError, match=r"biases\['down'\] must have shape \(3,\)"):
