@@ -7,7 +7,7 @@ absorbing weights. Exactness claims need float64: enable it yourself with
 
 from importlib.metadata import PackageNotFoundError, version
 
-from absorbjax import activations, condition, fit, io, models, probes
+from absorbjax import activations, condition, dimension, fit, io, models, probes
 from absorbjax.models import GatedParams, MLPParams, mlp, skip_mlp, stack
 
 try:
@@ -15,4 +15,4 @@ try:
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+unknown"
 
-__all__ = ["activations", "condition", "fit", "io", "models", "probes", "MLPParams", "GatedParams", "mlp", "skip_mlp", "stack", "__version__"]
+__all__ = ["activations", "condition", "dimension", "fit", "io", "models", "probes", "MLPParams", "GatedParams", "mlp", "skip_mlp", "stack", "__version__"]

@@ -14,7 +14,7 @@ from absorbjax import cli, reproduce
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
-EXPECTED = {"absorber", "lemma4", "prop5", "prop6", "thm8_10", "cor11", "training"}
+EXPECTED = {"absorber", "cor11", "depth", "lemma4", "prop5", "prop6", "real_weights", "soundness", "thm8_10", "training"}
 
 
 def test_every_result_has_an_experiment():
