@@ -14,7 +14,7 @@ from absorbjax import cli, reproduce
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
-EXPECTED = {"absorber", "cor11", "depth", "lemma4", "prop5", "prop6", "real_weights", "soundness", "thm8_10", "width"}
+EXPECTED = {"absorber", "cor11", "depth", "lemma4", "prop5", "prop6", "real_weights", "soundness", "thm8_10", "training", "width"}
 
 
 def test_every_result_has_an_experiment():
