@@ -5,8 +5,6 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
-
 NOTEBOOK = Path(__file__).resolve().parents[1] / "experiments" / "colab.ipynb"
 
 
