@@ -16,7 +16,7 @@ import numpy as np
 import optax
 import pytest
 
-from absorbjax import fit, models
+from absorbjax import condition, fit, models
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
@@ -158,7 +158,7 @@ if processes > 1:
     jax.distributed.initialize(f"localhost:{port}", num_processes=processes, process_id=process)
 jax.config.update("jax_enable_x64", True)
 import numpy as np
-from absorbjax import fit, models
+from absorbjax import condition, fit, models
 assert jax.device_count() == 4 and jax.process_count() == processes, (jax.devices(), jax.process_count())
 key = jax.random.key(0)
 W = models.sample(key, 7, 2, 4, "gelu")
@@ -366,3 +366,48 @@ def test_examples_in_docstrings_run():
     for mod in mods:
         res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert res.attempted > 0 and res.failed == 0, (mod.__name__, res)
+
+
+# ---------------------------------------------------------------------------------------------
+# Expand, merge, decide (fit.expand)
+
+
+def _split_absorber(activation):
+    """An absorbable target ``W`` and a width-``n + 6`` residual-free block equal to ``f_W``: the
+    absorber with unit 0 split in two (ReLU: one copy rescaled by 1/2), a pair on ``−u_1`` that
+    cancels, and a cancelling pair on a new direction."""
+    d, n = 3, 6
+    W, S = models.absorbable(jax.random.fold_in(KEY, 11), d, n, activation)
+    V = condition.absorber(W, S)
+    up, down = np.asarray(V.up), np.asarray(V.down)
+    c = 0.5 if activation == "relu" else 1.0  # ReLU: σ(c z) = c σ(z); GELU copies keep their scale
+    v, e = np.array([0.3, -1.1, 0.7]), np.array([1.0, 2.0, 0.5])
+    wide_up = np.concatenate([up, [c * up[0], -up[1], -up[1], v, v]])
+    wide_down = np.concatenate([down.T * np.r_[0.25, np.ones(n - 1)][:, None],
+                                [0.75 * down[:, 0] / c, down[:, 1], -down[:, 1], e, -e]]).T
+    return W, models.MLPParams(jnp.asarray(wide_up), jnp.asarray(wide_down))
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_merged_units_reproduce_the_wide_block(activation):
+    """``L x + D σ(U x)`` from :func:`fit.expand.merge_units`, all clusters kept, is the wide block."""
+    W, wide = _split_absorber(activation)
+    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
+    merged, L = fit.expand.merge_units(wide, activation, 100)
+    assert merged.up.shape == (7, 3)  # the 6 target directions and the new one (a zero cluster)
+    g = jax.vmap(lambda x: models.mlp(wide, x, activation))(xs)
+    h = jax.vmap(lambda x: L @ x + models.mlp(merged, x, activation))(xs)
+    np.testing.assert_allclose(h, g, rtol=0, atol=1e-12 * float(np.abs(g).max()))
+    np.testing.assert_allclose(jax.vmap(lambda x: models.skip_mlp(W, x, activation))(xs), g, atol=1e-10)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_condition_on_merged_units_proposes_the_absorber(activation):
+    """Merged to width n, the condition (with the merge's linear term as skip) finds ``S`` and the
+    proposed block reproduces the target to rounding error (a proposal is only a start: the
+    search judges it by its polished loss, so no test of what generic blocks propose)."""
+    W, wide = _split_absorber(activation)
+    V = fit.expand.absorber_from_units(wide, activation, 6)
+    assert V is not None and V.up.shape == (6, 3)
+    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
+    assert fit.relative_loss(V, W, xs, activation) < 1e-26

@@ -99,26 +99,33 @@ def merge_units(params: MLPParams, activation: str, n: int, *, angle_tol: float 
     return MLPParams(units[keep], cols[:, keep]), L
 
 
-def absorber_from_units(params: MLPParams, activation: str, n: int, *, tol: float = 1e-3,
-                        angle_tol: float = 1e-3, time_limit: float = 10.0) -> MLPParams | None:
+def absorber_from_units(params: MLPParams, activation: str, n: int, *, tol: float = 1e-2,
+                        angle_tols=(1e-6, 1e-5, 1e-4, 1e-3, 1e-2), time_limit: float = 10.0) -> MLPParams | None:
     """The width-``n`` residual-free block that a wide fit points to, or ``None``.
 
-    :func:`merge_units` gives ``L x + D σ(U x)``; :func:`absorbjax.condition.find_absorbing_set`
-    looks for ``S`` with ``D[:,S] U[S,:] = −L`` within ``tol`` (relative to ``max(1, ‖L‖_max)``);
-    if it finds one, :func:`absorbjax.condition.absorber` flips the rows in ``S``. ``None`` when
-    fewer than ``n`` units survive the merge, ``L`` is singular or no ``S`` is found.
+    For each merge tolerance in ``angle_tols`` (finest first), :func:`merge_units` gives
+    ``L x + D σ(U x)`` and :func:`absorbjax.condition.find_absorbing_set` looks for ``S`` with
+    ``D[:,S] U[S,:] = −L`` within ``tol · max(1, ‖L‖_max)``; the first ``S`` found gives the block
+    :func:`absorbjax.condition.absorber` (rows in ``S`` flipped). ``None`` when no tolerance
+    gives ``n`` units with an ``S`` (fewer units survive, or no ``S`` for either orientation). The
+    tolerances only decide which start to propose: the polish that follows is what is judged.
     """
-    merged, L = merge_units(params, activation, n, angle_tol=angle_tol)
-    if merged.up.shape[0] < n:
-        return None
-    try:
-        cert = condition.find_absorbing_set(merged, skip=L, tol=tol * max(1.0, float(np.abs(L).max())),
-                                            activation=activation, time_limit=time_limit)
-    except ValueError:  # singular L, or degenerate merged weights
-        return None
-    if cert.status != "absorbable":
-        return None
-    return condition.absorber(merged, cert.S, skip=L, check=False)
+    for angle_tol in angle_tols:
+        merged, L = merge_units(params, activation, n, angle_tol=angle_tol)
+        if merged.up.shape[0] < n:
+            continue
+        # σ(z) = σ(−z) + z: the same function with every unit flipped has skip L + D U; one of
+        # the two is invertible where the other is not (L = 0 when the fit already absorbed).
+        flipped = MLPParams(-merged.up, merged.down)
+        for units, skip in ((merged, L), (flipped, L + merged.down @ merged.up)):
+            try:
+                cert = condition.find_absorbing_set(units, skip=skip, tol=tol * max(1.0, float(np.abs(skip).max())),
+                                                    activation=activation, time_limit=time_limit)
+            except ValueError:  # singular skip, or degenerate merged weights
+                continue
+            if cert.status == "absorbable":
+                return condition.absorber(units, cert.S, skip=skip, check=False)
+    return None
 
 
 def expand_search(
@@ -132,7 +139,7 @@ def expand_search(
     wide_restarts: int | None = None,
     wide_steps: int | None = None,
     tol: float | None = None,
-    merge_tol: float = 1e-3,
+    merge_tol: float = 1e-2,
     polish: bool | Polish = True,
     progress: bool = False,
     **search_kwargs,
@@ -147,7 +154,7 @@ def expand_search(
       factor: the wide search's width ``m = factor · n``.
       restarts, steps, polish, tol, search_kwargs: the first search's settings (as :func:`search`).
       wide_restarts, wide_steps: the wide search's (default: ``restarts``, ``steps``).
-      merge_tol: tolerance of the merge and of the condition on the merged units.
+      merge_tol: tolerance of the condition on the merged units (:func:`absorber_from_units`).
 
     Returns:
       A :class:`SearchResult` over all draws: where the polished expansion beats the first
@@ -173,8 +180,7 @@ def expand_search(
                       restarts=wide_restarts or restarts, steps=wide_steps if wide_steps is not None else steps,
                       polish=polish, **common)
         for j, i in enumerate(todo):
-            V = absorber_from_units(jax.tree.map(lambda a: a[j], wide.best_params), activation, n, tol=merge_tol,
-                                    angle_tol=merge_tol)
+            V = absorber_from_units(jax.tree.map(lambda a: a[j], wide.best_params), activation, n, tol=merge_tol)
             if V is not None:
                 proposed[i] = True
                 for f, a in zip(V._fields, V):

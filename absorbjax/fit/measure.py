@@ -9,7 +9,7 @@ same measurement reports the separation: how many draws get below a threshold su
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -56,12 +56,15 @@ class Recall(NamedTuple):
                 + " ".join(f"{v:.2g}" for v in q))
 
 
-def recall(target, activation: str, *, key, **search_kwargs) -> Recall:
+def recall(target, activation: str, *, key, search: Callable[..., SearchResult] = search,
+           **search_kwargs) -> Recall:
     """Search every draw of ``target`` and count the solved ones.
 
     Args:
       target: a population of blocks with a leading draws axis (as :func:`search` takes it).
-      activation, key, search_kwargs: passed to :func:`search` (``progress`` defaults to off).
+      activation, key, search_kwargs: passed to ``search`` (``progress`` defaults to off).
+      search: the search measured: :func:`absorbjax.fit.search` or one with its signature and
+        result, such as :func:`absorbjax.fit.expand.expand_search`.
 
     Examples:
       >>> import jax
