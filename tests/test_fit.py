@@ -362,7 +362,7 @@ def test_near_origin_error_of_gated_and_homogeneous_blocks(activation):
 
 def test_examples_in_docstrings_run():
     """The ``Examples:`` of the public entry points are doctests; each module that has them passes."""
-    mods = [fit.config, fit.loss, fit.driver, fit.measure]
+    mods = [fit.config, fit.loss, fit.driver, fit.measure, fit.expand]
     for mod in mods:
         res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
         assert res.attempted > 0 and res.failed == 0, (mod.__name__, res)

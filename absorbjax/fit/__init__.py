@@ -34,8 +34,10 @@ validation, the static configuration), :mod:`~absorbjax.fit.loss` (inputs and ``
 :mod:`~absorbjax.fit.solvers` (first-order phase, L-BFGS, Levenberg–Marquardt),
 :mod:`~absorbjax.fit.draw` (one draw: restarts, phases, selection, profile),
 :mod:`~absorbjax.fit.drawmap` (a batched, sharded, checkpointed map over draws),
-:mod:`~absorbjax.fit.result`, :mod:`~absorbjax.fit.driver` (:func:`search`) and
-:mod:`~absorbjax.fit.measure` (recall and separation of a population).
+:mod:`~absorbjax.fit.result`, :mod:`~absorbjax.fit.driver` (:func:`search`),
+:mod:`~absorbjax.fit.measure` (recall and separation of a population) and
+:mod:`~absorbjax.fit.expand` (opt-in: search wider, merge units, decide the condition on them,
+polish).
 """
 
 from absorbjax.fit import config, draw, drawmap, driver, expand, loss, measure, result, solvers  # noqa: F401
