@@ -17,11 +17,13 @@ runs with different step counts, so sampling, compilation and the final evaluati
 ``--quick`` shrinks every size for a CI smoke run. ``--claims [DRAWS]`` instead measures, in
 float64 with default settings, the recall on absorbable draws, the separation on Gaussian draws
 and the near-origin error of gated and homogeneous fits. ``--sizes [DRAWS]`` measures the
-recall on absorbable draws as n/d grows.
+recall on absorbable draws as n/d grows and on depth-2 stacks (``--strategy expand``: the
+expand–merge–decide–polish search of :mod:`absorbjax.fit.expand`; ``--size D N`` picks sizes).
 
     python experiments/bench_fit.py [--quick] [--out results/bench_fit.json]
     python experiments/bench_fit.py --claims 100 [--out results/fit_claims.json]
     python experiments/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
+    python experiments/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12
 """
 
 from __future__ import annotations
@@ -347,7 +349,8 @@ def main(argv=None) -> int:
                          "in float64 with default settings on DRAWS draws per case (default 100)")
     ap.add_argument("--sizes", type=int, nargs="?", const=16, default=None, metavar="DRAWS",
                     help="instead, measure the default search's recall on absorbable draws at (d, n) = "
-                         + ", ".join(map(str, SIZES)) + " (float64, DRAWS draws each, default 16)")
+                         + ", ".join(map(str, SIZES)) + " and on depth-2 blockwise-absorbable stacks at "
+                         + ", ".join(map(str, STACKS)) + " (float64, DRAWS draws each, default 16)")
     ap.add_argument("--strategy", choices=STRATEGIES, default="default",
                     help="with --sizes: the search measured (expand: fit.expand.expand_search)")
     ap.add_argument("--size", type=int, nargs=2, action="append", metavar=("D", "N"),

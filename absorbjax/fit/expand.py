@@ -172,7 +172,7 @@ def expand_search(
     todo = np.flatnonzero(~first.solved())
     record = {"factor": factor, "wide_restarts": wide_restarts or restarts, "wide_steps": wide_steps or steps,
               "merge_tol": merge_tol, "unsolved": int(todo.size), "proposed": 0, "improved": 0}
-    proposal = jax.tree.map(np.asarray, first.best_params)
+    proposal = jax.tree.map(np.array, first.best_params)  # a writable copy
     proposed = np.zeros(draws, bool)
     if todo.size:
         sub = jax.tree.map(lambda a: a[todo], target)
