@@ -105,7 +105,7 @@ def absorber_from_units(params: MLPParams, activation: str, n: int, *, tol: floa
 
     For each merge tolerance in ``angle_tols`` (finest first), :func:`merge_units` gives
     ``L x + D σ(U x)`` and :func:`absorbjax.condition.find_absorbing_set` looks for ``S`` with
-    ``D[:,S] U[S,:] = −L`` within ``tol · max(1, ‖L‖_max)``; the first ``S`` found gives the block
+    ``D[:,S] U[S,:] = −L`` within its rule (★) with ``rtol = tol`` (a loose, proposing tolerance); the first ``S`` found gives the block
     :func:`absorbjax.condition.absorber` (rows in ``S`` flipped). ``None`` when no tolerance
     gives ``n`` units with an ``S`` (fewer units survive, or no ``S`` for either orientation). The
     tolerances only decide which start to propose: the polish that follows is what is judged.
@@ -119,8 +119,8 @@ def absorber_from_units(params: MLPParams, activation: str, n: int, *, tol: floa
         flipped = MLPParams(-merged.up, merged.down)
         for units, skip in ((merged, L), (flipped, L + merged.down @ merged.up)):
             try:
-                cert = condition.find_absorbing_set(units, skip=skip, tol=tol * max(1.0, float(np.abs(skip).max())),
-                                                    activation=activation, time_limit=time_limit)
+                cert = condition.find_absorbing_set(units, skip=skip, rtol=tol, activation=activation,
+                                                    time_limit=time_limit)
             except ValueError:  # singular skip, or degenerate merged weights
                 continue
             if cert.status == "absorbable":
