@@ -22,7 +22,7 @@ Examples:
 
 from importlib.metadata import PackageNotFoundError, version
 
-from absorbjax import activations, condition, fit, io, models, probes
+from absorbjax import activations, condition, dimension, fit, io, models, probes
 from absorbjax.models import GatedParams, MLPParams, mlp, skip_mlp, stack
 
 try:
@@ -30,4 +30,4 @@ try:
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+unknown"
 
-__all__ = ["activations", "condition", "fit", "io", "models", "probes", "MLPParams", "GatedParams", "mlp", "skip_mlp", "stack", "__version__"]
+__all__ = ["activations", "condition", "dimension", "fit", "io", "models", "probes", "MLPParams", "GatedParams", "mlp", "skip_mlp", "stack", "__version__"]

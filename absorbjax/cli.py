@@ -44,28 +44,117 @@ def _reproduce(args) -> int:
     return 0
 
 
-def _check(args) -> int:
-    from absorbjax import activations, condition, weightfile
+def _decide(block, skip, time_limit: float) -> dict:
+    """One row of ``check``: the decision and the distance bounds for one read block."""
+    import numpy as np
 
+    from absorbjax import activations, condition
+
+    act = activations.get(block.activation)
+    hidden = [b for role, b in block.biases.items() if role != "down"]
+    biased = any(np.any(b != 0) for b in hidden)
+    row = {"status": None, "method": None, "reason": None, "lower": None, "upper": None,
+           "S_size": None, "S": None, "within_rounding": None, "hidden_bias": biased, "output_bias": "down" in block.biases}
+    start = time.perf_counter()
+    if act.never_absorbs and not biased:  # Prop 5 / Prop 6: no weights needed
+        row.update(status="not_absorbable", method="theorem", reason=act.result)
+    elif act.family != "ungated":
+        row.update(status="undecided", method="theorem",
+                   reason=("Prop 5/6 are proved for bias-free blocks; this block has hidden biases"
+                           if act.never_absorbs else act.result))
+    else:
+        bias = hidden[0] if hidden else None
+        dist = condition.distance(block.params, skip=skip, bias=bias, activation=act.name,
+                                  time_limit=time_limit)
+        cert = dist.certificate
+        row.update(status=cert.status, method=cert.method, reason=cert.reason, lower=dist.lower,
+                   upper=dist.upper, S_size=int(dist.S.size), S=dist.S.tolist(),
+                   within_rounding=cert.within_rounding, certificate=cert.to_dict())
+    row["seconds"] = time.perf_counter() - start
+    return row
+
+
+def _row(model, block, skip, time_limit: float) -> dict:
+    """:func:`_decide`, with any complaint (a skip of the wrong size, a bad time limit) naming the file."""
     try:
-        params, name = weightfile.load_block(args.file, args.activation)
-        skip = weightfile.load_skip(args.skip) if args.skip else None
-        act = activations.get(name)
-        if act.family == "ungated":
-            cert = condition.find_absorbing_set(params, skip=skip, activation=name)
-            record, text = cert.to_dict(), str(cert)
-        else:  # Prop 5 / Prop 6 decide these without looking at the weights
-            status = "not_absorbable" if act.never_absorbs else "undecided"
-            record = {"status": status, "activation": name, "reason": act.result}
-            text = f"{status}  [{act.result}]"
+        return _decide(block, skip, time_limit)
     except ValueError as err:
-        print(f"absorbjax check: {err}", file=sys.stderr)
+        raise ValueError(f"{model}: layer {block.layer}: {err}") from None
+
+
+def _check(args) -> int:
+    from tqdm.auto import tqdm
+
+    from absorbjax import weights
+
+    rows = []
+    try:
+        found = weights.blocks(args.model, args.activation, transpose=args.transpose,
+                               allow_narrow=args.allow_narrow)
+        if args.layer:
+            bad = sorted(set(args.layer) - set(range(len(found))))
+            if bad:
+                raise ValueError(f"{args.model}: no layer {bad[0]}; the file holds layers 0–{len(found) - 1} "
+                                 "(choose with --layer)")
+            found = [b for b in found if b.layer in set(args.layer)]
+        skip = weights.load_skip(args.skip) if args.skip else None
+        for block in tqdm(found, desc="check", unit="layer", file=sys.stderr, disable=None):
+            hidden_bias = any(k.endswith("_bias") and k != "down_bias" for k in block.tensors)
+            if not block.gated or hidden_bias:  # bias-free gated blocks are decided without weights
+                block = block.load()
+            rows.append({"layer": block.layer, "name": block.name, "convention": block.convention,
+                         "d": block.d, "n": block.n, "activation": block.activation,
+                         "activation_source": block.activation_source, "dtype": block.dtype,
+                         **_row(args.model, block, skip, args.time_limit)})
+    except ValueError as err:
+        print(f"absorbjax check: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"file": args.file, **record}, indent=2))
-    else:
-        print(f"{args.file} ({name}): {text}")
+        print(json.dumps({"file": args.model, "blocks": rows}, indent=2))
+        return 0
+    print(f"{args.model}: {len(rows)} MLP block(s)")
+    head = ("layer", "d", "n", "activation (source)", "dtype", "status", "method", "lower", "upper", "|S|", "s")
+    table = [[str(r["layer"]), str(r["d"]), str(r["n"]), f"{r['activation']} ({r['activation_source']})",
+              r["dtype"], r["status"], r["method"], _num(r["lower"]), _num(r["upper"]),
+              "-" if r["S_size"] is None else str(r["S_size"]), f"{r['seconds']:.2f}"] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *table)]
+    for line in (head, *table):
+        print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
+    by_status: dict[str, list[dict]] = {}
+    for r in rows:
+        by_status.setdefault(r["status"], []).append(r)
+    for status, group in by_status.items():  # one reason per status; every reason is in --json
+        layers = _ranges([r["layer"] for r in group])
+        print(f"  {status} (layer {layers}): {group[0]['reason']}" + (" (layer " + str(group[0]["layer"])
+              + "; the others alike, see --json)" if len(group) > 1 else ""))
+    for r in rows:
+        if r.get("within_rounding") == "yes" and r["status"] != "absorbable":
+            print(f"  layer {r['layer']}: absorbable within {r['dtype']} storage rounding "
+                  f"({r['certificate']['rounding_reason']})")
+    if any(r["output_bias"] for r in rows):
+        print("  output biases (d,) pass unchanged through both blocks and do not enter the decision")
+    if any(r["hidden_bias"] for r in rows):
+        print("  hidden biases: an S still gives an absorber; without one the converse is not proved (undecided)")
+    if any(r["lower"] is not None for r in rows):
+        print("  lower/upper: certified lower bound and attained upper bound on "
+              "min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F (A = I without --skip); |S|: size of the best S found")
     return 0
+
+
+def _ranges(layers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"0–2, 5"``."""
+    parts, start = [], None
+    for i, k in enumerate(layers):
+        if start is None:
+            start = k
+        if i + 1 == len(layers) or layers[i + 1] != k + 1:
+            parts.append(str(k) if k == start else f"{start}–{k}")
+            start = None
+    return ", ".join(parts)
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:.4f}"
 
 
 def _info(args) -> int:
@@ -96,11 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--experiments", default=None, help="folder of experiment scripts")
     rep.set_defaults(func=_reproduce)
 
-    chk = sub.add_parser("check", help="decide the absorption condition for weights in a file")
-    chk.add_argument("file", help=".npz or .safetensors with up/down (or gate/value/down), PyTorch layout")
-    chk.add_argument("--activation", default=None, help="activation name (default: relu / swiglu by keys)")
-    chk.add_argument("--skip", default=None, help=".npz holding the skip matrix A (d, d)")
-    chk.add_argument("--json", action="store_true", help="print the certificate as JSON")
+    chk = sub.add_parser("check", help="decide the absorption condition for every MLP block of a checkpoint")
+    chk.add_argument("model", help=".safetensors, .npz or .gguf: BERT/ViT, GPT-2, LLaMA, OPT/Whisper, GGUF or "
+                                   "plain up/down (gate/value/down) names")
+    chk.add_argument("--activation", default=None,
+                     help="activation name (default: from config.json beside the file, GGUF metadata or the file)")
+    chk.add_argument("--layer", type=int, action="append", metavar="N", help="check only layer N (repeatable)")
+    chk.add_argument("--skip", default=None, help="file holding the skip matrix A (d, d)")
+    chk.add_argument("--transpose", action="store_true", help="matrices are stored (in, out) (Flax/JAX layout)")
+    chk.add_argument("--allow-narrow", action="store_true", help="accept width n < d")
+    chk.add_argument("--time-limit", type=float, default=60.0, help="seconds for a MILP, per layer (default 60)")
+    chk.add_argument("--json", action="store_true", help="print every field as JSON")
     chk.set_defaults(func=_check)
 
     info = sub.add_parser("info", help="versions, devices and the activation registry")

@@ -17,11 +17,13 @@ runs with different step counts, so sampling, compilation and the final evaluati
 ``--quick`` shrinks every size for a CI smoke run. ``--claims [DRAWS]`` instead measures, in
 float64 with default settings, the recall on absorbable draws, the separation on Gaussian draws
 and the near-origin error of gated and homogeneous fits. ``--sizes [DRAWS]`` measures the
-recall on absorbable draws as n/d grows.
+recall on absorbable draws as n/d grows and on depth-2 stacks (``--strategy expand``: the
+expand–merge–decide–polish search of :mod:`absorbjax.fit.expand`; ``--size D N`` picks sizes).
 
     python experiments/bench_fit.py [--quick] [--out results/bench_fit.json]
     python experiments/bench_fit.py --claims 100 [--out results/fit_claims.json]
     python experiments/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
+    python experiments/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12
 """
 
 from __future__ import annotations
@@ -266,18 +268,15 @@ def claims(draws: int) -> dict:
         for d, n in [(2, 4), (3, 6)]:
             k = jax.random.fold_in(jax.random.fold_in(base, d), i)
             target, _ = models.absorbable_sample(k, draws, d, n, act)
-            t = time.perf_counter()
-            r = fit.search(target, act, key=jax.random.key(7), progress=False)
+            r = fit.recall(target, act, key=jax.random.key(7))
             rec = out["recall"][f"{act} ({d},{n})"] = {
-                "recall": float(r.solved().mean()), "train_only": float((r.best_loss <= 1e-20).mean()),
-                "seconds": time.perf_counter() - t}
+                "recall": r.rate, "train_only": float((r.best_loss <= r.tol).mean()), "seconds": r.seconds}
             print(f"recall     {act:6s} ({d},{n}) {draws} absorbable draws: {100 * rec['recall']:.0f}% reach "
                   f"loss <= 1e-20 on training and held-out inputs ({100 * rec['train_only']:.0f}% on training "
                   f"only), {rec['seconds']:.0f}s", flush=True)
-            g = fit.search(models.sample(jax.random.fold_in(k, 10**6), draws, d, n, act), act,
-                           key=jax.random.key(7), progress=False)
+            g = fit.recall(models.sample(jax.random.fold_in(k, 10**6), draws, d, n, act), act, key=jax.random.key(7))
             q = np.quantile(g.best_loss, [0, 0.1, 0.5, 0.9, 1])
-            sep = out["separation"][f"{act} ({d},{n})"] = {"quantiles": q, "below_1e-12": int((g.best_loss < 1e-12).sum())}
+            sep = out["separation"][f"{act} ({d},{n})"] = {"quantiles": q, "below_1e-12": g.below(1e-12)}
             print(f"separation {act:6s} ({d},{n}) {draws} Gaussian draws: best loss min/10/50/90%/max "
                   + " ".join(f"{v:.2g}" for v in q) + f"; below 1e-12: {sep['below_1e-12']}", flush=True)
     few = max(8, draws // 4)  # gated fits cost more; the claim is about every draw's profile
@@ -297,27 +296,44 @@ def claims(draws: int) -> dict:
     return out
 
 
-SIZES = [(2, 4), (4, 8), (2, 8), (3, 12), (4, 16)]
+SIZES = [(2, 4), (4, 8), (2, 8), (3, 12), (4, 16), (8, 32)]
+STACKS = [(2, 4), (3, 6)]  # depth 2, blockwise absorbable
+STRATEGIES = ("default", "expand")
 
 
-def recall_by_size(draws: int) -> dict:
-    """Recall of the default search on absorbable draws beyond the claimed sizes: ``n = 2d``
-    and ``n = 4d``, relu and gelu, float64."""
+def absorbable_stack(key, draws: int, d: int, n: int, activation: str, depth: int):
+    """``draws`` residual stacks of ``depth`` blocks, each block absorbable (its own ``S``), so the
+    residual-free stack of the absorbers equals the residual stack."""
+    layers = [models.absorbable_sample(jax.random.fold_in(key, layer), draws, d, n, activation)[0]
+              for layer in range(depth)]
+    return jax.tree.map(lambda *a: jnp.stack(a, 1), *layers)
+
+
+def recall_by_size(draws: int, strategy: str = "default", sizes=None) -> dict:
+    """Recall on absorbable draws beyond the claimed sizes (``n = 2d``, ``n = 4d``, one layer) and
+    on depth-2 blockwise-absorbable stacks, relu and gelu, float64; ``strategy`` ``"default"``
+    is :func:`absorbjax.fit.search` with its defaults, ``"expand"``
+    :func:`absorbjax.fit.expand.expand_search` (one layer only). Seconds include compilation."""
     jax.config.update("jax_enable_x64", True)
     base = jax.random.key(5)
-    out = {"draws": draws, "recall": {}}
+    out = {"draws": draws, "strategy": strategy, "recall": {}}
+    cases = [(d, n, 1) for d, n in (sizes or SIZES)] + ([(d, n, 2) for d, n in STACKS] if sizes is None else [])
     for act in ("relu", "gelu"):
-        for d, n in SIZES:
+        for d, n, depth in cases:
             k = jax.random.fold_in(jax.random.fold_in(base, d), n)
-            target, _ = models.absorbable_sample(k, draws, d, n, act)
-            t = time.perf_counter()
-            r = fit.search(target, act, key=jax.random.key(7), progress=False)
-            row = out["recall"][f"{act} ({d},{n})"] = {
-                "d": d, "n": n, "recall": float(r.solved().mean()), "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
-                "seconds": time.perf_counter() - t}
-            print(f"recall {act:5s} (d,n)=({d},{n}), n/d={n // d}: {100 * row['recall']:3.0f}% of {draws} absorbable "
-                  "draws solved; best loss min/median/max " + " ".join(f"{v:.2g}" for v in row["best_loss_quantiles"])
-                  + f"; {row['seconds']:.0f}s", flush=True)
+            if depth == 1:
+                target, _ = models.absorbable_sample(k, draws, d, n, act)
+            else:
+                target = absorbable_stack(jax.random.fold_in(k, 1000), draws, d, n, act, depth)
+            search = fit.expand.expand_search if strategy == "expand" and depth == 1 else fit.search
+            r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search)
+            name = f"{act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
+            row = out["recall"][name] = {
+                "d": d, "n": n, "depth": depth, "recall": r.rate, "seconds": r.seconds,
+                "seconds_per_draw": r.seconds / draws, "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
+                "expand": r.result.config.get("expand")}
+            print(f"recall {strategy} {act:5s} {name}: {r.line()}; {row['seconds_per_draw']:.1f}s per draw"
+                  + (f"; expand {row['expand']}" if row["expand"] else ""), flush=True)
     return out
 
 
@@ -333,7 +349,12 @@ def main(argv=None) -> int:
                          "in float64 with default settings on DRAWS draws per case (default 100)")
     ap.add_argument("--sizes", type=int, nargs="?", const=16, default=None, metavar="DRAWS",
                     help="instead, measure the default search's recall on absorbable draws at (d, n) = "
-                         + ", ".join(map(str, SIZES)) + " (float64, DRAWS draws each, default 16)")
+                         + ", ".join(map(str, SIZES)) + " and on depth-2 blockwise-absorbable stacks at "
+                         + ", ".join(map(str, STACKS)) + " (float64, DRAWS draws each, default 16)")
+    ap.add_argument("--strategy", choices=STRATEGIES, default="default",
+                    help="with --sizes: the search measured (expand: fit.expand.expand_search)")
+    ap.add_argument("--size", type=int, nargs=2, action="append", metavar=("D", "N"),
+                    help="with --sizes: only these one-layer sizes (repeatable)")
     ap.add_argument("--scaling-child", nargs=3, type=int, metavar=("DRAWS", "STEPS", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.scaling_child:
@@ -344,7 +365,7 @@ def main(argv=None) -> int:
         draws = getattr(args, flag)
         if draws:
             print(f"device: {device_line()}  (jax {jax.__version__}), float64", flush=True)
-            results = measure(draws)
+            results = measure(draws, args.strategy, args.size) if flag == "sizes" else measure(draws)
             if args.out:
                 io.save_record(args.out, name=name, seed=seed, config={"draws": draws}, results=results)
             return 0

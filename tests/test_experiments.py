@@ -18,7 +18,7 @@ from absorbjax import cli, reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 
-EXPECTED = {"absorber", "lemma4", "prop5", "prop6", "thm8_10", "cor11"}
+EXPECTED = {"absorber", "cor11", "depth", "lemma4", "prop5", "prop6", "real_weights", "soundness", "thm8_10", "training", "width"}
 
 
 def test_every_result_has_an_experiment():

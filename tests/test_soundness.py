@@ -1,0 +1,74 @@
+"""Property-based attack on the decision: every certificate on adversarial weights is judged
+independently (experiments/soundness.py: brute force over all 2^n sets, planted sets, exact
+hypotheses, the absorber evaluated in float64). ``undecided`` is allowed; a wrong answer is not."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from absorbjax import condition, models
+
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
+
+_PATH = Path(__file__).resolve().parents[1] / "experiments" / "soundness.py"
+_spec = importlib.util.spec_from_file_location("soundness_families", _PATH)
+soundness = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(soundness)
+
+ATTACK = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.parametrize("family", list(soundness.FAMILIES))
+@ATTACK
+@given(seed=st.integers(0, 2**32 - 1), index=st.integers(0, 11))
+def test_no_wrong_certificate(family, seed, index):
+    params, activation, planted, note = soundness.FAMILIES[family](np.random.default_rng(seed), index)
+    cert = condition.find_absorbing_set(params, activation=activation, time_limit=3.0)
+    assert soundness.judge(cert, params, activation, planted) == "", (note, str(cert))
+
+
+@ATTACK
+@given(seed=st.integers(0, 2**32 - 1), scale=st.floats(1e-3, 1e3))
+def test_empty_set_is_never_an_answer(seed, scale):
+    """Weights of any scale and any dtype: ∅ never passes (its miss is I)."""
+    rng = np.random.default_rng(seed)
+    for dtype in (np.float16, np.float32, np.float64):
+        p = models.MLPParams((scale * rng.normal(size=(6, 3))).astype(dtype),
+                             (scale * rng.normal(size=(3, 6))).astype(dtype))
+        cert = condition.find_absorbing_set(p)
+        assert cert.S is None or cert.S.size >= 3
+        assert not np.all(condition.tolerance(p, []) >= np.eye(3))
+
+
+@ATTACK
+@given(seed=st.integers(0, 2**32 - 1), log_cond=st.floats(0, 12))
+def test_hypotheses_are_invariant_under_coordinate_changes(seed, log_cond):
+    """Generic rows stay non-parallel under W_up → W_up P⁻¹ (cond(P) up to 1e12); the decision's
+    status does not change."""
+    rng = np.random.default_rng(seed)
+    d, n = 3, 8
+    up, down = rng.normal(size=(n, d)), rng.normal(size=(d, n))
+    q1, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    q2, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    P = q1 @ np.diag(np.geomspace(1, 10.0**log_cond, d)) @ q2
+    base = condition.find_absorbing_set(models.MLPParams(up, down), activation="relu")
+    moved = condition.find_absorbing_set(models.MLPParams(np.linalg.solve(P.T, up.T).T, P @ down),
+                                         activation="relu")
+    assert base.nondegenerate and moved.nondegenerate, moved.failed
+    assert moved.status in (base.status, "undecided")
+
+
+def test_exactly_parallel_rows_are_found_at_any_scale():
+    rng = np.random.default_rng(0)
+    up, down = rng.normal(size=(6, 3)), rng.normal(size=(3, 6))
+    up[4] = -0.5 * up[1]  # a power of two: exactly parallel in float64
+    up[5] = 1024.0 * up[2]
+    cert = condition.find_absorbing_set(models.MLPParams(up, down))
+    assert cert.status == "degenerate" and "(1, 4)" in cert.failed[0] and "(2, 5)" in cert.failed[0]
+    up16 = up.astype(np.float16)
+    assert condition.find_absorbing_set(models.MLPParams(up16, down.astype(np.float16))).status == "degenerate"
