@@ -44,7 +44,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": platform.machine(),  # platform.processor() would fork `uname -p` beside XLA threads
         "cores": cores,
         "x64": bool(jax.config.jax_enable_x64),
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -42,6 +42,8 @@ import numpy as np
 import optax
 from jax import lax
 
+import _bench
+
 from absorbjax import activations, fit, io, models
 
 ACT = "gelu"
@@ -58,13 +60,8 @@ def f32(params):
 
 
 def timed(fn, repeat: int = 1) -> float:
-    """Best wall time of ``repeat`` calls of ``fn`` (which must block until done)."""
-    best = np.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+    """Best wall time of ``repeat`` calls of ``fn`` (which must block until done), in seconds."""
+    return _bench.timed(fn, repeat)[0]
 
 
 def search_step_time(target, restarts: int, steps: tuple[int, int], batch_size: int | None) -> tuple[float, dict]:
