@@ -77,7 +77,7 @@ def _main(argv):
         certs = condition.find_absorbing_sets(params, progress=False)
         seconds = time.perf_counter() - start
         counts = {s: sum(c.status == s for c in certs) for s in condition.STATUSES}
-        methods = {m: sum(c.method == m for c in certs) for m in ("relaxation", "rounding", "milp")}
+        methods = {m: sum(c.method == m for c in certs) for m in sorted({c.method for c in certs})}
         print(f"many draws: {draws} {dist} blocks d={d} n={n} (n > d²) in {seconds:.2f} s "
               f"({draws / seconds:.0f} per s); {counts}; methods {methods}")
         many.append({"dist": dist, "draws": draws, "d": d, "n": n, "seconds": seconds, "statuses": counts,
