@@ -5,8 +5,14 @@ inside ``jax.enable_x64(True)``; the rest run as a user's session would, so the 
 exercised in float32 too. absorbjax itself never switches float64 on.
 """
 
-import jax
-import pytest
+import os
+
+# Several pytest-xdist workers share one accelerator: none may preallocate most of its memory.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

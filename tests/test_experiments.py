@@ -25,13 +25,14 @@ def test_every_result_has_an_experiment():
     assert EXPECTED <= set(reproduce.discover())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: a module fixture reruns when xdist interleaves modules
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("figures")
     assert cli.main(["reproduce", "--preset", "smoke", "--out", str(out)]) == 0
     return out
 
 
+@pytest.mark.xdist_group("smoke")
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_smoke_run_writes_figure_and_record(smoke, name):
     record = json.loads((smoke / f"{name}.json").read_text())
@@ -49,6 +50,7 @@ def test_smoke_run_writes_figure_and_record(smoke, name):
         assert (smoke / f"{fig}.pdf").stat().st_size > 1000
 
 
+@pytest.mark.xdist_group("smoke")
 def test_summary_lists_every_claim(smoke):
     summary = (smoke / "README.md").read_text()
     for name in EXPECTED:
@@ -57,6 +59,7 @@ def test_summary_lists_every_claim(smoke):
             assert claim["claim"].replace("|", "\\|") in summary
 
 
+@pytest.mark.xdist_group("smoke")
 def test_rerun_skips_finished_experiments(smoke, capsys):
     before = (smoke / "lemma4.json").read_text()
     assert cli.main(["reproduce", "--preset", "smoke", "--out", str(smoke), "--only", "lemma4"]) == 0
