@@ -163,10 +163,12 @@ def skip_mlp(
     return skip @ x + out
 
 
-def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = True) -> jax.Array:
+def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = True,
+          skip: jax.Array | None = None) -> jax.Array:
     """Depth-``L`` composition of blocks; ``params`` carry a leading ``L`` axis (``lax.scan``).
 
-    ``residual=True`` composes ``x ↦ x + W_down σ(W_up x)``, ``False`` composes ``mlp``.
+    ``residual=True`` composes ``x ↦ x + W_down σ(W_up x)`` (with ``skip`` ``(L, d, d)``:
+    ``x ↦ A_l x + W_down σ(W_up x)`` in layer ``l``), ``False`` composes ``mlp``.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -188,15 +190,21 @@ def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = Tru
         raise ValueError(
             f"stack params need a leading depth axis: params.down (L, d, n), got {jnp.shape(params.down)}"
         )
-    dims(params)
-    block = skip_mlp if residual else mlp
+    d, _ = dims(params)
+    if skip is not None:
+        if not residual:
+            raise ValueError("skip needs residual=True")
+        if jnp.shape(skip) != (params.down.shape[0], d, d):
+            raise ValueError(f"skip must have shape (L, d, d) = {(params.down.shape[0], d, d)}, got {jnp.shape(skip)}")
 
     def layer(h, p):
-        return block(p, h, activation), None
+        block, A = p
+        out = skip_mlp(block, h, activation, A) if residual else mlp(block, h, activation)
+        return out, None
 
     # The carry takes the promoted dtype one block would return (float32 x, float64 weights → float64).
     x = jnp.asarray(x, jnp.result_type(x, *jax.tree.leaves(params)))
-    return lax.scan(layer, x, params)[0]
+    return lax.scan(layer, x, (params, skip))[0]
 
 
 # ---------------------------------------------------------------------------------------------

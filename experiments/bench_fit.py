@@ -23,7 +23,7 @@ expand–merge–decide–polish search of :mod:`absorbjax.fit.expand`; ``--size
     python experiments/bench_fit.py [--quick] [--out results/bench_fit.json]
     python experiments/bench_fit.py --claims 100 [--out results/fit_claims.json]
     python experiments/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
-    python experiments/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12
+    python experiments/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12 --stack 2 4
 """
 
 from __future__ import annotations
@@ -157,9 +157,10 @@ def hand_batched(target, restarts: int, steps: tuple[int, int], num: int) -> flo
 
 
 def bench_vmap_vs_loop(quick: bool) -> dict:
-    d, n, draws, restarts = 4, 16, 256, 8
-    steps = (20, 60) if quick else (50, 250)
-    loop_draws = 4 if quick else 16
+    d, n, restarts = 4, 16, 8
+    draws = 64 if quick else 256
+    steps = (10, 30) if quick else (50, 250)
+    loop_draws = 2 if quick else 16
     target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
     per_step, config = search_step_time(target, restarts, steps, batch_size=None)
     default_batch, num = config["batch_size"], config["num"]  # the search's own defaults
@@ -193,7 +194,7 @@ def matmul_flops(size: int) -> float:
 def bench_efficiency(quick: bool) -> dict:
     d, n, restarts = 64, 256, 8
     draws = 2 if quick else 8
-    steps = (4, 12) if quick else (10, 40)
+    steps = (2, 6) if quick else (10, 40)
     target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
     per_step, config = search_step_time(target, restarts, steps, batch_size=draws)
     num = config["num"]
@@ -233,8 +234,8 @@ def scaling_child(draws: int, steps: int, batch_size: int) -> dict:
 
 
 def bench_scaling(quick: bool) -> dict:
-    sizes = (100, 1000) if quick else (1000, 10000)
-    steps, batch = (20, 16) if quick else (100, 16)
+    sizes = (50, 200) if quick else (1000, 10000)
+    steps, batch = (10, 16) if quick else (100, 16)
     rows = []
     for draws in sizes:
         cmd = [sys.executable, __file__, "--scaling-child", str(draws), str(steps), str(batch)]
@@ -306,30 +307,39 @@ def absorbable_stack(key, draws: int, d: int, n: int, activation: str, depth: in
     return jax.tree.map(lambda *a: jnp.stack(a, 1), *layers)
 
 
-def recall_by_size(draws: int, strategy: str = "default", sizes=None) -> dict:
+def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=None, activations=("relu", "gelu"),
+                   generic: bool = False) -> dict:
     """Recall on absorbable draws beyond the claimed sizes (``n = 2d``, ``n = 4d``, one layer) and
     on depth-2 blockwise-absorbable stacks, relu and gelu, float64; ``strategy`` ``"default"``
     is :func:`absorbjax.fit.search` with its defaults, ``"expand"``
-    :func:`absorbjax.fit.expand.expand_search` (one layer only). Seconds include compilation."""
+    :func:`absorbjax.fit.expand.expand_search`. ``sizes``/``stacks`` pick the one-layer and
+    depth-2 sizes (either given: only those). ``generic``: Gaussian draws instead (Cor 11: none
+    absorbs), where the same measurement counts the draws below 1e-12. Seconds include compilation."""
     jax.config.update("jax_enable_x64", True)
     base = jax.random.key(5)
-    out = {"draws": draws, "strategy": strategy, "recall": {}}
-    cases = [(d, n, 1) for d, n in (sizes or SIZES)] + ([(d, n, 2) for d, n in STACKS] if sizes is None else [])
-    for act in ("relu", "gelu"):
+    out = {"draws": draws, "strategy": strategy, "generic": generic, "recall": {}}
+    if sizes is None and stacks is None:
+        sizes, stacks = SIZES, STACKS
+    cases = [(d, n, 1) for d, n in sizes or ()] + [(d, n, 2) for d, n in stacks or ()]
+    for act in activations:
         for d, n, depth in cases:
             k = jax.random.fold_in(jax.random.fold_in(base, d), n)
-            if depth == 1:
+            if generic:
+                target = models.sample(jax.random.fold_in(k, 2000), draws, d, n, act,
+                                       **({"depth": depth} if depth > 1 else {}))
+            elif depth == 1:
                 target, _ = models.absorbable_sample(k, draws, d, n, act)
             else:
                 target = absorbable_stack(jax.random.fold_in(k, 1000), draws, d, n, act, depth)
-            search = fit.expand.expand_search if strategy == "expand" and depth == 1 else fit.search
+            search = fit.expand.expand_search if strategy == "expand" else fit.search
             r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search)
             name = f"{act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
             row = out["recall"][name] = {
                 "d": d, "n": n, "depth": depth, "recall": r.rate, "seconds": r.seconds,
                 "seconds_per_draw": r.seconds / draws, "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
-                "expand": r.result.config.get("expand")}
-            print(f"recall {strategy} {act:5s} {name}: {r.line()}; {row['seconds_per_draw']:.1f}s per draw"
+                "below_1e-12": r.below(1e-12), "expand": r.result.config.get("expand")}
+            what = f"Gaussian: {row['below_1e-12']}/{draws} below 1e-12" if generic else "recall"
+            print(f"{what} {strategy} {act:5s} {name}: {r.line()}; {row['seconds_per_draw']:.1f}s per draw"
                   + (f"; expand {row['expand']}" if row["expand"] else ""), flush=True)
     return out
 
@@ -352,6 +362,12 @@ def main(argv=None) -> int:
                     help="with --sizes: the search measured (expand: fit.expand.expand_search)")
     ap.add_argument("--size", type=int, nargs=2, action="append", metavar=("D", "N"),
                     help="with --sizes: only these one-layer sizes (repeatable)")
+    ap.add_argument("--stack", type=int, nargs=2, action="append", metavar=("D", "N"),
+                    help="with --sizes: only these depth-2 sizes (repeatable)")
+    ap.add_argument("--activation", choices=("relu", "gelu"), action="append",
+                    help="with --sizes: only this activation (repeatable; default relu and gelu)")
+    ap.add_argument("--generic", action="store_true",
+                    help="with --sizes: Gaussian draws (none absorbs) instead; counts the draws below 1e-12")
     ap.add_argument("--scaling-child", nargs=3, type=int, metavar=("DRAWS", "STEPS", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.scaling_child:
@@ -362,9 +378,14 @@ def main(argv=None) -> int:
         draws = getattr(args, flag)
         if draws:
             print(f"device: {device_line()}  (jax {jax.__version__}), float64", flush=True)
-            results = measure(draws, args.strategy, args.size) if flag == "sizes" else measure(draws)
+            results = (measure(draws, args.strategy, args.size, args.stack, tuple(args.activation or ("relu", "gelu")),
+                               args.generic)
+                       if flag == "sizes" else measure(draws))
             if args.out:
-                io.save_record(args.out, name=name, seed=seed, config={"draws": draws}, results=results)
+                config = {"draws": draws, **({"strategy": args.strategy, "size": args.size, "stack": args.stack,
+                                               "activation": args.activation, "generic": args.generic}
+                                              if flag == "sizes" else {})}
+                io.save_record(args.out, name=name, seed=seed, config=config, results=results)
             return 0
 
     print(f"device: {device_line()}  (jax {jax.__version__})", flush=True)

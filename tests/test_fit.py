@@ -87,6 +87,13 @@ def test_bad_arguments():
         fit.search(W, "relu", polish=fit.Polish(method="newton"), **kw)
     with pytest.raises(ValueError, match="init.down must have shape"):
         fit.search(W, "relu", init=models.sample(KEY, 5, 2, 4, "relu"), restarts=3, **kw)
+    with pytest.raises(ValueError, match="linear must be True or False"):
+        fit.search(W, "relu", linear=1, **kw)
+    lin = fit.Linear(models.sample(KEY, 3, 2, 4, "relu"), jnp.zeros((3, 2, 2)))
+    with pytest.raises(ValueError, match="pass linear=True"):
+        fit.search(W, "relu", init=lin, restarts=3, **kw)
+    with pytest.raises(ValueError, match="init.linear must have shape"):
+        fit.search(W, "relu", init=lin._replace(linear=jnp.zeros((3, 2, 3))), restarts=3, linear=True, **kw)
 
 
 def test_float32_runs_with_its_own_tolerance():
@@ -298,6 +305,27 @@ def test_d_extra_units_absorb_gaussian_relu_blocks():
     assert r.solved().mean() >= 0.7, r.summary()
 
 
+def test_free_linear_term_fits_every_orientation():
+    """``linear=True`` fits ``L x + V_down σ(V_up x)``: started from the target's units with random
+    sign flips (no absorber among them for a generic block), ``L`` absorbs the flips exactly
+    (``σ(z) − σ(−z) = z``) and comes back as ``best_linear``; the residual-free search from the same
+    starts cannot get below 1e-6."""
+    W = models.sample(jax.random.fold_in(KEY, 3), 2, 2, 4, "gelu")
+    signs = jnp.array([[1.0, -1, -1, 1], [-1, 1, 1, 1]])[:, None, :, None]  # (draws, restarts=1, n, 1)
+    start = jax.tree.map(lambda a: a[:, None], W)._replace(up=W.up[:, None] * signs)
+    kw = dict(key=KEY, restarts=1, steps=0, polish=fit.Polish(steps=30, screen=30, top=1), progress=False)
+    r = fit.search(W, "gelu", init=start, linear=True, **kw)
+    assert r.best_linear.shape == (2, 2, 2) and np.all(r.solved()), r.summary()
+    # The fit keeps the target's units up to sign (the polish may turn a small one over), and L
+    # is I plus the negated units' terms.
+    neg = np.sum(np.asarray(r.best_params.up) * np.asarray(W.up), -1) < 0
+    np.testing.assert_allclose(np.abs(r.best_params.up), np.abs(W.up), atol=1e-8)
+    flipped = jnp.einsum("bdn,bn,bnk->bdk", W.down, neg.astype(float), W.up)
+    np.testing.assert_allclose(r.best_linear, jnp.eye(2) + flipped, atol=1e-8)
+    plain = fit.search(W, "gelu", init=start, **kw)
+    assert np.all(plain.best_loss > 1e-6)
+
+
 def test_depth_two_stack_runs():
     W = models.sample(KEY, 2, 2, 3, "gelu", depth=2)
     r = fit.search(W, "gelu", depth=2, key=KEY, **SMALL)
@@ -408,7 +436,37 @@ def test_condition_on_merged_units_proposes_the_absorber(activation):
     proposed block reproduces the target to rounding error (a proposal is only a start: the
     search judges it by its polished loss, so no test of what generic blocks propose)."""
     W, wide = _split_absorber(activation)
-    V = fit.expand.absorber_from_units(wide, activation, 6)
+    merged, L = fit.expand.merge_units(wide, activation, 6)
+    V = fit.expand.absorber_from_units(merged, activation, linear=L)
     assert V is not None and V.up.shape == (6, 3)
     xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
     assert fit.relative_loss(V, W, xs, activation) < 1e-26
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_a_proposal_of_an_exact_wide_block_is_that_block(activation):
+    """Cutting the line tree at the right height merges the wide block exactly (the cancelling
+    pair's cluster is the one dropped), and the condition on that proposal gives the absorber."""
+    W, wide = _split_absorber(activation)
+    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
+    g = jax.vmap(lambda x: models.mlp(wide, x, activation))(xs)
+    found = []
+    for block, L in fit.expand.proposals(wide, np.zeros((3, 3)), activation, 6, count=8):
+        assert block.up.shape == (6, 3) and L.shape == (3, 3)
+        h = jax.vmap(lambda x: L @ x + models.mlp(block, x, activation))(xs)
+        if np.abs(h - g).max() < 1e-10 * float(np.abs(g).max()):
+            found.append(fit.expand.absorber_from_units(block, activation, linear=L))
+    assert found and all(V is not None and fit.relative_loss(V, W, xs, activation) < 1e-26 for V in found)
+
+
+def test_expand_search_on_a_stack_keeps_the_better_block():
+    """Depth 2: the expansion runs layer by layer and never returns a worse block than the
+    first search (what it finds is judged by the final block's loss only)."""
+    W = models.sample(KEY, 2, 2, 3, "relu", depth=2)
+    kw = dict(restarts=4, steps=30, polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
+    first = fit.search(W, "relu", key=KEY, depth=2, progress=False, **kw)
+    r = fit.expand.expand_search(W, "relu", key=KEY, depth=2, factor=2, proposals_per_draw=2, rounds=1, **kw)
+    rec = r.config["expand"]
+    assert rec["unsolved"] == 2 and rec["improved"] <= rec["proposed"] <= 2
+    assert r.best_params.up.shape == (2, 2, 3, 2) and r.losses.shape == (2, 5)
+    assert np.all(r.best_loss <= first.best_loss) and np.all(r.best_loss > 1e-12)

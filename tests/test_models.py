@@ -154,6 +154,20 @@ def test_stack_matches_a_python_loop():
         np.testing.assert_allclose(models.stack(p, x, "swiglu", residual=residual), h, rtol=1e-5, atol=1e-6)
 
 
+def test_stack_with_per_layer_skips_matches_a_python_loop():
+    p = models.init(KEY, 3, 5, "gelu", depth=2)
+    A = jax.random.normal(jax.random.fold_in(KEY, 1), (2, 3, 3))
+    x = jnp.arange(3.0)
+    h = x
+    for l in range(2):
+        h = models.skip_mlp(jax.tree.map(lambda a: a[l], p), h, "gelu", A[l])
+    np.testing.assert_allclose(models.stack(p, x, "gelu", skip=A), h, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="skip needs residual=True"):
+        models.stack(p, x, "gelu", residual=False, skip=A)
+    with pytest.raises(ValueError, match=r"skip must have shape \(L, d, d\)"):
+        models.stack(p, x, "gelu", skip=A[0])
+
+
 @pytest.mark.x64
 def test_stack_promotes_the_input_like_one_block():
     p = models.init(KEY, 3, 5, "relu", depth=2, dtype=jnp.float64)

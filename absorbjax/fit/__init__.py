@@ -36,12 +36,12 @@ validation, the static configuration), :mod:`~absorbjax.fit.loss` (inputs and ``
 :mod:`~absorbjax.fit.drawmap` (a batched, sharded, checkpointed map over draws),
 :mod:`~absorbjax.fit.result`, :mod:`~absorbjax.fit.driver` (:func:`search`),
 :mod:`~absorbjax.fit.measure` (recall and separation of a population) and
-:mod:`~absorbjax.fit.expand` (opt-in: search wider, merge units, decide the condition on them,
-polish).
+:mod:`~absorbjax.fit.expand` (opt-in: search wider with a free linear term, merge units, decide
+the condition on them, polish; it finds the absorbers that the default search misses at ``n = 4d``).
 """
 
 from absorbjax.fit import config, draw, drawmap, driver, expand, loss, measure, result, solvers  # noqa: F401
-from absorbjax.fit.config import Inputs, Polish, default_optimizer, min_tol
+from absorbjax.fit.config import Inputs, Linear, Polish, default_optimizer, min_tol
 from absorbjax.fit.driver import search
 from absorbjax.fit.loss import decade_edges, relative_loss, sample_inputs
 from absorbjax.fit.measure import Recall, recall
@@ -49,6 +49,7 @@ from absorbjax.fit.result import SearchResult
 
 __all__ = [
     "Inputs",
+    "Linear",
     "Polish",
     "SearchResult",
     "search",

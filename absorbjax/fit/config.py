@@ -39,6 +39,24 @@ class Inputs(NamedTuple):
     holdout: int = 64
 
 
+class Linear(NamedTuple):
+    """A candidate with a free linear term: ``g(x) = L x + V_down σ(V_up x)`` (per layer in a stack).
+
+    ``search(..., linear=True)`` fits this wider class. Since ``σ(z) − σ(−z) = z`` for ReLU and
+    GELU, negating unit ``i`` only moves ``V_down[:,i] V_up[i,:]`` into ``L``: every unit's
+    orientation fits equally well, and a block found here absorbs exactly when
+    :func:`absorbjax.condition.find_absorbing_set` finds ``S`` with
+    ``V_down[:,S] V_up[S,:] = −L`` (Lemma 4 with skip ``L``).
+
+    Attributes:
+      block: ``V`` (``MLPParams`` or ``GatedParams``), leading axes as the search's candidates.
+      linear: ``L`` ``(..., d, d)``, or ``(..., depth, d, d)`` for stacks.
+    """
+
+    block: Params
+    linear: jax.Array
+
+
 class Polish(NamedTuple):
     """The second phase, run on each draw's best restarts after the first-order phase.
 
@@ -135,6 +153,7 @@ class Static(NamedTuple):
     steps: int
     init: str  # "random", "warm" or "given"
     has_skip: bool
+    linear: bool
     num: int
     low: float
     high: float
@@ -148,7 +167,7 @@ class Setup(NamedTuple):
     cfg: Static
     target: Params
     skip: jax.Array | None
-    given: Params | None
+    given: Params | Linear | None
     optimizer: optax.GradientTransformation
     optimizer_name: str  # "default" or "custom"
     tol: float
@@ -172,7 +191,7 @@ class Setup(NamedTuple):
 
 
 def validate(target, activation: str, *, skip, depth, width, restarts, steps, inputs, init, optimizer,
-             polish, tol) -> Setup:
+             polish, tol, linear=False) -> Setup:
     """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
     act, target, d, n, single = check_target(target, activation, depth)
     draws = target.down.shape[0]
@@ -186,8 +205,10 @@ def validate(target, activation: str, *, skip, depth, width, restarts, steps, in
     if not isinstance(inputs, Inputs):
         raise ValueError(f"inputs must be an absorbjax.fit.Inputs, got {type(inputs).__name__}")
     log_bounds(inputs.low, inputs.high)
+    if not isinstance(linear, bool):
+        raise ValueError(f"linear must be True or False, got {linear!r}")
     fields = len(target._fields)
-    polish = check_polish(polish, fields * int(width) * d * int(depth))
+    polish = check_polish(polish, (fields * int(width) * d + linear * d * d) * int(depth))
     floor = min_tol(dtype)
     tol = (1e-20 if dtype == jnp.float64 else 1e-10) if tol is None else float(tol)
     if tol < floor:
@@ -196,12 +217,12 @@ def validate(target, activation: str, *, skip, depth, width, restarts, steps, in
             "pass float64 weights with jax.config.update('jax_enable_x64', True)"
         )
     skip = check_skip(skip, draws, d, depth, dtype)
-    init_mode, given = check_init(init, target, draws, restarts, width, depth, d)
+    init_mode, given = check_init(init, target, draws, restarts, width, depth, d, linear)
     num = inputs.num or max(256, 2 * fields * width * depth)
     if num < 1 or inputs.holdout < 1:
         raise ValueError(f"inputs.num and inputs.holdout must be positive, got {inputs}")
     cfg = Static(act.name, int(depth), d, n, int(width), int(restarts), int(steps), init_mode,
-                 skip is not None, int(num), float(inputs.low), float(inputs.high), int(inputs.holdout), polish)
+                 skip is not None, linear, int(num), float(inputs.low), float(inputs.high), int(inputs.holdout), polish)
     name = "default" if optimizer is None else "custom"
     opt = default_optimizer(steps) if optimizer is None else optimizer
     if not isinstance(opt, optax.GradientTransformation):
@@ -282,12 +303,19 @@ def check_skip(skip, draws: int, d: int, depth: int, dtype):
     return A
 
 
-def check_init(init, target: Params, draws: int, restarts: int, width: int, depth: int, d: int):
-    """``(mode, given)``: a named init and ``None``, or ``"given"`` and ``(draws, restarts, ...)`` params."""
+def check_init(init, target: Params, draws: int, restarts: int, width: int, depth: int, d: int,
+               linear: bool = False):
+    """``(mode, given)``: a named init and ``None``, or ``"given"`` and ``(draws, restarts, ...)``
+    params (a :class:`Linear` when ``linear``; plain params then start at ``L = 0``)."""
     if isinstance(init, str):
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS} or candidate params, got {init!r}")
         return init, None
+    L = None
+    if isinstance(init, Linear):
+        if not linear:
+            raise ValueError("init is a fit.Linear (with a linear term L); pass linear=True")
+        init, L = init
     given = as_params(init, "init")
     if type(given) is not type(target):
         raise ValueError(f"init must be {type(target).__name__} like the target, got {type(given).__name__}")
@@ -303,4 +331,13 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
             f"(draws, restarts, ...) = {(draws, restarts) + core}, got {shape}"
         )
     models.dims(given)
-    return "given", given
+    if not linear:
+        return "given", given
+    lcore = (d, d) if depth == 1 else (depth, d, d)
+    lead = given.down.shape[:2]
+    L = jnp.zeros(lead + lcore, given.down.dtype) if L is None else jnp.asarray(L, given.down.dtype)
+    if L.shape == (restarts,) + lcore:
+        L = jnp.broadcast_to(L, (draws,) + L.shape)
+    if L.shape != lead + lcore:
+        raise ValueError(f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {L.shape}")
+    return "given", Linear(given, L)

@@ -16,7 +16,7 @@ from jax import lax
 from optax.tree_utils import tree_norm
 
 from absorbjax.fit import solvers
-from absorbjax.fit.config import Inputs, Static
+from absorbjax.fit.config import Inputs, Linear, Static
 from absorbjax.fit.loss import candidate_fn, pointwise, residuals, sample_inputs, target_fn
 from absorbjax.models import Params
 
@@ -95,7 +95,8 @@ def one_draw(cfg: Static, opt: optax.GradientTransformation, base_key, index, ta
 
     Returns:
       Flat dict: ``best_loss``, ``losses (restarts,)``, ``failed (restarts,)``, ``profile (bins,)``,
-      ``holdout_loss``, ``weight_norms``, ``target_norms`` and ``best_params.<field>``.
+      ``holdout_loss``, ``weight_norms``, ``target_norms``, ``best_params.<field>`` and, with
+      ``cfg.linear``, ``best_linear`` (``L``; ``weight_norms`` counts ``V`` only).
     """
     dtype = target.down.dtype
     key = jax.random.fold_in(base_key, index)
@@ -112,6 +113,9 @@ def one_draw(cfg: Static, opt: optax.GradientTransformation, base_key, index, ta
         rs = jnp.arange(cfg.restarts)
         keys = jax.vmap(lambda r: jax.random.fold_in(k_init, r))(rs)
         p0 = jax.vmap(lambda k, r: init_restart(cfg, type(target), target, k, r, dtype))(keys, rs)
+        if cfg.linear:  # the free linear term starts at L = 0
+            lead = (cfg.restarts,) if cfg.depth == 1 else (cfg.restarts, cfg.depth)
+            p0 = Linear(p0, jnp.zeros(lead + (cfg.d, cfg.d), dtype))
     else:
         p0 = given
     p = jax.vmap(lambda q: solvers.first_phase(opt, cfg.steps, loss_fn, q))(p0)
@@ -132,6 +136,9 @@ def one_draw(cfg: Static, opt: optax.GradientTransformation, base_key, index, ta
     best_p = jax.tree.map(lambda a: a[best], p)
     yh = jax.vmap(lambda x: tgt(target, x, cfg.activation, cfg.depth, A))(xh)
     err = jax.vmap(lambda x, y: pointwise(best_p, x, y, cfg.activation, cfg.depth))(xh, yh)
+    extra = {}
+    if cfg.linear:
+        best_p, extra = best_p.block, {"best_linear": best_p.linear}
     return {
         "best_loss": jnp.where(failed[best], jnp.inf, losses[best]),
         "losses": losses,
@@ -141,6 +148,7 @@ def one_draw(cfg: Static, opt: optax.GradientTransformation, base_key, index, ta
         "weight_norms": tree_norm(best_p),
         "target_norms": tree_norm(target),
         **{"best_params." + f: a for f, a in zip(best_p._fields, best_p)},
+        **extra,
     }
 
 

@@ -25,6 +25,7 @@ def search(
     skip: jax.Array | None = None,
     depth: int = 1,
     width: int | None = None,
+    linear: bool = False,
     restarts: int = 32,
     steps: int = 200,
     inputs: Inputs = Inputs(),
@@ -49,6 +50,10 @@ def search(
       skip: linear skip ``A`` ``(d, d)`` or ``(draws, d, d)`` (``None``: ``A = I``); depth 1 only.
       depth: number of layers ``L`` of both the residual stack and the candidate stack.
       width: candidate width ``m ≥ n`` (default ``n``).
+      linear: fit ``L x + V_down σ(V_up x)`` with a free linear term ``L`` per layer (a
+        :class:`Linear` candidate, ``L`` starting at 0) instead of a residual-free block: the
+        class where every unit's orientation fits (:func:`absorbjax.fit.expand.expand_search`
+        then decides the orientation exactly). ``best_linear`` holds ``L``.
       restarts: independent initialisations per draw.
       steps: first-phase optimiser steps (the default 200 is a short Adam warm-up; for small
         candidates the Gauss–Newton polish does most of the work).
@@ -57,7 +62,8 @@ def search(
         other restart rescaled to the target's per-field Frobenius norm; nothing else about
         the target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign
         flips, widened with random units), or candidate params with leading
-        ``(restarts, ...)`` or ``(draws, restarts, ...)`` axes (non-finite entries make that
+        ``(restarts, ...)`` or ``(draws, restarts, ...)`` axes (with ``linear=True`` also a
+        :class:`Linear` of such params and ``L``) (non-finite entries make that
         restart fail, nothing else).
       optimizer: first-phase ``optax.GradientTransformation`` (default
         :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
@@ -100,7 +106,8 @@ def search(
       ([True, True], True)
     """
     setup = _config.validate(target, activation, skip=skip, depth=depth, width=width, restarts=restarts,
-                             steps=steps, inputs=inputs, init=init, optimizer=optimizer, polish=polish, tol=tol)
+                             steps=steps, inputs=inputs, init=init, optimizer=optimizer, polish=polish, tol=tol,
+                             linear=linear)
     cfg, target = setup.cfg, setup.target
     dtype = jnp.dtype(target.down.dtype)
     record = setup.record()

@@ -1,22 +1,28 @@
-"""Expand, merge, decide, polish: an opt-in search for absorbers of one-layer ReLU/GELU blocks.
+"""Expand, merge, decide, polish: a search for absorbers of one-layer ReLU/GELU blocks at any ``n/d``.
 
-Students trained at exactly the teacher's width rarely recover it, wider ones do, and their units
-cluster around the teacher's (Expand-and-Cluster, arXiv 2304.12794). :func:`expand_search` runs
-the default search at width ``n``; on the draws it leaves unsolved it
+A residual-free student of exactly the teacher's width rarely recovers it from random init; a wider
+one does, and its units cluster around the teacher's (Expand-and-Cluster, arXiv 2304.12794). A
+residual-free student must also orient every unit as the absorber does (``V_up[i] = −W_up[i]`` for
+``i ∈ S``), a discrete choice that gradient steps cannot make; with a free linear term ``L`` every
+orientation fits, since ``σ(z) − σ(−z) = z`` moves a negated unit's ``V_down[:,i] V_up[i,:]``
+into ``L``. :func:`expand_search` runs the default :func:`absorbjax.fit.search` and, on the draws
+it leaves unsolved,
 
-1. searches at width ``m = factor · n`` from random init (the wide block ``g_V`` knows nothing of
-   the target's weights, only its values on the training inputs);
-2. merges the wide block's units by direction (:func:`merge_units`): for ``σ`` with
-   ``σ(−z) = σ(z) − z`` a unit on ``−u`` is a unit on ``u`` plus a linear term, and for ReLU
-   ``σ(c z) = c σ(z)`` (``c > 0``), so ``g_V(x) ≈ L x + D σ(U x)`` with ``n`` merged units ``U``;
-3. decides ``D[:,S] U[S,:] = −L`` with :func:`absorbjax.condition.find_absorbing_set` (the exact
-   condition, Thm 8/10 with Lemma 4's skip ``L``) at a tolerance for the wide fit's error; an
-   ``S`` gives a width-``n`` residual-free block, :func:`absorbjax.condition.absorber`;
-4. polishes that block against the target (Levenberg–Marquardt, :func:`absorbjax.fit.search` with
-   ``init=``), on the same training inputs as the first search.
+1. searches ``L x + V_down σ(V_up x)`` at width ``m = factor · n`` from random init
+   (``search(..., linear=True)``; the wide block knows nothing of the target but its values);
+2. merges the wide units by line (ReLU: ``u`` and ``c u``, ``c ≠ 0``; GELU: ``±u``) into ``n`` units
+   several ways (:func:`proposals`: the ``n`` largest clusters of the line tree cut at several
+   heights), the negated members' terms going into ``L``;
+3. polishes every proposal as a width-``n`` block with a free ``L`` (Levenberg–Marquardt, 400
+   iterations; this step and step 1 on ``dense`` times more training inputs);
+4. decides ``V_down[:,S] V_up[S,:] = −L`` on the best polished fit with
+   :func:`absorbjax.condition.find_absorbing_set` (Thm 8/10 with Lemma 4's skip ``L``); an ``S``
+   gives a residual-free block of width ``n`` (:func:`absorber_from_units`);
+5. polishes that block against the target on the first search's training inputs.
 
-A draw counts as solved only by the polished block's own training and held-out loss; steps 2–3
-only propose a starting point. A failed expansion proves nothing, as a failed search does.
+A draw counts as solved only by the final block's own training and held-out loss (the first
+search's inputs); steps 2–4 only propose a start, with loose tolerances. A failed expansion proves
+nothing, as a failed search does.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.spatial.distance import pdist
 
 from absorbjax import condition
-from absorbjax.fit.config import Polish
+from absorbjax.fit.config import Inputs, Linear, Polish
 from absorbjax.fit.driver import search
 from absorbjax.fit.result import SearchResult
 from absorbjax.models import MLPParams
@@ -34,97 +42,137 @@ from absorbjax.models import MLPParams
 ACTIVATIONS = ("relu", "gelu")
 
 
-def merge_units(params: MLPParams, activation: str, n: int, *, angle_tol: float = 1e-3):
-    """Merge the units of one wide block ``V_down σ(V_up x)`` (``m`` units) into ``n`` units and a
-    linear term: ``V_down σ(V_up x) ≈ L x + D σ(U x)``.
+def _check(activation: str) -> None:
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
 
-    Units whose rows agree up to sign (ReLU: up to a nonzero scale; GELU: up to sign only) within
-    ``angle_tol`` (relative) form one cluster, represented by its largest unit's row ``u``; a
-    member ``s c u`` (``s = ±1``, ``c > 0``, ``c = 1`` for GELU) adds ``c D_j`` to the cluster's
-    output column and, when ``s = −1``, ``−c D_j uᵀ`` to ``L``. The ``n`` clusters with the
-    largest ``‖D‖ ‖u‖`` are kept; the others are dropped.
 
-    Args:
-      params: ``MLPParams`` ``(V_up (m, d), V_down (d, m))``, one block.
-      activation: ``"relu"`` or ``"gelu"``.
-      n: the number of units to keep.
+def line_distances(up: np.ndarray, activation: str) -> np.ndarray:
+    """Condensed pairwise distances (``scipy.spatial.distance.pdist`` order) between the units
+    ``up (m, d)`` as lines: ReLU ``1 − |cos|`` (``σ(c z) = c σ(z)``, ``c > 0``; sign via ``L``),
+    GELU ``min(‖u − v‖, ‖u + v‖) / max(‖u‖, ‖v‖)`` (equal up to sign only)."""
+    up = np.asarray(up, np.float64)
+    if activation == "relu":
+        dirs = up / np.maximum(np.linalg.norm(up, axis=1, keepdims=True), 1e-300)
+        return np.maximum(pdist(dirs, lambda a, b: 1.0 - abs(a @ b)), 0.0)
+    return pdist(up, lambda a, b: min(np.linalg.norm(a - b), np.linalg.norm(a + b))
+                 / max(np.linalg.norm(a), np.linalg.norm(b), 1e-300))
+
+
+def merge_clusters(block: MLPParams, labels: np.ndarray, activation: str, linear=None):
+    """One unit per cluster: ``V_down σ(V_up x) + L₀ x ≈ L x + D σ(U x)``, every cluster kept.
+
+    Cluster ``c`` is represented by ``r``, the top eigenvector of ``Σ_j s_j û_j û_jᵀ`` over its
+    members (``û_j`` unit directions, ``s_j = ‖u_j‖ ‖V_down[:,j]‖``); member ``u_j ≈ ε_j c_j r``
+    (``ε_j = ±1``, ``c_j = |u_j·r|``; ``r`` oriented along the largest member) adds ``c_j V_down[:,j]`` to the cluster's column (ReLU, with
+    ``U_c = r``) or ``V_down[:,j]`` (GELU, ``U_c = c̄ r`` with ``c̄`` the members' mean scale), and
+    when ``ε_j = −1`` the linear term ``−V_down[:,j] u_jᵀ``-like part (``σ(−z) = σ(z) − z``).
+    Exact when every cluster's members are parallel (ReLU) or equal up to sign (GELU).
 
     Returns:
-      ``(MLPParams(U (n, d), D (d, n)), L (d, d))`` as float64 NumPy arrays.
+      ``(MLPParams(U (k, d), D (d, k)), L (d, d))`` as float64 NumPy arrays, ``k`` clusters
+      (in order of first appearance of the labels).
+    """
+    _check(activation)
+    up, down = (np.asarray(a, np.float64) for a in block)
+    d = up.shape[1]
+    L = np.zeros((d, d)) if linear is None else np.array(linear, np.float64)
+    norms = np.linalg.norm(up, axis=1)
+    size = norms * np.linalg.norm(down, axis=0)
+    dirs = up / np.maximum(norms, 1e-300)[:, None]
+    units, cols = [], []
+    for c in dict.fromkeys(np.asarray(labels).tolist()):
+        mem = np.flatnonzero(labels == c)
+        M = (dirs[mem].T * np.maximum(size[mem], 1e-300)) @ dirs[mem]
+        r = np.linalg.eigh(M)[1][:, -1]
+        r = r if up[mem[np.argmax(size[mem])]] @ r >= 0 else -r  # the largest member keeps its sign
+        proj = up[mem] @ r
+        neg = mem[proj < 0]
+        if activation == "relu":
+            scale = np.abs(proj)
+            u, col = r, down[:, mem] @ scale
+            L -= np.outer(down[:, neg] @ np.abs(up[neg] @ r), r)
+        else:
+            u = r * np.average(np.abs(proj), weights=np.maximum(size[mem], 1e-300))
+            col = down[:, mem].sum(1)
+            L -= np.outer(down[:, neg].sum(1), u)
+        units.append(u)
+        cols.append(col)
+    return MLPParams(np.array(units).reshape(-1, d), np.array(cols).reshape(-1, d).T), L
+
+
+def _largest(block: MLPParams, L: np.ndarray, n: int):
+    """The ``n`` units with the largest ``‖U_i‖ ‖D_i‖`` (the rest dropped), with ``L``."""
+    keep = np.argsort(-(np.linalg.norm(block.up, axis=1) * np.linalg.norm(block.down, axis=0)), kind="stable")[:n]
+    return MLPParams(block.up[keep], block.down[:, keep]), L
+
+
+def merge_units(block: MLPParams, activation: str, n: int, *, angle_tol: float = 1e-3, linear=None):
+    """Merge the units of one wide block ``L₀ x + V_down σ(V_up x)`` (``m`` units) whose lines lie
+    within ``angle_tol`` (:func:`line_distances`, single linkage) and keep the ``n`` largest:
+    ``≈ L x + D σ(U x)`` (:func:`merge_clusters`).
 
     Examples:
       A unit and its negation merge into one unit plus a linear term (``σ(−z) = σ(z) − z``):
 
       >>> import numpy as np
-      >>> from absorbjax import fit
-      >>> from absorbjax.models import MLPParams
-      >>> from absorbjax import models
-      >>> V = MLPParams(np.array([[1.0, 0.0], [-2.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 0, 0], [0, 1, 3]]))
+      >>> from absorbjax import fit, models
+      >>> V = models.MLPParams(np.array([[1.0, 0.0], [-2.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 0, 0], [0, 1, 3]]))
       >>> merged, L = fit.expand.merge_units(V, "relu", 2)
-      >>> merged.up.tolist(), L.tolist()
-      ([[0.0, 1.0], [-2.0, 0.0]], [[1.0, 0.0], [0.0, 0.0]])
+      >>> (merged.up + 0.0).tolist(), (L + 0.0).tolist()
+      ([[0.0, 1.0], [-1.0, 0.0]], [[1.0, 0.0], [0.0, 0.0]])
       >>> x = np.array([0.7, -0.3])
       >>> bool(np.allclose(L @ x + models.mlp(merged, x, "relu"), models.mlp(V, x, "relu")))
       True
     """
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    up, down = (np.asarray(a, np.float64) for a in params)
-    d = up.shape[1]
-    norms = np.linalg.norm(up, axis=1)
-    size = norms * np.linalg.norm(down, axis=0)
-    order = np.argsort(-size, kind="stable")
-    free = np.ones(len(order), bool)
-    L = np.zeros((d, d))
-    units, cols = [], []
-    for j in order:
-        if not free[j] or norms[j] == 0:
-            continue
-        u = up[j]
-        if activation == "relu":
-            cos = up @ u / (np.maximum(norms, 1e-300) * norms[j])
-            plus, minus = free & (cos >= 1 - angle_tol), free & (cos <= -(1 - angle_tol))
-            scale = norms / norms[j]
-        else:
-            plus = free & (np.linalg.norm(up - u, axis=1) <= angle_tol * norms[j])
-            minus = free & (np.linalg.norm(up + u, axis=1) <= angle_tol * norms[j])
-            scale = np.ones_like(norms)
-        col = down[:, plus] @ scale[plus] + down[:, minus] @ scale[minus]
-        L -= np.outer(down[:, minus] @ scale[minus], u)
-        free &= ~(plus | minus)
-        units.append(u)
-        cols.append(col)
-    units, cols = np.array(units).reshape(-1, d), np.array(cols).reshape(-1, d).T
-    keep = np.argsort(-(np.linalg.norm(units, axis=1) * np.linalg.norm(cols, axis=0)), kind="stable")[:n]
-    return MLPParams(units[keep], cols[:, keep]), L
+    _check(activation)
+    up = np.asarray(block.up, np.float64)
+    labels = np.arange(len(up)) if len(up) < 2 else fcluster(
+        linkage(line_distances(up, activation), "single"), angle_tol, "distance")
+    return _largest(*merge_clusters(block, labels, activation, linear), n)
 
 
-def absorber_from_units(params: MLPParams, activation: str, n: int, *, tol: float = 1e-2,
-                        angle_tols=(1e-6, 1e-5, 1e-4, 1e-3, 1e-2), time_limit: float = 10.0) -> MLPParams | None:
-    """The width-``n`` residual-free block that a wide fit points to, or ``None``.
+def proposals(block: MLPParams, linear, activation: str, n: int, *, count: int = 8) -> list:
+    """Up to ``count`` width-``n`` starts ``(MLPParams, L)`` from one wide fit: the tree of its
+    units' lines (:func:`line_distances`, average linkage) cut into ``k`` clusters for ``count``
+    values of ``k`` from ``n`` to ``min(m, 2n)``, each merged (:func:`merge_clusters`) and cut
+    to its ``n`` largest units."""
+    _check(activation)
+    up = np.asarray(block.up, np.float64)
+    m = len(up)
+    if m <= n:
+        return [(MLPParams(*(np.asarray(a, np.float64) for a in block)), np.asarray(linear, np.float64))]
+    tree = linkage(line_distances(up, activation), "average")
+    ks = np.unique(np.linspace(n, min(m, 2 * n), count).round().astype(int))
+    out = []
+    for k in ks:
+        merged, L = merge_clusters(block, fcluster(tree, k, "maxclust"), activation, linear)
+        if merged.up.shape[0] >= n:
+            out.append(_largest(merged, L, n))
+    return out
 
-    For each merge tolerance in ``angle_tols`` (finest first), :func:`merge_units` gives
-    ``L x + D σ(U x)`` and :func:`absorbjax.condition.find_absorbing_set` looks for ``S`` with
-    ``D[:,S] U[S,:] = −L`` within its rule (★) with ``rtol = tol`` (a loose, proposing tolerance); the first ``S`` found gives the block
-    :func:`absorbjax.condition.absorber` (rows in ``S`` flipped). ``None`` when no tolerance
-    gives ``n`` units with an ``S`` (fewer units survive, or no ``S`` for either orientation). The
-    tolerances only decide which start to propose: the polish that follows is what is judged.
+
+def absorber_from_units(block: MLPParams, activation: str, *, linear=None, tol: float = 1e-6,
+                        time_limit: float = 10.0) -> MLPParams | None:
+    """The residual-free block that a fit ``L x + D σ(U x)`` (width ``n``) points to, or ``None``.
+
+    Decides ``D[:,S] U[S,:] = −L`` with :func:`absorbjax.condition.find_absorbing_set` (rule (★)
+    with ``rtol = tol``, a proposing tolerance for a fit's error) and returns
+    :func:`absorbjax.condition.absorber` (rows in ``S`` negated). ``L`` singular (``L = 0``: the fit
+    is residual-free already) is decided on the same function with every unit negated, skip
+    ``L + D U``. ``None`` when neither gives an ``S``.
     """
-    for angle_tol in angle_tols:
-        merged, L = merge_units(params, activation, n, angle_tol=angle_tol)
-        if merged.up.shape[0] < n:
+    _check(activation)
+    U, D = (np.asarray(a, np.float64) for a in block)
+    L = np.zeros((U.shape[1],) * 2) if linear is None else np.asarray(linear, np.float64)
+    for units, skip in ((MLPParams(U, D), L), (MLPParams(-U, D), L + D @ U)):
+        try:
+            cert = condition.find_absorbing_set(units, skip=skip, rtol=tol, activation=activation,
+                                                time_limit=time_limit)
+        except ValueError:  # singular skip or degenerate units
             continue
-        # σ(z) = σ(−z) + z: the same function with every unit flipped has skip L + D U; one of
-        # the two is invertible where the other is not (L = 0 when the fit already absorbed).
-        flipped = MLPParams(-merged.up, merged.down)
-        for units, skip in ((merged, L), (flipped, L + merged.down @ merged.up)):
-            try:
-                cert = condition.find_absorbing_set(units, skip=skip, rtol=tol, activation=activation,
-                                                    time_limit=time_limit)
-            except ValueError:  # singular skip, or degenerate merged weights
-                continue
-            if cert.status == "absorbable":
-                return condition.absorber(units, cert.S, skip=skip, check=False)
+        if cert.status == "absorbable":
+            return condition.absorber(units, cert.S, skip=skip, check=False)
     return None
 
 
@@ -133,85 +181,164 @@ def expand_search(
     activation: str,
     *,
     key: jax.Array,
-    factor: int = 2,
+    factor: int = 4,
     restarts: int = 32,
     steps: int = 200,
     wide_restarts: int | None = None,
     wide_steps: int | None = None,
+    wide_polish: Polish = Polish(steps=100, screen=20, top=4),
+    proposals_per_draw: int = 8,
+    dense: int = 4,
+    rounds: int = 3,
+    merge_tol: float = 1e-6,
     tol: float | None = None,
-    merge_tol: float = 1e-2,
+    inputs: Inputs = Inputs(),
     polish: bool | Polish = True,
     progress: bool = False,
     **search_kwargs,
 ) -> SearchResult:
     """:func:`absorbjax.fit.search`, then expand–merge–decide–polish on the draws it leaves unsolved.
 
+    For a stack (``depth=L`` in ``search_kwargs``) every layer gets its own ``L_l``, its units are
+    merged layer by layer and the condition is decided per layer (it is invariant under the
+    junctions' ``GL(d)`` gauge, so the fit may land in any gauge): the search then finds
+    blockwise absorbers, not others.
+
     Args:
-      target: one-layer residual blocks ``W`` (``MLPParams``, optional leading draws axis).
+      target: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
+        axis for ``depth > 1``).
       activation: ``"relu"`` or ``"gelu"``.
-      key: base PRNG key; the first search uses it as :func:`search` does, the wide search
-        ``fold_in(key, 1)``, and the polish again ``key`` (the same training inputs per draw).
+      key: base PRNG key; the first search and the final polish use it as :func:`search` does
+        (the same training and held-out inputs per draw), the wide search ``fold_in(key, 1)``,
+        the width-``n`` polish ``fold_in(key, 2)`` (in the first round; see ``rounds``).
       factor: the wide search's width ``m = factor · n``.
-      restarts, steps, polish, tol, search_kwargs: the first search's settings (as :func:`search`).
-      wide_restarts, wide_steps: the wide search's (default: ``restarts``, ``steps``).
-      merge_tol: tolerance of the condition on the merged units (:func:`absorber_from_units`).
+      restarts, steps, polish, tol, inputs, search_kwargs: the first search's settings (as
+        :func:`search`).
+      wide_restarts, wide_steps, wide_polish: the wide search's (default: ``restarts``; ``steps``
+        for one layer, ``5 · steps`` for a stack; a short polish: the wide fit only proposes).
+      proposals_per_draw: width-``n`` starts merged from the wide fit (:func:`proposals`).
+      dense: the wide search and the width-``n`` polish use ``dense`` times the first search's
+        training inputs (a ReLU kink is placed only as finely as the inputs' directions resolve it).
+      merge_tol: ``rtol`` of the condition on the polished width-``n`` fit.
+      rounds: steps 1–5 are repeated on the draws still unsolved, up to ``rounds`` times (round
+        ``r`` seeds the wide search ``fold_in(key, 1 + 2r)``, the width-``n`` polish
+        ``fold_in(key, 2 + 2r)``).
 
     Returns:
-      A :class:`SearchResult` over all draws: where the polished expansion beats the first
-      search, its best candidate, losses and profile replace the first search's; ``losses`` and
-      ``failed`` gain one column (the polished start; ``inf`` where none was proposed), and
-      ``config["expand"]`` records the settings and how many draws were proposed and improved.
+      A :class:`SearchResult` over all draws: where the final block beats the first search, its
+      candidate, losses and profile replace the first search's; ``losses`` and ``failed`` gain one
+      column (the final block; ``inf`` where none was proposed), and ``config["expand"]`` records
+      the settings and how many draws were unsolved, proposed and improved.
+
+    Examples:
+      Absorbable ReLU blocks at ``n = 4d``, where the default search alone mostly fails:
+
+      >>> import jax
+      >>> from absorbjax import fit, models
+      >>> with jax.enable_x64(True):
+      ...     W, _ = models.absorbable_sample(jax.random.key(0), 2, 2, 8, "relu")
+      ...     r = fit.expand.expand_search(W, "relu", key=jax.random.key(1), restarts=8, rounds=1)
+      >>> e = r.config["expand"]
+      >>> e["unsolved"], e["improved"], r.solved().tolist()
+      (2, 2, [True, True])
     """
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    _check(activation)
     common = dict(tol=tol, progress=progress, **search_kwargs)
-    first = search(target, activation, key=key, restarts=restarts, steps=steps, polish=polish, **common)
+    first = search(target, activation, key=key, restarts=restarts, steps=steps, polish=polish, inputs=inputs,
+                   **common)
     single = first.config.get("single", False)
     target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), target)
-    draws, n = first.best_loss.shape[0], first.config["n"]
-    todo = np.flatnonzero(~first.solved())
-    record = {"factor": factor, "wide_restarts": wide_restarts or restarts, "wide_steps": wide_steps or steps,
-              "merge_tol": merge_tol, "unsolved": int(todo.size), "proposed": 0, "improved": 0}
-    proposal = jax.tree.map(np.array, first.best_params)  # a writable copy
-    proposed = np.zeros(draws, bool)
-    if todo.size:
-        sub = jax.tree.map(lambda a: a[todo], target)
-        wide = search(sub, activation, key=jax.random.fold_in(key, 1), width=factor * n,
-                      restarts=wide_restarts or restarts, steps=wide_steps if wide_steps is not None else steps,
-                      polish=polish, **common)
-        for j, i in enumerate(todo):
-            V = absorber_from_units(jax.tree.map(lambda a: a[j], wide.best_params), activation, n, tol=merge_tol)
-            if V is not None:
-                proposed[i] = True
-                for f, a in zip(V._fields, V):
-                    getattr(proposal, f)[i] = np.asarray(a, getattr(proposal, f).dtype)
-    record["proposed"] = int(proposed.sum())
+    draws, n, depth = first.best_loss.shape[0], first.config["n"], first.config["depth"]
+    if wide_steps is None:
+        wide_steps = steps if depth == 1 else 5 * steps
+    record = {"factor": factor, "wide_restarts": wide_restarts or restarts, "wide_steps": wide_steps,
+              "wide_polish": wide_polish._asdict(), "rounds": rounds,
+              "proposals_per_draw": proposals_per_draw, "dense": dense, "merge_tol": merge_tol,
+              "unsolved": int((~first.solved()).sum()), "proposed": 0, "improved": 0}
     columns = np.full((draws, 1), np.inf)
     result = first
-    if proposed.any():
-        idx = np.flatnonzero(proposed)
-        init = jax.tree.map(lambda a: jnp.asarray(a[idx])[:, None], proposal)
-        pol = Polish(steps=300, screen=300, top=1) if polish is not False else False
-        third = search(jax.tree.map(lambda a: a[idx], target), activation, key=key, restarts=1, steps=0,
-                       init=init, polish=pol, **common)
-        columns[idx, 0] = np.where(third.failed[:, 0], np.inf, third.losses[:, 0])
-        better = np.zeros(draws, bool)
-        better[idx] = third.best_loss < first.best_loss[idx]
-        record["improved"] = int(better.sum())
-        pick = lambda a, b: _splice(a, b, idx, better[idx])
-        result = first._replace(
-            best_loss=pick(first.best_loss, third.best_loss),
+    for r in range(rounds):
+        todo = np.flatnonzero(~result.solved())
+        if not todo.size:
+            break
+        absorbers = _propose(jax.tree.map(lambda a: a[todo], target), activation, jax.random.fold_in(key, 1 + 2 * r),
+                             jax.random.fold_in(key, 2 + 2 * r), n, depth, first.best_params.down.dtype,
+                             width=factor * n, restarts=record["wide_restarts"], steps=record["wide_steps"],
+                             count=proposals_per_draw, num=dense * first.config["num"], merge_tol=merge_tol,
+                             polish=wide_polish if polish is not False else False, inputs=inputs, common=common)
+        if not absorbers:
+            continue
+        record["proposed"] += len(absorbers)
+        idx = todo[sorted(absorbers)]
+        init = MLPParams(*(jnp.asarray(np.stack([absorbers[j][f] for j in sorted(absorbers)])[:, None],
+                                       first.best_params.down.dtype) for f in range(2)))
+        pol = Polish(steps=100, screen=100, top=1) if polish is not False else False
+        final = search(jax.tree.map(lambda a: a[idx], target), activation, key=key, restarts=1, steps=0,
+                       init=init, polish=pol, inputs=inputs, **common)
+        columns[idx, 0] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
+        better = final.best_loss < result.best_loss[idx]
+        record["improved"] += int(better.sum())
+        pick = lambda a, b: _splice(a, b, idx, better)
+        result = result._replace(
+            best_loss=pick(result.best_loss, final.best_loss),
             best_params=jax.tree.map(lambda a, b: jnp.asarray(pick(np.asarray(a), np.asarray(b))),
-                                     first.best_params, third.best_params),
-            profile=pick(first.profile, third.profile),
-            weight_norms=pick(first.weight_norms, third.weight_norms),
-            holdout_loss=pick(first.holdout_loss, third.holdout_loss),
+                                     result.best_params, final.best_params),
+            profile=pick(result.profile, final.profile),
+            weight_norms=pick(result.weight_norms, final.weight_norms),
+            holdout_loss=pick(result.holdout_loss, final.holdout_loss),
         )
     return result._replace(
         losses=np.concatenate([first.losses, columns], 1),
         failed=np.concatenate([first.failed, np.zeros((draws, 1), bool)], 1),
         config={**first.config, "expand": record},
     )
+
+
+def _propose(sub: MLPParams, activation: str, wide_key, narrow_key, n: int, depth: int, dtype, *, width: int,
+             restarts: int, steps: int, count: int, num: int, merge_tol: float, polish, inputs: Inputs,
+             common: dict) -> dict:
+    """Steps 1–4 on the draws ``sub``: ``{j: residual-free width-n block}`` for the draws ``j`` of
+    ``sub`` whose polished width-``n`` fit satisfies the condition (every layer)."""
+    wide = search(sub, activation, key=wide_key, width=width, linear=True, restarts=restarts, steps=steps,
+                  polish=polish, inputs=inputs._replace(num=num), **common)
+    draws = wide.best_loss.shape[0]
+    starts = [_stack_proposals(jax.tree.map(lambda a: np.asarray(a[j]), wide.best_params), wide.best_linear[j],
+                               activation, n, depth, count) for j in range(draws)]
+    init = Linear(
+        MLPParams(*(jnp.asarray(np.stack([[b[f] for b, _ in s] for s in starts]), dtype) for f in range(2))),
+        jnp.asarray(np.stack([[L for _, L in s] for s in starts]), dtype),
+    )
+    narrow = search(sub, activation, key=narrow_key, linear=True, init=init, restarts=count, steps=0,
+                    inputs=inputs._replace(num=num), polish=Polish(steps=400, screen=400, top=count), **common)
+    out = {}
+    for j in range(draws):
+        layers = _layers(jax.tree.map(lambda a: np.asarray(a[j]), narrow.best_params), depth)
+        Ls = narrow.best_linear[j].reshape((depth,) + narrow.best_linear.shape[-2:])
+        V = [absorber_from_units(b, activation, linear=L, tol=merge_tol) for b, L in zip(layers, Ls)]
+        if all(v is not None for v in V):
+            out[j] = V[0] if depth == 1 else MLPParams(*(np.stack(a) for a in zip(*V)))
+    return out
+
+
+def _layers(block: MLPParams, depth: int) -> list[MLPParams]:
+    """The ``depth`` layers of one stack (``[block]`` for one layer)."""
+    if depth == 1:
+        return [block]
+    return [MLPParams(block.up[layer], block.down[layer]) for layer in range(depth)]
+
+
+def _stack_proposals(block: MLPParams, linear, activation: str, n: int, depth: int, count: int) -> list:
+    """``count`` width-``n`` starts ``(MLPParams, L)`` for one wide fit; for a stack, proposal ``i``
+    takes each layer's ``i``-th (:func:`proposals` per layer, each padded by repeating its last)."""
+    linear = np.asarray(linear).reshape((depth,) + np.shape(linear)[-2:])
+    per_layer = []
+    for b, L in zip(_layers(block, depth), linear):
+        got = proposals(b, L, activation, n, count=count)
+        per_layer.append((got + got[-1:] * count)[:count])
+    if depth == 1:
+        return per_layer[0]
+    return [(MLPParams(*(np.stack([layer[i][0][f] for layer in per_layer]) for f in range(2))),
+             np.stack([layer[i][1] for layer in per_layer])) for i in range(count)]
 
 
 def _splice(a: np.ndarray, b: np.ndarray, idx: np.ndarray, use: np.ndarray) -> np.ndarray:

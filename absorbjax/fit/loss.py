@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import models
-from absorbjax.fit.config import Inputs, log_bounds
+from absorbjax.fit.config import Inputs, Linear, log_bounds
 from absorbjax.models import Params
 
 
@@ -67,8 +67,12 @@ def target_fn(params: Params, x, activation: str, depth: int, skip):
     return models.stack(params, x, activation, residual=True)
 
 
-def candidate_fn(params: Params, x, activation: str, depth: int):
-    """The residual-free block or stack ``g_V(x)``."""
+def candidate_fn(params: Params | Linear, x, activation: str, depth: int):
+    """The residual-free block or stack ``g_V(x)`` (with a free linear term for :class:`Linear`)."""
+    if isinstance(params, Linear):
+        if depth == 1:
+            return models.skip_mlp(params.block, x, activation, params.linear)
+        return models.stack(params.block, x, activation, residual=True, skip=params.linear)
     if depth == 1:
         return models.mlp(params, x, activation)
     return models.stack(params, x, activation, residual=False)

@@ -30,6 +30,8 @@ class SearchResult(NamedTuple):
         that only falls as ``‖V‖`` grows is approximate, not exact, absorption).
       holdout_loss: ``(draws,)`` relative loss of the best candidate on all held-out inputs.
       config: the settings, the seed's key data and ``jax.__version__``.
+      best_linear: ``search(..., linear=True)`` only: the best candidate's free linear term
+        ``L`` per draw (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), else ``None``.
     """
 
     best_loss: np.ndarray
@@ -42,6 +44,7 @@ class SearchResult(NamedTuple):
     target_norms: np.ndarray
     holdout_loss: np.ndarray
     config: dict
+    best_linear: np.ndarray | None = None
 
     def solved(self, tol: float | None = None) -> np.ndarray:
         """``(draws,)`` bool: both ``best_loss`` and ``holdout_loss`` ``≤ tol`` (default
@@ -71,7 +74,7 @@ class SearchResult(NamedTuple):
 
     def to_dict(self, params: bool = True) -> dict:
         """Plain JSON-ready dict (via :func:`absorbjax.io.to_jsonable`)."""
-        out = {k: getattr(self, k) for k in self._fields if k != "best_params" or params}
+        out = {k: getattr(self, k) for k in self._fields if k not in ("best_params", "best_linear") or params}
         if params:
             out["best_params"] = {"type": type(self.best_params).__name__, **self.best_params._asdict()}
         out["solved"] = self.solved()
@@ -96,4 +99,5 @@ def assemble(out: dict, kind: type, edges: np.ndarray, config: dict) -> SearchRe
         target_norms=out["target_norms"],
         holdout_loss=out["holdout_loss"],
         config=config,
+        best_linear=out.get("best_linear"),
     )
