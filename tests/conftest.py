@@ -7,12 +7,9 @@ exercised in float32 too. absorbjax itself never switches float64 on.
 
 import os
 
-# Several pytest-xdist workers share the machine: none may preallocate most of an accelerator's
-# memory, and on the CPU each worker computes on one thread (the workers are the parallelism).
+# Several pytest-xdist workers share one accelerator: none may preallocate most of its memory.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    flags = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flags}".strip()
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
