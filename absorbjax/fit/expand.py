@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
-from scipy.spatial.distance import pdist
+from scipy.spatial.distance import squareform
 
 from absorbjax import condition
 from absorbjax.fit.config import Inputs, Linear, Polish
@@ -52,11 +52,15 @@ def line_distances(up: np.ndarray, activation: str) -> np.ndarray:
     ``up (m, d)`` as lines: ReLU ``1 − |cos|`` (``σ(c z) = c σ(z)``, ``c > 0``; sign via ``L``),
     GELU ``min(‖u − v‖, ‖u + v‖) / max(‖u‖, ‖v‖)`` (equal up to sign only)."""
     up = np.asarray(up, np.float64)
+    norms = np.maximum(np.linalg.norm(up, axis=1), 1e-300)
+    gram = up @ up.T
     if activation == "relu":
-        dirs = up / np.maximum(np.linalg.norm(up, axis=1, keepdims=True), 1e-300)
-        return np.maximum(pdist(dirs, lambda a, b: 1.0 - abs(a @ b)), 0.0)
-    return pdist(up, lambda a, b: min(np.linalg.norm(a - b), np.linalg.norm(a + b))
-                 / max(np.linalg.norm(a), np.linalg.norm(b), 1e-300))
+        dist = 1.0 - np.abs(gram) / np.outer(norms, norms)
+    else:  # ‖u ∓ v‖² = ‖u‖² + ‖v‖² ∓ 2 u·v
+        sq = norms[:, None] ** 2 + norms[None, :] ** 2 - 2 * np.abs(gram)
+        dist = np.sqrt(np.maximum(sq, 0.0)) / np.maximum.outer(norms, norms)
+    np.fill_diagonal(dist, 0.0)
+    return squareform(np.maximum(dist, 0.0), checks=False)
 
 
 def merge_clusters(block: MLPParams, labels: np.ndarray, activation: str, linear=None):
