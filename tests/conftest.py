@@ -6,10 +6,21 @@ exercised in float32 too. absorbjax itself never switches float64 on.
 """
 
 import os
+import shutil
+import tempfile
 
 # Several pytest-xdist workers share one accelerator: none may preallocate most of its memory.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+# Many tests compile the same XLA programs (searches of one size, the smoke experiments, the
+# subprocesses of the benchmark and notebook tests): one persistent compilation cache per test
+# session, made by the first process (the xdist controller) and inherited by workers and
+# subprocesses, compiles each once. A cache dir set by the caller is used as is and kept.
+_OWN_CACHE = None
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _OWN_CACHE = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="absorbjax-xla-cache-")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -22,3 +33,8 @@ def _float64_where_marked(request):
             yield
     else:
         yield
+
+
+def pytest_unconfigure(config):
+    if _OWN_CACHE is not None:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)

@@ -1,6 +1,5 @@
 """Depth certificates: exact ranks, the free bound, soundness controls, GELU → ReLU, narrow ReLU width."""
 
-import doctest
 import math
 
 import jax
@@ -310,8 +309,3 @@ def test_float_rank_needs_float64():
     with jax.enable_x64(False):
         with pytest.raises(ValueError, match="float64"):
             dimension.float_rank(_point(2, 2, 2, 4), "gelu")
-
-
-def test_examples():
-    failed, attempted = doctest.testmod(dimension, verbose=False)
-    assert attempted >= 8 and failed == 0

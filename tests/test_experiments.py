@@ -25,17 +25,14 @@ def test_every_result_has_an_experiment():
     assert EXPECTED <= set(reproduce.discover())
 
 
-@pytest.fixture(scope="session")  # session: a module fixture reruns when xdist interleaves modules
-def smoke(tmp_path_factory):
-    out = tmp_path_factory.mktemp("figures")
-    assert cli.main(["reproduce", "--preset", "smoke", "--out", str(out)]) == 0
-    return out
-
-
-@pytest.mark.xdist_group("smoke")
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_smoke_run_writes_figure_and_record(smoke, name):
-    record = json.loads((smoke / f"{name}.json").read_text())
+def test_smoke_run_writes_figure_record_and_summary(tmp_path, capsys, name):
+    """One experiment at the smoke preset (each its own test, so that workers share them out):
+    a record with seed, versions and judged claims, its figures, a summary row per claim; a
+    rerun skips it and leaves the record as it was."""
+    argv = ["reproduce", "--preset", "smoke", "--out", str(tmp_path), "--only", name]
+    assert cli.main(argv) == 0
+    record = json.loads((tmp_path / f"{name}.json").read_text())
     assert record["seed"] == 0 and record["config"]["preset"] == "smoke"
     assert record["environment"]["jax"] and record["environment"]["absorbjax"]
     claims = record["results"]["claims"]
@@ -46,25 +43,16 @@ def test_smoke_run_writes_figure_and_record(smoke, name):
     figures = {c["figure"] for c in claims if c.get("figure")}
     assert figures
     for fig in figures:
-        assert (smoke / f"{fig}.png").stat().st_size > 1000
-        assert (smoke / f"{fig}.pdf").stat().st_size > 1000
-
-
-@pytest.mark.xdist_group("smoke")
-def test_summary_lists_every_claim(smoke):
-    summary = (smoke / "README.md").read_text()
-    for name in EXPECTED:
-        record = json.loads((smoke / f"{name}.json").read_text())
-        for claim in record["results"]["claims"]:
-            assert claim["claim"].replace("|", "\\|") in summary
-
-
-@pytest.mark.xdist_group("smoke")
-def test_rerun_skips_finished_experiments(smoke, capsys):
-    before = (smoke / "lemma4.json").read_text()
-    assert cli.main(["reproduce", "--preset", "smoke", "--out", str(smoke), "--only", "lemma4"]) == 0
+        assert (tmp_path / f"{fig}.png").stat().st_size > 1000
+        assert (tmp_path / f"{fig}.pdf").stat().st_size > 1000
+    summary = (tmp_path / "README.md").read_text()
+    for claim in claims:
+        assert claim["claim"].replace("|", "\\|") in summary
+    before = (tmp_path / f"{name}.json").read_text()
+    capsys.readouterr()
+    assert cli.main(argv) == 0
     assert "up to date, skipped" in capsys.readouterr().out
-    assert (smoke / "lemma4.json").read_text() == before
+    assert (tmp_path / f"{name}.json").read_text() == before
 
 
 def test_unknown_experiment_is_an_error(capsys):

@@ -4,7 +4,6 @@ Statistical claims state their sample size; every search uses a fixed key, so ea
 deterministic.
 """
 
-import doctest
 import os
 import subprocess
 import sys
@@ -383,18 +382,6 @@ def test_near_origin_error_of_gated_and_homogeneous_blocks(activation):
     r = fit.search(W, activation, key=KEY, progress=False)
     assert r.profile[:, 0].min() >= 0.5, r.summary()
     assert r.best_loss.min() > 0.1
-
-
-# ---------------------------------------------------------------------------------------------
-# Documentation
-
-
-def test_examples_in_docstrings_run():
-    """The ``Examples:`` of the public entry points are doctests; each module that has them passes."""
-    mods = [fit.config, fit.loss, fit.driver, fit.measure, fit.expand]
-    for mod in mods:
-        res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-        assert res.attempted > 0 and res.failed == 0, (mod.__name__, res)
 
 
 # ---------------------------------------------------------------------------------------------
