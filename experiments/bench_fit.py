@@ -18,17 +18,20 @@ runs with different step counts, so sampling, compilation and the final evaluati
 float64 with default settings, the recall on absorbable draws, the separation on Gaussian draws
 and the near-origin error of gated and homogeneous fits. ``--sizes [DRAWS]`` measures the
 recall on absorbable draws as n/d grows and on depth-2 stacks (``--strategy expand``: the
-expand–merge–decide–polish search of :mod:`absorbjax.fit.expand`; ``--size D N`` picks sizes).
+expand–merge–decide–polish search of :mod:`absorbjax.fit.expand`, ``--rounds R`` its rounds;
+``--size D N`` and ``--stack D N`` pick sizes).
 
     python experiments/bench_fit.py [--quick] [--out results/bench_fit.json]
     python experiments/bench_fit.py --claims 100 [--out results/fit_claims.json]
     python experiments/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
     python experiments/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12 --stack 2 4
+    python experiments/bench_fit.py --sizes 8 --strategy expand --stack 2 4 --activation relu --rounds 9
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -308,13 +311,14 @@ def absorbable_stack(key, draws: int, d: int, n: int, activation: str, depth: in
 
 
 def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=None, activations=("relu", "gelu"),
-                   generic: bool = False) -> dict:
+                   generic: bool = False, rounds: int = 3) -> dict:
     """Recall on absorbable draws beyond the claimed sizes (``n = 2d``, ``n = 4d``, one layer) and
     on depth-2 blockwise-absorbable stacks, relu and gelu, float64; ``strategy`` ``"default"``
     is :func:`absorbjax.fit.search` with its defaults, ``"expand"``
     :func:`absorbjax.fit.expand.expand_search`. ``sizes``/``stacks`` pick the one-layer and
     depth-2 sizes (either given: only those). ``generic``: Gaussian draws instead (Cor 11: none
-    absorbs), where the same measurement counts the draws below 1e-12. Seconds include compilation."""
+    absorbs), where the same measurement counts the draws below 1e-12. ``rounds``: expand_search's.
+    Seconds include compilation."""
     jax.config.update("jax_enable_x64", True)
     base = jax.random.key(5)
     out = {"draws": draws, "strategy": strategy, "generic": generic, "recall": {}}
@@ -331,7 +335,7 @@ def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=Non
                 target, _ = models.absorbable_sample(k, draws, d, n, act)
             else:
                 target = absorbable_stack(jax.random.fold_in(k, 1000), draws, d, n, act, depth)
-            search = fit.expand.expand_search if strategy == "expand" else fit.search
+            search = functools.partial(fit.expand.expand_search, rounds=rounds) if strategy == "expand" else fit.search
             r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search)
             name = f"{act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
             row = out["recall"][name] = {
@@ -368,6 +372,8 @@ def main(argv=None) -> int:
                     help="with --sizes: only this activation (repeatable; default relu and gelu)")
     ap.add_argument("--generic", action="store_true",
                     help="with --sizes: Gaussian draws (none absorbs) instead; counts the draws below 1e-12")
+    ap.add_argument("--rounds", type=int, default=3, metavar="R",
+                    help="with --strategy expand: expand_search's rounds (default 3)")
     ap.add_argument("--scaling-child", nargs=3, type=int, metavar=("DRAWS", "STEPS", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.scaling_child:
@@ -379,11 +385,12 @@ def main(argv=None) -> int:
         if draws:
             print(f"device: {device_line()}  (jax {jax.__version__}), float64", flush=True)
             results = (measure(draws, args.strategy, args.size, args.stack, tuple(args.activation or ("relu", "gelu")),
-                               args.generic)
+                               args.generic, args.rounds)
                        if flag == "sizes" else measure(draws))
             if args.out:
                 config = {"draws": draws, **({"strategy": args.strategy, "size": args.size, "stack": args.stack,
-                                               "activation": args.activation, "generic": args.generic}
+                                               "activation": args.activation, "generic": args.generic,
+                                               "rounds": args.rounds}
                                               if flag == "sizes" else {})}
                 io.save_record(args.out, name=name, seed=seed, config=config, results=results)
             return 0
