@@ -311,13 +311,13 @@ def absorbable_stack(key, draws: int, d: int, n: int, activation: str, depth: in
 
 
 def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=None, activations=("relu", "gelu"),
-                   generic: bool = False, rounds: int = 3) -> dict:
+                   generic: bool = False, rounds: int | None = None) -> dict:
     """Recall on absorbable draws beyond the claimed sizes (``n = 2d``, ``n = 4d``, one layer) and
     on depth-2 blockwise-absorbable stacks, relu and gelu, float64; ``strategy`` ``"default"``
     is :func:`absorbjax.fit.search` with its defaults, ``"expand"``
     :func:`absorbjax.fit.expand.expand_search`. ``sizes``/``stacks`` pick the one-layer and
     depth-2 sizes (either given: only those). ``generic``: Gaussian draws instead (Cor 11: none
-    absorbs), where the same measurement counts the draws below 1e-12. ``rounds``: expand_search's.
+    absorbs), where the same measurement counts the draws below 1e-12. ``rounds``: expand_search's (``None``: its default).
     Seconds include compilation."""
     jax.config.update("jax_enable_x64", True)
     base = jax.random.key(5)
@@ -335,7 +335,11 @@ def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=Non
                 target, _ = models.absorbable_sample(k, draws, d, n, act)
             else:
                 target = absorbable_stack(jax.random.fold_in(k, 1000), draws, d, n, act, depth)
-            search = functools.partial(fit.expand.expand_search, rounds=rounds) if strategy == "expand" else fit.search
+            search = fit.search
+            if strategy == "expand":
+                search = fit.expand.expand_search
+                if rounds is not None:
+                    search = functools.partial(search, rounds=rounds)
             r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search)
             name = f"{act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
             row = out["recall"][name] = {
@@ -372,8 +376,8 @@ def main(argv=None) -> int:
                     help="with --sizes: only this activation (repeatable; default relu and gelu)")
     ap.add_argument("--generic", action="store_true",
                     help="with --sizes: Gaussian draws (none absorbs) instead; counts the draws below 1e-12")
-    ap.add_argument("--rounds", type=int, default=3, metavar="R",
-                    help="with --strategy expand: expand_search's rounds (default 3)")
+    ap.add_argument("--rounds", type=int, default=None, metavar="R",
+                    help="with --strategy expand: expand_search's rounds (default: expand_search's)")
     ap.add_argument("--scaling-child", nargs=3, type=int, metavar=("DRAWS", "STEPS", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.scaling_child:
