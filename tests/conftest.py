@@ -23,6 +23,7 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 import jax  # noqa: E402
+import jax.monitoring  # noqa: E402
 import pytest  # noqa: E402
 
 
@@ -33,6 +34,59 @@ def _float64_where_marked(request):
             yield
     else:
         yield
+
+
+# `pytest --compile-report N`: where the suite's time goes. Each test records the seconds its
+# process spent obtaining XLA executables (compiling, or loading from the cache; subprocesses a
+# test starts are not counted); the controller sums them and lists the N costliest tests.
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_compiling = [0.0]
+_report_rows = []
+
+
+def pytest_addoption(parser):
+    parser.addoption("--compile-report", type=int, default=0, metavar="N",
+                     help="after the run, the seconds tests spent compiling XLA programs and the N costliest tests")
+
+
+def _count_compile(event, duration, **_):
+    if event == _COMPILE_EVENT:
+        _compiling[0] += duration
+
+
+def pytest_configure(config):
+    if config.getoption("compile_report"):
+        jax.monitoring.register_event_duration_secs_listener(_count_compile)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    before = _compiling[0]
+    try:
+        return (yield)
+    finally:
+        if item.config.getoption("compile_report"):
+            item.user_properties.append(("xla_compile_s", _compiling[0] - before))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":  # under xdist the controller gets the workers' reports
+        seconds = dict(report.user_properties).get("xla_compile_s")
+        if seconds is not None:
+            _report_rows.append((seconds, report.duration, report.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    top = config.getoption("compile_report")
+    if not top or not _report_rows:
+        return
+    compiling = sum(r[0] for r in _report_rows)
+    running = sum(r[1] for r in _report_rows)
+    terminalreporter.section("XLA compilation")
+    terminalreporter.write_line(f"{compiling:.0f} s of the tests' {running:.0f} s ({100 * compiling / running:.0f}%) "
+                                "went to obtaining XLA executables (subprocesses not counted)")
+    for seconds, duration, nodeid in sorted(_report_rows, reverse=True)[:top]:
+        terminalreporter.write_line(f"{seconds:7.1f} s of {duration:6.1f} s  {nodeid}")
 
 
 def pytest_unconfigure(config):

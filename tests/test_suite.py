@@ -1,0 +1,21 @@
+"""The suite's own instruments."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_compile_report_lists_the_costliest_tests():
+    """``pytest --compile-report N`` ends with the compile seconds summed over the tests and the
+    N costliest tests, each with a positive number of seconds (loading from the cache counts)."""
+    test = "tests/test_activations.py::test_gelu_is_exact_and_gelu_tanh_differs"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                           "--compile-report", "1", test], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    section = proc.stdout.split("XLA compilation", 1)[1]
+    assert re.search(r"\d+ s of the tests' \d+ s \(\d+%\) went to obtaining XLA executables", section)
+    seconds = re.search(r"^\s*([0-9.]+) s of\s+[0-9.]+ s  (\S+)$", section, re.M)
+    assert seconds and seconds.group(2) == test and float(seconds.group(1)) > 0
