@@ -81,7 +81,7 @@ def pytest_terminal_summary(terminalreporter, config):
     if not top or not _report_rows:
         return
     compiling = sum(r[0] for r in _report_rows)
-    running = sum(r[1] for r in _report_rows)
+    running = max(sum(r[1] for r in _report_rows), 1e-9)
     terminalreporter.section("XLA compilation")
     terminalreporter.write_line(f"{compiling:.0f} s of the tests' {running:.0f} s ({100 * compiling / running:.0f}%) "
                                 "went to obtaining XLA executables (subprocesses not counted)")
