@@ -39,54 +39,51 @@ def _float64_where_marked(request):
 # `pytest --compile-report N`: where the suite's time goes. Each test records the seconds its
 # process spent obtaining XLA executables (compiling, or loading from the cache; subprocesses a
 # test starts are not counted); the controller sums them and lists the N costliest tests.
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-_compiling = [0.0]
-_report_rows = []
-
-
 def pytest_addoption(parser):
     parser.addoption("--compile-report", type=int, default=0, metavar="N",
                      help="after the run, the seconds tests spent compiling XLA programs and the N costliest tests")
 
 
-def _count_compile(event, duration, **_):
-    if event == _COMPILE_EVENT:
-        _compiling[0] += duration
+class _CompileReport:
+    """Registered only with ``--compile-report N``, in the controller and in every worker."""
+
+    def __init__(self, top: int):
+        self.top, self.compiling, self.rows = top, 0.0, []
+        jax.monitoring.register_event_duration_secs_listener(self._count)
+
+    def _count(self, event, duration, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            self.compiling += duration
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        before = self.compiling
+        try:
+            return (yield)
+        finally:
+            item.user_properties.append(("xla_compile_s", self.compiling - before))
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call":  # under xdist the controller gets the workers' reports
+            seconds = dict(report.user_properties).get("xla_compile_s")
+            if seconds is not None:
+                self.rows.append((seconds, report.duration, report.nodeid))
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.rows:
+            return
+        compiling = sum(r[0] for r in self.rows)
+        running = max(sum(r[1] for r in self.rows), 1e-9)
+        terminalreporter.section("XLA compilation")
+        terminalreporter.write_line(f"{compiling:.0f} s of the tests' {running:.0f} s ({100 * compiling / running:.0f}%) "
+                                    "went to obtaining XLA executables (subprocesses not counted)")
+        for seconds, duration, nodeid in sorted(self.rows, reverse=True)[:self.top]:
+            terminalreporter.write_line(f"{seconds:7.1f} s of {duration:6.1f} s  {nodeid}")
 
 
 def pytest_configure(config):
     if config.getoption("compile_report"):
-        jax.monitoring.register_event_duration_secs_listener(_count_compile)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item):
-    before = _compiling[0]
-    try:
-        return (yield)
-    finally:
-        if item.config.getoption("compile_report"):
-            item.user_properties.append(("xla_compile_s", _compiling[0] - before))
-
-
-def pytest_runtest_logreport(report):
-    if report.when == "call":  # under xdist the controller gets the workers' reports
-        seconds = dict(report.user_properties).get("xla_compile_s")
-        if seconds is not None:
-            _report_rows.append((seconds, report.duration, report.nodeid))
-
-
-def pytest_terminal_summary(terminalreporter, config):
-    top = config.getoption("compile_report")
-    if not top or not _report_rows:
-        return
-    compiling = sum(r[0] for r in _report_rows)
-    running = max(sum(r[1] for r in _report_rows), 1e-9)
-    terminalreporter.section("XLA compilation")
-    terminalreporter.write_line(f"{compiling:.0f} s of the tests' {running:.0f} s ({100 * compiling / running:.0f}%) "
-                                "went to obtaining XLA executables (subprocesses not counted)")
-    for seconds, duration, nodeid in sorted(_report_rows, reverse=True)[:top]:
-        terminalreporter.write_line(f"{seconds:7.1f} s of {duration:6.1f} s  {nodeid}")
+        config.pluginmanager.register(_CompileReport(config.getoption("compile_report")), "compile-report")
 
 
 def pytest_unconfigure(config):
