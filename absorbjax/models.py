@@ -334,7 +334,9 @@ def sample(
 ) -> Params:
     """``draws`` independent blocks with a leading draws axis; draw ``i`` is
     ``init(fold_in(key, start + i), ...)``, so ``sample(key, 10)`` is a prefix of
-    ``sample(key, 100)`` and chunks ``start=0, 100, …`` concatenate to one big sample.
+    ``sample(key, 100)`` and chunks ``start=0, 100, …`` concatenate to one big sample. Counts
+    share compiled programs: up to 16 draws one, then one per power of two up to 1024, then one
+    per multiple of 1024 (the extra draws are computed and dropped).
 
     Examples:
       >>> import jax
@@ -348,7 +350,17 @@ def sample(
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
-    return _sample(key, start, draws, d, n, name, dist, dtype, depth, bits)
+    out = _sample(key, start, _bucket(draws), d, n, name, dist, dtype, depth, bits)
+    return jax.tree.map(lambda a: a[:draws], out)
+
+
+def _bucket(draws: int) -> int:
+    """How many draws :func:`sample` computes for ``draws``, so that nearby counts share one
+    compiled program: the next power of two from 16 up to 1024, then the next multiple of 1024
+    (draw ``i`` does not depend on how many are computed beside it)."""
+    if draws > 1024:
+        return -(-draws // 1024) * 1024
+    return max(16, 1 << (int(draws) - 1).bit_length())
 
 
 @functools.partial(jax.jit, static_argnums=range(2, 10))

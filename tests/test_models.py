@@ -69,6 +69,16 @@ def test_draw_i_is_init_of_fold_in_key_i_in_any_chunk_without_retracing():
                                     jax.tree.map(lambda a: a[i], draws), rtol=1e-6)
 
 
+def test_nearby_draw_counts_share_one_program_and_agree():
+    few = models.sample(KEY, 3, 2, 5, "relu", dtype=jnp.float32)
+    compiled = models._sample._cache_size()
+    more = models.sample(KEY, 11, 2, 5, "relu", dtype=jnp.float32)
+    assert models._sample._cache_size() == compiled  # 3 and 11 draws: one program of 16
+    chex.assert_shape((few.up, more.up), [(3, 5, 2), (11, 5, 2)])
+    chex.assert_trees_all_equal(few, jax.tree.map(lambda a: a[:3], more))
+    assert [models._bucket(k) for k in (1, 16, 17, 1000, 1025, 5000)] == [16, 16, 32, 1024, 2048, 5120]
+
+
 @pytest.mark.x64
 def test_dtype_follows_x64_and_is_never_flipped():
     assert jax.config.jax_enable_x64
