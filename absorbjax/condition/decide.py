@@ -325,7 +325,7 @@ def absorber(
       ...     V = condition.absorber(params, S)
       ...     x = jnp.array([0.3, -1.2, 2.0])
       ...     gap = models.skip_mlp(params, x, "gelu") - models.mlp(V, x, "gelu")
-      >>> bool(jnp.max(jnp.abs(gap)) < 1e-12)
+      ...     print(bool(jnp.max(jnp.abs(gap)) < 1e-12))
       True
 
     References:
