@@ -225,24 +225,21 @@ def _float_dtype(dtype):
     return dtype
 
 
-def _matrix(key, shape, dist, dtype, bits):
-    return _draw(key, shape, dist, dtype, bits).astype(dtype)
-
-
-def _draw(key, shape, dist, dtype, bits):
-    if dist in ("gaussian", "uniform"):  # variance 1/fan_in, fan_in = columns (PyTorch layout)
-        law = "normal" if dist == "gaussian" else "uniform"
-        init = jax.nn.initializers.variance_scaling(1.0, "fan_in", law, in_axis=-1, out_axis=-2)
-        return init(key, shape, dtype)
-    if dist == "orthogonal":  # orthonormal columns (tall) or rows (wide)
-        return jax.nn.initializers.orthogonal()(key, shape, dtype)
+def _iid(key, size: int, dist: str, dtype, bits: int):
+    """``size`` i.i.d. entries of an elementwise law, unscaled (gaussian: standard normal, uniform:
+    ``U[−1, 1)``). The first ``m`` of them, reshaped, are the same key's draw of any shape with
+    ``m`` entries (JAX's partitionable threefry draws each entry from its flat index)."""
+    if dist == "gaussian":
+        return jax.random.normal(key, (size,), dtype)
+    if dist == "uniform":
+        return jax.random.uniform(key, (size,), dtype, -1)
     if dist == "rademacher":
-        return jax.random.rademacher(key, shape, dtype)
+        return jax.random.rademacher(key, (size,), dtype)
     if dist == "ternary":
-        return jax.random.randint(key, shape, -1, 2).astype(dtype)
+        return jax.random.randint(key, (size,), -1, 2).astype(dtype)
     if dist == "grid":  # symmetric signed integer grid of a `bits`-bit quantiser
         top = 2 ** (bits - 1) - 1
-        return jax.random.randint(key, shape, -top, top + 1).astype(dtype)
+        return jax.random.randint(key, (size,), -top, top + 1).astype(dtype)
     raise ValueError(f"dist must be one of {DISTS}, got {dist!r}")
 
 
@@ -273,7 +270,10 @@ def init(
       bits: grid resolution for ``dist="grid"`` (≥ 2).
 
     The Gaussian and uniform laws are ``jax.nn.initializers.variance_scaling(1, "fan_in", …)``
-    with ``fan_in`` the number of columns (``d`` for ``W_up``, ``n`` for ``W_down``).
+    with ``fan_in`` the number of columns (``d`` for ``W_up``, ``n`` for ``W_down``): field ``f``
+    (``W_up, W_down`` or ``W_gate, W_value, W_down``) is that initializer applied, outside
+    ``jit``, to ``split(key, fields)[f]``, bit for bit (with JAX's default
+    ``jax_threefry_partitionable``).
 
     Examples:
       >>> import jax
@@ -285,7 +285,9 @@ def init(
       ('gate', 'value', 'down')
     """
     name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
-    return _init(key, d, n, name, dist, dtype, depth, bits)
+    if dist == "orthogonal":
+        return _orthogonal(key, d, n, name, dtype, depth)
+    return _draw(key[None], d, n, name, dist, dtype, depth, bits)
 
 
 def _validated(d, n, activation, dist, dtype, depth, bits):
@@ -303,20 +305,63 @@ def _validated(d, n, activation, dist, dtype, depth, bits):
     return act.name, _float_dtype(dtype)
 
 
-@functools.partial(jax.jit, static_argnums=range(1, 8))
-def _init(key, d, n, activation, dist, dtype, depth, bits):
+def _fields(activation: str, d: int, n: int) -> list[tuple[int, int]]:
+    """The ``(rows, cols)`` of each weight field in key-split order (``cols`` is ``fan_in``)."""
+    return [(n, d)] * (2 if activations.get(activation).gated else 1) + [(d, n)]
+
+
+@functools.partial(jax.jit, static_argnums=range(1, 6))
+def _orthogonal(key, d, n, activation, dtype, depth):
+    """:func:`init` with ``dist="orthogonal"`` (not elementwise: one program per shape)."""
     if depth is not None:
         keys = jax.vmap(lambda l: jax.random.fold_in(key, l))(jnp.arange(depth))
-        return jax.vmap(lambda k: _init(k, d, n, activation, dist, dtype, None, bits))(keys)
-    if activations.get(activation).gated:
-        kg, kv, kd = jax.random.split(key, 3)
-        return GatedParams(
-            _matrix(kg, (n, d), dist, dtype, bits),
-            _matrix(kv, (n, d), dist, dtype, bits),
-            _matrix(kd, (d, n), dist, dtype, bits),
-        )
-    ku, kd = jax.random.split(key)
-    return MLPParams(_matrix(ku, (n, d), dist, dtype, bits), _matrix(kd, (d, n), dist, dtype, bits))
+        return jax.vmap(lambda k: _orthogonal(k, d, n, activation, dtype, None))(keys)
+    shapes = _fields(activation, d, n)
+    mats = [jax.nn.initializers.orthogonal()(k, s, dtype) for k, s in zip(jax.random.split(key, len(shapes)), shapes)]
+    return (GatedParams if len(mats) == 3 else MLPParams)(*mats)
+
+
+@functools.partial(jax.jit, static_argnums=range(1, 7))
+def _entries(keys, depth, fields, size, dist, dtype, bits):
+    """``(B, [L,] fields, size)`` unscaled entries for the block keys ``keys (B,)``: field ``f`` of
+    layer ``l`` from ``split(fold_in(keys[b], l), fields)[f]`` (no ``fold_in`` without a depth), as
+    :func:`init` splits its key. Only the entry count reaches the program, so blocks of every shape
+    with at most ``size`` entries per matrix share it."""
+
+    def block(k):
+        return jax.vmap(lambda kf: _iid(kf, size, dist, dtype, bits))(jax.random.split(k, fields))
+
+    def one(k):
+        if depth is None:
+            return block(k)
+        return jax.vmap(lambda l: block(jax.random.fold_in(k, l)))(jnp.arange(depth))
+
+    return jax.vmap(one)(keys)
+
+
+@functools.partial(jax.jit, static_argnums=range(1, 7))
+def _matrices(entries, d, n, activation, dist, dtype, draws):
+    """The weight matrices from :func:`_entries`: each field's first ``rows·cols`` entries reshaped,
+    gaussian and uniform scaled as ``variance_scaling(1, "fan_in", …)`` scales them; the first
+    ``draws`` blocks (``None``: the only block, without a draws axis)."""
+    lead = entries[0] if draws is None else entries[:draws]
+    mats = []
+    for f, (rows, cols) in enumerate(_fields(activation, d, n)):
+        a = lead[..., f, : rows * cols].reshape(lead.shape[:-2] + (rows, cols))
+        variance = jnp.array(1.0 / cols, dtype)
+        if dist == "gaussian":
+            a = a * jnp.sqrt(variance)
+        elif dist == "uniform":
+            a = a * jnp.sqrt(3 * variance)
+        mats.append(a)
+    return (GatedParams if len(mats) == 3 else MLPParams)(*mats)
+
+
+def _draw(keys, d, n, activation, dist, dtype, depth, bits, draws=None):
+    """:func:`init` for each block key in ``keys (B,)`` (``draws=None``: ``B = 1``, no draws axis)."""
+    count = len(_fields(activation, d, n))
+    entries = _entries(keys, depth, count, _bucket(d * n, 65536), dist, dtype, bits if dist == "grid" else None)
+    return _matrices(entries, d, n, activation, dist, dtype, draws)
 
 
 def sample(
@@ -336,7 +381,9 @@ def sample(
     ``init(fold_in(key, start + i), ...)``, so ``sample(key, 10)`` is a prefix of
     ``sample(key, 100)`` and chunks ``start=0, 100, …`` concatenate to one big sample. Counts
     share compiled programs: up to 16 draws one, then one per power of two up to 1024, then one
-    per multiple of 1024 (the extra draws are computed and dropped).
+    per multiple of 1024 (the extra draws are computed and dropped); so do shapes, except for
+    ``dist="orthogonal"``: the random program sees only how many entries a matrix has (bucketed
+    the same way, up to 65536).
 
     Examples:
       >>> import jax
@@ -350,23 +397,26 @@ def sample(
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
-    out = _sample(key, start, _bucket(draws), d, n, name, dist, dtype, depth, bits)
-    return jax.tree.map(lambda a: a[:draws], out)
+    keys = _keys(key, start, _bucket(draws))
+    if dist == "orthogonal":
+        out = jax.vmap(lambda k: _orthogonal(k, d, n, name, dtype, depth))(keys)
+        return jax.tree.map(lambda a: a[:draws], out)
+    return _draw(keys, d, n, name, dist, dtype, depth, bits, draws)
 
 
-def _bucket(draws: int) -> int:
-    """How many draws :func:`sample` computes for ``draws``, so that nearby counts share one
-    compiled program: the next power of two from 16 up to 1024, then the next multiple of 1024
-    (draw ``i`` does not depend on how many are computed beside it)."""
-    if draws > 1024:
-        return -(-draws // 1024) * 1024
-    return max(16, 1 << (int(draws) - 1).bit_length())
+def _bucket(count: int, cap: int = 1024) -> int:
+    """How many draws (or matrix entries) are computed for ``count``, so that nearby counts share
+    one compiled program: the next power of two from 16 up to ``cap``, then the next multiple of
+    ``cap`` (entry ``i`` does not depend on how many are computed beside it)."""
+    if count > cap:
+        return -(-count // cap) * cap
+    return max(16, 1 << (int(count) - 1).bit_length())
 
 
-@functools.partial(jax.jit, static_argnums=range(2, 10))
-def _sample(key, start, draws, d, n, activation, dist, dtype, depth, bits):
-    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(start + jnp.arange(draws))
-    return jax.vmap(lambda k: _init(k, d, n, activation, dist, dtype, depth, bits))(keys)
+@functools.partial(jax.jit, static_argnums=2)
+def _keys(key, start, draws):
+    """The block keys ``fold_in(key, start + i)``, ``i < draws``."""
+    return jax.vmap(lambda i: jax.random.fold_in(key, i))(start + jnp.arange(draws))
 
 
 def absorbable(

@@ -57,26 +57,52 @@ def test_absorber_fails_for_relu2():
     assert float(relative_gap(params, flip(params, S), inputs(KEY, 1000, 3), "relu2")) > 1e-3
 
 
+def _programs():
+    return models._keys._cache_size(), models._entries._cache_size()
+
+
 def test_draw_i_is_init_of_fold_in_key_i_in_any_chunk_without_retracing():
     first = models.sample(KEY, 4, 3, 5, "swiglu")
-    compiled = models._sample._cache_size()
+    compiled = _programs()
     second = models.sample(KEY, 4, 3, 5, "swiglu", start=4)
-    assert models._sample._cache_size() == compiled  # start is traced: a new chunk compiles nothing
+    assert _programs() == compiled  # start is traced: a new chunk compiles no random program
     chex.assert_shape(first.gate, (4, 5, 3))
     draws = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), first, second)
-    for i in range(8):  # inside vmap the same ops may round differently by an ulp
-        chex.assert_trees_all_close(models.init(jax.random.fold_in(KEY, i), 3, 5, "swiglu"),
-                                    jax.tree.map(lambda a: a[i], draws), rtol=1e-6)
+    for i in range(8):
+        chex.assert_trees_all_equal(models.init(jax.random.fold_in(KEY, i), 3, 5, "swiglu"),
+                                    jax.tree.map(lambda a: a[i], draws))
 
 
 def test_nearby_draw_counts_share_one_program_and_agree():
     few = models.sample(KEY, 3, 2, 5, "relu", dtype=jnp.float32)
-    compiled = models._sample._cache_size()
+    compiled = _programs()
     more = models.sample(KEY, 11, 2, 5, "relu", dtype=jnp.float32)
-    assert models._sample._cache_size() == compiled  # 3 and 11 draws: one program of 16
+    assert _programs() == compiled  # 3 and 11 draws: one program of 16
     chex.assert_shape((few.up, more.up), [(3, 5, 2), (11, 5, 2)])
     chex.assert_trees_all_equal(few, jax.tree.map(lambda a: a[:3], more))
     assert [models._bucket(k) for k in (1, 16, 17, 1000, 1025, 5000)] == [16, 16, 32, 1024, 2048, 5120]
+    assert [models._bucket(k, 64) for k in (10, 64, 65, 130)] == [16, 64, 128, 192]
+
+
+def test_blocks_of_nearby_shapes_share_one_random_program():
+    """The random numbers depend only on how many entries a matrix has (bucketed): (2, 5), (3, 4)
+    and (4, 3) blocks of any ungated activation draw from one compiled program."""
+    models.sample(KEY, 3, 2, 5, "relu", dtype=jnp.float32)
+    compiled = _programs()
+    models.sample(KEY, 3, 3, 4, "gelu", dtype=jnp.float32)
+    models.sample(KEY, 3, 4, 3, "silu", dtype=jnp.float32)
+    assert _programs() == compiled
+
+
+@pytest.mark.parametrize("activation", ["relu", "swiglu"])
+@pytest.mark.parametrize("dist,law", [("gaussian", "normal"), ("uniform", "uniform")])
+def test_gaussian_and_uniform_weights_are_the_variance_scaling_initializer(activation, dist, law):
+    """Each field is ``variance_scaling(1, "fan_in", law)`` (fan_in = columns) applied, outside
+    jit, to its key of ``split(key, fields)``, bit for bit."""
+    p = models.init(KEY, 3, 7, activation, dist=dist)
+    initializer = jax.nn.initializers.variance_scaling(1.0, "fan_in", law, in_axis=-1, out_axis=-2)
+    keys = jax.random.split(KEY, len(p))
+    chex.assert_trees_all_equal(tuple(p), tuple(initializer(k, a.shape, a.dtype) for k, a in zip(keys, p)))
 
 
 @pytest.mark.x64
