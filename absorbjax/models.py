@@ -305,9 +305,14 @@ def _validated(d, n, activation, dist, dtype, depth, bits):
     return act.name, _float_dtype(dtype)
 
 
-def _fields(activation: str, d: int, n: int) -> list[tuple[int, int]]:
-    """The ``(rows, cols)`` of each weight field in key-split order (``cols`` is ``fan_in``)."""
-    return [(n, d)] * (2 if activations.get(activation).gated else 1) + [(d, n)]
+def _fields(count: int, d: int, n: int) -> list[tuple[int, int]]:
+    """The ``(rows, cols)`` of the ``count`` weight fields (3 gated, 2 not) in key-split order
+    (``cols`` is ``fan_in``)."""
+    return [(n, d)] * (count - 1) + [(d, n)]
+
+
+def _field_count(activation: str) -> int:
+    return 3 if activations.get(activation).gated else 2
 
 
 @functools.partial(jax.jit, static_argnums=range(1, 6))
@@ -316,7 +321,7 @@ def _orthogonal(key, d, n, activation, dtype, depth):
     if depth is not None:
         keys = jax.vmap(lambda l: jax.random.fold_in(key, l))(jnp.arange(depth))
         return jax.vmap(lambda k: _orthogonal(k, d, n, activation, dtype, None))(keys)
-    shapes = _fields(activation, d, n)
+    shapes = _fields(_field_count(activation), d, n)
     mats = [jax.nn.initializers.orthogonal()(k, s, dtype) for k, s in zip(jax.random.split(key, len(shapes)), shapes)]
     return (GatedParams if len(mats) == 3 else MLPParams)(*mats)
 
@@ -340,13 +345,13 @@ def _entries(keys, depth, fields, size, dist, dtype, bits):
 
 
 @functools.partial(jax.jit, static_argnums=range(1, 7))
-def _matrices(entries, d, n, activation, dist, dtype, draws):
+def _matrices(entries, d, n, count, dist, dtype, draws):
     """The weight matrices from :func:`_entries`: each field's first ``rows·cols`` entries reshaped,
     gaussian and uniform scaled as ``variance_scaling(1, "fan_in", …)`` scales them; the first
     ``draws`` blocks (``None``: the only block, without a draws axis)."""
     lead = entries[0] if draws is None else entries[:draws]
     mats = []
-    for f, (rows, cols) in enumerate(_fields(activation, d, n)):
+    for f, (rows, cols) in enumerate(_fields(count, d, n)):
         a = lead[..., f, : rows * cols].reshape(lead.shape[:-2] + (rows, cols))
         variance = jnp.array(1.0 / cols, dtype)
         if dist == "gaussian":
@@ -359,9 +364,9 @@ def _matrices(entries, d, n, activation, dist, dtype, draws):
 
 def _draw(keys, d, n, activation, dist, dtype, depth, bits, draws=None):
     """:func:`init` for each block key in ``keys (B,)`` (``draws=None``: ``B = 1``, no draws axis)."""
-    count = len(_fields(activation, d, n))
+    count = _field_count(activation)
     entries = _entries(keys, depth, count, _bucket(d * n, 65536), dist, dtype, bits if dist == "grid" else None)
-    return _matrices(entries, d, n, activation, dist, dtype, draws)
+    return _matrices(entries, d, n, count, dist, dtype, draws)
 
 
 def sample(

@@ -14,9 +14,9 @@ Runs unchanged on CPU and GPU and prints the device. Every number is measured in
 
 The first-phase (Adam) loop is what is timed: per-step time is the difference between two
 runs with different step counts, so sampling, compilation and the final evaluation cancel.
-``--quick`` shrinks every size for a CI smoke run and times only the default batch size. ``--claims [DRAWS]`` instead measures, in
-float64 with default settings, the recall on absorbable draws, the separation on Gaussian draws
-and the near-origin error of gated and homogeneous fits. ``--sizes [DRAWS]`` measures the
+``--quick`` shrinks every size for a CI smoke run and times only the default batch size.
+``--claims [DRAWS]`` instead measures, in float64 with default settings, the recall on absorbable
+draws, the separation on Gaussian draws and the near-origin error of gated and homogeneous fits. ``--sizes [DRAWS]`` measures the
 recall on absorbable draws as n/d grows and on depth-2 stacks (``--strategy expand``: the
 expand–merge–decide–polish search of :mod:`absorbjax.fit.expand`, ``--rounds R`` its rounds;
 ``--size D N`` and ``--stack D N`` pick sizes).
