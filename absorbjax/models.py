@@ -448,6 +448,11 @@ def absorbable(
       ...     print(len(S), bool(jnp.abs(params.down[:, S] @ params.up[S] + jnp.eye(2)).max() < 1e-12))
       2 True
 
+    A ReLU block drawn here is identically 0 on the cone where exactly the units of ``S`` are active
+    (its Jacobian there is ``I + W_down[:,S] W_up[S,:] = 0``), when that cone is not empty. In a
+    stack of such blocks the function is 0 wherever a later block's input falls in its cone, which
+    hides the kinks of the earlier blocks that lie there.
+
     References:
       Thm 8 (ReLU) and Thm 10 (GELU): for ``d ≥ 2`` and nondegenerate weights the block absorbs
       its skip iff such an ``S`` exists; ``absorbjax.condition.absorber`` builds the absorber.

@@ -446,6 +446,65 @@ def test_a_proposal_of_an_exact_wide_block_is_that_block(activation):
     assert found and all(V is not None and fit.relative_loss(V, W, xs, activation) < 1e-26 for V in found)
 
 
+def _directions(rng, count, low, high):
+    """``count`` unit vectors of ℝ² at angles uniform in ``[low, high]`` (radians)."""
+    a = rng.uniform(low, high, count)
+    return np.stack([np.cos(a), np.sin(a)], 1)
+
+
+def _cone_layer(rng, axis=0.4, half=0.9):
+    """A free-``L`` ReLU layer ``L h + D σ(U h)`` (``d = 2``, ``n = 4``) that equals a residual-free
+    block on the sector ``|angle(h) − axis| < half``: the block's units 2, 3 have rows within 0.2 rad
+    of ``axis`` (always on there), moved into ``L`` and replaced by units that are off there."""
+    V = models.MLPParams(rng.normal(size=(4, 2)), rng.normal(size=(2, 4)))
+    b = _directions(rng, 2, axis - 0.2, axis + 0.2)
+    V = models.MLPParams(np.r_[V.up[:2], b], V.down)
+    L = V.down[:, 2:] @ b
+    G = models.MLPParams(np.r_[V.up[:2], -b], np.c_[V.down[:, :2], rng.normal(size=(2, 2))])
+    return V, G, L
+
+
+def test_absorber_on_inputs_is_exact_on_their_cone_only_where_needed():
+    """A layer that no ``S`` makes residual-free on the whole plane is made residual-free on the
+    sector its inputs fill (checked on fresh inputs there); with inputs in every direction the
+    rewrite is the condition: the absorbable block is rewritten, the Gaussian one is not."""
+    rng = np.random.default_rng(0)
+    _, G, L = _cone_layer(rng)
+    assert fit.expand.absorber_from_units(G, "relu", linear=L) is None
+    found = fit.expand.absorber_on_inputs(G, _directions(rng, 256, -0.5, 1.3), linear=L)
+    h = _directions(rng, 512, -0.5, 1.3) * rng.uniform(0.1, 10, (512, 1))
+    g = h @ L.T + np.maximum(h @ G.up.T, 0) @ G.down.T
+    np.testing.assert_allclose(np.maximum(h @ found.up.T, 0) @ found.down.T, g, rtol=0, atol=1e-12 * np.abs(g).max())
+
+    everywhere = _directions(rng, 1024, -np.pi, np.pi)
+    W, _ = models.absorbable(KEY, 2, 4, "relu")
+    W = models.MLPParams(*(np.asarray(a) for a in W))
+    found = fit.expand.absorber_on_inputs(W, everywhere, linear=np.eye(2))
+    x = rng.normal(size=(64, 2))
+    np.testing.assert_allclose(np.maximum(x @ found.up.T, 0) @ found.down.T,
+                               x + np.maximum(x @ W.up.T, 0) @ W.down.T, atol=1e-12)
+    gaussian = models.MLPParams(*(np.asarray(a) for a in models.init(KEY, 2, 4, "relu")))
+    assert fit.expand.absorber_on_inputs(gaussian, everywhere, linear=np.eye(2)) is None
+
+
+def test_a_later_stack_layer_is_made_residual_free_on_the_image_of_the_first():
+    """Depth 2: layer 1 maps the plane into a sector (its output columns lie there), layer 2
+    absorbs only on that sector; the rewritten stack equals the fitted one everywhere."""
+    rng = np.random.default_rng(1)
+    first = models.MLPParams(rng.normal(size=(4, 2)), _directions(rng, 4, -0.5, 1.3).T * rng.uniform(0.5, 2, 4))
+    _, second, L = _cone_layer(rng)
+    Ls = np.stack([np.zeros((2, 2)), L])
+    layers = fit.expand._residual_free([first, second], Ls, "relu", 1e-6, _directions(rng, 1024, -np.pi, np.pi))
+    assert layers is not None and fit.expand.absorber_from_units(second, "relu", linear=L) is None
+    x = rng.normal(size=(256, 2))
+    h = x
+    for block, Ll in zip([first, second], Ls):
+        h = h @ Ll.T + np.maximum(h @ block.up.T, 0) @ block.down.T
+    V = models.MLPParams(np.stack([v.up for v in layers]), np.stack([v.down for v in layers]))
+    got = np.asarray(jax.vmap(lambda v: models.stack(V, v, "relu", residual=False))(x))
+    np.testing.assert_allclose(got, h, rtol=0, atol=1e-12 * np.abs(h).max())
+
+
 def test_expand_search_on_a_stack_keeps_the_better_block():
     """Depth 2: the expansion runs layer by layer and never returns a worse block than the
     first search (what it finds is judged by the final block's loss only)."""

@@ -52,6 +52,23 @@ def test_absorber_identity(activation, d, n, size):
 
 
 @pytest.mark.x64
+def test_absorbable_relu_blocks_vanish_where_exactly_S_is_active():
+    """Where the active units are exactly ``S`` the block is ``x + W_down[:,S] W_up[S,:] x = 0``;
+    the cone is not empty in some of 8 draws at (2, 4) (catches: the docstring's claim false)."""
+    W, sets = models.absorbable_sample(KEY, 8, 2, 4, "relu")
+    x = np.asarray(jax.random.normal(KEY, (4096, 2), jnp.float64))
+    found = 0
+    block = jax.vmap(lambda p, v: models.skip_mlp(p, v, "relu"), in_axes=(None, 0))
+    for i, S in enumerate(sets):
+        W_i = jax.tree.map(lambda a, i=i: np.asarray(a[i]), W)
+        there = ((x @ W_i.up.T > 0) == np.isin(np.arange(4), S)).all(1)
+        y = np.asarray(block(W_i, x[there]))
+        assert np.abs(y).max(initial=0.0) <= 1e-12 * np.abs(x).max()
+        found += bool(there.any())
+    assert found >= 1
+
+
+@pytest.mark.x64
 def test_absorber_fails_for_relu2():
     params, S = models.absorbable(KEY, 3, 8, "relu2")
     assert float(relative_gap(params, flip(params, S), inputs(KEY, 1000, 3), "relu2")) > 1e-3

@@ -17,7 +17,9 @@ it leaves unsolved,
    iterations; this step and step 1 on ``dense`` times more training inputs);
 4. decides ``V_down[:,S] V_up[S,:] = −L`` on the best polished fit with
    :func:`absorbjax.condition.find_absorbing_set` (Thm 8/10 with Lemma 4's skip ``L``); an ``S``
-   gives a residual-free block of width ``n`` (:func:`absorber_from_units`);
+   gives a residual-free block of width ``n`` (:func:`absorber_from_units`); in a ReLU stack a
+   later layer where no ``S`` exists is decided on the image of the layers before it, the only
+   inputs it ever sees (:func:`absorber_on_inputs`);
 5. polishes that block against the target on the first search's training inputs.
 
 A draw counts as solved only by the final block's own training and held-out loss (the first
@@ -27,10 +29,13 @@ nothing, as a failed search does.
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.optimize import linprog
 from scipy.spatial.distance import squareform
 
 from absorbjax import condition
@@ -180,6 +185,99 @@ def absorber_from_units(block: MLPParams, activation: str, *, linear=None, tol: 
     return None
 
 
+def absorber_on_inputs(block: MLPParams, inputs, *, linear=None, tol: float = 1e-6,
+                       max_flips: int = 4096) -> MLPParams | None:
+    """The residual-free ReLU block that equals ``L h + D σ(U h)`` on the cone of ``inputs``, or ``None``.
+
+    A layer after the first sees only the image ``K`` of the layers before it, where the condition
+    on all of ``ℝ^d`` asks too much. On ``K`` a unit whose kink ``U_i h = 0`` does not cut ``K`` is
+    linear (always on, or always off); only the ``k`` kinked units must keep their lines, each in
+    either orientation (negating unit ``i`` adds ``D_i U_iᵀ`` to the linear part:
+    ``σ(−z) = σ(z) − z``). With ``M = L + Σ_{on} D_i U_iᵀ`` and a flip set ``F``, the ``f = n − k``
+    other units reproduce ``M_F = M + D[:,F] U[F,:]`` on ``K`` as always-on units ``a_j σ(b_j · h)``
+    exactly when ``rank M_F ≤ f`` and the row space of ``M_F`` meets the interior of the dual cone
+    ``{b : b · h > 0 on K}`` (found by a linear program, ``scipy.optimize.linprog``). When the
+    inputs reach every direction, every unit is kinked and this is the condition
+    ``D[:,S] U[S,:] = −L`` (:func:`absorber_from_units` decides that case for any ``n``).
+
+    Args:
+      block: ``(U (n, d), D (d, n))``.
+      inputs: ``h (K, d)``, the inputs that reach the layer; ``K = cone(h)``.
+      linear: ``L (d, d)`` (``None``: 0).
+      tol: relative tolerance of the ranks and of "cuts ``K``" (a proposing tolerance for a fit).
+      max_flips: the most flip sets to try (smallest first); with ``k`` kinked units and
+        ``2^k > max_flips`` the answer is ``None``.
+
+    Returns:
+      ``MLPParams`` ``(V_up (n, d), V_down (d, n))`` with ``V_down σ(V_up h) = L h + D σ(U h)`` on
+      ``cone(inputs)``, or ``None``. Exact on the cone of the given inputs only: a fit judges it
+      on fresh inputs.
+
+    Examples:
+      Inputs confined to the first quadrant, where the unit ``σ(h₁ + h₂)`` is always on: with
+      ``L = [[0, 0], [1, 1]]`` the block is ``h ↦ (h₁ + h₂) (1, 1)`` there, which one residual-free
+      unit reproduces, though no residual-free block of width 1 matches it on the whole plane:
+
+      >>> import numpy as np
+      >>> from absorbjax import fit, models
+      >>> W = models.MLPParams(np.array([[1.0, 1.0]]), np.array([[1.0], [0.0]]))
+      >>> L = np.array([[0.0, 0.0], [1.0, 1.0]])
+      >>> fit.expand.absorber_from_units(W, "relu", linear=L) is None
+      True
+      >>> h = np.random.default_rng(0).uniform(0.1, 1.0, (64, 2))
+      >>> V = fit.expand.absorber_on_inputs(W, h, linear=L)
+      >>> x = np.array([0.3, 0.8])
+      >>> bool(np.allclose(models.mlp(V, x, "relu"), L @ x + models.mlp(W, x, "relu")))
+      True
+      >>> fit.expand.absorber_on_inputs(W, h, linear=np.eye(2)) is None  # M = I + e₁(1, 1): rank 2 > 1 unit
+      True
+    """
+    U, D = (np.array(a, np.float64) for a in block)
+    d = U.shape[1]
+    L = np.zeros((d, d)) if linear is None else np.asarray(linear, np.float64)
+    h = np.asarray(inputs, np.float64).reshape(-1, d)
+    h = h[np.linalg.norm(h, axis=1) > 0]
+    h /= np.linalg.norm(h, axis=1, keepdims=True)
+    z = h @ (U / np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)).T
+    kinked = (z.max(0) > tol) & (z.min(0) < -tol)
+    on = ~kinked & (z.max(0) > tol)
+    M = L + D[:, on] @ U[on]
+    cut, free = np.flatnonzero(kinked), np.flatnonzero(~kinked)
+    if 2 ** len(cut) > max_flips:
+        return None
+    scale = np.linalg.norm(L) + np.sum(np.linalg.norm(U, axis=1) * np.linalg.norm(D, axis=0))
+    for F in (list(F) for size in range(len(cut) + 1) for F in itertools.combinations(cut, size)):
+        MF = M + D[:, F] @ U[F]
+        _, s, vt = np.linalg.svd(MF)
+        r = int((s > tol * scale).sum())
+        if r > len(free):
+            continue
+        rows = _interior_rows(vt[:r], h) if r else np.zeros((0, d))
+        if rows is None:
+            continue
+        up, down = U.copy(), D.copy()
+        up[F] *= -1
+        down[:, free] = 0.0
+        up[free[:r]], down[:, free[:r]] = rows, MF @ np.linalg.pinv(rows)
+        return MLPParams(up, down)
+    return None
+
+
+def _interior_rows(R: np.ndarray, h: np.ndarray, margin: float = 1e-6) -> np.ndarray | None:
+    """``r`` rows spanning the row space of ``R (r, d)`` (orthonormal) with ``b · h ≥ t/2 > 0`` for every
+    unit input ``h``; ``None`` when the best margin ``t`` (a linear program) is below ``margin``."""
+    r = R.shape[0]
+    a = h @ R.T  # (K, r); maximise t subject to a c ≥ t, |c|∞ ≤ 1
+    lp = linprog(np.r_[np.zeros(r), -1.0], A_ub=np.c_[-a, np.ones(len(h))], b_ub=np.zeros(len(h)),
+                 bounds=[(-1, 1)] * r + [(None, None)], method="highs")
+    if not lp.success or -lp.fun < margin:
+        return None
+    c, t = lp.x[:r], -lp.fun
+    b = c @ R
+    others = [k for k in range(r) if k != int(np.argmax(np.abs(c)))]  # b ± (t/2) R_k stays interior
+    return np.array([b] + [b + t / 2 * R[k] for k in others])
+
+
 def expand_search(
     target: MLPParams,
     activation: str,
@@ -205,8 +303,10 @@ def expand_search(
 
     For a stack (``depth=L`` in ``search_kwargs``) every layer gets its own ``L_l``, its units are
     merged layer by layer and the condition is decided per layer (it is invariant under the
-    junctions' ``GL(d)`` gauge, so the fit may land in any gauge): the search then finds
-    blockwise absorbers, not others.
+    junctions' ``GL(d)`` gauge, so the fit may land in any gauge). Layer 1 sees every direction,
+    so it must absorb on all of ``ℝ^d``; a later ReLU layer only on the image of the layers
+    before it (:func:`absorber_on_inputs`). So the search finds blockwise absorbers, and ReLU
+    stacks whose later layers absorb on that image only; no others.
 
     Args:
       target: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
@@ -314,13 +414,31 @@ def _propose(sub: MLPParams, activation: str, wide_key, narrow_key, n: int, dept
     )
     narrow = search(sub, activation, key=narrow_key, linear=True, init=init, restarts=count, steps=0,
                     inputs=inputs._replace(num=num), polish=Polish(steps=400, screen=400, top=count), **common)
+    directions = np.asarray(jax.random.normal(jax.random.fold_in(narrow_key, 1), (num, sub.up.shape[-1])))
     out = {}
     for j in range(draws):
         layers = _layers(jax.tree.map(lambda a: np.asarray(a[j]), narrow.best_params), depth)
-        Ls = narrow.best_linear[j].reshape((depth,) + narrow.best_linear.shape[-2:])
-        V = [absorber_from_units(b, activation, linear=L, tol=merge_tol) for b, L in zip(layers, Ls)]
-        if all(v is not None for v in V):
+        Ls = np.asarray(narrow.best_linear[j]).reshape((depth,) + narrow.best_linear.shape[-2:])
+        V = _residual_free(layers, Ls, activation, merge_tol, directions)
+        if V is not None:
             out[j] = V[0] if depth == 1 else MLPParams(*(np.stack(a) for a in zip(*V)))
+    return out
+
+
+def _residual_free(layers: list[MLPParams], Ls, activation: str, tol: float, directions: np.ndarray):
+    """One fitted stack's layers made residual-free, or ``None``: each by the condition
+    (:func:`absorber_from_units`); a ReLU layer after the first where that fails, on the image of
+    ``directions`` under the layers before it (:func:`absorber_on_inputs`; ReLU stacks are
+    positively homogeneous, so directions are all the inputs there are)."""
+    out, h = [], directions
+    for layer, (block, L) in enumerate(zip(layers, Ls)):
+        v = absorber_from_units(block, activation, linear=L, tol=tol)
+        if v is None and layer and activation == "relu":
+            v = absorber_on_inputs(block, h, linear=L, tol=tol)
+        if v is None:
+            return None
+        out.append(v)
+        h = h @ L.T + np.maximum(h @ block.up.T, 0) @ block.down.T
     return out
 
 
