@@ -42,7 +42,7 @@ from absorbjax import condition
 from absorbjax.fit.config import Inputs, Linear, Polish
 from absorbjax.fit.driver import search
 from absorbjax.fit.result import SearchResult
-from absorbjax.models import MLPParams
+from absorbjax.models import MLPParams, skip_mlp
 
 ACTIVATIONS = ("relu", "gelu")
 
@@ -414,31 +414,35 @@ def _propose(sub: MLPParams, activation: str, wide_key, narrow_key, n: int, dept
     )
     narrow = search(sub, activation, key=narrow_key, linear=True, init=init, restarts=count, steps=0,
                     inputs=inputs._replace(num=num), polish=Polish(steps=400, screen=400, top=count), **common)
-    directions = np.asarray(jax.random.normal(jax.random.fold_in(narrow_key, 1), (num, sub.up.shape[-1])))
+    inputs_seen = None  # the inputs whose image a later ReLU layer is decided on
+    if depth > 1 and activation == "relu":
+        # Gaussian directions: ReLU stacks are positively homogeneous, so the radii do not matter
+        inputs_seen = np.asarray(jax.random.normal(jax.random.fold_in(narrow_key, 1), (num, sub.up.shape[-1])))
     out = {}
     for j in range(draws):
         layers = _layers(jax.tree.map(lambda a: np.asarray(a[j]), narrow.best_params), depth)
         Ls = np.asarray(narrow.best_linear[j]).reshape((depth,) + narrow.best_linear.shape[-2:])
-        V = _residual_free(layers, Ls, activation, merge_tol, directions)
+        V = _residual_free(layers, Ls, activation, merge_tol, inputs_seen)
         if V is not None:
             out[j] = V[0] if depth == 1 else MLPParams(*(np.stack(a) for a in zip(*V)))
     return out
 
 
-def _residual_free(layers: list[MLPParams], Ls, activation: str, tol: float, directions: np.ndarray):
+def _residual_free(layers: list[MLPParams], Ls, activation: str, tol: float, inputs=None):
     """One fitted stack's layers made residual-free, or ``None``: each by the condition
-    (:func:`absorber_from_units`); a ReLU layer after the first where that fails, on the image of
-    ``directions`` under the layers before it (:func:`absorber_on_inputs`; ReLU stacks are
-    positively homogeneous, so directions are all the inputs there are)."""
-    out, h = [], directions
+    (:func:`absorber_from_units`); with ``inputs`` (ReLU), a layer after the first where that
+    fails, on the image of ``inputs (K, d)`` under the fitted layers before it
+    (:func:`absorber_on_inputs`)."""
+    out, h = [], inputs
     for layer, (block, L) in enumerate(zip(layers, Ls)):
         v = absorber_from_units(block, activation, linear=L, tol=tol)
-        if v is None and layer and activation == "relu":
+        if v is None and layer and inputs is not None:
             v = absorber_on_inputs(block, h, linear=L, tol=tol)
         if v is None:
             return None
         out.append(v)
-        h = h @ L.T + np.maximum(h @ block.up.T, 0) @ block.down.T
+        if inputs is not None:
+            h = np.asarray(jax.vmap(lambda x, b=block, L=L: skip_mlp(b, x, activation, L))(h))
     return out
 
 
