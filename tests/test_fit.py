@@ -474,7 +474,8 @@ def test_absorber_on_inputs_is_exact_on_their_cone_only_where_needed():
     found = fit.expand.absorber_on_inputs(G, _directions(rng, 256, -0.5, 1.3), linear=L)
     h = _directions(rng, 512, -0.5, 1.3) * rng.uniform(0.1, 10, (512, 1))
     g = h @ L.T + np.maximum(h @ G.up.T, 0) @ G.down.T
-    np.testing.assert_allclose(np.maximum(h @ found.up.T, 0) @ found.down.T, g, rtol=0, atol=1e-12 * np.abs(g).max())
+    rewritten = np.maximum(h @ found.up.T, 0) @ found.down.T
+    np.testing.assert_allclose(rewritten, g, rtol=0, atol=1e-12 * np.abs(g).max())
 
     everywhere = _directions(rng, 1024, -np.pi, np.pi)
     W, _ = models.absorbable(KEY, 2, 4, "relu")
@@ -485,6 +486,24 @@ def test_absorber_on_inputs_is_exact_on_their_cone_only_where_needed():
                                x + np.maximum(x @ W.up.T, 0) @ W.down.T, atol=1e-12)
     gaussian = models.MLPParams(*(np.asarray(a) for a in models.init(KEY, 2, 4, "relu")))
     assert fit.expand.absorber_on_inputs(gaussian, everywhere, linear=np.eye(2)) is None
+
+
+def test_absorber_on_inputs_merges_kinked_units_on_one_line_and_ignores_zero_images():
+    """Width 3 on the sector of angles (−0.5, 2.1): units 0 and 1 share a line (``u`` and ``2u``)
+    and unit 2 is kinked too, ``L = a bᵀ`` with ``b`` inside the dual cone. Merged, the two units on
+    one line leave one unit for ``L`` (unmerged, three kinked units leave none). Inputs that are
+    rounding noise at the apex (norm 1e-20, outside the sector) do not widen the cone."""
+    rng = np.random.default_rng(2)
+    u = np.array([1.0, 0.0])
+    W = models.MLPParams(np.stack([u, 2 * u, [0.0, 1.0]]), rng.normal(size=(2, 3)))
+    L = np.outer(rng.normal(size=2), [np.cos(0.8), np.sin(0.8)])
+    noise = 1e-20 * _directions(rng, 16, 3.0, 4.0)
+    found = fit.expand.absorber_on_inputs(W, np.r_[_directions(rng, 256, -0.5, 2.1), noise], linear=L)
+    assert found is not None
+    h = _directions(rng, 512, -0.5, 2.1) * rng.uniform(0.1, 10, (512, 1))
+    g = h @ L.T + np.maximum(h @ W.up.T, 0) @ W.down.T
+    rewritten = np.maximum(h @ found.up.T, 0) @ found.down.T
+    np.testing.assert_allclose(rewritten, g, rtol=0, atol=1e-12 * np.abs(g).max())
 
 
 def test_a_later_stack_layer_is_made_residual_free_on_the_image_of_the_first():
@@ -505,14 +524,84 @@ def test_a_later_stack_layer_is_made_residual_free_on_the_image_of_the_first():
     np.testing.assert_allclose(got, h, rtol=0, atol=1e-12 * np.abs(h).max())
 
 
+def test_a_wide_stack_s_units_that_are_linear_on_their_inputs_fold_into_L_before_merging():
+    """Layer 1 maps the plane into the sector of angles (0.2, 1.2); of layer 2's five units two
+    are always on there, one always off and two kinked. Folded, every width-2 start equals the
+    wide stack on fresh inputs (cut to width 2 unfolded, it would drop kinked or linear terms)."""
+    rng = np.random.default_rng(3)
+    edges = np.array([0.2, 1.2])
+    first = models.MLPParams(rng.normal(size=(2, 2)), np.stack([np.cos(edges), np.sin(edges)]) * [0.7, 1.6])
+    angles = np.array([0.7, 0.3, 0.7 + np.pi, 0.7 + np.pi / 2, 0.9 + np.pi / 2])  # on, on, off, kinked, kinked
+    second = models.MLPParams(np.stack([np.cos(angles), np.sin(angles)], 1), rng.normal(size=(2, 5)))
+    wide = [(first, np.zeros((2, 2))), (second, rng.normal(size=(2, 2)))]
+
+    def forward(layers, x):
+        for block, L in layers:
+            x = x @ np.asarray(L).T + np.maximum(x @ np.asarray(block.up).T, 0) @ np.asarray(block.down).T
+        return x
+
+    folded = fit.expand._fold_stack(wide, rng.normal(size=(1024, 2)), 1e-6)
+    assert [len(block.up) for block, _ in folded] == [2, 2]
+    x = rng.normal(size=(256, 2))
+    g = forward(wide, x)
+    for V, Ls in fit.expand._stack_proposals(folded, "relu", 2, 4):
+        got = forward([(models.MLPParams(V.up[i], V.down[i]), Ls[i]) for i in range(2)], x)
+        np.testing.assert_allclose(got, g, rtol=0, atol=1e-12 * np.abs(g).max())
+
+
 def test_expand_search_on_a_stack_keeps_the_better_block():
     """Depth 2: the expansion runs layer by layer and never returns a worse block than the
     first search (what it finds is judged by the final block's loss only)."""
     W = models.sample(KEY, 2, 2, 3, "relu", depth=2)
     kw = dict(restarts=4, steps=30, polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
     first = fit.search(W, "relu", key=KEY, depth=2, progress=False, **kw)
-    r = fit.expand.expand_search(W, "relu", key=KEY, depth=2, factor=2, proposals_per_draw=2, rounds=1, **kw)
+    r = fit.expand.expand_search(W, "relu", key=KEY, depth=2, factor=2, proposals_per_draw=2, rounds=1,
+                                 lines_restarts=4, **kw)
     rec = r.config["expand"]
-    assert rec["unsolved"] == 2 and rec["improved"] <= rec["proposed"] <= 2
+    assert rec["unsolved"] == 2 and rec["improved"] <= rec["proposed"] <= 4
+    assert rec["lines"]["restarts"] == 4 and rec["lines"]["improved"] <= rec["lines"]["proposed"] <= 2
     assert r.best_params.up.shape == (2, 2, 3, 2) and r.losses.shape == (2, 5)
     assert np.all(r.best_loss <= first.best_loss) and np.all(r.best_loss > 1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# First-layer kink lines (fit.lines)
+
+
+def _unit_rows(a):
+    a = np.asarray(a, np.float64)
+    return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_first_layer_lines_are_the_first_layers_and_no_later_kink(residual):
+    """Every first-layer hyperplane of a Gaussian depth-2 ReLU stack in d = 3, to rounding, and
+    nothing else: the second layer's kink surfaces do not recur at the antipode."""
+    W = models.sample(KEY, 1, 3, 5, "relu", depth=2)
+    W = jax.tree.map(lambda a: a[0], W)
+    found = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu", residual=residual), 3,
+                                        jax.random.key(4))
+    cos = np.abs(found @ _unit_rows(W.up[0]).T)
+    assert found.shape == (5, 3)
+    np.testing.assert_allclose(np.sort(cos.max(0)), 1.0, rtol=0, atol=1e-12)  # each line found once
+    assert np.abs(found @ _unit_rows(W.up[1]).T).max() < 1 - 1e-6  # no second-layer normal
+
+
+def test_fit_with_lines_makes_an_absorbable_block_exact():
+    """With ``U`` on an absorbable ReLU block's lines (n = 4d, where the default search mostly
+    fails) the free-``L`` fit is exact and the condition finds the absorber's ``S``."""
+    W, S = models.absorbable_sample(KEY, 2, 2, 8, "relu")
+    found = np.stack([fit.lines.first_layer_lines(lambda x: models.skip_mlp(jax.tree.map(lambda a: a[j], W), x, "relu"),
+                                                  2, jax.random.key(j)) for j in range(2)])
+    assert found.shape == (2, 8, 2)
+    fitted, loss = fit.lines.fit_with_lines(W, found, np.ones((2, 8), bool), key=KEY, depth=1,
+                                            inputs=fit.Inputs(num=512), restarts=4, steps=50)
+    assert np.all(np.asarray(loss) < 1e-24)
+    np.testing.assert_array_equal(np.asarray(fitted.block.up), found)  # held on the lines
+    for j in range(2):
+        block = models.MLPParams(fitted.block.up[j], fitted.block.down[j])
+        V = fit.expand.absorber_from_units(block, "relu", linear=fitted.linear[j])
+        x = jax.random.normal(jax.random.key(9), (64, 2))
+        want = jax.vmap(lambda v: models.skip_mlp(jax.tree.map(lambda a: a[j], W), v, "relu"))(x)
+        got = jax.vmap(lambda v: models.mlp(V, v, "relu"))(x)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * float(jnp.abs(want).max()))

@@ -40,7 +40,7 @@ validation, the static configuration), :mod:`~absorbjax.fit.loss` (inputs and ``
 the condition on them, polish; it finds the absorbers that the default search misses at ``n = 4d``).
 """
 
-from absorbjax.fit import config, draw, drawmap, driver, expand, loss, measure, result, solvers  # noqa: F401
+from absorbjax.fit import config, draw, drawmap, driver, expand, lines, loss, measure, result, solvers  # noqa: F401
 from absorbjax.fit.config import Inputs, Linear, Polish, default_optimizer, min_tol
 from absorbjax.fit.driver import search
 from absorbjax.fit.loss import decade_edges, relative_loss, sample_inputs

@@ -5,8 +5,11 @@ one does, and its units cluster around the teacher's (Expand-and-Cluster, arXiv 
 residual-free student must also orient every unit as the absorber does (``V_up[i] = −W_up[i]`` for
 ``i ∈ S``), a discrete choice that gradient steps cannot make; with a free linear term ``L`` every
 orientation fits, since ``σ(z) − σ(−z) = z`` moves a negated unit's ``V_down[:,i] V_up[i,:]``
-into ``L``. :func:`expand_search` runs the default :func:`absorbjax.fit.search` and, on the draws
-it leaves unsolved,
+into ``L``. :func:`expand_search` runs the default :func:`absorbjax.fit.search`; on the ReLU draws
+it leaves unsolved it first fits ``L x + V_down σ(V_up x)`` (per layer) at width ``n`` with the first
+layer's units held on the target's kink lines, read from its values
+(:mod:`absorbjax.fit.lines`), and decides the condition on that fit as in step 4; on the draws
+still unsolved,
 
 1. searches ``L x + V_down σ(V_up x)`` at width ``m = factor · n`` from random init
    (``search(..., linear=True)``; the wide block knows nothing of the target but its values);
@@ -39,12 +42,14 @@ from scipy.optimize import linprog
 from scipy.spatial.distance import squareform
 
 from absorbjax import condition
+from absorbjax.fit import lines as _lines
 from absorbjax.fit.config import Inputs, Linear, Polish
 from absorbjax.fit.driver import search
 from absorbjax.fit.result import SearchResult
-from absorbjax.models import MLPParams, skip_mlp
+from absorbjax.models import MLPParams, skip_mlp, stack
 
 ACTIVATIONS = ("relu", "gelu")
+LINES_SEED = 2**31 - 1  # expand_search's line step: fold_in(key, LINES_SEED)
 
 
 def _check(activation: str) -> None:
@@ -145,12 +150,13 @@ def proposals(block: MLPParams, linear, activation: str, n: int, *, count: int =
     """Up to ``count`` width-``n`` starts ``(MLPParams, L)`` from one wide fit: the tree of its
     units' lines (:func:`line_distances`, average linkage) cut into ``k`` clusters for ``count``
     values of ``k`` from ``n`` to ``min(m, 2n)``, each merged (:func:`merge_clusters`) and cut
-    to its ``n`` largest units."""
+    to its ``n`` largest units (``m ≤ n``: the block itself, padded with zero units)."""
     _check(activation)
-    up = np.asarray(block.up, np.float64)
+    up, down = (np.asarray(a, np.float64) for a in block)
     m = len(up)
-    if m <= n:
-        return [(MLPParams(*(np.asarray(a, np.float64) for a in block)), np.asarray(linear, np.float64))]
+    if m <= n:  # zero units pad it to width n
+        return [(MLPParams(np.r_[up, np.zeros((n - m, up.shape[1]))], np.c_[down, np.zeros((len(down), n - m))]),
+                 np.asarray(linear, np.float64))]
     tree = linkage(line_distances(up, activation), "average")
     ks = np.unique(np.linspace(n, min(m, 2 * n), count).round().astype(int))
     out = []
@@ -185,27 +191,76 @@ def absorber_from_units(block: MLPParams, activation: str, *, linear=None, tol: 
     return None
 
 
+def fold_linear_units(block: MLPParams, inputs, *, linear=None, tol: float = 1e-6):
+    """A ReLU block ``L h + D σ(U h)`` without the units that are linear on the cone of ``inputs``.
+
+    A unit whose kink ``U_i h = 0`` does not cut ``K = cone(inputs)`` is always on there (its
+    ``D_i U_iᵀ`` moves into ``L``, ``σ(z) = z``) or always off (dropped); a unit whose
+    ``‖U_i‖ ‖D_i‖`` is below ``tol`` times the largest is dropped too. Rows of ``inputs`` shorter
+    than ``tol`` times the longest are the apex (rounding noise where an image is 0) and are ignored.
+
+    Args:
+      block: ``(U (n, d), D (d, n))``.
+      inputs: ``h (K, d)``.
+      linear: ``L (d, d)`` (``None``: 0).
+      tol: relative tolerance of "cuts ``K``" (``U_i h / (‖U_i‖ ‖h‖)`` beyond ``±tol``).
+
+    Returns:
+      ``(MLPParams(U (k, d), D (d, k)), M (d, d))``: the ``k`` kinked units, in order, and
+      ``M = L + Σ_{on} D_i U_iᵀ``; ``M h + D_k σ(U_k h) = L h + D σ(U h)`` on ``K`` (to ``tol``).
+
+    Examples:
+      >>> import numpy as np
+      >>> from absorbjax import fit, models
+      >>> W = models.MLPParams(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]), np.eye(2, 3))
+      >>> h = np.random.default_rng(0).uniform(-1.0, 1.0, (64, 2)) * [1.0, 0.0] + [0.0, 1.0]  # h₂ = 1
+      >>> kinked, M = fit.expand.fold_linear_units(W, h)
+      >>> kinked.up.tolist(), M.tolist()  # unit 1 is always on, unit 2 always off
+      ([[1.0, 0.0]], [[0.0, 0.0], [0.0, 1.0]])
+    """
+    U, D = (np.array(a, np.float64) for a in block)
+    d = U.shape[1]
+    L = np.zeros((d, d)) if linear is None else np.asarray(linear, np.float64)
+    h = _directions(inputs, d, tol)
+    z = h @ (U / np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)).T
+    size = np.linalg.norm(U, axis=1) * np.linalg.norm(D, axis=0)
+    alive = size > tol * size.max(initial=0.0)  # a unit with ‖U_i‖ ‖D_i‖ ≈ 0 does nothing anywhere
+    kinked = alive & (z.max(0, initial=0.0) > tol) & (z.min(0, initial=0.0) < -tol)
+    on = alive & ~kinked & (z.max(0, initial=0.0) > tol)
+    return MLPParams(U[kinked], D[:, kinked]), L + D[:, on] @ U[on]
+
+
+def _directions(inputs, d: int, tol: float) -> np.ndarray:
+    """The unit directions of the rows of ``inputs (K, d)`` longer than ``tol`` times the longest."""
+    h = np.asarray(inputs, np.float64).reshape(-1, d)
+    norms = np.linalg.norm(h, axis=1)
+    h = h[norms > tol * norms.max(initial=0.0)]  # rounding noise where the image is 0 has no direction
+    return h / np.linalg.norm(h, axis=1, keepdims=True)
+
+
 def absorber_on_inputs(block: MLPParams, inputs, *, linear=None, tol: float = 1e-6,
                        max_flips: int = 4096) -> MLPParams | None:
     """The residual-free ReLU block that equals ``L h + D σ(U h)`` on the cone of ``inputs``, or ``None``.
 
     A layer after the first sees only the image ``K`` of the layers before it, where the condition
     on all of ``ℝ^d`` asks too much. On ``K`` a unit whose kink ``U_i h = 0`` does not cut ``K`` is
-    linear (always on, or always off); only the ``k`` kinked units must keep their lines, each in
-    either orientation (negating unit ``i`` adds ``D_i U_iᵀ`` to the linear part:
-    ``σ(−z) = σ(z) − z``). With ``M = L + Σ_{on} D_i U_iᵀ`` and a flip set ``F``, the ``f = n − k``
-    other units reproduce ``M_F = M + D[:,F] U[F,:]`` on ``K`` as always-on units ``a_j σ(b_j · h)``
-    exactly when ``rank M_F ≤ f`` and the row space of ``M_F`` meets the interior of the dual cone
+    linear (always on, or always off); only the ``k`` kinked lines must be kept (kinked units on
+    one line merged into one, :func:`merge_clusters`), each in either orientation (negating unit
+    ``i`` adds ``D_i U_iᵀ`` to the linear part: ``σ(−z) = σ(z) − z``). With
+    ``M = L + Σ_{on} D_i U_iᵀ`` and a flip set ``F``, the ``f = n − k`` other units reproduce
+    ``M_F = M + D[:,F] U[F,:]`` on ``K`` as always-on units ``a_j σ(b_j · h)`` exactly when
+    ``rank M_F ≤ f`` and the row space of ``M_F`` meets the interior of the dual cone
     ``{b : b · h > 0 on K}`` (found by a linear program, ``scipy.optimize.linprog``). When the
     inputs reach every direction, every unit is kinked and this is the condition
     ``D[:,S] U[S,:] = −L`` (:func:`absorber_from_units` decides that case for any ``n``).
 
     Args:
       block: ``(U (n, d), D (d, n))``.
-      inputs: ``h (K, d)``, the inputs that reach the layer; ``K = cone(h)``.
+      inputs: ``h (K, d)``, the inputs that reach the layer; ``K = cone(h)``. Rows shorter than
+        ``tol`` times the longest are the apex (rounding noise where the image is 0) and are dropped.
       linear: ``L (d, d)`` (``None``: 0).
       tol: relative tolerance of the ranks and of "cuts ``K``" (a proposing tolerance for a fit).
-      max_flips: the most flip sets to try (smallest first); with ``k`` kinked units and
+      max_flips: the most flip sets to try (smallest first); with ``k`` kinked lines and
         ``2^k > max_flips`` the answer is ``None``.
 
     Returns:
@@ -233,32 +288,34 @@ def absorber_on_inputs(block: MLPParams, inputs, *, linear=None, tol: float = 1e
       True
     """
     U, D = (np.array(a, np.float64) for a in block)
-    d = U.shape[1]
-    L = np.zeros((d, d)) if linear is None else np.asarray(linear, np.float64)
-    h = np.asarray(inputs, np.float64).reshape(-1, d)
-    h = h[np.linalg.norm(h, axis=1) > 0]
-    h /= np.linalg.norm(h, axis=1, keepdims=True)
-    z = h @ (U / np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)).T
-    kinked = (z.max(0) > tol) & (z.min(0) < -tol)
-    on = ~kinked & (z.max(0) > tol)
-    M = L + D[:, on] @ U[on]
-    cut, free = np.flatnonzero(kinked), np.flatnonzero(~kinked)
-    if 2 ** len(cut) > max_flips:
+    d, n = U.shape[1], U.shape[0]
+    h = _directions(inputs, d, tol)
+    if not len(h):
         return None
+    kinked, M = fold_linear_units(block, h, linear=linear, tol=tol)
+    # kinked units on one line act as one unit (σ(c z) = c σ(z), σ(−z) = σ(z) − z): merge them
+    labels = np.arange(len(kinked.up))
+    if len(labels) > 1:
+        labels = fcluster(linkage(line_distances(kinked.up, "relu"), "single"), tol, "distance")
+    (Uk, Dk), M = merge_clusters(kinked, labels, "relu", M)
+    k = len(Uk)
+    if 2 ** k > max_flips:
+        return None
+    L = np.zeros((d, d)) if linear is None else np.asarray(linear, np.float64)
     scale = np.linalg.norm(L) + np.sum(np.linalg.norm(U, axis=1) * np.linalg.norm(D, axis=0))
-    for F in (list(F) for size in range(len(cut) + 1) for F in itertools.combinations(cut, size)):
-        MF = M + D[:, F] @ U[F]
+    for F in (list(F) for size in range(k + 1) for F in itertools.combinations(range(k), size)):
+        MF = M + Dk[:, F] @ Uk[F]
         _, s, vt = np.linalg.svd(MF)
         r = int((s > tol * scale).sum())
-        if r > len(free):
+        if r > n - k:
             continue
         rows = _interior_rows(vt[:r], h) if r else np.zeros((0, d))
         if rows is None:
             continue
-        up, down = U.copy(), D.copy()
+        up, down = np.zeros((n, d)), np.zeros((d, n))
+        up[:k], down[:, :k] = Uk, Dk
         up[F] *= -1
-        down[:, free] = 0.0
-        up[free[:r]], down[:, free[:r]] = rows, MF @ np.linalg.pinv(rows)
+        up[k:k + r], down[:, k:k + r] = rows, MF @ np.linalg.pinv(rows)
         return MLPParams(up, down)
     return None
 
@@ -292,6 +349,8 @@ def expand_search(
     proposals_per_draw: int = 8,
     dense: int = 4,
     rounds: int = 3,
+    lines: bool = True,
+    lines_restarts: int = 256,
     merge_tol: float = 1e-6,
     tol: float | None = None,
     inputs: Inputs = Inputs(),
@@ -327,12 +386,18 @@ def expand_search(
       rounds: steps 1–5 are repeated on the draws still unsolved, up to ``rounds`` times (round
         ``r`` seeds the wide search ``fold_in(key, 1 + 2r)``, the width-``n`` polish
         ``fold_in(key, 2 + 2r)``).
+      lines: ReLU without ``skip`` only: before the rounds, fit each unsolved draw at width ``n``
+        with free ``L_l`` and ``U₁``'s rows held on the target's first-layer kink lines
+        (:func:`absorbjax.fit.lines.first_layer_lines`, :func:`absorbjax.fit.lines.fit_with_lines`
+        with ``lines_restarts`` restarts on ``dense`` times the first search's inputs; key
+        ``fold_in(key, LINES_SEED)``), decide the condition on it (step 4) and polish (step 5).
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
       candidate, losses and profile replace the first search's; ``losses`` and ``failed`` gain one
       column (the final block; ``inf`` where none was proposed), and ``config["expand"]`` records
-      the settings and how many draws were unsolved, proposed and improved.
+      the settings and how many draws were unsolved, proposed and improved (``"lines"``: by
+      the line step).
 
     Examples:
       Absorbable ReLU blocks at ``n = 4d``, where the default search alone mostly fails:
@@ -361,15 +426,24 @@ def expand_search(
               "unsolved": int((~first.solved()).sum()), "proposed": 0, "improved": 0}
     columns = np.full((draws, 1), np.inf)
     result = first
-    for r in range(rounds):
+    use_lines = lines and activation == "relu" and search_kwargs.get("skip") is None
+    if use_lines:
+        record["lines"] = {"restarts": lines_restarts, "proposed": 0, "improved": 0}
+    for r in range(-1 if use_lines else 0, rounds):  # r = -1: the first layer's kink lines
         todo = np.flatnonzero(~result.solved())
         if not todo.size:
             break
-        absorbers = _propose(jax.tree.map(lambda a: a[todo], target), activation, jax.random.fold_in(key, 1 + 2 * r),
-                             jax.random.fold_in(key, 2 + 2 * r), n, depth, first.best_params.down.dtype,
-                             width=factor * n, restarts=record["wide_restarts"], steps=record["wide_steps"],
-                             count=proposals_per_draw, num=dense * first.config["num"], merge_tol=merge_tol,
-                             polish=wide_polish if polish is not False else False, inputs=inputs, common=common)
+        sub = jax.tree.map(lambda a: a[todo], target)
+        if r < 0:
+            absorbers = _line_proposals(sub, jax.random.fold_in(key, LINES_SEED), n, depth,
+                                        num=dense * first.config["num"], merge_tol=merge_tol, inputs=inputs,
+                                        restarts=lines_restarts)
+        else:
+            absorbers = _propose(sub, activation, jax.random.fold_in(key, 1 + 2 * r),
+                                 jax.random.fold_in(key, 2 + 2 * r), n, depth, first.best_params.down.dtype,
+                                 width=factor * n, restarts=record["wide_restarts"], steps=record["wide_steps"],
+                                 count=proposals_per_draw, num=dense * first.config["num"], merge_tol=merge_tol,
+                                 polish=wide_polish if polish is not False else False, inputs=inputs, common=common)
         if not absorbers:
             continue
         record["proposed"] += len(absorbers)
@@ -382,6 +456,8 @@ def expand_search(
         columns[idx, 0] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
         better = final.best_loss < result.best_loss[idx]
         record["improved"] += int(better.sum())
+        if r < 0:
+            record["lines"].update(proposed=len(absorbers), improved=int(better.sum()))
         pick = lambda a, b: _splice(a, b, idx, better)
         result = result._replace(
             best_loss=pick(result.best_loss, final.best_loss),
@@ -406,23 +482,57 @@ def _propose(sub: MLPParams, activation: str, wide_key, narrow_key, n: int, dept
     wide = search(sub, activation, key=wide_key, width=width, linear=True, restarts=restarts, steps=steps,
                   polish=polish, inputs=inputs._replace(num=num), **common)
     draws = wide.best_loss.shape[0]
-    starts = [_stack_proposals(jax.tree.map(lambda a: np.asarray(a[j]), wide.best_params), wide.best_linear[j],
-                               activation, n, depth, count) for j in range(draws)]
+    inputs_seen = _inputs_seen(narrow_key, num, sub.up.shape[-1], depth, activation)
+    starts = []
+    for j in range(draws):
+        layers = list(zip(*_unstack(wide.best_params, wide.best_linear, j, depth)))
+        if inputs_seen is not None:  # a later layer's units that are linear on its inputs go into L_l
+            layers = _fold_stack(layers, inputs_seen, merge_tol)
+        starts.append(_stack_proposals(layers, activation, n, count))
     init = Linear(
         MLPParams(*(jnp.asarray(np.stack([[b[f] for b, _ in s] for s in starts]), dtype) for f in range(2))),
         jnp.asarray(np.stack([[L for _, L in s] for s in starts]), dtype),
     )
     narrow = search(sub, activation, key=narrow_key, linear=True, init=init, restarts=count, steps=0,
                     inputs=inputs._replace(num=num), polish=Polish(steps=400, screen=400, top=count), **common)
-    inputs_seen = None  # the inputs whose image a later ReLU layer is decided on
-    if depth > 1 and activation == "relu":
-        # Gaussian directions: ReLU stacks are positively homogeneous, so the radii do not matter
-        inputs_seen = np.asarray(jax.random.normal(jax.random.fold_in(narrow_key, 1), (num, sub.up.shape[-1])))
     out = {}
     for j in range(draws):
-        layers = _layers(jax.tree.map(lambda a: np.asarray(a[j]), narrow.best_params), depth)
-        Ls = np.asarray(narrow.best_linear[j]).reshape((depth,) + narrow.best_linear.shape[-2:])
-        V = _residual_free(layers, Ls, activation, merge_tol, inputs_seen)
+        V = _residual_free(*_unstack(narrow.best_params, narrow.best_linear, j, depth), activation, merge_tol,
+                           inputs_seen)
+        if V is not None:
+            out[j] = V[0] if depth == 1 else MLPParams(*(np.stack(a) for a in zip(*V)))
+    return out
+
+
+def _inputs_seen(key, num: int, d: int, depth: int, activation: str) -> np.ndarray | None:
+    """The inputs ``(num, d)`` whose image a later ReLU layer is decided on (``None`` for one layer
+    or GELU): Gaussian directions, since ReLU stacks are positively homogeneous (radii do not matter)."""
+    if depth == 1 or activation != "relu":
+        return None
+    return np.asarray(jax.random.normal(jax.random.fold_in(key, 1), (num, d)))
+
+
+def _line_proposals(sub: MLPParams, key, n: int, depth: int, *, num: int, merge_tol: float, inputs: Inputs,
+                    restarts: int) -> dict:
+    """``{j: residual-free width-n block}`` for the ReLU draws ``j`` of ``sub`` whose free-``L`` fit
+    with ``U₁`` on the target's first-layer kink lines (:mod:`absorbjax.fit.lines`) satisfies the
+    condition (every layer). Key ``fold_in(key, 0)``: the lines' segments (``fold_in(·, j)`` per
+    draw), ``fold_in(key, 1)``: the fit, ``key``: the inputs a later layer is decided on."""
+    d = sub.up.shape[-1]
+    draws = sub.up.shape[0]
+    found = np.zeros((draws, n, d))
+    mask = np.zeros((draws, n), bool)
+    for j in range(draws):
+        W = jax.tree.map(lambda a: a[j], sub)
+        f = (lambda x: skip_mlp(W, x, "relu")) if depth == 1 else (lambda x: stack(W, x, "relu"))
+        got = _lines.first_layer_lines(f, d, jax.random.fold_in(jax.random.fold_in(key, 0), j))[:n]
+        found[j, :len(got)], mask[j, :len(got)] = got, True
+    fitted, _ = _lines.fit_with_lines(sub, found, mask, key=jax.random.fold_in(key, 1), depth=depth,
+                                      inputs=inputs._replace(num=num), restarts=restarts)
+    inputs_seen = _inputs_seen(key, num, d, depth, "relu")
+    out = {}
+    for j in range(draws):
+        V = _residual_free(*_unstack(fitted.block, fitted.linear, j, depth), "relu", merge_tol, inputs_seen)
         if V is not None:
             out[j] = V[0] if depth == 1 else MLPParams(*(np.stack(a) for a in zip(*V)))
     return out
@@ -442,8 +552,29 @@ def _residual_free(layers: list[MLPParams], Ls, activation: str, tol: float, inp
             return None
         out.append(v)
         if inputs is not None:
-            h = np.asarray(jax.vmap(lambda x, b=block, L=L: skip_mlp(b, x, activation, L))(h))
+            h = _image(block, L, h, activation)
     return out
+
+
+def _fold_stack(layers: list, inputs, tol: float) -> list:
+    """``[(MLPParams, L_l)]`` of a ReLU stack, each layer without the units that are linear on the
+    image of ``inputs (K, d)`` under the layers before it (:func:`fold_linear_units`)."""
+    out, h = [], inputs
+    for block, L in layers:
+        out.append(fold_linear_units(block, h, linear=L, tol=tol))
+        h = _image(block, L, h, "relu")
+    return out
+
+
+def _image(block: MLPParams, L, h: np.ndarray, activation: str) -> np.ndarray:
+    """``L h + D σ(U h)`` for every row of ``h (K, d)``."""
+    return np.asarray(jax.vmap(lambda x: skip_mlp(block, x, activation, L))(h))
+
+
+def _unstack(params: MLPParams, linear, j: int, depth: int) -> tuple[list[MLPParams], np.ndarray]:
+    """Draw ``j``'s layers and their ``L_l (depth, d, d)`` from a search's ``best_params``, ``best_linear``."""
+    Ls = np.asarray(linear[j]).reshape((depth,) + np.shape(linear)[-2:])
+    return _layers(jax.tree.map(lambda a: np.asarray(a[j]), params), depth), Ls
 
 
 def _layers(block: MLPParams, depth: int) -> list[MLPParams]:
@@ -453,15 +584,15 @@ def _layers(block: MLPParams, depth: int) -> list[MLPParams]:
     return [MLPParams(block.up[layer], block.down[layer]) for layer in range(depth)]
 
 
-def _stack_proposals(block: MLPParams, linear, activation: str, n: int, depth: int, count: int) -> list:
-    """``count`` width-``n`` starts ``(MLPParams, L)`` for one wide fit; for a stack, proposal ``i``
-    takes each layer's ``i``-th (:func:`proposals` per layer, each padded by repeating its last)."""
-    linear = np.asarray(linear).reshape((depth,) + np.shape(linear)[-2:])
+def _stack_proposals(layers: list, activation: str, n: int, count: int) -> list:
+    """``count`` width-``n`` starts ``(MLPParams, L)`` for one wide fit given as ``[(MLPParams, L_l)]``;
+    for a stack, proposal ``i`` takes each layer's ``i``-th (:func:`proposals` per layer, each padded
+    by repeating its last)."""
     per_layer = []
-    for b, L in zip(_layers(block, depth), linear):
+    for b, L in layers:
         got = proposals(b, L, activation, n, count=count)
         per_layer.append((got + got[-1:] * count)[:count])
-    if depth == 1:
+    if len(layers) == 1:
         return per_layer[0]
     return [(MLPParams(*(np.stack([layer[i][0][f] for layer in per_layer]) for f in range(2))),
              np.stack([layer[i][1] for layer in per_layer])) for i in range(count)]
