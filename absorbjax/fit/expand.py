@@ -495,13 +495,7 @@ def _propose(sub: MLPParams, activation: str, wide_key, narrow_key, n: int, dept
     )
     narrow = search(sub, activation, key=narrow_key, linear=True, init=init, restarts=count, steps=0,
                     inputs=inputs._replace(num=num), polish=Polish(steps=400, screen=400, top=count), **common)
-    out = {}
-    for j in range(draws):
-        V = _residual_free(*_unstack(narrow.best_params, narrow.best_linear, j, depth), activation, merge_tol,
-                           inputs_seen)
-        if V is not None:
-            out[j] = V[0] if depth == 1 else MLPParams(*(np.stack(a) for a in zip(*V)))
-    return out
+    return _decided(narrow.best_params, narrow.best_linear, depth, activation, merge_tol, inputs_seen)
 
 
 def _inputs_seen(key, num: int, d: int, depth: int, activation: str) -> np.ndarray | None:
@@ -530,9 +524,15 @@ def _line_proposals(sub: MLPParams, key, n: int, depth: int, *, num: int, merge_
     fitted, _ = _lines.fit_with_lines(sub, found, mask, key=jax.random.fold_in(key, 1), depth=depth,
                                       inputs=inputs._replace(num=num), restarts=restarts)
     inputs_seen = _inputs_seen(key, num, d, depth, "relu")
+    return _decided(fitted.block, fitted.linear, depth, "relu", merge_tol, inputs_seen)
+
+
+def _decided(params: MLPParams, linear, depth: int, activation: str, tol: float, inputs=None) -> dict:
+    """``{j: residual-free width-n block}`` for the draws ``j`` of fitted free-``L`` stacks
+    (``params``, ``linear`` with a leading draws axis) whose layers :func:`_residual_free` converts."""
     out = {}
-    for j in range(draws):
-        V = _residual_free(*_unstack(fitted.block, fitted.linear, j, depth), "relu", merge_tol, inputs_seen)
+    for j in range(np.shape(linear)[0]):
+        V = _residual_free(*_unstack(params, linear, j, depth), activation, tol, inputs)
         if V is not None:
             out[j] = V[0] if depth == 1 else MLPParams(*(np.stack(a) for a in zip(*V)))
     return out
