@@ -587,6 +587,28 @@ def test_first_layer_lines_are_the_first_layers_and_no_later_kink(residual):
     assert np.abs(found @ _unit_rows(W.up[1]).T).max() < 1 - 1e-6  # no second-layer normal
 
 
+def test_second_layer_lines_are_read_through_the_first_layer_and_give_an_exact_start():
+    """A Gaussian d = 3 stack's second-layer hyperplanes, read from its kinks through its first
+    layer, to rounding; with them and least squares for ``(D₂, L₂)`` the start is the stack."""
+    W = jax.tree.map(lambda a: a[0], models.sample(KEY, 1, 3, 5, "relu", depth=2))
+    f = lambda x: models.stack(W, x, "relu")
+    first = models.MLPParams(W.up[0], W.down[0])
+    found = fit.lines.kinks(f, 3, jax.random.key(4))
+    lines = fit.lines.lines_of(found)
+    u2, counts = fit.lines.second_layer_lines(found, first, np.eye(3), lines)
+    assert len(lines) == 5 and np.all(np.diff(counts) <= 0)
+    cos = np.abs(u2[:5] @ _unit_rows(W.up[1]).T)
+    np.testing.assert_allclose(np.sort(cos.max(0)), 1.0, rtol=0, atol=1e-10)  # each layer-2 unit once
+    wrong = models.MLPParams(jnp.stack([W.up[0], -W.up[1]]), jnp.stack([W.down[0], 0 * W.down[1]]))
+    eye = jnp.stack([jnp.eye(3)] * 2)
+    start = fit.expand._second_layer_start(W, fit.Linear(wrong, eye), found, lines,
+                                           np.asarray(jax.random.normal(jax.random.key(5), (256, 3))))
+    x = jax.random.normal(jax.random.key(9), (256, 3))
+    want = jax.vmap(f)(x)
+    got = jax.vmap(lambda v: fit.loss.candidate_fn(start, v, "relu", 2))(x)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * float(jnp.abs(want).max()))
+
+
 def test_fit_with_lines_makes_an_absorbable_block_exact():
     """With ``U`` on an absorbable ReLU block's lines (n = 4d, where the default search mostly
     fails) the free-``L`` fit is exact and the condition finds the absorber's ``S``."""
@@ -596,11 +618,13 @@ def test_fit_with_lines_makes_an_absorbable_block_exact():
     assert found.shape == (2, 8, 2)
     fitted, loss = fit.lines.fit_with_lines(W, found, np.ones((2, 8), bool), key=KEY, depth=1,
                                             inputs=fit.Inputs(num=512), restarts=4, steps=50)
-    assert np.all(np.asarray(loss) < 1e-24)
-    np.testing.assert_array_equal(np.asarray(fitted.block.up), found)  # held on the lines
+    loss = np.asarray(loss)
+    assert loss.shape == (2, 4) and np.all(np.diff(loss, axis=1) >= 0)  # every restart, best first
+    assert np.all(loss[:, 0] < 1e-24)
+    np.testing.assert_array_equal(np.asarray(fitted.block.up[:, 0]), found)  # held on the lines
     for j in range(2):
-        block = models.MLPParams(fitted.block.up[j], fitted.block.down[j])
-        V = fit.expand.absorber_from_units(block, "relu", linear=fitted.linear[j])
+        block = models.MLPParams(fitted.block.up[j, 0], fitted.block.down[j, 0])
+        V = fit.expand.absorber_from_units(block, "relu", linear=fitted.linear[j, 0])
         x = jax.random.normal(jax.random.key(9), (64, 2))
         want = jax.vmap(lambda v: models.skip_mlp(jax.tree.map(lambda a: a[j], W), v, "relu"))(x)
         got = jax.vmap(lambda v: models.mlp(V, v, "relu"))(x)

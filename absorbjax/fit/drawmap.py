@@ -47,20 +47,24 @@ def make_mesh(mesh: Mesh | None) -> Mesh | None:
     return Mesh(np.asarray(jax.devices()), ("draws",))
 
 
+def memory_budget() -> int:
+    """Bytes one batch's largest arrays may take: 32 MiB on CPU (small batches stay in cache and
+    run fastest there), an eighth of the device memory on accelerators (large batches fill them)."""
+    dev = jax.devices()[0]
+    stats = dev.memory_stats() if dev.platform != "cpu" else None
+    return stats["bytes_limit"] // 8 if stats and "bytes_limit" in stats else 32 * 2**20
+
+
 def layout(draws: int, bytes_per_draw: int, *, batch_size=None, chunk_size=None, mesh=None) -> Layout:
     """Batch and chunk sizes for ``draws`` draws.
 
-    The default batch keeps one batch's largest arrays within a fixed budget: 32 MiB on CPU
-    (small batches stay in cache and run fastest there), an eighth of the device memory on
-    accelerators (large batches fill them). The default chunk gives about 20 chunks.
+    The default batch keeps one batch's largest arrays within :func:`memory_budget`. The default
+    chunk gives about 20 chunks.
     """
     mesh = make_mesh(mesh)
     ndev = 1 if mesh is None else mesh.shape["draws"]
     if batch_size is None:
-        dev = jax.devices()[0]
-        stats = dev.memory_stats() if dev.platform != "cpu" else None
-        budget = stats["bytes_limit"] // 8 if stats and "bytes_limit" in stats else 32 * 2**20
-        batch_size = int(max(1, min(draws, budget // max(bytes_per_draw, 1))))
+        batch_size = int(max(1, min(draws, memory_budget() // max(bytes_per_draw, 1))))
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     unit = int(batch_size) * ndev  # one batch per device

@@ -8,8 +8,9 @@ orientation fits, since ``σ(z) − σ(−z) = z`` moves a negated unit's ``V_do
 into ``L``. :func:`expand_search` runs the default :func:`absorbjax.fit.search`; on the ReLU draws
 it leaves unsolved it first fits ``L x + V_down σ(V_up x)`` (per layer) at width ``n`` with the first
 layer's units held on the target's kink lines, read from its values
-(:mod:`absorbjax.fit.lines`), and decides the condition on that fit as in step 4; on the draws
-still unsolved,
+(:mod:`absorbjax.fit.lines`), and decides the condition on that fit as in step 4 (for a depth-2
+stack where that fails, again after refitting from the second layer's lines read through the fit's
+first layer); on the draws still unsolved,
 
 1. searches ``L x + V_down σ(V_up x)`` at width ``m = factor · n`` from random init
    (``search(..., linear=True)``; the wide block knows nothing of the target but its values);
@@ -389,8 +390,11 @@ def expand_search(
       lines: ReLU without ``skip`` only: before the rounds, fit each unsolved draw at width ``n``
         with free ``L_l`` and ``U₁``'s rows held on the target's first-layer kink lines
         (:func:`absorbjax.fit.lines.first_layer_lines`, :func:`absorbjax.fit.lines.fit_with_lines`
-        with ``lines_restarts`` restarts on ``dense`` times the first search's inputs; key
-        ``fold_in(key, LINES_SEED)``), decide the condition on it (step 4) and polish (step 5).
+        with ``lines_restarts`` restarts on ``dense`` times the first search's inputs, one for a
+        single layer with every line found; key ``fold_in(key, LINES_SEED)``), decide the
+        condition on the best restarts (step 4) and polish (step 5). At depth 2, a draw where
+        no restart converts is refitted from each best restart's layer 1 with the second
+        layer's lines read through it (:func:`absorbjax.fit.lines.second_layer_lines`).
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
@@ -508,23 +512,74 @@ def _inputs_seen(key, num: int, d: int, depth: int, activation: str) -> np.ndarr
 
 def _line_proposals(sub: MLPParams, key, n: int, depth: int, *, num: int, merge_tol: float, inputs: Inputs,
                     restarts: int) -> dict:
-    """``{j: residual-free width-n block}`` for the ReLU draws ``j`` of ``sub`` whose free-``L`` fit
-    with ``U₁`` on the target's first-layer kink lines (:mod:`absorbjax.fit.lines`) satisfies the
-    condition (every layer). Key ``fold_in(key, 0)``: the lines' segments (``fold_in(·, j)`` per
-    draw), ``fold_in(key, 1)``: the fit, ``key``: the inputs a later layer is decided on."""
+    """``{j: residual-free width-n block}`` for the ReLU draws ``j`` of ``sub`` with a free-``L`` fit
+    with ``U₁`` on the target's first-layer kink lines (:mod:`absorbjax.fit.lines`) that satisfies
+    the condition (every layer): of the fit's best restarts, the best one that does; at depth 2,
+    failing that, the refit from :func:`_second_layer_start`. Key ``fold_in(key, 0)``: the lines'
+    segments (``fold_in(·, j)`` per draw), ``fold_in(key, 1)``: the fit, ``fold_in(key, 4)`` and
+    ``fold_in(key, 5)``: the second layer's least squares and refit, ``key``: the inputs a later
+    layer is decided on."""
     d = sub.up.shape[-1]
     draws = sub.up.shape[0]
     found = np.zeros((draws, n, d))
     mask = np.zeros((draws, n), bool)
+    kinks = []
     for j in range(draws):
         W = jax.tree.map(lambda a: a[j], sub)
         f = (lambda x: skip_mlp(W, x, "relu")) if depth == 1 else (lambda x: stack(W, x, "relu"))
-        got = _lines.first_layer_lines(f, d, jax.random.fold_in(jax.random.fold_in(key, 0), j))[:n]
+        kinks.append(_lines.kinks(f, d, jax.random.fold_in(jax.random.fold_in(key, 0), j)))
+        got = _lines.lines_of(kinks[-1])[:n]
         found[j, :len(got)], mask[j, :len(got)] = got, True
-    fitted, _ = _lines.fit_with_lines(sub, found, mask, key=jax.random.fold_in(key, 1), depth=depth,
-                                      inputs=inputs._replace(num=num), restarts=restarts)
+    if depth == 1 and mask.all():  # U held whole: least squares in (D, L), which one start solves
+        restarts = 1
+    fit = lambda idx, k, **kw: _lines.fit_with_lines(jax.tree.map(lambda a: a[idx], sub), found[idx], mask[idx],
+                                                     key=k, depth=depth, inputs=inputs._replace(num=num), **kw)
+    fitted, _ = fit(np.arange(draws), jax.random.fold_in(key, 1), restarts=restarts)
     inputs_seen = _inputs_seen(key, num, d, depth, "relu")
-    return _decided(fitted.block, fitted.linear, depth, "relu", merge_tol, inputs_seen)
+    out = _best_converted(fitted, np.arange(draws), {}, depth, merge_tol, inputs_seen)
+    left = np.array([j for j in range(draws) if j not in out], int)
+    if depth == 2 and left.size:  # layer 2 from its own kinks, seen through the fitted layer 1
+        xs = np.asarray(jax.random.normal(jax.random.fold_in(key, 4), (num, d)))
+        top = fitted.linear.shape[1]
+        starts = [[_second_layer_start(jax.tree.map(lambda a: a[j], sub), jax.tree.map(lambda a: a[j, t], fitted),
+                                       kinks[j], found[j, mask[j]], xs) for t in range(top)] for j in left]
+        starts = jax.tree.map(lambda *a: np.stack(a), *[jax.tree.map(lambda *b: np.stack(b), *s) for s in starts])
+        refit, _ = fit(left, jax.random.fold_in(key, 5), steps=0, starts=starts)
+        out = _best_converted(refit, left, out, depth, merge_tol, inputs_seen)
+    return out
+
+
+def _best_converted(fitted: Linear, draws: np.ndarray, out: dict, depth: int, tol: float, inputs) -> dict:
+    """``out`` with ``{draws[i]: residual-free block}`` added for each row ``i`` of ``fitted``
+    (leading ``(rows, restarts)`` axes, best restart first) whose draw is not in it yet: its best
+    restart that :func:`_decided` converts."""
+    out = dict(out)
+    for t in range(fitted.linear.shape[1]):
+        rest = np.array([i for i, j in enumerate(draws) if int(j) not in out], int)
+        if not rest.size:
+            break
+        got = _decided(jax.tree.map(lambda a: a[rest, t], fitted.block), fitted.linear[rest, t], depth, "relu", tol,
+                       inputs)
+        out.update({int(draws[rest[i]]): V for i, V in got.items()})
+    return out
+
+
+def _second_layer_start(W: MLPParams, fitted: Linear, kinks, lines: np.ndarray, xs: np.ndarray) -> Linear:
+    """A depth-2 fit's layer 1 with layer 2's ``U₂`` on the target's second-layer lines as that
+    layer 1 sees them (:func:`absorbjax.fit.lines.second_layer_lines`; the fit's own rows where
+    fewer are found) and ``(D₂, L₂)`` by least squares on the inputs ``xs (K, d)`` and on both
+    sides of every kink (a unit that bends only in a thin cone is linear on random inputs)."""
+    up, down, L = (np.asarray(a, np.float64) for a in (*fitted.block, fitted.linear))
+    n = up.shape[1]
+    first = MLPParams(up[0], down[0])
+    u2, _ = _lines.second_layer_lines(kinks, first, L[0], lines)
+    U2 = np.concatenate([u2[:n], up[1][len(u2[:n]):]])
+    side = 1e-3 * np.linalg.norm(kinks.points, axis=1, keepdims=True) * kinks.normals
+    xs = np.concatenate([xs, kinks.points + side, kinks.points - side])
+    h = _image(first, L[0], xs, "relu")
+    y = np.asarray(jax.vmap(lambda x: stack(W, x, "relu"))(jnp.asarray(xs)))
+    c = np.linalg.lstsq(np.c_[np.maximum(h @ U2.T, 0.0), h], y, rcond=None)[0]  # y ≈ D₂ σ(U₂ h) + L₂ h
+    return Linear(MLPParams(np.stack([up[0], U2]), np.stack([down[0], c[:n].T])), np.stack([L[0], c[n:].T]))
 
 
 def _decided(params: MLPParams, linear, depth: int, activation: str, tol: float, inputs=None) -> dict:

@@ -17,55 +17,62 @@ cone where exactly its ``S`` is active) its jump is 0, and a line hidden on one 
 With the lines fixed, ``U₁`` is known up to the units' scales (absorbed by ``D₁``) and orientations
 (absorbed by a free ``L₁``, ``σ(−z) = σ(z) − z``): :func:`fit_with_lines` fits the free-``L`` stack
 ``L_l h + D_l σ(U_l h)`` with the first layer's rows on the lines held fixed (the missed ones free),
-where a search with free lines stalls in the teacher–student minima of the first layer.
+where a search with free lines stalls in the teacher–student minima of the first layer. Once a
+fit's first layer is exact, the second layer's hyperplanes show through it too
+(:func:`second_layer_lines`: a kink off the first-layer lines, with normal ``ν``, lies on
+``u · h = 0`` with ``ν ∝ J_h(x₀)ᵀ u``), a start where the fit's own second layer went elsewhere.
 :func:`absorbjax.fit.expand.expand_search` then decides the condition on the fit, as on its merged
 proposals. Nothing here decides anything: the lines only propose.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from absorbjax.fit import solvers
+from absorbjax.fit import drawmap, solvers
 from absorbjax.fit.config import Inputs, Linear, Polish, default_optimizer
 from absorbjax.fit.loss import candidate_fn, residual_weights, sample_inputs, target_fn
 from absorbjax.models import MLPParams
 
 
-def first_layer_lines(f: Callable[[jax.Array], jax.Array], d: int, key: jax.Array, *, segments: int = 128,
-                      grid: int = 65, bisect: int = 60, tol: float = 1e-8) -> np.ndarray:
-    """Unit normals ``(k, d)`` of the first-layer kink hyperplanes of a ReLU stack ``f: ℝ^d → ℝ^d``.
+class Kinks(NamedTuple):
+    """Kink points of a piecewise linear ``f`` found on random segments (:func:`kinks`).
 
-    Kinks are located on ``segments`` random segments between standard normal points: ``J`` on
-    ``grid`` points each, then ``bisect`` halvings of every grid step across which ``J`` changes
-    (one kink per step; a step with several yields one of them); ``J`` changes where an entry moves
-    by more than ``1e4 ε`` of its largest (``ε`` of JAX's default float). A kink counts as a
-    first-layer line when ``J`` also jumps at ``−x₀``, with the same normal (``1 − |cos| < 1e-6``);
-    normals within ``1 − |cos| ≤ tol`` of one already kept are the same line.
+    Attributes:
+      points: ``x₀ (k, d)``, each within rounding of a kink.
+      normals: ``ν (k, d)``, the unit normal of ``J``'s jump ``a νᵀ`` there.
+      antipodal: ``(k,)`` bool: ``J`` jumps again, with the same normal, at ``−x₀`` (a first-layer
+        hyperplane of a ReLU stack does; a later layer's kink surface generically does not).
+    """
+
+    points: np.ndarray
+    normals: np.ndarray
+    antipodal: np.ndarray
+
+
+def kinks(f: Callable[[jax.Array], jax.Array], d: int, key: jax.Array, *, segments: int = 128, grid: int = 65,
+          bisect: int = 60) -> Kinks:
+    """The kinks of a ReLU stack ``f: ℝ^d → ℝ^d`` met by ``segments`` random segments.
+
+    Segments join standard normal points: ``J = ∂f/∂x`` on ``grid`` points each, then ``bisect``
+    halvings of every grid step across which ``J`` changes (one kink per step; a step with several
+    yields one of them); ``J`` changes where an entry moves by more than ``1e4 ε`` of its largest
+    (``ε`` of JAX's default float). The jump's normal is the top right singular vector of
+    ``J⁺ − J⁻``; it counts as antipodal when ``J`` jumps at ``−x₀`` with ``1 − |cos| < 1e-6``.
 
     Args:
-      f: the function on one input ``x (d,)``, traceable by JAX; only its values and Jacobian
-        on its linear regions are used.
+      f: the function on one input ``x (d,)``, traceable by JAX; only its Jacobian on its linear
+        regions is used.
       d: input dimension.
       key: PRNG key of the segments.
 
     Returns:
-      ``(k, d)`` float64 NumPy unit normals, ``k ≥ 0``, in the order found.
-
-    Examples:
-      >>> import jax, numpy as np
-      >>> from absorbjax import fit, models
-      >>> with jax.enable_x64(True):
-      ...     W = models.init(jax.random.key(0), 2, 4, "relu", depth=2)
-      ...     lines = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu"), 2, jax.random.key(1))
-      >>> u = np.asarray(W.up[0]) / np.linalg.norm(W.up[0], axis=1, keepdims=True)
-      >>> len(lines), bool(np.allclose(np.abs(lines @ u.T).max(1), 1.0))
-      (4, True)
+      :class:`Kinks` as float64 NumPy arrays, in the order of the segments.
     """
     jac = jax.jit(jax.vmap(jax.jacfwd(f)))
     ka, kb = jax.random.split(key)
@@ -80,7 +87,7 @@ def first_layer_lines(f: Callable[[jax.Array], jax.Array], d: int, key: jax.Arra
     differ = lambda P, Q: np.abs(P - Q).max((-2, -1)) > 1e4 * eps * scale
     seg, step = np.nonzero(differ(Jg[:, 1:], Jg[:, :-1]))
     if not seg.size:
-        return np.zeros((0, d))
+        return Kinks(np.zeros((0, d)), np.zeros((0, d)), np.zeros(0, bool))
     lo, hi, A, B, J_lo = t[step], t[step + 1], a[seg], b[seg], Jg[seg, step]
     point = lambda s: A + s[:, None] * (B - A)
     for _ in range(bisect):  # keep J(lo) = J_lo ≠ J(hi)
@@ -92,17 +99,89 @@ def first_layer_lines(f: Callable[[jax.Array], jax.Array], d: int, key: jax.Arra
     x0 = (point(lo) + point(hi)) / 2
     step_out = 1e-6 * np.linalg.norm(x0, axis=1, keepdims=True) * nu
     jump_back = J(-x0 + step_out) - J(-x0 - step_out)
-    keep = differ(jump_back, 0.0) & (1.0 - np.abs(np.sum(nu * normal(jump_back), 1)) < max(1e-6, 1e3 * eps))
+    same = 1.0 - np.abs(np.sum(nu * normal(jump_back), 1)) < max(1e-6, 1e3 * eps)
+    return Kinks(x0, nu, differ(jump_back, 0.0) & same)
+
+
+def first_layer_lines(f: Callable[[jax.Array], jax.Array], d: int, key: jax.Array, *, tol: float = 1e-8,
+                      **kw) -> np.ndarray:
+    """Unit normals ``(k, d)`` of the first-layer kink hyperplanes of a ReLU stack ``f: ℝ^d → ℝ^d``:
+    the antipodal :func:`kinks` (``kw``: its settings), normals within ``1 − |cos| ≤ tol`` of
+    one already kept being the same line (:func:`lines_of`).
+
+    Returns:
+      ``(k, d)`` float64 NumPy unit normals, ``k ≥ 0``, in the order found.
+
+    Examples:
+      >>> import jax, numpy as np
+      >>> from absorbjax import fit, models
+      >>> with jax.enable_x64(True):
+      ...     W = models.init(jax.random.key(0), 2, 4, "relu", depth=2)
+      ...     lines = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu"), 2, jax.random.key(1))
+      >>> u = np.asarray(W.up[0]) / np.linalg.norm(W.up[0], axis=1, keepdims=True)
+      >>> len(lines), bool(np.allclose(np.abs(lines @ u.T).max(1), 1.0))
+      (4, True)
+    """
+    return lines_of(kinks(f, d, key, **kw), tol=tol)
+
+
+def lines_of(found: Kinks, *, tol: float = 1e-8) -> np.ndarray:
+    """The distinct antipodal normals ``(k, d)`` of ``found`` (``1 − |cos| ≤ tol``: the same line)."""
     lines: list[np.ndarray] = []
-    for v in nu[keep]:
+    for v in found.normals[found.antipodal]:
         if all(1.0 - abs(v @ w) > tol for w in lines):
             lines.append(v)
-    return np.array(lines).reshape(-1, d)
+    return np.array(lines).reshape(-1, found.normals.shape[1])
+
+
+def second_layer_lines(found: Kinks, first: MLPParams, linear, lines: np.ndarray, *, tol: float = 1e-4,
+                       on_line: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
+    """Unit normals ``u`` of the second layer's kink hyperplanes ``u · h = 0``, in the coordinates
+    ``h = L₁ x + D₁ σ(U₁ x)`` of a fitted first ReLU layer, read from the kinks of ``f = g ∘ h``.
+
+    At a kink ``x₀`` of ``f`` that is not antipodal and lies off every first-layer line
+    (``|ℓ · x₀| > on_line ‖x₀‖``), ``g`` bends at ``h(x₀)``: ``ν ∝ J_h(x₀)ᵀ u`` with
+    ``J_h = L₁ + D₁ diag(U₁ x₀ > 0) U₁``, so ``u ∝ J_h(x₀)⁻ᵀ ν``. Normals within
+    ``1 − |cos| ≤ tol`` are one line (its top eigenvector of ``Σ u uᵀ``); a line is as good as
+    the fitted layer is (``tol`` allows a fit's error). In a deeper stack a third layer's kinks
+    give normals too: the count tells them apart only roughly.
+
+    Args:
+      found: the kinks of ``f`` (:func:`kinks`).
+      first: the fitted first layer ``(U₁ (n, d), D₁ (d, n))``; ``linear``: its ``L₁ (d, d)``.
+      lines: ``(k, d)`` first-layer unit normals (kinks on them are skipped).
+
+    Returns:
+      ``(normals (m, d), counts (m,))``, the lines met most often first.
+    """
+    d = found.points.shape[1]
+    x0, nu = found.points[~found.antipodal], found.normals[~found.antipodal]
+    if len(lines) and len(x0):
+        off = np.abs((x0 / np.linalg.norm(x0, axis=1, keepdims=True)) @ np.asarray(lines).T) > on_line
+        x0, nu = x0[off.all(1)], nu[off.all(1)]
+    if not len(x0):
+        return np.zeros((0, d)), np.zeros(0, int)
+    U, D = (np.asarray(a, np.float64) for a in first)
+    J = np.asarray(linear, np.float64) + np.einsum("ik,nk,kj->nij", D, (x0 @ U.T > 0).astype(float), U)
+    ok = np.abs(np.linalg.det(J)) > 1e-12 * np.abs(J).max((1, 2)) ** d  # h is locally invertible
+    u = np.linalg.solve(np.swapaxes(J[ok], 1, 2), nu[ok][..., None])[..., 0]
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    groups: list[list[np.ndarray]] = []
+    for v in u:
+        for g in groups:
+            if 1.0 - abs(v @ g[0]) <= tol:
+                g.append(v)
+                break
+        else:
+            groups.append([v])
+    groups.sort(key=len, reverse=True)
+    normals = [np.linalg.eigh(np.array(g).T @ np.array(g))[1][:, -1] for g in groups]
+    return np.array(normals).reshape(-1, d), np.array([len(g) for g in groups], int)
 
 
 def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, key: jax.Array, depth: int,
                    inputs: Inputs, restarts: int = 256, steps: int = 500,
-                   polish: Polish = Polish(steps=300, screen=40, top=8)):
+                   polish: Polish = Polish(steps=300, screen=40, top=8), starts: Linear | None = None):
     """Free-``L`` ReLU stacks ``L_l h + D_l σ(U_l h)`` of width ``n`` fitted to residual ReLU
     stacks ``target`` with ``U₁``'s rows fixed on ``lines`` where ``mask``.
 
@@ -110,7 +189,8 @@ def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, ke
     draws them, ``restarts`` random starts (Gaussian weights of variance ``1/fan_in``, ``L_l = 0``),
     ``steps`` Adam steps (:func:`absorbjax.fit.default_optimizer`), then Levenberg–Marquardt
     (``polish.screen`` iterations on every restart, the rest on the ``polish.top`` best).
-    Vmapped over draws and restarts.
+    One jitted call: draws in sequence, restarts vmapped in batches whose Levenberg–Marquardt
+    Jacobians fit :func:`absorbjax.fit.drawmap.memory_budget`.
 
     Args:
       target: residual blocks ``W`` with a leading draws axis (and a layer axis for ``depth > 1``).
@@ -118,13 +198,21 @@ def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, ke
       mask: ``(draws, n)`` bool: row ``i`` of ``U₁`` is held at ``lines[j, i]``.
       depth: stack depth ``L`` (1: one block).
       inputs: the training inputs' :class:`absorbjax.fit.Inputs` (``num`` must be set).
+      starts: starts in place of the random ones (``Linear`` with leading ``(draws, restarts)``
+        axes; ``restarts`` is then their number).
 
     Returns:
-      ``(Linear(MLPParams(U, D), L), loss)``: each draw's best restart (``U (draws, [L,] n, d)``
-      with the fixed rows in place) and its loss ``ℓ`` ``(draws,)`` on its training inputs.
+      ``(Linear(MLPParams(U, D), L), loss)``: each draw's ``polish.top`` best restarts, best first
+      (``U (draws, top, [L,] n, d)`` with the fixed rows in place), and their losses ``ℓ``
+      ``(draws, top)`` on the draw's training inputs. Exact fits of one target differ (the
+      junctions of a stack admit more than the ``GL(d)`` gauge), and the condition may hold on
+      some of them only.
     """
     draws, n, d = lines.shape
     lead = () if depth == 1 else (depth,)
+    if starts is not None:
+        starts = jax.tree.map(lambda a: jnp.asarray(a, target.down.dtype), starts)
+        restarts = starts.linear.shape[1]
     opt = default_optimizer(steps)
     lines, mask = jnp.asarray(lines, target.down.dtype), jnp.asarray(mask)
 
@@ -140,23 +228,31 @@ def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, ke
         down = jax.random.normal(kd, lead + (d, n), lines.dtype) / np.sqrt(n)
         return Linear(MLPParams(up, down), jnp.zeros(lead + (d, d), lines.dtype))
 
-    def one_draw(j, W, fixed, on):
+    size = depth * (2 * n * d + d * d)  # parameters P of one restart
+    per_restart = lines.dtype.itemsize * (3 * inputs.num * d * size + 2 * size * size)  # J, JᵀJ
+    batch = int(max(1, min(restarts, drawmap.memory_budget() // per_restart)))
+    finite = lambda v: jnp.where(jnp.isfinite(v), v, jnp.inf)
+
+    def one_draw(args):
+        j, W, fixed, on, start = args
         kx, kr = jax.random.split(jax.random.fold_in(key, j))
         xs, _ = sample_inputs(kx, d, inputs, lines.dtype)
         ys = jax.vmap(lambda x: target_fn(W, x, "relu", depth, None))(xs)
         w = residual_weights(xs)
         model = lambda p, x: candidate_fn(place(p, fixed, on), x, "relu", depth)
         loss = lambda p: jnp.sum(jnp.square((ys - jax.vmap(lambda x: model(p, x))(xs)) * w))
-        p = jax.vmap(lambda k: solvers.first_phase(opt, steps, loss, init(k)))(jax.random.split(kr, restarts))
-        v = jax.vmap(loss)(p)
         lm = lambda q, v0, it: solvers.gauss_newton(polish._replace(steps=it), model, xs, ys, q, v0)
-        p, v = jax.vmap(lambda q, v0: lm(q, v0, polish.screen))(p, jnp.where(jnp.isfinite(v), v, jnp.inf))
-        _, top = lax.top_k(-v, min(polish.top, restarts))
-        sel, sv = jax.vmap(lambda q, v0: lm(q, v0, polish.steps - polish.screen))(
-            jax.tree.map(lambda a: a[top], p), v[top])
-        p = jax.tree.map(lambda a, b: a.at[top].set(b), p, sel)
-        v = v.at[top].set(sv)
-        best = jnp.argmin(jnp.where(jnp.isfinite(v), v, jnp.inf))
-        return place(jax.tree.map(lambda a: a[best], p), fixed, on), v[best]
 
-    return jax.jit(jax.vmap(one_draw))(jnp.arange(draws), target, lines, mask)
+        def screened(a):
+            k, p0 = a
+            p = solvers.first_phase(opt, steps, loss, init(k) if p0 is None else p0)
+            return lm(p, finite(loss(p)), polish.screen)
+
+        p, v = lax.map(screened, (jax.random.split(kr, restarts), start), batch_size=batch)
+        _, top = lax.top_k(-finite(v), min(polish.top, restarts))
+        sel, sv = lax.map(lambda a: lm(*a, polish.steps - polish.screen),
+                          (jax.tree.map(lambda a: a[top], p), v[top]), batch_size=batch)
+        order = jnp.argsort(finite(sv))
+        return jax.vmap(lambda q: place(q, fixed, on))(jax.tree.map(lambda a: a[order], sel)), sv[order]
+
+    return jax.jit(lambda *a: lax.map(one_draw, a))(jnp.arange(draws), target, lines, mask, starts)
