@@ -352,6 +352,7 @@ def expand_search(
     rounds: int = 3,
     lines: bool = True,
     lines_restarts: int = 256,
+    lines_rounds: int = 2,
     merge_tol: float = 1e-6,
     tol: float | None = None,
     inputs: Inputs = Inputs(),
@@ -394,7 +395,9 @@ def expand_search(
         single layer with every line found; key ``fold_in(key, LINES_SEED)``), decide the
         condition on the best restarts (step 4) and polish (step 5). At depth 2, a draw where
         no restart converts is refitted from each best restart's layer 1 with the second
-        layer's lines read through it (:func:`absorbjax.fit.lines.second_layer_lines`).
+        layer's lines read through it (:func:`absorbjax.fit.lines.second_layer_lines`). This
+        step runs ``lines_rounds`` times on the draws still unsolved, with fresh restarts and
+        inputs (round ``i ≥ 1``: key ``fold_in(fold_in(key, LINES_SEED), i)``).
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
@@ -432,14 +435,16 @@ def expand_search(
     result = first
     use_lines = lines and activation == "relu" and search_kwargs.get("skip") is None
     if use_lines:
-        record["lines"] = {"restarts": lines_restarts, "proposed": 0, "improved": 0}
-    for r in range(-1 if use_lines else 0, rounds):  # r = -1: the first layer's kink lines
+        record["lines"] = {"restarts": lines_restarts, "rounds": lines_rounds, "proposed": 0, "improved": 0}
+    lines_key = lambda i: jax.random.fold_in(key, LINES_SEED) if i == 0 else jax.random.fold_in(
+        jax.random.fold_in(key, LINES_SEED), i)
+    for r in range(-lines_rounds if use_lines else 0, rounds):  # r < 0: the first layer's kink lines
         todo = np.flatnonzero(~result.solved())
         if not todo.size:
             break
         sub = jax.tree.map(lambda a: a[todo], target)
         if r < 0:
-            absorbers = _line_proposals(sub, jax.random.fold_in(key, LINES_SEED), n, depth,
+            absorbers = _line_proposals(sub, lines_key(r + lines_rounds), n, depth,
                                         num=dense * first.config["num"], merge_tol=merge_tol, inputs=inputs,
                                         restarts=lines_restarts)
         else:
@@ -461,7 +466,8 @@ def expand_search(
         better = final.best_loss < result.best_loss[idx]
         record["improved"] += int(better.sum())
         if r < 0:
-            record["lines"].update(proposed=len(absorbers), improved=int(better.sum()))
+            record["lines"]["proposed"] += len(absorbers)
+            record["lines"]["improved"] += int(better.sum())
         pick = lambda a, b: _splice(a, b, idx, better)
         result = result._replace(
             best_loss=pick(result.best_loss, final.best_loss),
