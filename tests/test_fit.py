@@ -602,8 +602,8 @@ def test_second_layer_lines_are_read_through_the_first_layer_and_give_an_exact_s
     np.testing.assert_allclose(np.sort(cos.max(0)), 1.0, rtol=0, atol=1e-10)  # each layer-2 unit once
     wrong = models.MLPParams(jnp.stack([W.up[0], -W.up[1]]), jnp.stack([W.down[0], 0 * W.down[1]]))
     eye = jnp.stack([jnp.eye(3)] * 2)
-    start = fit.expand._second_layer_start(W, fit.Linear(wrong, eye), found, lines,
-                                           np.asarray(jax.random.normal(jax.random.key(5), (256, 3))))
+    xs = np.asarray(jax.random.normal(jax.random.key(5), (256, 3)))
+    start = fit.expand._second_layer_start(fit.Linear(wrong, eye), found, lines, xs, np.asarray(jax.vmap(f)(xs)))
     x = jax.random.normal(jax.random.key(9), (256, 3))
     want = jax.vmap(f)(x)
     got = jax.vmap(lambda v: fit.loss.candidate_fn(start, v, "relu", 2))(x)

@@ -546,9 +546,14 @@ def _line_proposals(sub: MLPParams, key, n: int, depth: int, *, num: int, merge_
     left = np.array([j for j in range(draws) if j not in out], int)
     if depth == 2 and left.size:  # layer 2 from its own kinks, seen through the fitted layer 1
         xs = np.asarray(jax.random.normal(jax.random.fold_in(key, 4), (num, d)))
-        top = fitted.linear.shape[1]
-        starts = [[_second_layer_start(jax.tree.map(lambda a: a[j], sub), jax.tree.map(lambda a: a[j, t], fitted),
-                                       kinks[j], found[j, mask[j]], xs) for t in range(top)] for j in left]
+        starts = []
+        for j in left:  # least squares on random inputs and on both sides of every kink
+            side = 1e-3 * np.linalg.norm(kinks[j].points, axis=1, keepdims=True) * kinks[j].normals
+            xj = np.concatenate([xs, kinks[j].points + side, kinks[j].points - side])
+            W = jax.tree.map(lambda a: a[j], sub)
+            yj = np.asarray(jax.vmap(lambda x: stack(W, x, "relu"))(jnp.asarray(xj)))
+            starts.append([_second_layer_start(jax.tree.map(lambda a: a[j, t], fitted), kinks[j], found[j, mask[j]],
+                                               xj, yj) for t in range(fitted.linear.shape[1])])
         starts = jax.tree.map(lambda *a: np.stack(a), *[jax.tree.map(lambda *b: np.stack(b), *s) for s in starts])
         refit, _ = fit(left, jax.random.fold_in(key, 5), steps=0, starts=starts)
         out = _best_converted(refit, left, out, depth, merge_tol, inputs_seen)
@@ -570,21 +575,19 @@ def _best_converted(fitted: Linear, draws: np.ndarray, out: dict, depth: int, to
     return out
 
 
-def _second_layer_start(W: MLPParams, fitted: Linear, kinks, lines: np.ndarray, xs: np.ndarray) -> Linear:
+def _second_layer_start(fitted: Linear, kinks, lines: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> Linear:
     """A depth-2 fit's layer 1 with layer 2's ``U₂`` on the target's second-layer lines as that
     layer 1 sees them (:func:`absorbjax.fit.lines.second_layer_lines`; the fit's own rows where
-    fewer are found) and ``(D₂, L₂)`` by least squares on the inputs ``xs (K, d)`` and on both
-    sides of every kink (a unit that bends only in a thin cone is linear on random inputs)."""
+    fewer are found) and ``(D₂, L₂)`` by least squares on the target's values ``ys (K, d)`` at
+    ``xs (K, d)`` (with inputs beside every kink: a unit that bends only in a thin cone is
+    linear on random inputs)."""
     up, down, L = (np.asarray(a, np.float64) for a in (*fitted.block, fitted.linear))
     n = up.shape[1]
     first = MLPParams(up[0], down[0])
     u2, _ = _lines.second_layer_lines(kinks, first, L[0], lines)
     U2 = np.concatenate([u2[:n], up[1][len(u2[:n]):]])
-    side = 1e-3 * np.linalg.norm(kinks.points, axis=1, keepdims=True) * kinks.normals
-    xs = np.concatenate([xs, kinks.points + side, kinks.points - side])
     h = _image(first, L[0], xs, "relu")
-    y = np.asarray(jax.vmap(lambda x: stack(W, x, "relu"))(jnp.asarray(xs)))
-    c = np.linalg.lstsq(np.c_[np.maximum(h @ U2.T, 0.0), h], y, rcond=None)[0]  # y ≈ D₂ σ(U₂ h) + L₂ h
+    c = np.linalg.lstsq(np.c_[np.maximum(h @ U2.T, 0.0), h], ys, rcond=None)[0]  # y ≈ D₂ σ(U₂ h) + L₂ h
     return Linear(MLPParams(np.stack([up[0], U2]), np.stack([down[0], c[:n].T])), np.stack([L[0], c[n:].T]))
 
 
