@@ -559,7 +559,7 @@ def test_expand_search_on_a_stack_keeps_the_better_block():
                                  lines_restarts=4, **kw)
     rec = r.config["expand"]
     assert rec["unsolved"] == 2 and rec["improved"] <= rec["proposed"] <= 6  # 2 line rounds, 1 wide round
-    assert rec["lines"]["restarts"] == 4 and rec["lines"]["rounds"] == 2
+    assert rec["lines"]["restarts"] == 4 and rec["lines"]["rounds"] == 2 and rec["lines"]["segments"] == [128, 2048]
     assert rec["lines"]["improved"] <= rec["lines"]["proposed"] <= 4
     assert r.best_params.up.shape == (2, 2, 3, 2) and r.losses.shape == (2, 5)
     assert np.all(r.best_loss <= first.best_loss) and np.all(r.best_loss > 1e-12)
@@ -608,6 +608,47 @@ def test_second_layer_lines_are_read_through_the_first_layer_and_give_an_exact_s
     want = jax.vmap(f)(x)
     got = jax.vmap(lambda v: fit.loss.candidate_fn(start, v, "relu", 2))(x)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * float(jnp.abs(want).max()))
+
+
+def test_first_layer_from_kinks_is_the_first_layer_up_to_the_junction_gauge():
+    """A Gaussian d = 3 stack's first layer ``h = x + W_down σ(W_up x)``, from its second layer's
+    kinks and its lines alone: ``L₁ x + D₁ σ(ℓ x) = A h(x)`` for one ``A ∈ GL(3)``, to rounding."""
+    W = jax.tree.map(lambda a: a[0], models.sample(KEY, 1, 3, 5, "relu", depth=2))
+    found = fit.lines.kinks(lambda x: models.stack(W, x, "relu"), 3, jax.random.key(4), segments=512)
+    lines = fit.lines.lines_of(found)
+    assert len(lines) == 5
+    D1, L1 = fit.lines.first_layer_from_kinks(found, lines)
+    np.testing.assert_allclose(np.r_[L1.T, D1.T].T @ np.r_[L1.T, D1.T], np.eye(3), atol=1e-12)
+    x = np.asarray(jax.random.normal(jax.random.key(9), (256, 3)))
+    got = x @ L1.T + np.maximum(x @ lines.T, 0.0) @ D1.T
+    want = np.asarray(jax.vmap(lambda v: models.skip_mlp(models.MLPParams(W.up[0], W.down[0]), v, "relu"))(x))
+    A = np.linalg.lstsq(want, got, rcond=None)[0]
+    assert np.linalg.svd(A, compute_uv=False).min() > 1e-3
+    np.testing.assert_allclose(want @ A, got, rtol=0, atol=1e-9)
+
+
+def test_fit_with_lines_residual_free_first_holds_L_at_zero_and_tries_orientations():
+    """With ``L₁ = 0`` held, the restarts orient the held lines at random; of the ``2⁴``
+    orientations of an absorbable (2, 4) block's lines only the absorber's fits exactly
+    (another one differs from it by a linear map ``Σ_F ±D_i ℓ_iᵀ ≠ 0``)."""
+    W, S = models.absorbable_sample(KEY, 1, 2, 4, "relu")
+    one = jax.tree.map(lambda a: a[0], W)
+    found = fit.lines.first_layer_lines(lambda x: models.skip_mlp(one, x, "relu"), 2, jax.random.key(3))
+    assert found.shape == (4, 2)
+    fitted, loss = fit.lines.fit_with_lines(W, found[None], np.ones((1, 4), bool), key=KEY, depth=1,
+                                            inputs=fit.Inputs(num=256), restarts=64, steps=100,
+                                            polish=fit.Polish(steps=200, screen=40, top=64),
+                                            residual_free_first=True)
+    up, loss = np.asarray(fitted.block.up[0]), np.asarray(loss[0])
+    np.testing.assert_array_equal(np.asarray(fitted.linear), 0.0)  # L held at 0 on every restart
+    np.testing.assert_array_equal(np.abs(up), np.abs(found)[None].repeat(64, 0))  # rows ±ℓ_i
+    V_up = np.asarray(one.up) * np.where(np.isin(np.arange(4), S[0]), -1.0, 1.0)[:, None]  # the absorber's rows
+    match = np.abs(found @ _unit_rows(V_up).T).argmax(1)
+    assert sorted(match) == [0, 1, 2, 3]
+    want = np.sign(np.sum(found * V_up[match], 1))  # the absorber's orientation of each found line
+    right = np.all(np.sign(np.sum(up * found, -1)) == want, 1)
+    assert right.any() and not right.all()
+    assert np.all(loss[right] < 1e-24) and np.all(loss[~right] > 1e-12)
 
 
 def test_fit_with_lines_makes_an_absorbable_block_exact():

@@ -39,8 +39,9 @@ validation, the static configuration), :mod:`~absorbjax.fit.loss` (inputs and ``
 :mod:`~absorbjax.fit.expand` (opt-in: search wider with a free linear term, merge units, decide
 the condition on them, polish; it finds the absorbers that the default search misses at ``n = 4d``)
 and :mod:`~absorbjax.fit.lines` (a ReLU stack's kinks read from its values: its first-layer lines,
-its second layer's through a fitted first layer; a fit with the first layer held on the lines,
-which ``expand`` tries first on ReLU targets).
+its second layer's through a fitted first layer, a depth-2 stack's first layer from its second
+layer's kinks; a fit with the first layer held on the lines, which ``expand`` tries first on ReLU
+targets).
 """
 
 from absorbjax.fit import config, draw, drawmap, driver, expand, lines, loss, measure, result, solvers  # noqa: F401

@@ -10,7 +10,8 @@ it leaves unsolved it first fits ``L x + V_down σ(V_up x)`` (per layer) at widt
 layer's units held on the target's kink lines, read from its values
 (:mod:`absorbjax.fit.lines`), and decides the condition on that fit as in step 4 (for a depth-2
 stack where that fails, again after refitting from the second layer's lines read through the fit's
-first layer); on the draws still unsolved,
+first layer or through the first layer read from the second layer's kinks, and then on a fit whose
+first layer is residual-free, ``L₁ = 0``); on the draws still unsolved,
 
 1. searches ``L x + V_down σ(V_up x)`` at width ``m = factor · n`` from random init
    (``search(..., linear=True)``; the wide block knows nothing of the target but its values);
@@ -353,6 +354,7 @@ def expand_search(
     lines: bool = True,
     lines_restarts: int = 256,
     lines_rounds: int = 2,
+    lines_segments: tuple[int, int] = (128, 2048),
     merge_tol: float = 1e-6,
     tol: float | None = None,
     inputs: Inputs = Inputs(),
@@ -395,9 +397,14 @@ def expand_search(
         single layer with every line found; key ``fold_in(key, LINES_SEED)``), decide the
         condition on the best restarts (step 4) and polish (step 5). At depth 2, a draw where
         no restart converts is refitted from each best restart's layer 1 with the second
-        layer's lines read through it (:func:`absorbjax.fit.lines.second_layer_lines`). This
-        step runs ``lines_rounds`` times on the draws still unsolved, with fresh restarts and
-        inputs (round ``i ≥ 1``: key ``fold_in(fold_in(key, LINES_SEED), i)``).
+        layer's lines read through it (:func:`absorbjax.fit.lines.second_layer_lines`; one of
+        them through the layer 1 that :func:`absorbjax.fit.lines.first_layer_from_kinks` reads
+        from the second layer's kinks), and failing that fitted with layer 1 residual-free
+        (``L₁ = 0``). This step runs ``lines_rounds`` times on the draws still unsolved, with
+        fresh restarts and inputs (round ``i ≥ 1``: key ``fold_in(fold_in(key, LINES_SEED), i)``).
+      lines_segments: the random segments the kinks are read on (:func:`absorbjax.fit.lines.kinks`),
+        for one layer and for a stack: a second-layer unit that bends only in a thin cone shows
+        on few of them.
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
@@ -435,7 +442,8 @@ def expand_search(
     result = first
     use_lines = lines and activation == "relu" and search_kwargs.get("skip") is None
     if use_lines:
-        record["lines"] = {"restarts": lines_restarts, "rounds": lines_rounds, "proposed": 0, "improved": 0}
+        record["lines"] = {"restarts": lines_restarts, "rounds": lines_rounds, "segments": list(lines_segments),
+                           "proposed": 0, "improved": 0}
     lines_key = lambda i: jax.random.fold_in(key, LINES_SEED) if i == 0 else jax.random.fold_in(
         jax.random.fold_in(key, LINES_SEED), i)
     for r in range(-lines_rounds if use_lines else 0, rounds):  # r < 0: the first layer's kink lines
@@ -446,7 +454,7 @@ def expand_search(
         if r < 0:
             absorbers = _line_proposals(sub, lines_key(r + lines_rounds), n, depth,
                                         num=dense * first.config["num"], merge_tol=merge_tol, inputs=inputs,
-                                        restarts=lines_restarts)
+                                        restarts=lines_restarts, segments=lines_segments[depth > 1])
         else:
             absorbers = _propose(sub, activation, jax.random.fold_in(key, 1 + 2 * r),
                                  jax.random.fold_in(key, 2 + 2 * r), n, depth, first.best_params.down.dtype,
@@ -517,14 +525,17 @@ def _inputs_seen(key, num: int, d: int, depth: int, activation: str) -> np.ndarr
 
 
 def _line_proposals(sub: MLPParams, key, n: int, depth: int, *, num: int, merge_tol: float, inputs: Inputs,
-                    restarts: int) -> dict:
+                    restarts: int, segments: int) -> dict:
     """``{j: residual-free width-n block}`` for the ReLU draws ``j`` of ``sub`` with a free-``L`` fit
     with ``U₁`` on the target's first-layer kink lines (:mod:`absorbjax.fit.lines`) that satisfies
     the condition (every layer): of the fit's best restarts, the best one that does; at depth 2,
-    failing that, the refit from :func:`_second_layer_start`. Key ``fold_in(key, 0)``: the lines'
-    segments (``fold_in(·, j)`` per draw), ``fold_in(key, 1)``: the fit, ``fold_in(key, 4)`` and
-    ``fold_in(key, 5)``: the second layer's least squares and refit, ``key``: the inputs a later
-    layer is decided on."""
+    failing that, the refit from :func:`_second_layer_start` (on each best restart's layer 1, the
+    first start on :func:`absorbjax.fit.lines.first_layer_from_kinks` where every line is found
+    and it pins one), and failing that a fit with layer 1 residual-free (``L₁ = 0``, each
+    restart its own orientation of the lines). Key
+    ``fold_in(key, 0)``: the lines' segments (``fold_in(·, j)`` per draw), ``fold_in(key, 1)``: the
+    fit, ``fold_in(key, 4)`` and ``fold_in(key, 5)``: the second layer's least squares and refit,
+    ``fold_in(key, 6)``: the residual-free-first fit, ``key``: the inputs a later layer is decided on."""
     d = sub.up.shape[-1]
     draws = sub.up.shape[0]
     found = np.zeros((draws, n, d))
@@ -533,7 +544,7 @@ def _line_proposals(sub: MLPParams, key, n: int, depth: int, *, num: int, merge_
     for j in range(draws):
         W = jax.tree.map(lambda a: a[j], sub)
         f = (lambda x: skip_mlp(W, x, "relu")) if depth == 1 else (lambda x: stack(W, x, "relu"))
-        kinks.append(_lines.kinks(f, d, jax.random.fold_in(jax.random.fold_in(key, 0), j)))
+        kinks.append(_lines.kinks(f, d, jax.random.fold_in(jax.random.fold_in(key, 0), j), segments=segments))
         got = _lines.lines_of(kinks[-1])[:n]
         found[j, :len(got)], mask[j, :len(got)] = got, True
     if depth == 1 and mask.all():  # U held whole: least squares in (D, L), which one start solves
@@ -552,11 +563,20 @@ def _line_proposals(sub: MLPParams, key, n: int, depth: int, *, num: int, merge_
             xj = np.concatenate([xs, kinks[j].points + side, kinks[j].points - side])
             W = jax.tree.map(lambda a: a[j], sub)
             yj = np.asarray(jax.vmap(lambda x: stack(W, x, "relu"))(jnp.asarray(xj)))
-            starts.append([_second_layer_start(jax.tree.map(lambda a: a[j, t], fitted), kinks[j], found[j, mask[j]],
-                                               xj, yj) for t in range(fitted.linear.shape[1])])
+            firsts = [jax.tree.map(lambda a: np.array(a[j, t]), fitted) for t in range(fitted.linear.shape[1])]
+            exact = _lines.first_layer_from_kinks(kinks[j], found[j]) if mask[j].all() else None
+            if exact is not None:  # layer 1 from layer 2's kinks, in place of the last restart's
+                first = jax.tree.map(np.copy, firsts[0])
+                first.block.up[0], (first.block.down[0], first.linear[0]) = found[j], exact
+                firsts = [first] + firsts[:-1]
+            starts.append([_second_layer_start(p, kinks[j], found[j, mask[j]], xj, yj) for p in firsts])
         starts = jax.tree.map(lambda *a: np.stack(a), *[jax.tree.map(lambda *b: np.stack(b), *s) for s in starts])
         refit, _ = fit(left, jax.random.fold_in(key, 5), steps=0, starts=starts)
         out = _best_converted(refit, left, out, depth, merge_tol, inputs_seen)
+        left = np.array([j for j in left if j not in out], int)
+    if depth == 2 and left.size:  # layer 1 residual-free (L₁ = 0), each restart its own orientation
+        oriented, _ = fit(left, jax.random.fold_in(key, 6), restarts=restarts, residual_free_first=True)
+        out = _best_converted(oriented, left, out, depth, merge_tol, inputs_seen)
     return out
 
 

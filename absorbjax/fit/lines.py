@@ -17,10 +17,13 @@ cone where exactly its ``S`` is active) its jump is 0, and a line hidden on one 
 With the lines fixed, ``U₁`` is known up to the units' scales (absorbed by ``D₁``) and orientations
 (absorbed by a free ``L₁``, ``σ(−z) = σ(z) − z``): :func:`fit_with_lines` fits the free-``L`` stack
 ``L_l h + D_l σ(U_l h)`` with the first layer's rows on the lines held fixed (the missed ones free),
-where a search with free lines stalls in the teacher–student minima of the first layer. Once a
+where a search with free lines stalls in the teacher–student minima of the first layer (or, with
+``residual_free_first``, with ``L₁ = 0`` and each restart its own orientation of the lines). Once a
 fit's first layer is exact, the second layer's hyperplanes show through it too
 (:func:`second_layer_lines`: a kink off the first-layer lines, with normal ``ν``, lies on
 ``u · h = 0`` with ``ν ∝ J_h(x₀)ᵀ u``), a start where the fit's own second layer went elsewhere.
+Where no fit's first layer is exact, a depth-2 stack's first layer follows from the second
+layer's kinks and the lines alone, up to the junction gauge (:func:`first_layer_from_kinks`).
 :func:`absorbjax.fit.expand.expand_search` then decides the condition on the fit, as on its merged
 proposals. Nothing here decides anything: the lines only propose.
 """
@@ -179,9 +182,81 @@ def second_layer_lines(found: Kinks, first: MLPParams, linear, lines: np.ndarray
     return np.array(normals).reshape(-1, d), np.array([len(g) for g in groups], int)
 
 
+def first_layer_from_kinks(found: Kinks, lines: np.ndarray, *, tuples: int = 4000, seed: int = 0,
+                           tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray] | None:
+    """The first layer ``h = L₁ x + D₁ σ(ℓ x)`` of a depth-2 ReLU stack, up to the junction gauge
+    ``GL(d)``, from its second layer's kinks, with ``U₁ = ℓ`` on its first-layer ``lines``.
+
+    A second-layer unit bends where ``u · h(x) = v · φ(x) = 0``, ``φ(x) = [x; σ(ℓ x)] ∈ ℝ^{d+n}``,
+    ``v = [L₁ᵀ; D₁ᵀ] u``. At its kink ``x₀`` with normal ``ν``, in the region with pattern
+    ``a = (ℓ x₀ > 0)``, the gradient ``G v = (I, ℓᵀ diag(a)) v`` is parallel to ``ν``: ``d − 1``
+    linear equations ``Qᵀ G v = 0`` (``Q`` a basis of ``ν⊥``), and ``q = ⌈(d + n)/(d − 1)⌉``
+    kinks of one unit in distinct regions pin ``v``. Sequential RANSAC: of ``tuples`` random
+    ``q``-tuples of the kinks left, the null vectors that are simple and bend at every kink of the
+    tuple (``|ν · G v| > 1e-6``); the one that explains most kinks (``‖Qᵀ G v‖ < 10 tol``) is
+    kept, refined on them, and its kinks removed; until ``d`` are kept. The column space of
+    ``[L₁ᵀ; D₁ᵀ]`` is theirs. The points must be kinks of a depth-2 stack with these lines;
+    anything else only proposes nothing or a wrong layer (a fit judges it).
+
+    Args:
+      found: the stack's kinks (:func:`kinks`); those off the lines and not antipodal are used.
+      lines: ``ℓ (n, d)`` unit normals, the first layer's rows (any orientation: ``L₁`` takes it).
+      tuples: tuples drawn per kept functional (NumPy ``default_rng(seed)``).
+      tol: the relative size of the smallest singular value of a tuple's equations that counts as 0.
+
+    Returns:
+      ``(D₁ (d, n), L₁ (d, d))`` with ``[L₁ᵀ; D₁ᵀ]`` orthonormal, or ``None`` (``d < 2``, or
+      fewer than ``d`` independent functionals pinned).
+    """
+    ell = np.asarray(lines, np.float64)
+    n, d = ell.shape
+    if d < 2 or not n:
+        return None
+    x0, nu = found.points[~found.antipodal], found.normals[~found.antipodal]
+    x0 = x0 / np.maximum(np.linalg.norm(x0, axis=1, keepdims=True), 1e-300)
+    keep = (np.abs(x0 @ ell.T) > 1e-7).all(1)
+    x0, nu = x0[keep], nu[keep]
+    m = len(x0)
+    pattern = x0 @ ell.T > 0
+    region = np.unique(pattern, axis=0, return_inverse=True)[1].ravel()
+    G = np.concatenate([np.broadcast_to(np.eye(d), (m, d, d)), ell.T[None] * pattern[:, None, :]], 2)
+    Q = np.linalg.svd(np.eye(d) - nu[:, :, None] * nu[:, None, :])[0][:, :, :d - 1]  # ν⊥
+    eqs = np.einsum("kai,kab->kib", Q, G)  # (m, d − 1, d + n)
+    bends = lambda V: np.abs(np.einsum("ka,kab,tb->tk", nu, G, V)) > 1e-6  # (t, m)
+    q = -(-(d + n) // (d - 1))
+    rng = np.random.default_rng(seed)
+    left, funcs = np.ones(m, bool), []
+    while len(funcs) < d:
+        idx = np.flatnonzero(left)
+        if len(np.unique(region[idx])) < q:
+            break
+        tup = idx[np.array([rng.choice(len(idx), q, replace=False) for _ in range(tuples)])]
+        tup = tup[[len(np.unique(region[t])) == q for t in tup]]
+        if not len(tup):
+            break
+        s, vt = np.linalg.svd(eqs[tup].reshape(len(tup), -1, d + n))[1:]
+        V = vt[:, -1]
+        ok = (s[:, -1] < tol * s[:, 0]) & (s[:, -2] > 1e3 * tol * s[:, 0])
+        ok &= np.take_along_axis(bends(V), tup, 1).all(1)
+        if not ok.any():
+            break
+        V = V[ok]
+        explained = (np.linalg.norm(np.einsum("kib,tb->tki", eqs, V), axis=2) < 10 * tol) & bends(V) & left
+        members = explained[explained.sum(1).argmax()]
+        funcs.append(np.linalg.svd(eqs[members].reshape(-1, d + n))[2][-1])
+        left &= ~members
+    if len(funcs) < d:
+        return None
+    P, sv, _ = np.linalg.svd(np.array(funcs).T, full_matrices=False)
+    if sv[-1] < 1e-6 * sv[0]:
+        return None
+    return P[d:].T, P[:d].T
+
+
 def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, key: jax.Array, depth: int,
                    inputs: Inputs, restarts: int = 256, steps: int = 500,
-                   polish: Polish = Polish(steps=300, screen=40, top=8), starts: Linear | None = None):
+                   polish: Polish = Polish(steps=300, screen=40, top=8), starts: Linear | None = None,
+                   residual_free_first: bool = False):
     """Free-``L`` ReLU stacks ``L_l h + D_l σ(U_l h)`` of width ``n`` fitted to residual ReLU
     stacks ``target`` with ``U₁``'s rows fixed on ``lines`` where ``mask``.
 
@@ -200,6 +275,11 @@ def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, ke
       inputs: the training inputs' :class:`absorbjax.fit.Inputs` (``num`` must be set).
       starts: starts in place of the random ones (``Linear`` with leading ``(draws, restarts)``
         axes; ``restarts`` is then their number).
+      residual_free_first: hold ``L₁ = 0``, so that the first layer is residual-free already,
+        ``D₁ σ(U₁ x)``; a held row then points to the side of ``lines[j, i]`` its start row does
+        (``sign(U₁[i] · ℓ_i)`` of the random start, which no step changes), so the restarts try
+        the ``2^k`` orientations at random. Where the stack vanishes on a large cone its values do
+        not pin a free ``L₁`` and exact free-``L`` fits may fail the condition; these cannot.
 
     Returns:
       ``(Linear(MLPParams(U, D), L), loss)``: each draw's ``polish.top`` best restarts, best first
@@ -218,9 +298,14 @@ def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, ke
 
     def place(p: Linear, fixed, on) -> Linear:
         first = p.block.up if depth == 1 else p.block.up[0]
+        if residual_free_first:  # each held row keeps the side its start row points to
+            fixed = jnp.where(jnp.sum(first * fixed, -1, keepdims=True) < 0, -fixed, fixed)
         first = jnp.where(on[:, None], fixed, first)
         up = first if depth == 1 else p.block.up.at[0].set(first)
-        return p._replace(block=p.block._replace(up=up))
+        linear = p.linear
+        if residual_free_first:
+            linear = jnp.zeros_like(linear) if depth == 1 else linear.at[0].set(0.0)
+        return Linear(p.block._replace(up=up), linear)
 
     def init(k) -> Linear:
         ku, kd = jax.random.split(k)
