@@ -193,7 +193,7 @@ def first_layer_from_kinks(found: Kinks, lines: np.ndarray, *, tuples: int = 400
     linear equations ``Qᵀ G v = 0`` (``Q`` a basis of ``ν⊥``), and ``q = ⌈(d + n)/(d − 1)⌉``
     kinks of one unit in distinct regions pin ``v``. Sequential RANSAC: of ``tuples`` random
     ``q``-tuples of the kinks left, the null vectors that are simple and bend at every kink of the
-    tuple (``|ν · G v| > 1e-6``); the one that explains most kinks (``‖Qᵀ G v‖ < 10 tol``) is
+    tuple (``|ν · G v| > 1e-6``; the first 256); the one that explains most kinks (``‖Qᵀ G v‖ < 10 tol``) is
     kept, refined on them, and its kinks removed; until ``d`` are kept. The column space of
     ``[L₁ᵀ; D₁ᵀ]`` is theirs. The points must be kinks of a depth-2 stack with these lines;
     anything else only proposes nothing or a wrong layer (a fit judges it).
@@ -237,10 +237,10 @@ def first_layer_from_kinks(found: Kinks, lines: np.ndarray, *, tuples: int = 400
         s, vt = np.linalg.svd(eqs[tup].reshape(len(tup), -1, d + n))[1:]
         V = vt[:, -1]
         ok = (s[:, -1] < tol * s[:, 0]) & (s[:, -2] > 1e3 * tol * s[:, 0])
-        ok &= np.take_along_axis(bends(V), tup, 1).all(1)
+        ok &= (np.abs(np.einsum("tqa,tqab,tb->tq", nu[tup], G[tup], V)) > 1e-6).all(1)
         if not ok.any():
             break
-        V = V[ok]
+        V = V[ok][:256]  # candidates scored on every kink
         explained = (np.linalg.norm(np.einsum("kib,tb->tki", eqs, V), axis=2) < 10 * tol) & bends(V) & left
         members = explained[explained.sum(1).argmax()]
         funcs.append(np.linalg.svd(eqs[members].reshape(-1, d + n))[2][-1])
