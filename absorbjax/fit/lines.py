@@ -158,10 +158,7 @@ def second_layer_lines(found: Kinks, first: MLPParams, linear, lines: np.ndarray
       ``(normals (m, d), counts (m,))``, the lines met most often first.
     """
     d = found.points.shape[1]
-    x0, nu = found.points[~found.antipodal], found.normals[~found.antipodal]
-    if len(lines) and len(x0):
-        off = np.abs((x0 / np.linalg.norm(x0, axis=1, keepdims=True)) @ np.asarray(lines).T) > on_line
-        x0, nu = x0[off.all(1)], nu[off.all(1)]
+    x0, nu = _off_lines(found, lines, on_line)
     if not len(x0):
         return np.zeros((0, d)), np.zeros(0, int)
     U, D = (np.asarray(a, np.float64) for a in first)
@@ -180,6 +177,16 @@ def second_layer_lines(found: Kinks, first: MLPParams, linear, lines: np.ndarray
     groups.sort(key=len, reverse=True)
     normals = [np.linalg.eigh(np.array(g).T @ np.array(g))[1][:, -1] for g in groups]
     return np.array(normals).reshape(-1, d), np.array([len(g) for g in groups], int)
+
+
+def _off_lines(found: Kinks, lines: np.ndarray, on_line: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
+    """The kinks of ``found`` that a later layer makes: ``(x₀ (k, d), ν (k, d))`` of those not
+    antipodal and off every line (``|ℓ · x₀| > on_line ‖x₀‖``)."""
+    x0, nu = found.points[~found.antipodal], found.normals[~found.antipodal]
+    if len(lines) and len(x0):
+        off = (np.abs((x0 / np.linalg.norm(x0, axis=1, keepdims=True)) @ np.asarray(lines).T) > on_line).all(1)
+        x0, nu = x0[off], nu[off]
+    return x0, nu
 
 
 def first_layer_from_kinks(found: Kinks, lines: np.ndarray, *, tuples: int = 4000, seed: int = 0,
@@ -212,10 +219,7 @@ def first_layer_from_kinks(found: Kinks, lines: np.ndarray, *, tuples: int = 400
     n, d = ell.shape
     if d < 2 or not n:
         return None
-    x0, nu = found.points[~found.antipodal], found.normals[~found.antipodal]
-    x0 = x0 / np.maximum(np.linalg.norm(x0, axis=1, keepdims=True), 1e-300)
-    keep = (np.abs(x0 @ ell.T) > 1e-7).all(1)
-    x0, nu = x0[keep], nu[keep]
+    x0, nu = _off_lines(found, ell)
     m = len(x0)
     pattern = x0 @ ell.T > 0
     region = np.unique(pattern, axis=0, return_inverse=True)[1].ravel()
