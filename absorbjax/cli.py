@@ -1,15 +1,24 @@
-"""The ``absorbjax`` command: ``reproduce``, ``check``, ``info``."""
+"""The ``absorbjax`` command: ``reproduce``, ``check``, ``info`` (also ``python -m absorbjax``).
+
+Nothing heavy is imported before it is needed: argument errors and a missing or unknown file are
+answered before JAX or the readers load.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
+__all__ = ["main"]
+
 
 def _reproduce(args) -> int:
-    from absorbjax import reproduce  # runs each experiment with float64 enabled for that run
+    from absorbjax import (
+        reproduce,  # runs each experiment with float64 enabled for that run
+    )
 
     try:
         everything = reproduce.discover(args.experiments)
@@ -44,101 +53,126 @@ def _reproduce(args) -> int:
     return 0
 
 
-def _decide(block, skip, time_limit: float) -> dict:
-    """One row of ``check``: the decision and the distance bounds for one read block."""
-    import numpy as np
-
-    from absorbjax import activations, condition
-
-    act = activations.get(block.activation)
-    hidden = [b for role, b in block.biases.items() if role != "down"]
-    biased = any(np.any(b != 0) for b in hidden)
-    row = {"status": None, "method": None, "reason": None, "lower": None, "upper": None,
-           "S_size": None, "S": None, "within_rounding": None, "hidden_bias": biased, "output_bias": "down" in block.biases}
-    start = time.perf_counter()
-    if act.never_absorbs and not biased:  # Prop 5 / Prop 6: no weights needed
-        row.update(status="not_absorbable", method="theorem", reason=act.result)
-    elif act.family != "ungated":
-        row.update(status="undecided", method="theorem",
-                   reason=("Prop 5/6 are proved for bias-free blocks; this block has hidden biases"
-                           if act.never_absorbs else act.result))
-    else:
-        bias = hidden[0] if hidden else None
-        dist = condition.distance(block.params, skip=skip, bias=bias, activation=act.name,
-                                  time_limit=time_limit)
-        cert = dist.certificate
-        row.update(status=cert.status, method=cert.method, reason=cert.reason, lower=dist.lower,
-                   upper=dist.upper, S_size=int(dist.S.size), S=dist.S.tolist(),
-                   within_rounding=cert.within_rounding, certificate=cert.to_dict())
-    row["seconds"] = time.perf_counter() - start
-    return row
+_SUFFIXES = (".npz", ".npy", ".safetensors", ".gguf", ".onnx", ".bin", ".pt", ".pth", ".json")
 
 
-def _row(model, block, skip, time_limit: float) -> dict:
-    """:func:`_decide`, with any complaint (a skip of the wrong size, a bad time limit) naming the file."""
-    try:
-        return _decide(block, skip, time_limit)
-    except ValueError as err:
-        raise ValueError(f"{model}: layer {block.layer}: {err}") from None
+def _early(path: str) -> str | None:
+    """A complaint about ``path`` found without importing anything heavy, else ``None``."""
+    import os
+
+    if not os.path.exists(path):
+        return f"{path}: no such file or directory"
+    if os.path.isfile(path) and not path.lower().endswith(_SUFFIXES):
+        return (f"{path}: unknown format {os.path.splitext(path)[1] or '(no suffix)'!r}; use .safetensors "
+                "(or its .index.json), .npz, .gguf, .onnx, a PyTorch .bin/.pt/.pth, a CTranslate2 model.bin, "
+                "or a model directory")
+    return None
+
+
+def _select(model, wanted):
+    """The blocks named by ``--layer`` (positions or names in the file)."""
+    found = model.blocks
+    if not wanted:
+        return found
+    by_name = {b.name: b for b in found}
+    out = []
+    for w in wanted:
+        if w.isdigit() and int(w) < len(found):
+            out.append(found[int(w)])
+        elif w in by_name:
+            out.append(by_name[w])
+        else:
+            raise ValueError(f"{model.path}: no layer {w}; the file holds layers 0–{len(found) - 1} "
+                             f"({found[0].name} … {found[-1].name}) (choose with --layer)")
+    return out
 
 
 def _check(args) -> int:
+    problem = _early(args.model)
+    if problem:
+        print(f"absorbjax check: {problem}", file=sys.stderr)
+        return 2
+    import dataclasses
+
     from tqdm.auto import tqdm
 
     from absorbjax import weights
 
-    rows = []
+    rows, gaussian = [], {}
     try:
-        found = weights.blocks(args.model, args.activation, transpose=args.transpose,
-                               allow_narrow=args.allow_narrow)
-        if args.layer:
-            bad = sorted(set(args.layer) - set(range(len(found))))
-            if bad:
-                raise ValueError(f"{args.model}: no layer {bad[0]}; the file holds layers 0–{len(found) - 1} "
-                                 "(choose with --layer)")
-            found = [b for b in found if b.layer in set(args.layer)]
+        model = weights.scan(args.model, args.activation, transpose=args.transpose,
+                             allow_narrow=args.allow_narrow, fused=args.fused)
+        found = _select(model, args.layer)
         skip = weights.load_skip(args.skip) if args.skip else None
-        for block in tqdm(found, desc="check", unit="layer", file=sys.stderr, disable=None):
-            hidden_bias = any(k.endswith("_bias") and k != "down_bias" for k in block.tensors)
-            if not block.gated or hidden_bias:  # bias-free gated blocks are decided without weights
-                block = block.load()
-            rows.append({"layer": block.layer, "name": block.name, "convention": block.convention,
-                         "d": block.d, "n": block.n, "activation": block.activation,
-                         "activation_source": block.activation_source, "dtype": block.dtype,
-                         **_row(args.model, block, skip, args.time_limit)})
+        for block in tqdm(found, desc="check", unit="block", file=sys.stderr, disable=None):
+            rows.append(weights.check(block, skip=skip, time_limit=args.time_limit))
+            if args.plot and rows[-1].lower is not None:  # the norm-matched Gaussian reference
+                read = block.load()
+                ref = dataclasses.replace(read, params=weights.gaussian_like(read.params, seed=block.layer),
+                                          biases={}, tensors={k: v for k, v in read.tensors.items()
+                                                              if not k.endswith("_bias")}, unread=())
+                gaussian[block.layer] = weights.check(ref, skip=skip, time_limit=args.time_limit)
     except ValueError as err:
         print(f"absorbjax check: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
+    if args.plot:
+        from absorbjax.weights.plot import plot_distances
+
+        if gaussian:
+            plot_distances(rows, gaussian, args.plot, title=f"{model.path.name}: distance per layer")
+            print(f"figure: {args.plot}", file=sys.stderr)
+        else:
+            print("absorbjax check: --plot: no block has distances (gated blocks are decided by theorem)",
+                  file=sys.stderr)
     if args.json:
-        print(json.dumps({"file": args.model, "blocks": rows}, indent=2))
+        print(json.dumps({"file": str(model.path), "format": model.format,
+                          "blocks": [r.to_dict() for r in rows],
+                          "gaussian": {k: v.to_dict() for k, v in gaussian.items()},
+                          "unused": {k: list(v) for k, v in model.unused.items()}}, indent=2))
         return 0
-    print(f"{args.model}: {len(rows)} MLP block(s)")
-    head = ("layer", "d", "n", "activation (source)", "dtype", "status", "method", "lower", "upper", "|S|", "s")
-    table = [[str(r["layer"]), str(r["d"]), str(r["n"]), f"{r['activation']} ({r['activation_source']})",
-              r["dtype"], r["status"], r["method"], _num(r["lower"]), _num(r["upper"]),
-              "-" if r["S_size"] is None else str(r["S_size"]), f"{r['seconds']:.2f}"] for r in rows]
+    _table(model, rows)
+    return 0
+
+
+def _biases(r) -> str:
+    out = ("b" if r.hidden_bias else "") + ("c" if r.output_bias else "") + ("?" if r.unread else "")
+    return out or "-"
+
+
+def _table(model, rows) -> None:
+    acts = {(r.activation, r.activation_source) for r in rows}
+    act = ", ".join(f"{a} ({s})" for a, s in sorted(acts))
+    print(f"{model.path}: {model.format}, {len(rows)} MLP block(s), activation {act}")
+    head = ("layer", "name", "d", "n", "dtype", "bias", "status", "method", "lower", "upper", "|S|", "s")
+    table = [[str(r.layer), r.name or "-", str(r.d), str(r.n), r.dtype, _biases(r), r.status, r.method,
+              _num(r.lower), _num(r.upper), "-" if r.S is None else str(len(r.S)), f"{r.seconds:.2f}"]
+             for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *table)]
     for line in (head, *table):
         print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
-    by_status: dict[str, list[dict]] = {}
+    by_status: dict[str, list] = {}
     for r in rows:
-        by_status.setdefault(r["status"], []).append(r)
+        by_status.setdefault(r.status, []).append(r)
     for status, group in by_status.items():  # one reason per status; every reason is in --json
-        layers = _ranges([r["layer"] for r in group])
-        print(f"  {status} (layer {layers}): {group[0]['reason']}" + (" (layer " + str(group[0]["layer"])
-              + "; the others alike, see --json)" if len(group) > 1 else ""))
+        print(f"  {status} (layer {_ranges([r.layer for r in group])}): {group[0].reason}"
+              + (f" (layer {group[0].layer}; the others alike, see --json)" if len(group) > 1 else ""))
     for r in rows:
-        if r.get("within_rounding") == "yes" and r["status"] != "absorbable":
-            print(f"  layer {r['layer']}: absorbable within {r['dtype']} storage rounding "
-                  f"({r['certificate']['rounding_reason']})")
-    if any(r["output_bias"] for r in rows):
-        print("  output biases (d,) pass unchanged through both blocks and do not enter the decision")
-    if any(r["hidden_bias"] for r in rows):
-        print("  hidden biases: an S still gives an absorber; without one the converse is not proved (undecided)")
-    if any(r["lower"] is not None for r in rows):
+        if r.within_rounding == "yes" and r.status != "absorbable":
+            print(f"  layer {r.layer}: absorbable within {r.dtype} storage rounding "
+                  f"({r.certificate['rounding_reason']})")
+        if r.unread:
+            print(f"  layer {r.layer}: unread tensor(s) beside the block that may be biases: {', '.join(r.unread)}")
+        if r.residual is False:
+            print(f"  layer {r.layer}: the graph shows no residual Add of the block's input")
+    print("  bias: b = hidden bias read (passed to the decision), c = output bias read (never used: a "
+          "residual-free block has its own), ? = unread 1-D tensors beside the block, - = none in the file")
+    if any(r.lower is not None for r in rows):
         print("  lower/upper: certified lower bound and attained upper bound on "
               "min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F (A = I without --skip); |S|: size of the best S found")
-    return 0
+    if model.unused:
+        names = sorted(model.unused)
+        print(f"  not used: {len(names)} tensor(s) (attention, norms, embeddings, …), e.g. "
+              f"{', '.join(names[:4])}; --json lists them all")
 
 
 def _ranges(layers: list[int]) -> str:
@@ -168,12 +202,22 @@ def _info(args) -> int:
     print(f"{'activation':<10} {'family':<12} {'odd part z/2':<13} result")
     for name in activations.names():
         a = activations.get(name)
-        print(f"{name:<10} {a.family:<12} {str(a.odd_part_half):<13} {a.result}")
+        print(f"{name:<10} {a.family:<12} {a.odd_part_half!s:<13} {a.result}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("absorbjax")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="absorbjax", description="Can an MLP absorb its own skip connection?")
+    parser.add_argument("--version", action="version", version=f"absorbjax {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     rep = sub.add_parser("reproduce", help="run every experiment and regenerate the figures")
@@ -186,23 +230,39 @@ def main(argv: list[str] | None = None) -> int:
     rep.set_defaults(func=_reproduce)
 
     chk = sub.add_parser("check", help="decide the absorption condition for every MLP block of a checkpoint")
-    chk.add_argument("model", help=".safetensors, .npz or .gguf: BERT/ViT, GPT-2, LLaMA, OPT/Whisper, GGUF or "
-                                   "plain up/down (gate/value/down) names")
+    chk.add_argument("model", help="a checkpoint file (.safetensors or its .index.json, .npz, .gguf, .onnx, PyTorch "
+                                   ".bin/.pt/.pth, CTranslate2 model.bin) or a model directory")
     chk.add_argument("--activation", default=None,
-                     help="activation name (default: from config.json beside the file, GGUF metadata or the file)")
-    chk.add_argument("--layer", type=int, action="append", metavar="N", help="check only layer N (repeatable)")
+                     help="activation name (default: from config.json beside the file, GGUF metadata, the ONNX "
+                          "graph or the file)")
+    chk.add_argument("--layer", action="append", metavar="N|NAME",
+                     help="check only this block: its position or its name in the file (repeatable)")
     chk.add_argument("--skip", default=None, help="file holding the skip matrix A (d, d)")
     chk.add_argument("--transpose", action="store_true", help="matrices are stored (in, out) (Flax/JAX layout)")
     chk.add_argument("--allow-narrow", action="store_true", help="accept width n < d")
+    chk.add_argument("--fused", choices=("gate-value", "value-gate"), default=None,
+                     help="each block's up tensor (2n, d) stacks W_gate and W_value in this order")
     chk.add_argument("--time-limit", type=float, default=60.0, help="seconds for a MILP, per layer (default 60)")
     chk.add_argument("--json", action="store_true", help="print every field as JSON")
+    chk.add_argument("--plot", default=None, metavar="FILE",
+                     help="draw per-layer distances, trained vs a norm-matched Gaussian block, to FILE")
     chk.set_defaults(func=_check)
 
     info = sub.add_parser("info", help="versions, devices and the activation registry")
     info.set_defaults(func=_info)
+    return parser
 
-    args = parser.parse_args(argv)
-    return args.func(args)
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        code = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `absorbjax check ... --json | head`: the reader left; say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 import json
+import os
 import re
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -25,9 +28,10 @@ def block_files(tmp_path):
 def test_check_decides_and_prints_a_table(block_files, capsys):
     assert cli.main(["check", str(block_files["absorbing"]), "--activation", "relu"]) == 0
     out = capsys.readouterr().out
-    header, row = out.splitlines()[1:3]
-    assert header.split()[:3] == ["layer", "d", "n"] and "lower" in header and "|S|" in header
-    assert row.split()[:6] == ["0", "3", "8", "relu", "(argument)", "float64"] and "absorbable" in row.split()
+    title, header, row = out.splitlines()[:3]
+    assert "1 MLP block(s), activation relu (argument)" in title
+    assert header.split()[:4] == ["layer", "name", "d", "n"] and "lower" in header and "|S|" in header
+    assert row.split()[:7] == ["0", "-", "3", "8", "float64", "-", "absorbable"]
     assert cli.main(["check", str(block_files["generic"]), "--activation", "relu", "--json"]) == 0
     (record,) = json.loads(capsys.readouterr().out)["blocks"]
     assert record["status"] == "not_absorbable" and record["certificate"]["S"] is None
@@ -61,15 +65,20 @@ def test_check_whole_model_layer_by_layer(tmp_path, capsys):
     path = _bert(tmp_path)
     assert cli.main(["check", str(path)]) == 0
     out = capsys.readouterr().out
+    assert "3 MLP block(s), activation gelu (config.json hidden_act=gelu)" in out.splitlines()[0]
     rows = [line.split() for line in out.splitlines()[2:5]]
-    assert [r[0] for r in rows] == ["0", "1", "2"]
-    assert all(r[3:6] == ["gelu", "(config.json", "hidden_act=gelu)"] for r in rows)
-    # a hidden bias: "no S" is not a proof (the converse is open for biased blocks)
-    assert all(r[7] == "undecided" for r in rows) and "output biases" in out
-    assert cli.main(["check", str(path), "--layer", "2", "--json"]) == 0
-    (record,) = json.loads(capsys.readouterr().out)["blocks"]
-    assert record["layer"] == 2 and record["name"] == "encoder.layer.2" and record["hidden_bias"]
-    assert record["seconds"] >= 0 and record["lower"] <= record["upper"]
+    assert [r[:2] for r in rows] == [["0", "encoder.layer.0"], ["1", "encoder.layer.1"], ["2", "encoder.layer.2"]]
+    assert all(r[5] == "bc" for r in rows)  # hidden and output bias read
+    assert "not used: 3 tensor(s)" in out  # the attention matrices
+    for layer in ("2", "encoder.layer.2"):  # a position or the file's own name
+        assert cli.main(["check", str(path), "--layer", layer, "--json"]) == 0
+        record = json.loads(capsys.readouterr().out)
+        (row,) = record["blocks"]
+        assert row["layer"] == 2 and row["name"] == "encoder.layer.2"
+        assert row["hidden_bias"] == "encoder.layer.2.intermediate.dense.bias" and row["hidden_bias_nonzero"]
+        assert row["output_bias"] == "encoder.layer.2.output.dense.bias"
+        assert row["seconds"] >= 0 and row["lower"] <= row["upper"]
+        assert sorted(record["unused"]) == [f"encoder.layer.{i}.attention.output.dense.weight" for i in range(3)]
 
 
 def test_check_gated_file_is_decided_by_prop6(tmp_path, capsys):
@@ -91,7 +100,7 @@ def test_check_gated_file_is_decided_by_prop6(tmp_path, capsys):
 @pytest.mark.parametrize("problem, says", [
     ("missing", "no such file"), ("not_npz", "not a readable"), ("missing_key", r"missing \['down'\]"),
     ("shape", r"expected \(3, 8\)"), ("no_activation", "pass --activation"),
-    ("transposed", "--transpose"), ("layer", "no layer 7.*--layer"), ("skip", "layer 0: skip must have shape"),
+    ("transposed", "--transpose"), ("layer", "no layer 7.*--layer"), ("skip", r"layer 0 \(encoder.layer.0\): skip must have shape"),
 ])
 def test_check_bad_files_give_one_line_and_exit_2(tmp_path, capsys, problem, says):
     path = tmp_path / "w.npz"
@@ -124,3 +133,57 @@ def test_info_lists_the_registry(capsys):
     assert "swiglu" in out and "Prop 6" in out
 
 
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and re.fullmatch(r"absorbjax \S+", capsys.readouterr().out.strip())
+
+
+def test_check_answers_file_errors_before_importing_anything_heavy(tmp_path):
+    # cli.py loaded on its own (without the package): a missing or unknown file is answered with
+    # the standard library only, so the command's own start-up cost is the interpreter's
+    code = (
+        "import importlib.util, sys, time\n"
+        f"spec = importlib.util.spec_from_file_location('standalone_cli', {cli.__file__!r})\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "start = time.perf_counter()\n"
+        f"codes = [mod.main(['check', {str(tmp_path / 'missing.safetensors')!r}]),\n"
+        f"         mod.main(['check', {str(tmp_path / 'w.txt')!r}])]\n"
+        "heavy = sorted(m for m in ('jax', 'numpy', 'onnx', 'absorbjax', 'tqdm') if m in sys.modules)\n"
+        "print(codes, heavy, time.perf_counter() - start)\n"
+    )
+    (tmp_path / "w.txt").write_text("x")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.startswith("[2, 2] []"), out.stdout + out.stderr
+    seconds = float(out.stdout.split()[-1])
+    assert "no such file or directory" in out.stderr and "unknown format '.txt'" in out.stderr
+    assert seconds < 0.5
+
+
+def test_json_into_a_closed_pipe_is_quiet(block_files, monkeypatch):
+    read, write = os.pipe()
+    os.close(read)  # the reader (`| head`) has gone
+    stream = os.fdopen(write, "w")
+    monkeypatch.setattr(sys, "stdout", stream)
+    assert cli.main(["check", str(block_files["generic"]), "--activation", "relu", "--json"]) == 0
+    stream.close()  # what is left in the buffer goes to /dev/null, no BrokenPipeError
+
+
+def test_plot_draws_trained_against_gaussian(tmp_path, capsys):
+    path = _bert(tmp_path, layers=2)
+    figure = tmp_path / "distances.png"
+    assert cli.main(["check", str(path), "--plot", str(figure), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(record["gaussian"]) == ["0", "1"]
+    for row in record["gaussian"].values():  # the reference has no bias and the block's shape
+        assert row["hidden_bias"] is None and (row["d"], row["n"]) == (4, 20) and row["lower"] <= row["upper"]
+
+
+@pytest.mark.slow
+def test_python_dash_m(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "absorbjax", "check", str(tmp_path / "missing.npz")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "no such file or directory" in out.stderr

