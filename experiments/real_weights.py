@@ -12,8 +12,9 @@ Beyond the paper, measured (not proved): the structure behind the trained layers
 ``a_i = ⟨W_down[:,i], W_up[i,:]⟩ = tr M_i`` (a unit's own contribution to ``tr(W_down W_up)``;
 ``−I`` needs ``Σ_{i∈S} a_i = −d``), the fraction of units with ``a_i < 0``, whether the best ``S``
 found picks them, and the eigenvalues of ``W_down W_up`` (``d × d``) against ``−1``.
-MiniLM's hidden biases make its own certificate ``undecided`` (the converse is not proved for
-biased blocks); the distance, a statement about ``W_up``, ``W_down`` alone, does not depend on them.
+Each trained block is decided by :func:`absorbjax.weights.check`, the rule ``absorbjax check`` uses:
+the hidden bias goes to the decision (its status says what that proves), the output bias never
+enters; the distance, a statement about ``W_up``, ``W_down`` alone, does not depend on either.
 """
 
 import sys
@@ -22,7 +23,7 @@ import time
 import jax
 import numpy as np
 
-from absorbjax import activations, condition, models, reproduce, weights
+from absorbjax import condition, models, reproduce, weights
 
 NAME = "real_weights"
 TITLE = "Real checkpoints: trained MLP blocks vs Gaussian and initialised blocks"
@@ -41,9 +42,9 @@ def _files():
         raise ValueError(f"{NAME}: {err}") from None
 
 
-def _distance(U, D, bias=None, activation="gelu"):
+def _distance(U, D):
     start = time.perf_counter()
-    dist = condition.distance(models.MLPParams(U, D), bias=bias, activation=activation)
+    dist = condition.distance(models.MLPParams(U, D), activation="gelu")
     return dist, time.perf_counter() - start
 
 
@@ -78,6 +79,15 @@ def _row(dist, seconds, U, D):
             "seconds": seconds, **_structure(U, D, dist.S)}
 
 
+def _checked(result, U, D):
+    """A row from :func:`absorbjax.weights.check` (the trained block, biases as the file has them)."""
+    S = np.asarray(result.S, dtype=int)
+    return {"lower": result.lower, "upper": result.upper, "ratio": result.lower / result.upper,
+            "S_size": int(S.size), "status": result.status, "method": result.S_method,
+            "hidden_bias": result.hidden_bias, "output_bias": result.output_bias,
+            "seconds": result.seconds, **_structure(U, D, S)}
+
+
 def run(config, out, seed):
     minilm, smollm2 = _files()
     key = jax.random.key(seed)
@@ -87,8 +97,7 @@ def run(config, out, seed):
         block = found[layer].load()
         U, D = block.params.up.astype(np.float64), block.params.down.astype(np.float64)
         n, d = U.shape
-        dist, sec = _distance(U, D, bias=block.hidden_bias, activation=block.activation)
-        trained[layer] = _row(dist, sec, U, D)
+        trained[layer] = _checked(weights.check(block), U, D)
         gaussian[layer], init[layer] = [], []
         for i in range(config["gaussian"]):
             Ug, Dg = _gaussian(jax.random.fold_in(key, 1000 * layer + i), U, D)
@@ -104,8 +113,7 @@ def run(config, out, seed):
     start = time.perf_counter()
     gated = weights.blocks(smollm2)
     smol = [{"layer": b.layer, "d": b.d, "n": b.n, "activation": b.activation, "dtype": b.dtype,
-             "status": "not_absorbable" if activations.get(b.activation).never_absorbs
-             and not any(k.endswith("_bias") for k in b.tensors) else "undecided"} for b in gated]
+             "status": weights.check(b).status} for b in gated]  # Prop 6, no weight read
     smol_seconds = time.perf_counter() - start
 
     layers = config["layers"]

@@ -37,7 +37,8 @@ class BlockCheck:
     ``status`` / ``method`` / ``reason``: as in :class:`absorbjax.condition.Certificate`
     (``method="theorem"`` for Prop 5/6). ``lower`` / ``upper`` / ``S``: the certified lower and
     attained upper bounds on ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` and the best set
-    found (ungated blocks, ``None`` otherwise). ``hidden_bias`` / ``output_bias``: the tensor
+    found (ungated blocks, ``None`` otherwise), and how it was found (``S_method``: ``exact``,
+    ``exhaustive`` or ``local``, see :class:`absorbjax.condition.Distance`). ``hidden_bias`` / ``output_bias``: the tensor
     names read as ``b`` and ``c`` (``None``: the file has none under any name rule); ``unread``:
     1-D tensors beside the block that may be biases. ``certificate``: the certificate as JSON.
     """
@@ -62,6 +63,7 @@ class BlockCheck:
     lower: float | None = None
     upper: float | None = None
     S: list[int] | None = None
+    S_method: str | None = None
     within_rounding: str | None = None
     certificate: dict[str, Any] | None = None
     seconds: float = 0.0
@@ -99,7 +101,7 @@ def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
         dist = condition.distance(block.params, skip=skip, bias=bias, activation=block.activation,
                                   time_limit=time_limit)
         cert = dist.certificate
-        out = {"lower": dist.lower, "upper": dist.upper, "S": dist.S.tolist()}
+        out = {"lower": dist.lower, "upper": dist.upper, "S": dist.S.tolist(), "S_method": dist.method}
     else:
         cert = condition.find_absorbing_set(block.params, skip=skip, bias=bias, activation=block.activation,
                                             time_limit=time_limit)
