@@ -349,6 +349,7 @@ def test_missing_gguf_message(tmp_path, monkeypatch):
 
 def save_onnx(path, act="erf", gated=False, quantised=False):
     """A residual MLP graph as PyTorch exports it: weights stored (in, out), generated names."""
+    pytest.importorskip("onnx")
     from onnx import TensorProto, checker, helper, numpy_helper
 
     f32 = np.float32

@@ -190,9 +190,11 @@ def _loader(tensor, base: Path):
 def read_onnx(path: Path):
     """``(tensors, metadata, blocks)`` of an ``.onnx`` file: initializer name → ``(shape, dtype,
     loader)``; ``blocks`` as found in the graph (see the module docstring)."""
-    import onnx
-    from onnx import helper
-
+    try:
+        import onnx
+        from onnx import helper
+    except ImportError:
+        raise ValueError("reading ONNX needs the onnx package: pip install 'absorbjax[onnx]' (or onnx)") from None
     model = onnx.load(str(path), load_external_data=False)
     graph = model.graph
     tensors = {}
