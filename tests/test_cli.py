@@ -187,3 +187,10 @@ def test_python_dash_m(tmp_path):
     out = subprocess.run([sys.executable, "-m", "absorbjax", "check", str(tmp_path / "missing.npz")],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "no such file or directory" in out.stderr
+
+
+def test_plot_labels_drop_the_shared_path():
+    from absorbjax.weights.plot import short_names
+
+    assert short_names([f"model/m.0/encoder/layer.{i}" for i in (0, 12)]) == ["layer.0", "layer.12"]
+    assert short_names(["decoder.layer_0", "encoder.layer_0"]) == ["decoder.layer_0", "encoder.layer_0"]

@@ -5,8 +5,9 @@ CTranslate2 ``model.bin``, or a model directory holding one of them.
 Every tensor comes with its shape in NumPy order (for matrices PyTorch's ``(out, in)`` as stored;
 GGUF's dimension list, fastest first, is reversed to that order), its stored dtype (``float32``,
 ``bfloat16``, kept as ``ml_dtypes.bfloat16``; a GGUF type such as ``Q4_1``) and a loader, so that a whole model is listed without
-reading its weights. GGUF tensors are read with ``gguf.GGUFReader`` and dequantised with
-``gguf.quants.dequantize``, never by hand. ONNX through the ``onnx`` package
+reading its weights. GGUF headers are walked in one pass (:mod:`~absorbjax.weights.ggufheader`; ``gguf.GGUFReader``
+spends ~20 s on a vocabulary) and tensors dequantised with ``gguf.quants.dequantize``, never by
+hand. ONNX through the ``onnx`` package
 (:mod:`~absorbjax.weights.onnxgraph`), PyTorch zips with a restricted unpickler
 (:mod:`~absorbjax.weights.torchzip`), CTranslate2 by its documented layout
 (:mod:`~absorbjax.weights.ct2`). Every problem raises ``ValueError`` with a one-line message naming
@@ -145,22 +146,10 @@ def _safetensors(path: Path):
 
 
 def _gguf(path: Path):
-    import gguf
+    from absorbjax.weights.ggufheader import read_gguf
 
-    reader = gguf.GGUFReader(path)
-    meta = {}
-    for key, field in reader.fields.items():
-        if len(field.types) == 1 and field.types[0] != gguf.GGUFValueType.ARRAY:
-            meta[key] = str(field.contents())
-
-    def loader(t):
-        return lambda: np.asarray(gguf.quants.dequantize(t.data, t.tensor_type))
-
-    tensors = {
-        t.name: Tensor(t.name, tuple(int(s) for s in reversed(t.shape.tolist())), t.tensor_type.name, loader(t))
-        for t in reader.tensors
-    }
-    return tensors, meta, "gguf", None
+    tensors, meta = read_gguf(path)
+    return _tensors(tensors), meta, "gguf", None
 
 
 def _onnx(path: Path):
