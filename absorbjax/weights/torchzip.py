@@ -85,13 +85,20 @@ class RestrictedUnpickler(pickle.Unpickler):
     """Resolves only :data:`ALLOWED`; storages come back as :class:`StorageRef`."""
 
     def find_class(self, module, name):
+        # fresh objects for the storages and stand-ins, so that a BUILD opcode in one file cannot
+        # change what another file's tensors resolve to
         try:
-            return ALLOWED[(module, name)]
+            target = ALLOWED[(module, name)]
         except KeyError:
             raise pickle.UnpicklingError(
                 f"refused to unpickle {module}.{name}: only state dicts of tensors are read (a pickle can "
                 "run code); save model.state_dict() instead of the model, or convert the file to "
                 "safetensors") from None
+        if isinstance(target, _StorageType):
+            return _StorageType(name)
+        if target in (rebuild_tensor, rebuild_parameter):
+            return lambda *args: target(*args)
+        return target
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
