@@ -633,10 +633,12 @@ def test_biases_under_unusual_names_are_read_or_reported(tmp_path):
     np.testing.assert_array_equal(block.hidden_bias, B_UP)
     np.testing.assert_array_equal(block.biases["down"], B_DOWN)
     assert block.bias_names == {"up": "up_bias", "down": "down_bias"} and block.unread == ()
-    odd = save(tmp_path / "odd.npz", {"mlp.up": UP, "mlp.down": DOWN, "mlp.b1": B_UP, "mlp.norm_scale": B_DOWN})
+    odd = save(tmp_path / "odd.npz", {"mlp.up": UP, "mlp.down": DOWN, "mlp.b1": B_UP, "mlp.norm_scale": B_DOWN,
+                                      "mlp.ln.weight": B_DOWN, "mlp.attn.weight": np.eye(D), "mlp.attn.bias": B_DOWN})
     model = weights.scan(odd, "relu")
     (block,) = model.blocks
-    assert block.unread == ("mlp.b1",) and set(model.unused) == {"mlp.b1", "mlp.norm_scale"}
+    assert block.unread == ("mlp.b1",)  # not a norm's scale, not another matrix's bias
+    assert set(model.unused) == {"mlp.b1", "mlp.norm_scale", "mlp.ln.weight", "mlp.attn.weight", "mlp.attn.bias"}
     result = weights.check(block)  # never a bias-free "not_absorbable" while a bias may be unread
     assert result.status != "not_absorbable" and result.unread == ("mlp.b1",)
     assert result.hidden_bias is None

@@ -200,9 +200,13 @@ def _unread(ckpt, prefix: str, used: set, d: int, n: int) -> tuple[str, ...]:
     biases of this block under a name no rule reads."""
     under = (prefix + ".") if prefix else ""
     owners = {conventions.split_name(k)[0] for k, t in ckpt.tensors.items() if len(t.shape) >= 2}
+    def norm_like(k: str) -> bool:  # 1-D weights and scales are normalisation parameters
+        return ("norm" in k.lower() or "ln_" in k.lower()
+                or k.endswith((".weight", "_weight", ".scale", "gamma", "beta")))
+
     return tuple(sorted(k for k, t in ckpt.tensors.items() if k not in used and k.startswith(under)
-                        and t.shape in ((n,), (d,), (2 * n,)) and "norm" not in k.lower()
-                        and not k.endswith(("gamma", "beta")) and conventions.split_name(k)[0] not in owners))
+                        and t.shape in ((n,), (d,), (2 * n,)) and not norm_like(k)
+                        and conventions.split_name(k)[0] not in owners))
 
 
 def scan(path, activation: str | None = None, *, transpose: bool = False, allow_narrow: bool = False,
