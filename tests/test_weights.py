@@ -697,3 +697,16 @@ def test_packaged_onnx_and_ctranslate2():
     model = weights.scan(ct2_path)
     assert [b.name for b in model.blocks] == [f"{p}.layer_{i}" for p in ("decoder", "encoder") for i in range(4)]
     assert {(b.d, b.n, b.activation, b.dtype) for b in model.blocks} == {(384, 1536, "gelu", "float16")}
+
+
+def test_sharded_torch_index(tmp_path, monkeypatch):
+    parts = {"pytorch_model-00001-of-00002.bin": {"fc1.weight": UP}, "pytorch_model-00002-of-00002.bin": {"fc2.weight": DOWN}}
+    wmap = {}
+    for shard, tensors in parts.items():
+        state = {k: (str(i), 0, a.shape, (a.shape[1], 1)) for i, (k, a) in enumerate(tensors.items())}
+        save_torch(tmp_path / shard, monkeypatch, state, {str(i): a for i, a in enumerate(tensors.values())})
+        wmap |= dict.fromkeys(tensors, shard)
+    (tmp_path / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": wmap}))
+    model = weights.scan(tmp_path, "gelu")
+    assert model.format == "sharded pytorch" and len(model.blocks) == 1
+    np.testing.assert_array_equal(model.blocks[0].load().params.down, DOWN)
