@@ -257,3 +257,27 @@ def test_sharded_torch_index(tmp_path, monkeypatch):
     model = weights.scan(tmp_path, "gelu")
     assert model.format == "sharded pytorch" and len(model.blocks) == 1
     np.testing.assert_array_equal(model.blocks[0].load().params.down, DOWN)
+
+
+def test_onnx_gemm_with_bias_inputs(tmp_path):
+    """``nn.Linear`` exported as ``Gemm(x, W, b, transB=1)``: weights ``(out, in)``, biases as ``C``."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    f32 = np.float32
+    inits = [numpy_helper.from_array(a.astype(f32), name) for a, name in
+             ((UP, "w1"), (B_UP, "b1"), (DOWN, "w2"), (B_DOWN, "b2"))]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1, name="/ffn/fc1/Gemm"),
+             helper.make_node("Relu", ["h"], ["a"]),
+             helper.make_node("Gemm", ["a", "w2", "b2"], ["o"], transB=1, name="/ffn/fc2/Gemm"),
+             helper.make_node("Add", ["x", "o"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, D])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, D])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), tmp_path / "gemm.onnx")
+    model = weights.scan(tmp_path / "gemm.onnx")
+    (block,) = model.blocks
+    assert (block.name, block.activation, block.residual, model.unused) == ("ffn", "relu", True, {})
+    block = block.load()
+    np.testing.assert_allclose(block.params.up, UP, rtol=1e-6)
+    np.testing.assert_allclose(block.hidden_bias, B_UP, rtol=1e-6)
+    np.testing.assert_allclose(block.biases["down"], B_DOWN, rtol=1e-6)

@@ -48,7 +48,11 @@ class _Graph:
         return node.input[1], not trans_b
 
     def bias_after(self, tensor):
-        """``(bias initializer, tensor after the Add)`` when ``tensor`` feeds only a bias ``Add``."""
+        """``(bias initializer, tensor after the Add)`` when ``tensor`` feeds only a bias ``Add``, or
+        is the output of a ``Gemm`` with a bias ``C``."""
+        node = self.producer.get(tensor)
+        if node is not None and node.op_type == "Gemm" and len(node.input) > 2 and node.input[2] in self.inits:
+            return node.input[2], tensor
         users = self.consumers.get(tensor, [])
         if len(users) == 1 and users[0].op_type == "Add":
             other = [i for i in users[0].input if i != tensor]
