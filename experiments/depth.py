@@ -89,7 +89,7 @@ def near_identity(config, key):
         for d, n, L in config["near"]:
             P = dimension.param_count(d, n, L)
             cert = dimension.certify(act, d, n, L, key=reproduce.subkey(key, i, 1000 * d + 10 * n + L), shrink=10,
-                                     float_check=False, inputs=4 * P // d if act == "relu" else None)
+                                     float_check=False, inputs=16 * P // d if act == "relu" else None)
             rows.append({"activation": act, "d": d, "n": n, "depth": L, "rank": cert.rank, "maximum": cert.maximum,
                          "free_bound": cert.free_bound, "status": cert.status})
     return rows
@@ -125,20 +125,24 @@ def load_atlas(out):
 
 
 def atlas_markdown(atlas) -> str:
-    """The atlas as a markdown table: one row per (activation, d), the depths reached per width."""
-    rows = atlas["rows"]
+    """The atlas as a markdown table: one row per (activation, d, n), the depths reached."""
+    rows, skipped = atlas["rows"], atlas["skipped"]
     lines = [f"Budget {atlas['budget_seconds']:.0f} s wall time, {atlas['seconds']:.0f} s used; "
-             f"{atlas['machine']}.", "",
-             "| activation | d | n | depths certified (rank − b) | depths undecided | largest P | seconds |",
-             "|---|---|---|---|---|---|---|"]
-    keys = sorted({(r["activation"], r["d"], r["n"]) for r in rows})
-    for act, d, n in keys:
-        sel = sorted((r for r in rows if (r["activation"], r["d"], r["n"]) == (act, d, n)), key=lambda r: r["depth"])
-        cert = ", ".join(f"{r['depth']} ({r['rank'] - r['free_bound']}{'' if r['method'] == 'rank' else ' narrow'})"
+             f"{atlas['machine']}. Depths certified with the margin rank − b (`narrow`: by the narrow-width "
+             "argument, step 6); skipped: predicted over the budget by the fitted power law.", "",
+             "| activation | d | n | depths certified (rank − b) | undecided | skipped | largest P run | seconds |",
+             "|---|---|---|---|---|---|---|---|"]
+    for act, d, n in sorted({(r["activation"], r["d"], r["n"]) for r in rows + skipped}):
+        def at(group, act=act, d=d, n=n):
+            return sorted((r for r in group if (r["activation"], r["d"], r["n"]) == (act, d, n)),
+                          key=lambda r: r["depth"])
+        sel = at(rows)
+        cert = ", ".join(f"{r['depth']} ({r['rank'] - r['free_bound'] if r['method'] == 'rank' else 'narrow'})"
                          for r in sel if r["status"] == "certified_disjoint")
         und = ", ".join(str(r["depth"]) for r in sel if r["status"] != "certified_disjoint")
-        big = sel[-1]
-        lines.append(f"| {act} | {d} | {n} | {cert or '—'} | {und or '—'} | {big['params']} | {big['seconds']} |")
+        skip = ", ".join(str(r["depth"]) for r in at(skipped))
+        big = f"{sel[-1]['params']} | {sel[-1]['seconds']}" if sel else "— | —"
+        lines.append(f"| {act} | {d} | {n} | {cert or '—'} | {und or '—'} | {skip or '—'} | {big} |")
     lines.append("")
     for act, f in atlas["fits"].items():
         big = f["largest"]
@@ -413,12 +417,13 @@ bounds on the functional dimension. "Certified disjoint" means: for GELU, almost
 ReLU, almost all weights of an open region around the point drawn (ReLU's functional dimension varies
 across weight space).
 
-![depth](../../figures/depth.png)
+![depth](depth.png)
 """
 
 
 def write_docs(path, figures="figures"):
-    """The results page from the records in ``figures``: claims of ``depth.json`` and the atlas table."""
+    """The results page from the records in ``figures``: claims of ``depth.json`` and the atlas table;
+    the figure ``depth.png`` is copied beside the page (the docs site serves only its own folder)."""
     record = json.loads((Path(figures) / f"{NAME}.json").read_text())
     parts = [DOCS_INTRO, "## Claims", ""]
     for c in record["results"]["claims"]:
@@ -428,6 +433,7 @@ def write_docs(path, figures="figures"):
     parts += ["## Atlas", "", atlas_markdown(atlas) if atlas else "No atlas record yet.", ""]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("\n".join(parts))
+    (Path(path).parent / f"{NAME}.png").write_bytes((Path(figures) / f"{NAME}.png").read_bytes())
     return path
 
 

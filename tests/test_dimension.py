@@ -124,7 +124,7 @@ def test_narrow_relu_free_stacks_stay_below_the_bound():
     ("gelu", 2, 2, 2, 16, 12),
     ("gelu", 3, 3, 2, 36, 27),
     ("relu", 3, 6, 2, 60, 51),
-    # The first exploration reported 27 vs 28 (inconclusive) here; at this point with 48 inputs
+    # The first exploration reported 27 vs 28 (undecided) here; at this point with 48 inputs
     # the exact rank is the maximum 36 = P − nL, so the size is certified (that report is refuted).
     ("relu", 2, 4, 3, 36, 28),
 ])
