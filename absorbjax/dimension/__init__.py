@@ -17,9 +17,9 @@ each step labelled *proved* or *computed exactly*, are in ``docs/theory/depth.md
    weights, for every ``d, n, L ≥ 1``; so for ``L ≥ 2`` and ``n ≥ d`` the rank exceeds ``b`` by
    ``(L−1)d²`` and almost all residual GELU stacks are reproduced by no free stack of their size.
 5. *ReLU (proved).* Residual ReLU stacks (``d ≥ 2``) reach their maximum ``2Lnd − nL`` on an open set
-   of weights containing every near-identity stack with pairwise non-parallel rows; almost all
-   weights of that set are disjoint from the free family. (How much of Gaussian weight space the
-   certified regions cover is *estimated* by the atlas benchmark, not proved.)
+   of weights containing every near-identity stack with pairwise non-parallel rows and nonzero
+   columns; almost all weights of that set are disjoint from the free family. (How much of Gaussian
+   weight space the certified set covers is *estimated* by the ``depth`` experiment, not proved.)
 6. *Narrow ReLU width (proved)*, ``d ≤ n < 2d``; 7. *GELU → ReLU limit (proved)*.
 
 Floating-point ranks (:func:`float_rank`) are the quick check beside the exact ones, never a
