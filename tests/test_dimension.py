@@ -16,13 +16,15 @@ KEY = jax.random.key(0)
 
 
 def _point(d, n, L, inputs, key=KEY, **kw):
-    return dimension.rational_point(key, d, n, L, inputs=inputs, **kw)
+    return dimension.rational_point(d, n, L, key=key, inputs=inputs, **kw)
 
 
 def _jacobian(point, activation, residual):
     params, xs = point.params(jnp.float64), point.xs(jnp.float64)
     flat, unravel = ravel_pytree(params)
-    f = lambda w: jax.vmap(lambda x: models.stack(unravel(w), x, activation, residual=residual))(xs).ravel()
+    def f(w):
+        return jax.vmap(lambda x: models.stack(unravel(w), x, activation, residual=residual))(xs).ravel()
+
     return np.asarray(jax.jacfwd(f)(flat))
 
 
@@ -33,21 +35,21 @@ def _symmetry_tangents(point, activation):
     up, down = np.asarray(params.up), np.asarray(params.down)
     L, n, d = up.shape
     cols = []
-    for l in range(L - 1):
+    for layer in range(L - 1):
         for a in range(d):
             for b in range(d):
                 E = np.zeros((d, d))
                 E[a, b] = 1.0
                 du, dd = np.zeros_like(up), np.zeros_like(down)
-                dd[l] = E @ down[l]
-                du[l + 1] = -up[l + 1] @ E
+                dd[layer] = E @ down[layer]
+                du[layer + 1] = -up[layer + 1] @ E
                 cols.append(np.concatenate([du.ravel(), dd.ravel()]))
     if activation == "relu":
-        for l in range(L):
+        for layer in range(L):
             for i in range(n):
                 du, dd = np.zeros_like(up), np.zeros_like(down)
-                du[l, i] = up[l, i]
-                dd[l, :, i] = -down[l, :, i]
+                du[layer, i] = up[layer, i]
+                dd[layer, :, i] = -down[layer, :, i]
                 cols.append(np.concatenate([du.ravel(), dd.ravel()]))
     return np.stack(cols, 1)
 
@@ -105,7 +107,7 @@ def test_free_stacks_attain_the_free_bound(activation, d, n, L):
                                inputs=None if activation == "gelu" else 4 * dimension.param_count(d, n, L) // d)
              for k in keys]
     assert max(c.rank for c in certs) == b
-    assert all(c.rank <= b and c.free_bound == b and c.status == "inconclusive" for c in certs)
+    assert all(c.rank <= b and c.free_bound == b and c.status == "undecided" for c in certs)
 
 
 def test_narrow_relu_free_stacks_stay_below_the_bound():
@@ -122,7 +124,7 @@ def test_narrow_relu_free_stacks_stay_below_the_bound():
     ("gelu", 2, 2, 2, 16, 12),
     ("gelu", 3, 3, 2, 36, 27),
     ("relu", 3, 6, 2, 60, 51),
-    # The first exploration reported 27 vs 28 (inconclusive) here; at this point with 48 inputs
+    # The first exploration reported 27 vs 28 (undecided) here; at this point with 48 inputs
     # the exact rank is the maximum 36 = P − nL, so the size is certified (that report is refuted).
     ("relu", 2, 4, 3, 36, 28),
 ])
@@ -144,9 +146,9 @@ def test_modular_jacobian_is_the_reduction_of_the_exact_one():
     J · 16^4 is an integer matrix for a depth-2 stack (entries have degree <= 4 in weights and x)."""
     pt = _point(2, 3, 2, inputs=6, denominator=16)
     p = dimension.PRIME
-    masks, on_kink = dimension._relu_masks(pt, True)
+    masks, on_kink = dimension.relu_masks(pt, True)
     assert not on_kink.any()
-    modular = dimension._forward_jacobian(pt, True, 1, p, 0, masks, chunk=4)
+    modular = dimension.forward_jacobian(pt, True, 1, p, 0, masks, chunk=4)
     J = _jacobian(pt, "relu", residual=True)
     scaled = J * 16.0**4
     assert np.all(scaled == np.rint(scaled)) and np.abs(scaled).max() < 2**52
@@ -160,7 +162,7 @@ def test_modular_jets_are_the_reduction_of_the_exact_ones():
     dyadic rationals that float64 computes exactly; reduced mod p they equal the modular rows."""
     pt = _point(2, 2, 2, inputs=2, denominator=16)
     p = dimension.PRIME
-    modular = dimension._forward_jacobian(pt, True, 3, p, pow(8, p - 2, p), None, chunk=2)
+    modular = dimension.forward_jacobian(pt, True, 3, p, pow(8, p - 2, p), None, chunk=2)
     activations.register("_gelu_jet3", lambda z: z / 2 + z * z / 8, odd_part_half=False)
     try:
         params, xs = pt.params(jnp.float64), pt.xs(jnp.float64)
@@ -168,7 +170,9 @@ def test_modular_jets_are_the_reduction_of_the_exact_ones():
 
         def jets(w):
             def along(x):
-                g = lambda t: models.stack(unravel(w), t * x, "_gelu_jet3")
+                def g(t):
+                    return models.stack(unravel(w), t * x, "_gelu_jet3")
+
                 d1 = jax.jacfwd(g)
                 d2 = jax.jacfwd(d1)
                 d3 = jax.jacfwd(d2)
@@ -204,7 +208,7 @@ def test_gelu_taylor_coefficients():
 # Soundness controls: families that cannot be certified are not
 
 
-def test_planted_low_rank_family_is_inconclusive():
+def test_planted_low_rank_family_is_undecided():
     """An affine family W_0 + [C, C] θ has 2c parameters (more than b) but rank <= c <= b."""
     d, n, L = 2, 4, 2
     b = dimension.free_bound("gelu", d, n, L)
@@ -212,7 +216,7 @@ def test_planted_low_rank_family_is_inconclusive():
     C = np.random.default_rng(0).integers(-5, 6, (P, b - 2))
     cert = dimension.certify("gelu", d, n, L, key=KEY, subfamily=np.concatenate([C, C], 1), float_check=False)
     assert cert.params == 2 * (b - 2) > b
-    assert cert.rank == b - 2 and cert.status == "inconclusive"
+    assert cert.rank == b - 2 and cert.status == "undecided"
     # The same machinery does certify a family of b + 2 independent directions:
     wide = np.random.default_rng(1).integers(-5, 6, (P, b + 2))
     ok = dimension.certify("gelu", d, n, L, key=KEY, subfamily=wide, float_check=False)
@@ -220,11 +224,11 @@ def test_planted_low_rank_family_is_inconclusive():
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
-def test_depth_one_and_free_families_are_inconclusive(activation):
+def test_depth_one_and_free_families_are_undecided(activation):
     one = dimension.certify(activation, 2, 4, 1, key=KEY, float_check=False)
-    assert one.free_bound == one.maximum and one.status == "inconclusive" and one.narrow is None
+    assert one.free_bound == one.maximum and one.status == "undecided" and one.narrow is None
     free = dimension.certify(activation, 2, 4, 2, key=KEY, residual=False, float_check=False)
-    assert free.status == "inconclusive"
+    assert free.status == "undecided"
 
 
 def test_rank_at_a_degenerate_point_is_not_certified():
@@ -232,7 +236,66 @@ def test_rank_at_a_degenerate_point_is_not_certified():
     L, n, d = 2, 4, 2
     zero = models.MLPParams(np.zeros((L, n, d)), np.zeros((L, d, n)))
     cert = dimension.certify("gelu", d, n, L, key=KEY, weights=zero, float_check=False)
-    assert cert.rank == 0 and cert.status == "inconclusive"
+    assert cert.rank == 0 and cert.status == "undecided"
+
+
+# ---------------------------------------------------------------------------------------------
+# The depth theorem (docs/theory/depth.md, steps 4 and 5), checked by exact ranks
+
+
+def test_gelu_second_and_third_derivatives():
+    """Lemma A uses σ'' = (2 − z²) φ and σ''' = (z³ − 4z) φ for σ = GELU, φ the normal density."""
+    z = jnp.linspace(-6, 6, 241)
+    phi = jnp.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    g = activations.get("gelu").fn
+    d2 = jax.vmap(jax.grad(jax.grad(g)))(z)
+    d3 = jax.vmap(jax.grad(jax.grad(jax.grad(g))))(z)
+    assert float(jnp.max(jnp.abs(d2 - (2 - z**2) * phi))) <= 1e-12
+    assert float(jnp.max(jnp.abs(d3 - (z**3 - 4 * z) * phi))) <= 1e-12
+
+
+@pytest.mark.parametrize("d,N", [(1, 3), (2, 6), (3, 4), (2, 9)])
+def test_one_layer_gelu_has_full_rank(d, N):
+    """Lemma A: x ↦ D σ(U x) with N pairwise non-parallel rows and nonzero columns has rank 2Nd
+    (here with jets of x ↦ x + D σ(U x), the same tangent space); d = 1 needs long jets."""
+    P = 2 * N * d
+    pt = _point(d, N, 1, inputs=1 if d == 1 else P // d + 2, key=jax.random.key(2))
+    assert np.all(pt.down != 0) and np.all(pt.up != 0)
+    assert dimension.exact_rank(pt, "gelu", order=2 * P + 3 if d == 1 else 11).rank == P
+
+
+def test_one_layer_gelu_rank_drops_at_a_dead_unit():
+    """Control: a zero column of D (excluded by Lemma A's hypotheses) loses the unit's row: 7 of 8."""
+    pt = _point(1, 4, 1, inputs=1, key=jax.random.key(1))
+    assert (pt.down == 0).sum() == 1
+    assert dimension.exact_rank(pt, "gelu", order=19).rank == 7
+
+
+@pytest.mark.parametrize("d,n,L", [(1, 2, 3), (2, 2, 3), (2, 4, 2), (3, 3, 2), (2, 3, 4)])
+def test_near_identity_gelu_stacks_have_full_rank(d, n, L):
+    """Lemma B: with W_down^ℓ scaled by 2^-10 the residual stack has rank 2Lnd, as its limit
+    (the one-layer network of width Ln) does; also at the unscaled point (a generic one)."""
+    P = dimension.param_count(d, n, L)
+    for shrink in (0, 10):
+        pt = _point(d, n, L, inputs=1 if d == 1 else P // d + 2, shrink=shrink)
+        assert dimension.exact_rank(pt, "gelu", order=2 * P + 3 if d == 1 else 7).rank == P
+
+
+@pytest.mark.parametrize("d,N", [(2, 4), (3, 6)])
+def test_one_layer_relu_rank_is_all_but_the_rescalings(d, N):
+    """Lemma A for ReLU (d >= 2): rank 2Nd − N, the N positive rescalings being the whole kernel."""
+    pt = _point(d, N, 1, inputs=50 * N, key=jax.random.key(2))  # enough to hit every sector
+    assert dimension.exact_rank(pt, "relu").rank == 2 * N * d - N
+
+
+@pytest.mark.parametrize("d,n,L", [(2, 2, 3), (3, 3, 2), (2, 4, 2)])
+def test_near_identity_relu_stacks_reach_the_maximum(d, n, L):
+    """Step 5: near-identity ReLU stacks reach P − nL, also for n < 2d (where the rank alone decides
+    now, beside the narrow-width argument); so the certificate holds on an open set around them."""
+    cert = dimension.certify("relu", d, n, L, key=KEY, shrink=10, float_check=False,
+                             inputs=4 * dimension.param_count(d, n, L) // d)
+    assert cert.rank == cert.maximum == dimension.residual_max("relu", d, n, L) > cert.free_bound
+    assert cert.status == "certified_disjoint" and cert.method == "rank" and "open region" in cert.scope
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,9 +345,54 @@ def test_narrow_check_fails_on_an_absorbable_layer():
     """S = {0, 1} gives W_down[:,S] W_up[S,:] = −I, so det(I + W_down[:,S] W_up[S,:]) = 0."""
     up = np.array([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
     down = np.array([[[-1.0, 0.0, 0.5], [0.0, -1.0, 0.25]]])
-    pt = dimension.rational_point(KEY, 2, 3, 1, inputs=1, weights=models.MLPParams(up, down))
+    pt = dimension.rational_point(2, 3, 1, key=KEY, inputs=1, weights=models.MLPParams(up, down))
     assert not dimension.narrow_invertible(pt)
     assert dimension.narrow_invertible(pt._replace(down=pt.down // 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# The audit's defects
+
+
+def test_prime_not_above_the_jet_order_is_refused():
+    """Mod 5 GELU's z⁶ coefficient 1/40 has no inverse (40 ≡ 0), so jets of order 7 mod 5 lose a
+    term: refused, by exact_rank and by certify (before any work); mod 3 at order 2 the residue
+    no longer divides by zero."""
+    assert 40 % 5 == 0 and [t[3] for t in dimension.gelu_taylor(7)][-1] == 40
+    with pytest.raises(ValueError, match="prime must exceed"):
+        dimension.certify("gelu", 2, 2, 2, key=KEY, prime=5, order=7, max_order=7, float_check=False)
+    with pytest.raises(ValueError, match="prime must exceed"):
+        dimension.certify("gelu", 2, 2, 2, key=KEY, prime=7, order=3, float_check=False)  # max_order 7
+    with pytest.raises(ValueError, match="prime must exceed"):
+        dimension.exact_rank(_point(2, 2, 2, 4), "gelu", prime=5, order=7)
+    with pytest.raises(ValueError, match="prime must exceed"):
+        dimension.exact_rank(_point(2, 2, 2, 4), "gelu", prime=3, order=3)
+    small = dimension.exact_rank(_point(2, 2, 2, 4), "gelu", prime=3, order=2)
+    assert small.prime == 3 and small.residue == 2 and 0 < small.rank <= 16
+    ok = dimension.certify("gelu", 2, 2, 2, key=KEY, prime=11, order=5, max_order=9, float_check=False)
+    assert ok.rank == 16 and ok.status == "certified_disjoint"
+
+
+def test_relu_subfamily_scope_keeps_the_open_region():
+    d, n, L = 2, 4, 2
+    P = dimension.param_count(d, n, L)
+    B = np.random.default_rng(1).integers(-5, 6, (P, dimension.free_bound("relu", d, n, L) + 2))
+    relu = dimension.certify("relu", d, n, L, key=KEY, subfamily=B, float_check=False)
+    assert relu.status == "certified_disjoint"
+    assert "W_0 + B theta" in relu.scope and "open region around the point" in relu.scope
+    B = np.random.default_rng(1).integers(-5, 6, (P, dimension.free_bound("gelu", d, n, L) + 2))
+    gelu = dimension.certify("gelu", d, n, L, key=KEY, subfamily=B, float_check=False)
+    assert gelu.status == "certified_disjoint"
+    assert "W_0 + B theta" in gelu.scope and "open region" not in gelu.scope
+
+
+def test_certificate_is_not_truthy():
+    cert = dimension.certify("gelu", 2, 4, 1, key=KEY, float_check=False)
+    assert cert.status == "undecided" and cert.status in dimension.STATUSES and not cert.certified
+    with pytest.raises(TypeError, match="cert.status"):
+        bool(cert)
+    with pytest.raises(TypeError):
+        dimension.certify("gelu", 2, 2, 2, jax.random.key(0))  # key is keyword-only
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,7 +403,8 @@ def test_narrow_check_fails_on_an_absorbable_layer():
     (lambda: dimension.free_bound("swiglu", 2, 4, 2), "activation"),
     (lambda: dimension.free_bound("relu", 4, 2, 2), "n must be >= d"),
     (lambda: dimension.free_bound("relu", 2, 4, 0), "depth"),
-    (lambda: dimension.rational_point(KEY, 2, 4, 2, inputs=3, denominator=3), "denominator"),
+    (lambda: dimension.rational_point(2, 4, 2, key=KEY, inputs=3, denominator=3), "denominator"),
+    (lambda: dimension.rational_point(2, 4, 2, key=KEY, inputs=3, shrink=-1), "shrink"),
     (lambda: dimension.exact_rank(_point(2, 2, 2, 2), "gelu", prime=2**22 + 1), "prime"),
     (lambda: dimension.exact_rank(_point(2, 2, 2, 2), "gelu", prime=15), "prime"),
     (lambda: dimension.exact_rank(_point(2, 2, 2, 2), "gelu", subfamily=np.ones((3, 2), int)), "subfamily"),

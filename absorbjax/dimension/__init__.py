@@ -1,0 +1,75 @@
+"""Functional dimension of deep ReLU/GELU stacks, and certificates of generic disjointness at depth.
+
+A residual stack of depth ``L`` is ``f_W = b_L ∘ … ∘ b_1`` with ``b_ℓ(x) = x + W_down^ℓ σ(W_up^ℓ x)``
+(``W_up^ℓ ∈ R^{n×d}``, ``W_down^ℓ ∈ R^{d×n}``, no biases); a residual-free (free) stack composes
+``x ↦ V_down^ℓ σ(V_up^ℓ x)``. Both have ``P = 2Lnd`` weights. The paper settles ``L = 1``; this
+package answers ``L ≥ 2`` by counting dimensions. Everything here is beyond the paper; the proofs,
+each step labelled *proved* or *computed exactly*, are in ``docs/theory/depth.md``:
+
+1. *Free bound (proved).* The free family's functional dimension is at most
+   ``b = 2Lnd − (L−1)d²`` (``− nL`` for ReLU) — :func:`free_bound`.
+2. *Exact ranks are lower bounds (proved).* The rank mod a prime ``p`` (larger than the jet order)
+   of the probe Jacobian at a rational point is a lower bound on its real rank — :func:`exact_rank`.
+3. *Disjointness from a rank (proved).* A residual rank above ``b`` at one point makes the residual
+   weights that some free stack reproduces a null set (GELU: of all weights; ReLU: of an open region
+   around the point) — :func:`certify`.
+4. *Theorem (proved).* Residual GELU stacks have full functional dimension ``2Lnd`` at almost all
+   weights, for every ``d, n, L ≥ 1``; so for ``L ≥ 2`` and ``n ≥ d`` the rank exceeds ``b`` by
+   ``(L−1)d²`` and almost all residual GELU stacks are reproduced by no free stack of their size.
+5. *ReLU (proved).* Residual ReLU stacks (``d ≥ 2``) reach their maximum ``2Lnd − nL`` on an open set
+   of weights containing every near-identity stack with pairwise non-parallel rows and nonzero
+   columns; almost all weights of that set are disjoint from the free family. (How much of Gaussian
+   weight space the certified set covers is *estimated* by the ``depth`` experiment, not proved.)
+6. *Narrow ReLU width (proved)*, ``d ≤ n < 2d``; 7. *GELU → ReLU limit (proved)*.
+
+Floating-point ranks (:func:`float_rank`) are the quick check beside the exact ones, never a
+certificate.
+
+Modules: :mod:`~absorbjax.dimension.counts` (sizes and bounds), :mod:`~absorbjax.dimension.points`
+(rational points), :mod:`~absorbjax.dimension.ranks` (float and exact ranks, narrow width),
+:mod:`~absorbjax.dimension.certificate` (:class:`DepthCertificate`, :func:`certify`).
+"""
+
+from absorbjax.dimension.certificate import DepthCertificate, certify
+from absorbjax.dimension.counts import (
+    ACTIVATIONS,
+    PRIME,
+    STATUSES,
+    check_sizes,
+    free_bound,
+    param_count,
+    residual_max,
+)
+from absorbjax.dimension.points import RationalPoint, rational_point
+from absorbjax.dimension.ranks import (
+    ExactRank,
+    FloatRank,
+    exact_rank,
+    float_rank,
+    forward_jacobian,
+    gelu_taylor,
+    narrow_invertible,
+    relu_masks,
+)
+
+__all__ = [
+    "ACTIVATIONS",
+    "PRIME",
+    "STATUSES",
+    "DepthCertificate",
+    "ExactRank",
+    "FloatRank",
+    "RationalPoint",
+    "certify",
+    "check_sizes",
+    "exact_rank",
+    "float_rank",
+    "forward_jacobian",
+    "free_bound",
+    "gelu_taylor",
+    "narrow_invertible",
+    "param_count",
+    "rational_point",
+    "relu_masks",
+    "residual_max",
+]

@@ -1,0 +1,64 @@
+"""Parameter counts, the free family's dimension bound and the residual family's maximum rank.
+
+The free bound ``b = 2Lnd − (L−1)d²`` (``− nL`` for ReLU) is *proved* in ``docs/theory/depth.md``
+(step 1: the junction gauges and, for ReLU, the unit rescalings are independent symmetries of a
+residual-free stack).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from absorbjax import activations
+
+__all__ = [
+    "ACTIVATIONS",
+    "PRIME",
+    "STATUSES",
+    "check_sizes",
+    "free_bound",
+    "param_count",
+    "residual_max",
+]
+
+ACTIVATIONS = ("relu", "gelu")
+STATUSES = ("certified_disjoint", "undecided")
+PRIME = 2097143  # largest prime below 2^21: products < 2^42, so float64 sums of 2^11 of them are exact
+
+
+def check_sizes(activation: str, d: int, n: int, depth: int) -> str:
+    """Validate a size ``(d, n, L)`` with ``n ≥ d`` and return the activation's canonical name."""
+    name = activations.get(activation).name
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    for arg, v in (("d", d), ("n", n), ("depth", depth)):
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{arg} must be a positive integer, got {v!r}")
+    if n < d:
+        raise ValueError(f"n must be >= d for the gauge count (V_down full row rank), got n={n} < d={d}")
+    return name
+
+
+def param_count(d: int, n: int, depth: int) -> int:
+    """``P = 2 L n d``: the weights of a depth-``L`` stack of width ``n`` on ``R^d``."""
+    return 2 * depth * n * d
+
+
+def free_bound(activation: str, d: int, n: int, depth: int) -> int:
+    """Upper bound (proved) on the functional dimension of free stacks:
+    ``2Lnd − (L−1)d²``, minus ``nL`` for ReLU.
+
+    Examples:
+      >>> free_bound("gelu", 2, 2, 2), free_bound("relu", 3, 6, 2)
+      (12, 51)
+    """
+    name = check_sizes(activation, d, n, depth)
+    return param_count(d, n, depth) - (depth - 1) * d * d - (n * depth if name == "relu" else 0)
+
+
+def residual_max(activation: str, d: int, n: int, depth: int) -> int:
+    """The largest functional dimension a residual stack can have: ``P``, minus ``nL`` for ReLU
+    (the positive rescalings of each unit survive the skip; the junction gauge does not). Attained
+    by almost all GELU weights and on an open set of ReLU weights (proved, ``docs/theory/depth.md``)."""
+    name = check_sizes(activation, d, n, depth)
+    return param_count(d, n, depth) - (n * depth if name == "relu" else 0)

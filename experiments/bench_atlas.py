@@ -1,0 +1,121 @@
+"""Benchmark: the depth atlas. Certify every size ``d ≤ D``, ``n ∈ {d, 2d, 4d}``, ``L ≤ 6`` (GELU and
+ReLU) that fits in a CPU budget, smallest parameter count first, and fit time against size.
+
+Each size runs :func:`absorbjax.dimension.certify` once (exact rank mod p at one rational point,
+no float check). A size is skipped, and recorded as skipped, when the power law fitted to the
+sizes done so far (per activation) predicts that it would overrun the budget; the first few
+sizes always run. The record (``figures/depth.atlas.json``) holds every row, the largest size
+reached, the fit ``seconds ≈ a · P^k`` and the machine; ``absorbjax reproduce --only depth``
+draws the atlas table and figure from it (``docs/results/depth.md``).
+
+    python experiments/bench_atlas.py [--budget 900] [--max-d 16] [--out figures/depth.atlas.json]
+
+Sizes with ``d = 1`` are left out: ReLU stacks on ``R`` are two linear pieces (rank ≤ 2 whatever
+the weights), and GELU jets on ``R`` need orders near ``2P`` (the theorem covers ``d = 1`` anyway).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import _bench
+import jax
+import numpy as np
+
+from absorbjax import dimension, io
+
+ACTIVATIONS = ("gelu", "relu")
+WIDTHS = (1, 2, 4)
+DEPTHS = (1, 2, 3, 4, 5, 6)
+WARMUP = 6  # sizes per activation that always run (the fit needs them)
+
+
+def grid(max_d: int) -> list[tuple[str, int, int, int]]:
+    """Every ``(activation, d, n, L)`` of the atlas, by parameter count ``P = 2Lnd``."""
+    sizes = [(act, d, w * d, L) for act in ACTIVATIONS for d in range(2, max_d + 1) for w in WIDTHS
+             for L in DEPTHS]
+    return sorted(sizes, key=lambda s: (dimension.param_count(*s[1:]), s))
+
+
+def power_fit(params, seconds) -> tuple[float, float]:
+    """Least-squares ``log s = log a + k log P`` over the rows given: ``(a, k)``."""
+    P, s = np.log(np.asarray(params, float)), np.log(np.maximum(np.asarray(seconds, float), 1e-3))
+    if P.size < 2 or np.ptp(P) == 0:
+        return float(np.exp(s.mean())) if s.size else 0.0, 0.0
+    k, loga = np.polyfit(P, s, 1)
+    return float(np.exp(loga)), float(k)
+
+
+def certify_row(act: str, d: int, n: int, L: int, key: jax.Array) -> dict:
+    """One size at one point. ReLU's default ``2P/d`` inputs can miss the narrow linear regions of
+    wide layers (``d = 2``, ``n = 8``: rank 42 < b = 44 with 64 inputs, 48 = the maximum with 256), so
+    an undecided ReLU size is retried at the same point with 4× and then 16× the inputs."""
+    cert = dimension.certify(act, d, n, L, key=key, float_check=False)
+    seconds = cert.seconds
+    for more in (4, 16):
+        if act != "relu" or cert.status == "certified_disjoint" or cert.rank >= cert.maximum:
+            break
+        cert = dimension.certify(act, d, n, L, key=key, float_check=False, inputs=more * cert.inputs)
+        seconds += cert.seconds
+    return {"activation": act, "d": d, "n": n, "depth": L, "params": cert.params, "status": cert.status,
+            "method": cert.method, "rank": cert.rank, "free_bound": cert.free_bound, "maximum": cert.maximum,
+            "order": cert.order, "inputs": cert.inputs, "seconds": round(seconds, 3)}
+
+
+def run(budget: float, max_d: int, seed: int = 0) -> dict:
+    """The atlas within ``budget`` seconds of wall time (this process; prefer ``nice``)."""
+    key = jax.random.key(seed)
+    start = time.perf_counter()
+    rows, skipped = [], []
+    for act, d, n, L in grid(max_d):
+        P = dimension.param_count(d, n, L)
+        done = [r for r in rows if r["activation"] == act]
+        a, k = power_fit([r["params"] for r in done], [r["seconds"] for r in done])
+        predicted = a * P**k if len(done) >= WARMUP else 0.0
+        left = budget - (time.perf_counter() - start)
+        if predicted > left:
+            skipped.append({"activation": act, "d": d, "n": n, "depth": L, "params": P,
+                            "predicted_seconds": round(predicted, 1)})
+            continue
+        k_size = jax.random.fold_in(jax.random.fold_in(key, ACTIVATIONS.index(act)), 10000 * d + 100 * n + L)
+        rows.append(certify_row(act, d, n, L, k_size))
+        r = rows[-1]
+        print(f"{act} ({d},{n},{L}) P={P}: {r['status']} rank {r['rank']} vs b {r['free_bound']} "
+              f"(max {r['maximum']}) {r['seconds']} s", flush=True)
+    fits = {}
+    for act in ACTIVATIONS:
+        done = [r for r in rows if r["activation"] == act]
+        a, k = power_fit([r["params"] for r in done if r["params"] >= 64], [r["seconds"] for r in done
+                                                                             if r["params"] >= 64])
+        largest = max(done, key=lambda r: (r["params"], r["seconds"]), default=None)
+        fits[act] = {"a": a, "k": k, "sizes": len(done), "largest": largest,
+                     "skipped": sum(s["activation"] == act for s in skipped)}
+    return {"budget_seconds": budget, "max_d": max_d, "seed": seed, "widths": list(WIDTHS), "depths": list(DEPTHS),
+            "seconds": round(time.perf_counter() - start, 1), "rows": rows, "skipped": skipped, "fits": fits,
+            "machine": _bench.machine(), "environment": io.environment()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=float, default=900.0, help="wall-clock seconds (default 900)")
+    ap.add_argument("--max-d", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="figures/depth.atlas.json")
+    args = ap.parse_args(argv)
+    record = run(args.budget, args.max_d, args.seed)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(io.to_jsonable(record), indent=1) + "\n")
+    for act, f in record["fits"].items():
+        big = f["largest"]
+        print(f"{act}: {f['sizes']} sizes, {f['skipped']} skipped; seconds ≈ {f['a']:.3g} · P^{f['k']:.2f}; largest "
+              f"(d,n,L) = ({big['d']},{big['n']},{big['depth']}), P = {big['params']}, {big['seconds']} s")
+    print(record["machine"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
