@@ -33,19 +33,13 @@ from absorbjax import activations, models
 __all__ = ["MLP", "ResidualMLP", "Stack"]
 
 
-def _block(weights: dict, biases: dict | None, x: jax.Array, act: activations.Activation,
-           residual: bool) -> jax.Array:
-    """One block on ``x: (..., d)``; ``weights``/``biases`` are dicts keyed by the params' fields."""
-
-    def lin(field):
-        z = x @ weights[field].T
-        return z if biases is None else z + biases[field]
-
-    hidden = act.fn(lin("gate")) * lin("value") if act.gated else act.fn(lin("up"))
-    out = hidden @ weights["down"].T
-    if biases is not None:
-        out = out + biases["down"]
-    return x + out if residual else out
+def _block(params: models.Params, biases: dict | None, x: jax.Array, activation: str, residual: bool) -> jax.Array:
+    """One block on ``x: (..., d)``: :func:`absorbjax.models.mlp` / :func:`~absorbjax.models.skip_mlp`
+    (the one forward pass) vmapped over the leading axes."""
+    block = models.skip_mlp if residual else models.mlp
+    flat = x.reshape(-1, x.shape[-1])
+    out = jax.vmap(lambda v: block(params, v, activation, bias=biases))(flat)
+    return out.reshape(x.shape)
 
 
 class _Blocks(nnx.Module):
@@ -132,16 +126,15 @@ class _Blocks(nnx.Module):
         x = jnp.asarray(x)
         if jnp.ndim(x) < 1 or x.shape[-1] != self.d:
             raise ValueError(f"x must have shape (..., {self.d}), got {jnp.shape(x)}")
-        act = activations.get(self.activation)
-        weights, biases = self.to_params()._asdict(), self.to_biases()
+        params, biases = self.to_params(), self.to_biases()
         x = x.astype(jnp.result_type(x, self.down[...]))
         if self.depth is None:
-            return _block(weights, biases, x, act, self.residual)
+            return _block(params, biases, x, self.activation, self.residual)
 
         def layer(h, wb):
-            return _block(*wb, h, act, self.residual), None
+            return _block(*wb, h, self.activation, self.residual), None
 
-        return lax.scan(layer, x, (weights, biases))[0]
+        return lax.scan(layer, x, (params, biases))[0]
 
 
 class MLP(_Blocks):

@@ -9,7 +9,6 @@ origin, Prop 6, are measured by ``prop6.py``.)
 import sys
 
 import jax
-
 import jax.numpy as jnp
 
 from absorbjax import activations, condition, fit, models, reproduce

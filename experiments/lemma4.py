@@ -10,7 +10,6 @@ The reduction error ``max ‖A x + Dσ(Ux) − A·reduced(x)‖ / ‖x‖`` is m
 import sys
 
 import jax
-
 import jax.numpy as jnp
 import numpy as np
 

@@ -12,7 +12,6 @@ the converse is not proven.
 import sys
 
 import jax
-
 import numpy as np
 
 from absorbjax import condition, fit, models, reproduce

@@ -246,7 +246,7 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
     fresh = fit.search(W, "gelu", **kw)
 
     saves = []
-    real_save = fit.drawmap._atomic_save
+    real_save = fit.drawmap.atomic_save
 
     def interrupt_after_two(path, arrays):
         if len(saves) == 2:
@@ -254,10 +254,10 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
         saves.append(path)
         real_save(path, arrays)
 
-    monkeypatch.setattr(fit.drawmap, "_atomic_save", interrupt_after_two)
+    monkeypatch.setattr(fit.drawmap, "atomic_save", interrupt_after_two)
     with pytest.raises(KeyboardInterrupt):
         fit.search(W, "gelu", checkpoint=tmp_path, **kw)
-    monkeypatch.setattr(fit.drawmap, "_atomic_save", real_save)
+    monkeypatch.setattr(fit.drawmap, "atomic_save", real_save)
     assert len(list(tmp_path.glob("chunk_*.npz"))) == 2 and not list(tmp_path.glob("*.tmp"))
 
     computed = []
@@ -406,10 +406,10 @@ def _split_absorber(activation):
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_merged_units_reproduce_the_wide_block(activation):
-    """``L x + D σ(U x)`` from :func:`fit.expand.merge_units`, all clusters kept, is the wide block."""
+    """``L x + D σ(U x)`` from :func:`fit.merge.merge_units`, all clusters kept, is the wide block."""
     W, wide = _split_absorber(activation)
     xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
-    merged, L = fit.expand.merge_units(wide, activation, 100)
+    merged, L = fit.merge.merge_units(wide, activation, 100)
     assert merged.up.shape == (7, 3)  # the 6 target directions and the new one (a zero cluster)
     g = jax.vmap(lambda x: models.mlp(wide, x, activation))(xs)
     h = jax.vmap(lambda x: L @ x + models.mlp(merged, x, activation))(xs)
@@ -423,8 +423,8 @@ def test_condition_on_merged_units_proposes_the_absorber(activation):
     proposed block reproduces the target to rounding error (a proposal is only a start: the
     search judges it by its polished loss, so no test of what generic blocks propose)."""
     W, wide = _split_absorber(activation)
-    merged, L = fit.expand.merge_units(wide, activation, 6)
-    V = fit.expand.absorber_from_units(merged, activation, linear=L)
+    merged, L = fit.merge.merge_units(wide, activation, 6)
+    V = fit.convert.absorber_from_units(merged, activation, linear=L)
     assert V is not None and V.up.shape == (6, 3)
     xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
     assert fit.relative_loss(V, W, xs, activation) < 1e-26
@@ -438,11 +438,11 @@ def test_a_proposal_of_an_exact_wide_block_is_that_block(activation):
     xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
     g = jax.vmap(lambda x: models.mlp(wide, x, activation))(xs)
     found = []
-    for block, L in fit.expand.proposals(wide, np.zeros((3, 3)), activation, 6, count=8):
+    for block, L in fit.merge.proposals(wide, np.zeros((3, 3)), activation, 6, count=8):
         assert block.up.shape == (6, 3) and L.shape == (3, 3)
         h = jax.vmap(lambda x: L @ x + models.mlp(block, x, activation))(xs)
         if np.abs(h - g).max() < 1e-10 * float(np.abs(g).max()):
-            found.append(fit.expand.absorber_from_units(block, activation, linear=L))
+            found.append(fit.convert.absorber_from_units(block, activation, linear=L))
     assert found and all(V is not None and fit.relative_loss(V, W, xs, activation) < 1e-26 for V in found)
 
 
@@ -470,8 +470,8 @@ def test_absorber_on_inputs_is_exact_on_their_cone_only_where_needed():
     rewrite is the condition: the absorbable block is rewritten, the Gaussian one is not."""
     rng = np.random.default_rng(0)
     _, G, L = _cone_layer(rng)
-    assert fit.expand.absorber_from_units(G, "relu", linear=L) is None
-    found = fit.expand.absorber_on_inputs(G, _directions(rng, 256, -0.5, 1.3), linear=L)
+    assert fit.convert.absorber_from_units(G, "relu", linear=L) is None
+    found = fit.convert.absorber_on_inputs(G, _directions(rng, 256, -0.5, 1.3), linear=L)
     h = _directions(rng, 512, -0.5, 1.3) * rng.uniform(0.1, 10, (512, 1))
     g = h @ L.T + np.maximum(h @ G.up.T, 0) @ G.down.T
     rewritten = np.maximum(h @ found.up.T, 0) @ found.down.T
@@ -480,12 +480,12 @@ def test_absorber_on_inputs_is_exact_on_their_cone_only_where_needed():
     everywhere = _directions(rng, 1024, -np.pi, np.pi)
     W, _ = models.absorbable(KEY, 2, 4, "relu")
     W = models.MLPParams(*(np.asarray(a) for a in W))
-    found = fit.expand.absorber_on_inputs(W, everywhere, linear=np.eye(2))
+    found = fit.convert.absorber_on_inputs(W, everywhere, linear=np.eye(2))
     x = rng.normal(size=(64, 2))
     np.testing.assert_allclose(np.maximum(x @ found.up.T, 0) @ found.down.T,
                                x + np.maximum(x @ W.up.T, 0) @ W.down.T, atol=1e-12)
     gaussian = models.MLPParams(*(np.asarray(a) for a in models.init(KEY, 2, 4, "relu")))
-    assert fit.expand.absorber_on_inputs(gaussian, everywhere, linear=np.eye(2)) is None
+    assert fit.convert.absorber_on_inputs(gaussian, everywhere, linear=np.eye(2)) is None
 
 
 def test_absorber_on_inputs_merges_kinked_units_on_one_line_and_ignores_zero_images():
@@ -498,7 +498,7 @@ def test_absorber_on_inputs_merges_kinked_units_on_one_line_and_ignores_zero_ima
     W = models.MLPParams(np.stack([u, 2 * u, [0.0, 1.0]]), rng.normal(size=(2, 3)))
     L = np.outer(rng.normal(size=2), [np.cos(0.8), np.sin(0.8)])
     noise = 1e-20 * _directions(rng, 16, 3.0, 4.0)
-    found = fit.expand.absorber_on_inputs(W, np.r_[_directions(rng, 256, -0.5, 2.1), noise], linear=L)
+    found = fit.convert.absorber_on_inputs(W, np.r_[_directions(rng, 256, -0.5, 2.1), noise], linear=L)
     assert found is not None
     h = _directions(rng, 512, -0.5, 2.1) * rng.uniform(0.1, 10, (512, 1))
     g = h @ L.T + np.maximum(h @ W.up.T, 0) @ W.down.T
@@ -513,8 +513,8 @@ def test_a_later_stack_layer_is_made_residual_free_on_the_image_of_the_first():
     first = models.MLPParams(rng.normal(size=(4, 2)), _directions(rng, 4, -0.5, 1.3).T * rng.uniform(0.5, 2, 4))
     _, second, L = _cone_layer(rng)
     Ls = np.stack([np.zeros((2, 2)), L])
-    layers = fit.expand._residual_free([first, second], Ls, "relu", 1e-6, _directions(rng, 1024, -np.pi, np.pi))
-    assert layers is not None and fit.expand.absorber_from_units(second, "relu", linear=L) is None
+    layers = fit.convert.residual_free([first, second], Ls, "relu", 1e-6, _directions(rng, 1024, -np.pi, np.pi))
+    assert layers is not None and fit.convert.absorber_from_units(second, "relu", linear=L) is None
     x = rng.normal(size=(256, 2))
     h = x
     for block, Ll in zip([first, second], Ls):
@@ -540,11 +540,11 @@ def test_a_wide_stack_s_units_that_are_linear_on_their_inputs_fold_into_L_before
             x = x @ np.asarray(L).T + np.maximum(x @ np.asarray(block.up).T, 0) @ np.asarray(block.down).T
         return x
 
-    folded = fit.expand._fold_stack(wide, rng.normal(size=(1024, 2)), 1e-6)
+    folded = fit.convert.fold_stack(wide, rng.normal(size=(1024, 2)), 1e-6)
     assert [len(block.up) for block, _ in folded] == [2, 2]
     x = rng.normal(size=(256, 2))
     g = forward(wide, x)
-    for V, Ls in fit.expand._stack_proposals(folded, "relu", 2, 4):
+    for V, Ls in fit.merge.stack_proposals(folded, "relu", 2, 4):
         got = forward([(models.MLPParams(V.up[i], V.down[i]), Ls[i]) for i in range(2)], x)
         np.testing.assert_allclose(got, g, rtol=0, atol=1e-12 * np.abs(g).max())
 
@@ -603,7 +603,7 @@ def test_second_layer_lines_are_read_through_the_first_layer_and_give_an_exact_s
     wrong = models.MLPParams(jnp.stack([W.up[0], -W.up[1]]), jnp.stack([W.down[0], 0 * W.down[1]]))
     eye = jnp.stack([jnp.eye(3)] * 2)
     xs = np.asarray(jax.random.normal(jax.random.key(5), (256, 3)))
-    start = fit.expand._second_layer_start(fit.Linear(wrong, eye), found, lines, xs, np.asarray(jax.vmap(f)(xs)))
+    start = fit.expand.second_layer_start(fit.Linear(wrong, eye), found, lines, xs, np.asarray(jax.vmap(f)(xs)))
     x = jax.random.normal(jax.random.key(9), (256, 3))
     want = jax.vmap(f)(x)
     got = jax.vmap(lambda v: fit.loss.candidate_fn(start, v, "relu", 2))(x)
@@ -666,7 +666,7 @@ def test_fit_with_lines_makes_an_absorbable_block_exact():
     np.testing.assert_array_equal(np.asarray(fitted.block.up[:, 0]), found)  # held on the lines
     for j in range(2):
         block = models.MLPParams(fitted.block.up[j, 0], fitted.block.down[j, 0])
-        V = fit.expand.absorber_from_units(block, "relu", linear=fitted.linear[j, 0])
+        V = fit.convert.absorber_from_units(block, "relu", linear=fitted.linear[j, 0])
         x = jax.random.normal(jax.random.key(9), (64, 2))
         want = jax.vmap(lambda v: models.skip_mlp(jax.tree.map(lambda a: a[j], W), v, "relu"))(x)
         got = jax.vmap(lambda v: models.mlp(V, v, "relu"))(x)

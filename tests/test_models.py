@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from absorbjax import models
+from absorbjax import condition, models
 
 KEY = jax.random.key(0)
 
@@ -272,3 +272,24 @@ def test_absorbable_sample_stacks_the_single_draws():
         np.testing.assert_array_equal(S, S_one)
     with pytest.raises(ValueError, match="draws must be a positive integer"):
         models.absorbable_sample(KEY, 0, 2, 6, "gelu")
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_absorbable_stack_equals_the_stack_of_its_blockwise_absorbers(activation):
+    """``absorbable(..., depth=L)``: layer ``l`` from ``fold_in(key, l)``, each with its own ``S``;
+    the residual-free stack of the absorbers is the residual stack (float64, to 1e-12)."""
+    key = jax.random.key(3)
+    params, sets = models.absorbable(key, 3, 6, activation, depth=3)
+    assert params.up.shape == (3, 6, 3) and len(sets) == 3
+    first, S0 = models.absorbable(jax.random.fold_in(key, 0), 3, 6, activation)
+    np.testing.assert_array_equal(params.up[0], first.up)
+    np.testing.assert_array_equal(sets[0], S0)
+    V = [condition.absorber(models.MLPParams(params.up[l], params.down[l]), S) for l, S in enumerate(sets)]
+    V = models.MLPParams(*(jnp.stack(a) for a in zip(*V)))
+    xs = jax.random.normal(jax.random.key(4), (64, 3)) * 3.0
+    res = jax.vmap(lambda x: models.stack(params, x, activation))(xs)
+    free = jax.vmap(lambda x: models.stack(V, x, activation, residual=False))(xs)
+    assert float(jnp.abs(res - free).max() / jnp.abs(res).max()) < 1e-12
+    stacks, per_draw = models.absorbable_sample(key, 2, 3, 6, activation, depth=2)
+    assert stacks.down.shape == (2, 2, 3, 6) and [len(s) for s in per_draw] == [2, 2]

@@ -19,6 +19,8 @@ import optax
 from absorbjax import activations, models
 from absorbjax.models import GatedParams, MLPParams, Params
 
+__all__ = ["INITS", "POLISH_METHODS", "Inputs", "Linear", "Polish", "default_optimizer", "min_tol", "log_bounds", "Static", "Setup", "validate", "check_polish", "as_params", "check_target", "check_skip", "check_init"]
+
 INITS = ("random", "warm")
 POLISH_METHODS = ("auto", "lbfgs", "gauss_newton")
 

@@ -20,6 +20,8 @@ from absorbjax.fit.config import Inputs, Linear, Static
 from absorbjax.fit.loss import candidate_fn, pointwise, residuals, sample_inputs, target_fn
 from absorbjax.models import Params
 
+__all__ = ["init_restart", "one_draw", "bytes_per_draw"]
+
 
 def _shapes(kind: type, d: int, m: int, depth: int) -> list[tuple[int, ...]]:
     lead = () if depth == 1 else (depth,)

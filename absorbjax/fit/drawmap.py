@@ -25,6 +25,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from absorbjax import io
 
+__all__ = ["Layout", "make_mesh", "memory_budget", "layout", "split_key", "compiled", "fingerprint", "atomic_save", "map_draws"]
+
 
 class Layout(NamedTuple):
     """How draws are grouped: ``batch_size`` per device per jitted call, ``chunk_size`` per
@@ -114,7 +116,7 @@ def fingerprint(record: dict, arrays, key_data: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def _atomic_save(path: Path, arrays: dict) -> None:
+def atomic_save(path: Path, arrays: dict) -> None:
     with io.atomic_open(path, "wb") as f:
         np.savez(f, **arrays)
 
@@ -214,7 +216,7 @@ def map_draws(
                 outs.append(step(base, *_to_device(args, sharding)))
             out = jax.tree.map(lambda *a: np.concatenate(a)[: stop - start], *_to_host(outs))
             if path is not None and jax.process_index() == 0:
-                _atomic_save(path, out)
+                atomic_save(path, out)
             parts.append(out)
             bar.update(stop - start)
     finally:

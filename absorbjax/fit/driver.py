@@ -9,12 +9,13 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh
 
-from absorbjax.fit import config as _config
-from absorbjax.fit import draw, drawmap
+from absorbjax.fit import config as _config, draw, drawmap
 from absorbjax.fit.config import Inputs, Polish
 from absorbjax.fit.loss import decade_edges
 from absorbjax.fit.result import SearchResult, assemble
 from absorbjax.models import Params
+
+__all__ = ["search"]
 
 
 def search(

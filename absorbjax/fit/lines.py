@@ -42,6 +42,8 @@ from absorbjax.fit.config import Inputs, Linear, Polish, default_optimizer
 from absorbjax.fit.loss import candidate_fn, residual_weights, sample_inputs, target_fn
 from absorbjax.models import MLPParams
 
+__all__ = ["Kinks", "kinks", "first_layer_lines", "lines_of", "second_layer_lines", "first_layer_from_kinks", "fit_with_lines"]
+
 
 class Kinks(NamedTuple):
     """Kink points of a piecewise linear ``f`` found on random segments (:func:`kinks`).

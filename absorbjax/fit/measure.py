@@ -16,6 +16,8 @@ import numpy as np
 from absorbjax.fit.driver import search
 from absorbjax.fit.result import SearchResult
 
+__all__ = ["Recall", "recall"]
+
 
 class Recall(NamedTuple):
     """One population's outcome.
