@@ -34,6 +34,8 @@ __all__ = [
     "reduce_skip",
     "dims",
     "flax_kernel",
+    "size_bucket",
+    "compiled_programs",
     "DISTS",
 ]
 
@@ -124,8 +126,12 @@ class GatedParams(NamedTuple):
         """The params of ``x ↦ down(g(gate(x)) ⊙ value(x))`` for flax layers ``gate``, ``value``
         ``= nnx.Linear(d, n)`` and ``down = nnx.Linear(n, d)`` without biases (or their kernels)."""
         d, n = _flax_dims(gate, down)
-        return cls(*(jnp.asarray(flax_kernel(layer, name, shape)) for layer, name, shape in
-                     ((gate, "gate", (n, d)), (value, "value", (n, d)), (down, "down", (d, n)))))
+        return cls(
+            *(
+                jnp.asarray(flax_kernel(layer, name, shape))
+                for layer, name, shape in ((gate, "gate", (n, d)), (value, "value", (n, d)), (down, "down", (d, n)))
+            )
+        )
 
 
 Params = MLPParams | GatedParams
@@ -168,9 +174,7 @@ def _check(params: Params, x: jax.Array, activation: str) -> activations.Activat
     act = activations.get(activation)
     want = GatedParams if act.gated else MLPParams
     if not isinstance(params, want):
-        raise ValueError(
-            f"activation {act.name!r} needs {want.__name__}, got {type(params).__name__}"
-        )
+        raise ValueError(f"activation {act.name!r} needs {want.__name__}, got {type(params).__name__}")
     d, _ = dims(params)
     if jnp.shape(x) != (d,):
         raise ValueError(f"x must have shape ({d},) (one example; vmap for batches), got {jnp.shape(x)}")
@@ -241,8 +245,9 @@ def skip_mlp(
     return skip @ x + out
 
 
-def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = True,
-          skip: jax.Array | None = None) -> jax.Array:
+def stack(
+    params: Params, x: jax.Array, activation: str, *, residual: bool = True, skip: jax.Array | None = None
+) -> jax.Array:
     """Depth-``L`` composition of blocks; ``params`` carry a leading ``L`` axis (``lax.scan``).
 
     ``residual=True`` composes ``x ↦ x + W_down σ(W_up x)`` (with ``skip`` ``(L, d, d)``:
@@ -265,9 +270,7 @@ def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = Tru
       Cor 7 (residual-free gated stacks vanish to order ``2^L`` at the origin).
     """
     if jnp.ndim(params.down) != 3:
-        raise ValueError(
-            f"stack params need a leading depth axis: params.down (L, d, n), got {jnp.shape(params.down)}"
-        )
+        raise ValueError(f"stack params need a leading depth axis: params.down (L, d, n), got {jnp.shape(params.down)}")
     d, _ = dims(params)
     if skip is not None:
         if not residual:
@@ -297,8 +300,7 @@ def _float_dtype(dtype):
         raise ValueError(f"dtype must be a floating dtype, got {dtype}")
     if dtype == jnp.float64 and not jax.config.jax_enable_x64:
         raise ValueError(
-            "dtype=float64 needs jax.config.update('jax_enable_x64', True); absorbjax never "
-            "switches it on for you"
+            "dtype=float64 needs jax.config.update('jax_enable_x64', True); absorbjax never switches it on for you"
         )
     return dtype
 
@@ -443,7 +445,7 @@ def _matrices(entries, d, n, count, dist, dtype, draws):
 def _draw(keys, d, n, activation, dist, dtype, depth, bits, draws=None):
     """:func:`init` for each block key in ``keys (B,)`` (``draws=None``: ``B = 1``, no draws axis)."""
     count = _field_count(activation)
-    entries = _entries(keys, depth, count, _bucket(d * n, 65536), dist, dtype, bits if dist == "grid" else None)
+    entries = _entries(keys, depth, count, size_bucket(d * n, 65536), dist, dtype, bits if dist == "grid" else None)
     return _matrices(entries, d, n, count, dist, dtype, draws)
 
 
@@ -480,20 +482,26 @@ def sample(
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
-    keys = _keys(key, start, _bucket(draws))
+    keys = _keys(key, start, size_bucket(draws))
     if dist == "orthogonal":
         out = jax.vmap(lambda k: _orthogonal(k, d, n, name, dtype, depth))(keys)
         return jax.tree.map(lambda a: a[:draws], out)
     return _draw(keys, d, n, name, dist, dtype, depth, bits, draws)
 
 
-def _bucket(count: int, cap: int = 1024) -> int:
+def size_bucket(count: int, cap: int = 1024) -> int:
     """How many draws (or matrix entries) are computed for ``count``, so that nearby counts share
     one compiled program: the next power of two from 16 up to ``cap``, then the next multiple of
     ``cap`` (entry ``i`` does not depend on how many are computed beside it)."""
     if count > cap:
         return -(-count // cap) * cap
     return max(16, 1 << (int(count) - 1).bit_length())
+
+
+def compiled_programs() -> tuple[int, int]:
+    """How many programs the drawing of weights has compiled: ``(key programs, entry programs)``.
+    :func:`sample` of nearby draw counts and chunks (``start``) reuse them (see :func:`size_bucket`)."""
+    return _keys._cache_size(), _entries._cache_size()
 
 
 @functools.partial(jax.jit, static_argnums=2)
@@ -546,8 +554,10 @@ def absorbable(
     if depth is not None:
         if not isinstance(depth, (int, np.integer)) or depth < 1:
             raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
-        layers = [absorbable(jax.random.fold_in(key, layer), d, n, activation, size=size, dtype=dtype)
-                  for layer in range(depth)]
+        layers = [
+            absorbable(jax.random.fold_in(key, layer), d, n, activation, size=size, dtype=dtype)
+            for layer in range(depth)
+        ]
         return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in layers]), [S for _, S in layers]
     size = d if size is None else size
     if not isinstance(size, (int, np.integer)) or not d <= size <= n:
@@ -586,8 +596,10 @@ def absorbable_sample(
     """
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    pairs = [absorbable(jax.random.fold_in(key, i), d, n, activation, size=size, dtype=dtype, depth=depth)
-             for i in range(draws)]
+    pairs = [
+        absorbable(jax.random.fold_in(key, i), d, n, activation, size=size, dtype=dtype, depth=depth)
+        for i in range(draws)
+    ]
     return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in pairs]), [S for _, S in pairs]
 
 

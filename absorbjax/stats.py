@@ -44,8 +44,9 @@ def norm_matched(params: models.MLPParams, *, key: jax.Array) -> models.MLPParam
     ku, kd = jax.random.split(key)
     g_up = np.asarray(jax.random.normal(ku, up.shape, dtype=dtype), np.float64)
     g_down = np.asarray(jax.random.normal(kd, down.shape, dtype=dtype), np.float64)
-    return models.MLPParams(g_up * (np.linalg.norm(up) / np.linalg.norm(g_up)),
-                            g_down * (np.linalg.norm(down) / np.linalg.norm(g_down)))
+    return models.MLPParams(
+        g_up * (np.linalg.norm(up) / np.linalg.norm(g_up)), g_down * (np.linalg.norm(down) / np.linalg.norm(g_down))
+    )
 
 
 def block_structure(params: models.MLPParams, S=None) -> dict:

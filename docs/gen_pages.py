@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["ROOT", "PAGES", "results_page", "benchmarks_page", "pages", "main"]
+__all__ = ["ROOT", "PAGES", "results_page", "benchmarks_page", "measured_tables", "pages", "main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"results": ROOT / "docs" / "results" / "index.md", "benchmarks": ROOT / "docs" / "benchmarks" / "index.md"}
@@ -34,7 +34,7 @@ def cell(value) -> str:
 
 def verdict(row: dict) -> str:
     holds = row.get("holds")
-    return {True: "held", False: "**failed**", None: "not judged"}[holds]
+    return {True: "held", False: "**NOT HELD**", None: "not decided"}[holds]  # as absorbjax.reproduce.verdict
 
 
 def machine(record: dict) -> str:
@@ -104,6 +104,29 @@ def fmt(value) -> str:
     return str(value)
 
 
+def measured_tables(results: dict) -> list[str]:
+    """A list of records (rows of one kind) as one table with a column per field; every other
+    measured number in one ``measured | value`` table."""
+    lines, scalars = [], {}
+    for key, value in results.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            rows = [dict(flatten(v)) for v in value]
+            columns = list(dict.fromkeys(k for row in rows for k in row))
+            lines += ["", f"**{key}**", "", "| " + " | ".join(map(cell, columns)) + " |", "|" + "---|" * len(columns)]
+            lines += ["| " + " | ".join(cell(fmt(row.get(c, ""))) for c in columns) + " |" for row in rows]
+        else:
+            scalars.update(flatten(value, key))
+    if scalars:
+        lines = [
+            "",
+            "| measured | value |",
+            "|---|---|",
+            *(f"| {cell(k)} | {cell(fmt(v))} |" for k, v in scalars.items()),
+            *lines,
+        ]
+    return lines
+
+
 def benchmarks_page(records: Path) -> str:
     lines = [
         "# Recorded benchmarks",
@@ -123,7 +146,10 @@ def benchmarks_page(records: Path) -> str:
         lines += ["No benchmark records yet.", ""]
     for path in paths:
         record = json.loads(path.read_text())
-        command = record.get("config", {}).get("command") or f"python experiments/{record['name']}.py"
+        config = record.get("config", {})
+        quick = " --quick" if config.get("quick") else ""
+        out = f" --out docs/benchmarks/records/{path.name}"
+        command = config.get("command") or f"python experiments/{record['name']}.py{quick}{out}"
         lines += [
             f"## {path.stem}",
             "",
@@ -134,8 +160,7 @@ def benchmarks_page(records: Path) -> str:
             "|---|---|",
         ]
         lines += [f"| {cell(k)} | {cell(fmt(v))} |" for k, v in flatten(record.get("config", {}))]
-        lines += ["", "| measured | value |", "|---|---|"]
-        lines += [f"| {cell(k)} | {cell(fmt(v))} |" for k, v in flatten(record.get("results", {}))]
+        lines += measured_tables(record.get("results", {}))
         lines.append("")
     return "\n".join(lines)
 

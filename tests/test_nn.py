@@ -1,6 +1,5 @@
 """absorbjax.nn: flax modules whose weights convert losslessly to and from models' NamedTuples."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,8 +69,10 @@ def test_stack_round_trip_matches_models_stack(activation, residual):
 def _random_biases(params, key):
     lead = params.down.shape[:-2]
     d, n = params.down.shape[-2:]
-    return {f: jax.random.normal(jax.random.fold_in(key, i), lead + ((d,) if f == "down" else (n,)))
-            for i, f in enumerate(params._fields)}
+    return {
+        f: jax.random.normal(jax.random.fold_in(key, i), lead + ((d,) if f == "down" else (n,)))
+        for i, f in enumerate(params._fields)
+    }
 
 
 @X64

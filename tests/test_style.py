@@ -15,16 +15,48 @@ NOT_YET_LINTED = [
     "tests/test_weights.py",
 ]
 
-# `ruff format` is applied to these so far; the rest of the tree follows in one change.
+# `ruff format` is applied to these so far; the rest of the tree follows in one change. Not yet:
+# fit/driver.py, fit/lines.py, experiments/bench_fit.py, cor11.py, prop6.py, training.py (formatted,
+# a function or the module would pass the 100- or 650-line limit: they are split first).
 FORMATTED = [
     "absorbjax/__init__.py",
+    "absorbjax/models.py",
+    "absorbjax/probes.py",
+    "absorbjax/nn.py",
+    "absorbjax/io.py",
+    "absorbjax/reproduce.py",
     "absorbjax/results.py",
-    "absorbjax/fit/merge.py",
+    "absorbjax/stats.py",
+    "absorbjax/plotting.py",
+    "absorbjax/origin.py",
+    "absorbjax/fit/__init__.py",
+    "absorbjax/fit/config.py",
     "absorbjax/fit/convert.py",
+    "absorbjax/fit/draw.py",
+    "absorbjax/fit/drawmap.py",
     "absorbjax/fit/expand.py",
-    "docs/gen_pages.py",
+    "absorbjax/fit/loss.py",
+    "absorbjax/fit/measure.py",
+    "absorbjax/fit/merge.py",
+    "absorbjax/fit/result.py",
+    "absorbjax/fit/solvers.py",
+    "experiments/_bench.py",
+    "experiments/absorber.py",
+    "experiments/lemma4.py",
+    "experiments/prop5.py",
+    "experiments/thm8_10.py",
+    "tests/conftest.py",
     "tests/test_docs.py",
+    "tests/test_experiments.py",
+    "tests/test_fit.py",
+    "tests/test_fit_expand.py",
+    "tests/test_models.py",
+    "tests/test_nn.py",
+    "tests/test_notebook.py",
+    "tests/test_probes.py",
+    "tests/test_suite.py",
     "tests/test_style.py",
+    "docs/gen_pages.py",
 ]
 
 

@@ -63,10 +63,12 @@ def init_restart(cfg: Static, kind: type, target: Params, key: jax.Array, r: jax
     warm = target._replace(**{kind._fields[0]: signs * target[0]})
     if m == n:
         return warm
-    return kind(*(
-        jnp.concatenate([w, f[..., :, n:]], -1) if name == "down" else jnp.concatenate([w, f[..., n:, :]], -2)
-        for name, w, f in zip(kind._fields, warm, fresh)
-    ))
+    return kind(
+        *(
+            jnp.concatenate([w, f[..., :, n:]], -1) if name == "down" else jnp.concatenate([w, f[..., n:, :]], -2)
+            for name, w, f in zip(kind._fields, warm, fresh)
+        )
+    )
 
 
 def _polish_some(cfg: Static, xs, ys, loss_fn, p, losses, ok, idx, iters):
@@ -85,8 +87,9 @@ def _polish_some(cfg: Static, xs, ys, loss_fn, p, losses, ok, idx, iters):
     return jax.tree.map(put, p, sel_p), losses.at[idx].set(jnp.where(use, sel_v, losses[idx]))
 
 
-def one_draw(cfg: Static, opt: optax.GradientTransformation, base_key, index, target: Params, skip,
-             given: Params | None) -> dict:
+def one_draw(
+    cfg: Static, opt: optax.GradientTransformation, base_key, index, target: Params, skip, given: Params | None
+) -> dict:
     """Everything for draw ``index``: inputs, restarts, both phases, selection, profile.
 
     Args:

@@ -25,7 +25,17 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from absorbjax import io
 
-__all__ = ["Layout", "make_mesh", "memory_budget", "layout", "split_key", "compiled", "fingerprint", "atomic_save", "map_draws"]
+__all__ = [
+    "Layout",
+    "make_mesh",
+    "memory_budget",
+    "layout",
+    "split_key",
+    "compiled",
+    "fingerprint",
+    "atomic_save",
+    "map_draws",
+]
 
 
 class Layout(NamedTuple):
@@ -143,9 +153,7 @@ def _to_device(tree, sharding):
         return tree
     if jax.process_count() == 1:
         return jax.device_put(tree, sharding)
-    return jax.tree.map(
-        lambda a: jax.make_array_from_callback(a.shape, sharding, lambda idx, a=a: a[idx]), tree
-    )
+    return jax.tree.map(lambda a: jax.make_array_from_callback(a.shape, sharding, lambda idx, a=a: a[idx]), tree)
 
 
 def _to_host(tree):

@@ -60,12 +60,11 @@ def search(
         candidates the Gauss–Newton polish does most of the work).
       inputs: an :class:`Inputs` (training and held-out inputs per draw).
       init: ``"random"`` (the honest search: Gaussian weights with variance ``1/fan_in``, every
-        other restart rescaled to the target's per-field Frobenius norm; nothing else about
-        the target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign
-        flips, widened with random units), or candidate params with leading
-        ``(restarts, ...)`` or ``(draws, restarts, ...)`` axes (with ``linear=True`` also a
-        :class:`Linear` of such params and ``L``) (non-finite entries make that
-        restart fail, nothing else).
+        other restart rescaled to the target's per-field Frobenius norm; nothing else about the
+        target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign flips,
+        widened with random units), or candidate params with leading ``(restarts, ...)`` or
+        ``(draws, restarts, ...)`` axes (``linear=True``: a :class:`Linear` of such params and
+        ``L``); non-finite entries make that restart fail, nothing else.
       optimizer: first-phase ``optax.GradientTransformation`` (default
         :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
       polish: ``True`` (the default :class:`Polish`: Gauss–Newton for candidates with at most
@@ -87,16 +86,11 @@ def search(
         same arguments resumes from them (a directory from a different target, key or setting
         is refused; a custom ``optimizer`` is recorded only as "custom", so keep it the same).
 
-    Returns:
-      A :class:`SearchResult`.
-
-    References:
-      Thm 8 (ReLU) and Thm 10 (GELU) say when an exact absorber exists; Props 5 and 6 and
-      Cor 11 when none does.
+    Returns a :class:`SearchResult`. Thm 8 (ReLU) and Thm 10 (GELU) say when an exact absorber
+    exists; Props 5 and 6 and Cor 11 when none does.
 
     Examples:
-      Two absorbable ReLU blocks (Thm 8), each found to rounding error in float64 from random
-      init:
+      Two absorbable ReLU blocks (Thm 8), each found to rounding error in float64 from random init:
 
       >>> import jax
       >>> from absorbjax import fit, models

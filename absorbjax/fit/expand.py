@@ -27,6 +27,24 @@ first layer is residual-free, ``L₁ = 0``); on the draws still unsolved,
    inputs it ever sees (:func:`absorber_on_inputs`);
 5. polishes that block against the target on the first search's training inputs.
 
+The line step (ReLU without a skip; ``lines=True``) fits each unsolved draw at width ``n`` with
+free ``L_l`` and ``U₁``'s rows held on the target's first-layer kink lines
+(:func:`absorbjax.fit.lines.first_layer_lines`, :func:`absorbjax.fit.lines.fit_with_lines`, on
+``dense`` times the first search's inputs, one restart for a single layer with every line found),
+decides the condition on the best restarts (step 4) and polishes (step 5). At depth 2, a draw where
+no restart converts is refitted from each best restart's layer 1 with the second layer's lines read
+through it (:func:`absorbjax.fit.lines.second_layer_lines`; one of them through the layer 1 that
+:func:`absorbjax.fit.lines.first_layer_from_kinks` reads from the second layer's kinks), and failing
+that fitted with layer 1 residual-free (``L₁ = 0``). It runs ``lines_rounds`` times on the draws
+still unsolved, with fresh restarts and inputs.
+
+In a stack (``depth=L``) every layer gets its own ``L_l``, its units are merged layer by layer and
+the condition is decided per layer (it is invariant under the junctions' ``GL(d)`` gauge, so the fit
+may land in any gauge). Layer 1 sees every direction, so it must absorb on all of ``ℝ^d``; a later
+ReLU layer only on the image of the layers before it
+(:func:`absorbjax.fit.convert.absorber_on_inputs`). So the search finds blockwise absorbers, and
+ReLU stacks whose later layers absorb on that image only; no others.
+
 A draw counts as solved only by the final block's own training and held-out loss (the first
 search's inputs); steps 2–4 only propose a start, with loose tolerances. A failed expansion proves
 nothing, as a failed search does.
@@ -78,12 +96,7 @@ def expand_search(
 ) -> SearchResult:
     """:func:`absorbjax.fit.search`, then expand–merge–decide–polish on the draws it leaves unsolved.
 
-    For a stack (``depth=L`` in ``search_kwargs``) every layer gets its own ``L_l``, its units are
-    merged layer by layer and the condition is decided per layer (it is invariant under the
-    junctions' ``GL(d)`` gauge, so the fit may land in any gauge). Layer 1 sees every direction,
-    so it must absorb on all of ``ℝ^d``; a later ReLU layer only on the image of the layers
-    before it (:func:`absorber_on_inputs`). So the search finds blockwise absorbers, and ReLU
-    stacks whose later layers absorb on that image only; no others.
+    The steps, the line step and what happens in a stack are described in the module docstring.
 
     Args:
       target: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
@@ -101,21 +114,11 @@ def expand_search(
       dense: the wide search and the width-``n`` polish use ``dense`` times the first search's
         training inputs (a ReLU kink is placed only as finely as the inputs' directions resolve it).
       merge_tol: ``rtol`` of the condition on the polished width-``n`` fit.
-      rounds: steps 1–5 are repeated on the draws still unsolved, up to ``rounds`` times (round
-        ``r`` seeds the wide search ``fold_in(key, 1 + 2r)``, the width-``n`` polish
-        ``fold_in(key, 2 + 2r)``).
-      lines: ReLU without ``skip`` only: before the rounds, fit each unsolved draw at width ``n``
-        with free ``L_l`` and ``U₁``'s rows held on the target's first-layer kink lines
-        (:func:`absorbjax.fit.lines.first_layer_lines`, :func:`absorbjax.fit.lines.fit_with_lines`
-        with ``lines_restarts`` restarts on ``dense`` times the first search's inputs, one for a
-        single layer with every line found; key ``fold_in(key, LINES_SEED)``), decide the
-        condition on the best restarts (step 4) and polish (step 5). At depth 2, a draw where
-        no restart converts is refitted from each best restart's layer 1 with the second
-        layer's lines read through it (:func:`absorbjax.fit.lines.second_layer_lines`; one of
-        them through the layer 1 that :func:`absorbjax.fit.lines.first_layer_from_kinks` reads
-        from the second layer's kinks), and failing that fitted with layer 1 residual-free
-        (``L₁ = 0``). This step runs ``lines_rounds`` times on the draws still unsolved, with
-        fresh restarts and inputs (round ``i ≥ 1``: key ``fold_in(fold_in(key, LINES_SEED), i)``).
+      rounds: steps 1–5 run up to ``rounds`` times on the draws still unsolved (round ``r``: keys
+        ``fold_in(key, 1 + 2r)``, ``fold_in(key, 2 + 2r)``).
+      lines, lines_restarts, lines_rounds: ReLU without ``skip`` only: the line step (module
+        docstring) with ``lines_restarts`` restarts, run ``lines_rounds`` times before the rounds
+        (key ``fold_in(key, LINES_SEED)``, round ``i ≥ 1``: ``fold_in(fold_in(key, LINES_SEED), i)``).
       lines_segments: the random segments the kinks are read on (:func:`absorbjax.fit.lines.kinks`),
         for one layer and for a stack: a second-layer unit that bends only in a thin cone shows
         on few of them.
@@ -144,13 +147,10 @@ def expand_search(
     first = search(target, activation, key=key, restarts=restarts, steps=steps, polish=polish, inputs=inputs, **common)
     single = first.config.get("single", False)
     target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), target)
-    draws, n, depth = first.best_loss.shape[0], first.config["n"], first.config["depth"]
-    if wide_steps is None:
-        wide_steps = steps if depth == 1 else 5 * steps
     record = {
         "factor": factor,
         "wide_restarts": wide_restarts or restarts,
-        "wide_steps": wide_steps,
+        "wide_steps": (steps if first.config["depth"] == 1 else 5 * steps) if wide_steps is None else wide_steps,
         "wide_polish": wide_polish._asdict(),
         "rounds": rounds,
         "proposals_per_draw": proposals_per_draw,
@@ -160,10 +160,7 @@ def expand_search(
         "proposed": 0,
         "improved": 0,
     }
-    columns = np.full((draws, 1), np.inf)
-    result = first
-    use_lines = lines and activation == "relu" and search_kwargs.get("skip") is None
-    if use_lines:
+    if lines and activation == "relu" and search_kwargs.get("skip") is None:
         record["lines"] = {
             "restarts": lines_restarts,
             "rounds": lines_rounds,
@@ -171,89 +168,116 @@ def expand_search(
             "proposed": 0,
             "improved": 0,
         }
-    lines_key = lambda i: (
-        jax.random.fold_in(key, LINES_SEED) if i == 0 else jax.random.fold_in(jax.random.fold_in(key, LINES_SEED), i)
-    )
-    for r in range(-lines_rounds if use_lines else 0, rounds):  # r < 0: the first layer's kink lines
+    return _rounds(first, target, activation, key, record, polish, inputs, common)
+
+
+def _rounds(
+    first: SearchResult, target: MLPParams, activation: str, key, record: dict, polish, inputs: Inputs, common: dict
+) -> SearchResult:
+    """The line step's and steps 1–5's rounds of :func:`expand_search` after its first search."""
+    draws = first.best_loss.shape[0]
+    wide = Polish(**record["wide_polish"]) if polish is not False else False
+    columns = np.full((draws, 1), np.inf)
+    result = first
+    first_round = -record["lines"]["rounds"] if "lines" in record else 0
+    for r in range(first_round, record["rounds"]):  # r < 0: the first layer's kink lines
         todo = np.flatnonzero(~result.solved())
         if not todo.size:
             break
         sub = jax.tree.map(lambda a: a[todo], target)
-        if r < 0:
-            absorbers = _line_proposals(
-                sub,
-                lines_key(r + lines_rounds),
-                n,
-                depth,
-                num=dense * first.config["num"],
-                merge_tol=merge_tol,
-                inputs=inputs,
-                restarts=lines_restarts,
-                segments=lines_segments[depth > 1],
-            )
-        else:
-            absorbers = _propose(
-                sub,
-                activation,
-                jax.random.fold_in(key, 1 + 2 * r),
-                jax.random.fold_in(key, 2 + 2 * r),
-                n,
-                depth,
-                first.best_params.down.dtype,
-                width=factor * n,
-                restarts=record["wide_restarts"],
-                steps=record["wide_steps"],
-                count=proposals_per_draw,
-                num=dense * first.config["num"],
-                merge_tol=merge_tol,
-                polish=wide_polish if polish is not False else False,
-                inputs=inputs,
-                common=common,
-            )
+        absorbers = _round_proposals(r, sub, activation, key, first, record, wide, inputs, common)
         if not absorbers:
             continue
-        record["proposed"] += len(absorbers)
         idx = todo[sorted(absorbers)]
-        init = MLPParams(
-            *(
-                jnp.asarray(
-                    np.stack([absorbers[j][f] for j in sorted(absorbers)])[:, None], first.best_params.down.dtype
-                )
-                for f in range(2)
-            )
-        )
-        pol = Polish(steps=100, screen=100, top=1) if polish is not False else False
-        final = search(
-            jax.tree.map(lambda a: a[idx], target),
-            activation,
-            key=key,
-            restarts=1,
-            steps=0,
-            init=init,
-            polish=pol,
-            inputs=inputs,
-            **common,
+        final = _polish_absorbers(
+            absorbers, jax.tree.map(lambda a: a[idx], target), activation, key, first, polish, inputs, common
         )
         columns[idx, 0] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
         better = final.best_loss < result.best_loss[idx]
-        record["improved"] += int(better.sum())
-        if r < 0:
-            record["lines"]["proposed"] += len(absorbers)
-            record["lines"]["improved"] += int(better.sum())
-        pick = lambda a, b: _splice(a, b, idx, better)
-        result = result._replace(
-            best_loss=pick(result.best_loss, final.best_loss),
-            best_params=jax.tree.map(
-                lambda a, b: jnp.asarray(pick(np.asarray(a), np.asarray(b))), result.best_params, final.best_params
-            ),
-            profile=pick(result.profile, final.profile),
-            weight_norms=pick(result.weight_norms, final.weight_norms),
-            holdout_loss=pick(result.holdout_loss, final.holdout_loss),
-        )
+        result = _adopt(result, final, idx, better)
+        for counts in [record] + ([record["lines"]] if r < 0 else []):
+            counts["proposed"] += len(absorbers)
+            counts["improved"] += int(better.sum())
     return result._replace(
         losses=np.concatenate([first.losses, columns], 1),
         failed=np.concatenate([first.failed, np.zeros((draws, 1), bool)], 1),
         config={**first.config, "expand": record},
+    )
+
+
+def _round_proposals(
+    r: int,
+    sub: MLPParams,
+    activation: str,
+    key,
+    first: SearchResult,
+    record: dict,
+    wide_polish,
+    inputs: Inputs,
+    common: dict,
+) -> dict:
+    """``{j: residual-free width-n block}`` for the unsolved draws ``sub`` in round ``r`` of
+    :func:`expand_search`: the line step (``r < 0``) or steps 1–4 (``r ≥ 0``)."""
+    n, depth, num = first.config["n"], first.config["depth"], record["dense"] * first.config["num"]
+    if r < 0:
+        rounds = record["lines"]["rounds"]
+        base = jax.random.fold_in(key, LINES_SEED)
+        lines_key = base if r + rounds == 0 else jax.random.fold_in(base, r + rounds)
+        return _line_proposals(
+            sub,
+            lines_key,
+            n,
+            depth,
+            num=num,
+            merge_tol=record["merge_tol"],
+            inputs=inputs,
+            restarts=record["lines"]["restarts"],
+            segments=record["lines"]["segments"][depth > 1],
+        )
+    return _propose(
+        sub,
+        activation,
+        jax.random.fold_in(key, 1 + 2 * r),
+        jax.random.fold_in(key, 2 + 2 * r),
+        n,
+        depth,
+        first.best_params.down.dtype,
+        width=record["factor"] * n,
+        restarts=record["wide_restarts"],
+        steps=record["wide_steps"],
+        count=record["proposals_per_draw"],
+        num=num,
+        merge_tol=record["merge_tol"],
+        polish=wide_polish,
+        inputs=inputs,
+        common=common,
+    )
+
+
+def _polish_absorbers(
+    absorbers: dict, targets: MLPParams, activation: str, key, first: SearchResult, polish, inputs: Inputs, common: dict
+) -> SearchResult:
+    """Step 5: each proposed residual-free block polished against its target (``targets``, one per
+    proposal, in the order of ``sorted(absorbers)``) on the first search's inputs."""
+    dtype = first.best_params.down.dtype
+    init = MLPParams(
+        *(jnp.asarray(np.stack([absorbers[j][f] for j in sorted(absorbers)])[:, None], dtype) for f in range(2))
+    )
+    pol = Polish(steps=100, screen=100, top=1) if polish is not False else False
+    return search(targets, activation, key=key, restarts=1, steps=0, init=init, polish=pol, inputs=inputs, **common)
+
+
+def _adopt(result: SearchResult, final: SearchResult, idx: np.ndarray, better: np.ndarray) -> SearchResult:
+    """``result`` with draws ``idx[better]`` taken from ``final`` (one row per ``idx``)."""
+    pick = lambda a, b: _splice(a, b, idx, better)
+    return result._replace(
+        best_loss=pick(result.best_loss, final.best_loss),
+        best_params=jax.tree.map(
+            lambda a, b: jnp.asarray(pick(np.asarray(a), np.asarray(b))), result.best_params, final.best_params
+        ),
+        profile=pick(result.profile, final.profile),
+        weight_norms=pick(result.weight_norms, final.weight_norms),
+        holdout_loss=pick(result.holdout_loss, final.holdout_loss),
     )
 
 
