@@ -149,7 +149,34 @@ class _Blocks(nnx.Module):
         return lax.scan(layer, x, (params, biases))[0]
 
 
-class MLP(_Blocks):
+class _OneBlock(_Blocks):
+    """One block (no leading axes); subclasses say whether it is residual."""
+
+    residual_block: bool = False
+
+    def __init__(
+        self,
+        d: int,
+        n: int,
+        activation: str,
+        *,
+        rngs: nnx.Rngs,
+        bias: bool = False,
+        dtype=None,
+        dist: str = "gaussian",
+        _weights: tuple | None = None,
+    ):
+        options = dict(bias=bias, rngs=rngs, dtype=dtype, dist=dist, _weights=_weights)
+        super().__init__(d, n, activation, residual=self.residual_block, depth=None, **options)
+
+    @classmethod
+    def from_params(cls, params: models.Params, activation: str, *, biases: dict | None = None):
+        """The module holding ``params`` (one block, no leading axes) and optional ``biases``."""
+        d, n, name = cls._checked(params, activation, None, biases)
+        return cls(d, n, name, rngs=None, _weights=(params, biases))
+
+
+class MLP(_OneBlock):
     """Residual-free block ``x ↦ V_down σ(V_up x)`` (gated: ``V_down (g(V_gate x) ⊙ V_value x)``).
 
     Args:
@@ -178,39 +205,8 @@ class MLP(_Blocks):
       (8, 4)
     """
 
-    def __init__(
-        self,
-        d: int,
-        n: int,
-        activation: str,
-        *,
-        rngs: nnx.Rngs,
-        bias: bool = False,
-        dtype=None,
-        dist: str = "gaussian",
-        _weights: tuple | None = None,
-    ):
-        super().__init__(
-            d,
-            n,
-            activation,
-            residual=False,
-            depth=None,
-            bias=bias,
-            rngs=rngs,
-            dtype=dtype,
-            dist=dist,
-            _weights=_weights,
-        )
 
-    @classmethod
-    def from_params(cls, params: models.Params, activation: str, *, biases: dict | None = None) -> MLP:
-        """The module holding ``params`` (one block, no leading axes) and optional ``biases``."""
-        d, n, name = cls._checked(params, activation, None, biases)
-        return cls(d, n, name, rngs=None, _weights=(params, biases))
-
-
-class ResidualMLP(_Blocks):
+class ResidualMLP(_OneBlock):
     """Residual block ``x ↦ x + W_down σ(W_up x)`` (or its gated form); arguments as :class:`MLP`.
 
     Examples:
@@ -226,27 +222,7 @@ class ResidualMLP(_Blocks):
       True
     """
 
-    def __init__(
-        self,
-        d: int,
-        n: int,
-        activation: str,
-        *,
-        rngs: nnx.Rngs,
-        bias: bool = False,
-        dtype=None,
-        dist: str = "gaussian",
-        _weights: tuple | None = None,
-    ):
-        super().__init__(
-            d, n, activation, residual=True, depth=None, bias=bias, rngs=rngs, dtype=dtype, dist=dist, _weights=_weights
-        )
-
-    @classmethod
-    def from_params(cls, params: models.Params, activation: str, *, biases: dict | None = None) -> ResidualMLP:
-        """The module holding ``params`` (one block, no leading axes) and optional ``biases``."""
-        d, n, name = cls._checked(params, activation, None, biases)
-        return cls(d, n, name, rngs=None, _weights=(params, biases))
+    residual_block = True
 
 
 class Stack(_Blocks):
@@ -293,18 +269,8 @@ class Stack(_Blocks):
             raise ValueError(f"residual must be True or False, got {residual!r}")
         if depth is None:
             raise ValueError("depth must be a positive integer, got None")
-        super().__init__(
-            d,
-            n,
-            activation,
-            residual=residual,
-            depth=depth,
-            bias=bias,
-            rngs=rngs,
-            dtype=dtype,
-            dist=dist,
-            _weights=_weights,
-        )
+        options = dict(bias=bias, rngs=rngs, dtype=dtype, dist=dist, _weights=_weights)
+        super().__init__(d, n, activation, residual=residual, depth=depth, **options)
 
     @classmethod
     def from_params(
