@@ -100,20 +100,55 @@ def search(
       >>> r.solved().tolist(), bool(r.best_loss.max() < 1e-20)
       ([True, True], True)
     """
-    setup = _config.validate(target, activation, skip=skip, depth=depth, width=width, restarts=restarts,
-                             steps=steps, inputs=inputs, init=init, optimizer=optimizer, polish=polish, tol=tol,
-                             linear=linear)
+    setup = _config.validate(
+        target,
+        activation,
+        skip=skip,
+        depth=depth,
+        width=width,
+        restarts=restarts,
+        steps=steps,
+        inputs=inputs,
+        init=init,
+        optimizer=optimizer,
+        polish=polish,
+        tol=tol,
+        linear=linear,
+    )
+    return _run(
+        setup, key, batch_size=batch_size, chunk_size=chunk_size, mesh=mesh, checkpoint=checkpoint, progress=progress
+    )
+
+
+def _run(setup: _config.Setup, key: jax.Array, *, batch_size, chunk_size, mesh, checkpoint, progress) -> SearchResult:
+    """The validated search of :func:`search`: its draws mapped in batches, assembled."""
     cfg, target = setup.cfg, setup.target
     dtype = jnp.dtype(target.down.dtype)
     record = setup.record()
     per_draw = draw.bytes_per_draw(cfg, len(target._fields), dtype.itemsize)
     lay = drawmap.layout(setup.draws, per_draw, batch_size=batch_size, chunk_size=chunk_size, mesh=mesh)
     key_data, _ = drawmap.split_key(key)
-    out = drawmap.map_draws(draw.one_draw, (cfg, setup.optimizer), key, (target, setup.skip, setup.given),
-                            draws=setup.draws, layout=lay, record=record, checkpoint=checkpoint,
-                            progress=progress, desc=f"search {cfg.activation}")
-    config = {**record, "batch_size": lay.batch_size, "chunk_size": lay.chunk_size, "devices": lay.devices,
-              "dtype": dtype.name, "key": key_data.tolist(), "jax": jax.__version__}
+    out = drawmap.map_draws(
+        draw.one_draw,
+        (cfg, setup.optimizer),
+        key,
+        (target, setup.skip, setup.given),
+        draws=setup.draws,
+        layout=lay,
+        record=record,
+        checkpoint=checkpoint,
+        progress=progress,
+        desc=f"search {cfg.activation}",
+    )
+    config = {
+        **record,
+        "batch_size": lay.batch_size,
+        "chunk_size": lay.chunk_size,
+        "devices": lay.devices,
+        "dtype": dtype.name,
+        "key": key_data.tolist(),
+        "jax": jax.__version__,
+    }
     if setup.single:
         config["single"] = True
     return assemble(out, type(target), decade_edges(cfg.low, cfg.high), config)
