@@ -100,21 +100,8 @@ def search(
       >>> r.solved().tolist(), bool(r.best_loss.max() < 1e-20)
       ([True, True], True)
     """
-    setup = _config.validate(
-        target,
-        activation,
-        skip=skip,
-        depth=depth,
-        width=width,
-        restarts=restarts,
-        steps=steps,
-        inputs=inputs,
-        init=init,
-        optimizer=optimizer,
-        polish=polish,
-        tol=tol,
-        linear=linear,
-    )
+    options = dict(skip=skip, depth=depth, width=width, restarts=restarts, steps=steps, inputs=inputs, init=init)
+    setup = _config.validate(target, activation, optimizer=optimizer, polish=polish, tol=tol, linear=linear, **options)
     return _run(
         setup, key, batch_size=batch_size, chunk_size=chunk_size, mesh=mesh, checkpoint=checkpoint, progress=progress
     )
