@@ -20,14 +20,79 @@ Examples:
   True
 """
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
 
-from absorbjax import activations, condition, dimension, fit, io, models, probes
+from absorbjax import activations, condition, dimension, fit, io, models, probes, results, stats
+from absorbjax.condition import (
+    Certificate,
+    Distance,
+    absorber,
+    distance,
+    find_absorbing_set,
+    find_absorbing_sets,
+    min_extra_width,
+)
+from absorbjax.condition.width import wide_absorber
+from absorbjax.fit import SearchResult, expand_search, search
 from absorbjax.models import GatedParams, MLPParams, mlp, skip_mlp, stack
+from absorbjax.results import Result
 
 try:
     __version__ = version("absorbjax")
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+unknown"
 
-__all__ = ["activations", "condition", "dimension", "fit", "io", "models", "probes", "MLPParams", "GatedParams", "mlp", "skip_mlp", "stack", "__version__"]
+# Imported on first use (`absorbjax.weights.blocks(...)`, `absorbjax.nn.MLP`): the checkpoint readers
+# and flax would add to every `import absorbjax`.
+_LAZY = ("weights", "nn", "reproduce", "plotting", "origin")
+
+__all__ = [
+    # the one-layer question (Thm 8/10): decide, absorb, measure
+    "find_absorbing_set",
+    "find_absorbing_sets",
+    "absorber",
+    "distance",
+    "Certificate",
+    "Distance",
+    # extra width
+    "min_extra_width",
+    "wide_absorber",
+    # searches for absorbing weights
+    "search",
+    "expand_search",
+    "SearchResult",
+    # blocks
+    "MLPParams",
+    "GatedParams",
+    "mlp",
+    "skip_mlp",
+    "stack",
+    "Result",
+    # namespaces
+    "activations",
+    "condition",
+    "dimension",
+    "fit",
+    "io",
+    "models",
+    "nn",
+    "probes",
+    "origin",
+    "plotting",
+    "reproduce",
+    "results",
+    "stats",
+    "weights",
+    "__version__",
+]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return importlib.import_module(f"absorbjax.{name}")
+    raise AttributeError(f"module 'absorbjax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

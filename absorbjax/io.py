@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["environment", "save_record", "load_record", "to_jsonable", "atomic_open"]
+__all__ = ["environment", "save_record", "load_record", "to_jsonable", "atomic_open", "subkey"]
 
 
 def environment() -> dict[str, Any]:
@@ -162,3 +162,23 @@ def load_record(path: str | os.PathLike) -> dict:
     """Read a record written by :func:`save_record` (a dict; see its example)."""
     with open(path) as f:
         return json.load(f)
+
+
+def subkey(key: jax.Array, *path: int) -> jax.Array:
+    """The key at ``path`` below ``key``: ``fold_in`` applied along the path.
+
+    One base key per experiment, one path per purpose (``subkey(key, 0, i)``: the weights of
+    draw ``i`` of part 0; ``subkey(key, 1, i)``: its inputs), so no two purposes share a key.
+
+    Examples:
+      >>> import jax
+      >>> from absorbjax import io
+      >>> key = jax.random.key(0)
+      >>> k = io.subkey(key, 2, 5)
+      >>> bool((jax.random.key_data(k) == jax.random.key_data(
+      ...     jax.random.fold_in(jax.random.fold_in(key, 2), 5))).all())
+      True
+    """
+    for i in path:
+        key = jax.random.fold_in(key, i)
+    return key

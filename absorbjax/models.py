@@ -33,15 +33,80 @@ __all__ = [
     "absorbable_sample",
     "reduce_skip",
     "dims",
+    "flax_kernel",
+    "size_bucket",
+    "compiled_programs",
     "DISTS",
 ]
 
 
+def flax_kernel(layer, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """The weight of one flax ``nnx.Linear`` (or its kernel given as an array) in PyTorch layout.
+
+    Flax stores ``kernel (in, out)``; the blocks here take ``(out, in)``, so the kernel is
+    transposed. ``shape`` is the expected ``(out, in)``. A nonzero ``bias`` is refused: the
+    params hold weights only, and dropping a bias silently would change the block.
+    """
+    kernel = getattr(layer, "kernel", layer)
+    kernel = np.asarray(np.asarray(kernel)[...] if isinstance(kernel, (list, tuple)) else kernel[...])
+    if kernel.ndim != 2:
+        raise ValueError(f"{name} must be an nnx.Linear or a 2-D kernel (in, out), got shape {kernel.shape}")
+    bias = getattr(layer, "bias", None)
+    if bias is not None and np.any(np.asarray(bias[...]) != 0):
+        raise ValueError(
+            f"{name} has a nonzero bias: build the layers with use_bias=False, or use absorbjax.nn "
+            "(bias=True keeps biases beside the params) and pass the hidden bias to find_absorbing_set(bias=...)"
+        )
+    if shape is not None and kernel.T.shape != shape:
+        raise ValueError(
+            f"{name}.kernel must have shape {shape[::-1]} (flax layout (in, out)), got {kernel.shape}; "
+            "the layers are (up, down) = (nnx.Linear(d, n), nnx.Linear(n, d))"
+        )
+    return kernel.T
+
+
+def _flax_dims(up, down) -> tuple[int, int]:
+    """``(d, n)`` from the kernels of an up layer ``(d, n)`` and a down layer ``(n, d)``."""
+    up_k, down_k = (flax_kernel(x, name) for x, name in ((up, "up"), (down, "down")))
+    n, d = up_k.shape
+    if down_k.shape != (d, n):
+        raise ValueError(
+            f"down.kernel must have shape ({n}, {d}) (flax layout (in, out)) to follow up.kernel ({d}, {n}); "
+            f"got {down_k.T.shape}"
+        )
+    return d, n
+
+
 class MLPParams(NamedTuple):
-    """Ungated block weights: ``up`` = ``W_up`` ``(n, d)``, ``down`` = ``W_down`` ``(d, n)``."""
+    """Ungated block weights: ``up`` = ``W_up`` ``(n, d)``, ``down`` = ``W_down`` ``(d, n)``.
+
+    PyTorch layout, rows are hidden units. Flax's ``nnx.Linear`` stores ``(in, out)``, the
+    transpose: convert a pair of layers with :meth:`from_flax`, not by passing their kernels here
+    (they would be read as a block with ``d`` and ``n`` swapped).
+    """
 
     up: jax.Array
     down: jax.Array
+
+    @classmethod
+    def from_flax(cls, up, down) -> MLPParams:
+        """The params of ``x ↦ down(σ(up(x)))`` for flax layers ``up = nnx.Linear(d, n)`` and
+        ``down = nnx.Linear(n, d)`` without biases (or their kernels, ``(d, n)`` and ``(n, d)``).
+
+        Examples:
+          >>> from flax import nnx
+          >>> from absorbjax import models
+          >>> up = nnx.Linear(3, 8, use_bias=False, rngs=nnx.Rngs(0))
+          >>> down = nnx.Linear(8, 3, use_bias=False, rngs=nnx.Rngs(1))
+          >>> params = models.MLPParams.from_flax(up, down)
+          >>> params.up.shape, params.down.shape  # W_up (n, d), W_down (d, n)
+          ((8, 3), (3, 8))
+          >>> models.MLPParams.from_flax(up, up)
+          Traceback (most recent call last):
+          ValueError: down.kernel must have shape (8, 3) (flax layout (in, out)) to follow up.kernel (3, 8); got (3, 8)
+        """
+        _flax_dims(up, down)
+        return cls(jnp.asarray(flax_kernel(up, "up")), jnp.asarray(flax_kernel(down, "down")))
 
 
 class GatedParams(NamedTuple):
@@ -55,6 +120,18 @@ class GatedParams(NamedTuple):
     gate: jax.Array
     value: jax.Array
     down: jax.Array
+
+    @classmethod
+    def from_flax(cls, gate, value, down) -> GatedParams:
+        """The params of ``x ↦ down(g(gate(x)) ⊙ value(x))`` for flax layers ``gate``, ``value``
+        ``= nnx.Linear(d, n)`` and ``down = nnx.Linear(n, d)`` without biases (or their kernels)."""
+        d, n = _flax_dims(gate, down)
+        return cls(
+            *(
+                jnp.asarray(flax_kernel(layer, name, shape))
+                for layer, name, shape in ((gate, "gate", (n, d)), (value, "value", (n, d)), (down, "down", (d, n)))
+            )
+        )
 
 
 Params = MLPParams | GatedParams
@@ -97,22 +174,22 @@ def _check(params: Params, x: jax.Array, activation: str) -> activations.Activat
     act = activations.get(activation)
     want = GatedParams if act.gated else MLPParams
     if not isinstance(params, want):
-        raise ValueError(
-            f"activation {act.name!r} needs {want.__name__}, got {type(params).__name__}"
-        )
+        raise ValueError(f"activation {act.name!r} needs {want.__name__}, got {type(params).__name__}")
     d, _ = dims(params)
     if jnp.shape(x) != (d,):
         raise ValueError(f"x must have shape ({d},) (one example; vmap for batches), got {jnp.shape(x)}")
     return act
 
 
-def _hidden(params: Params, x: jax.Array, act: activations.Activation) -> jax.Array:
-    if act.gated:
-        return act.fn(params.gate @ x) * (params.value @ x)
-    return act.fn(params.up @ x)
+def _hidden(params: Params, x: jax.Array, act: activations.Activation, bias: dict | None) -> jax.Array:
+    def lin(field):
+        z = getattr(params, field) @ x
+        return z if bias is None else z + bias[field]
+
+    return act.fn(lin("gate")) * lin("value") if act.gated else act.fn(lin("up"))
 
 
-def mlp(params: Params, x: jax.Array, activation: str) -> jax.Array:
+def mlp(params: Params, x: jax.Array, activation: str, *, bias: dict | None = None) -> jax.Array:
     """Residual-free block ``V_down σ(V_up x)`` (or its gated form); ``x: (d,)`` → ``(d,)``.
 
     Args:
@@ -120,6 +197,9 @@ def mlp(params: Params, x: jax.Array, activation: str) -> jax.Array:
         :class:`GatedParams` for a gated one (``V_down (g(V_gate x) ⊙ V_value x)``).
       x: one input, shape ``(d,)``; ``jax.vmap`` for batches.
       activation: registered name (:mod:`absorbjax.activations`), static under ``jit``.
+      bias: optional biases keyed like the params' fields: ``{"up": b (n,), "down": c (d,)}``
+        (gated: ``"gate"``, ``"value"``, ``"down"``) for ``V_down σ(V_up x + b) + c``; the paper's
+        blocks have none. :mod:`absorbjax.nn` modules run this same function.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -132,13 +212,15 @@ def mlp(params: Params, x: jax.Array, activation: str) -> jax.Array:
       (5, 2)
     """
     act = _check(params, x, activation)
-    return params.down @ _hidden(params, x, act)
+    out = params.down @ _hidden(params, x, act, bias)
+    return out if bias is None else out + bias["down"]
 
 
 def skip_mlp(
-    params: Params, x: jax.Array, activation: str, skip: jax.Array | None = None
+    params: Params, x: jax.Array, activation: str, skip: jax.Array | None = None, *, bias: dict | None = None
 ) -> jax.Array:
-    """Residual block ``A x + W_down σ(W_up x)``; ``skip`` is ``A`` ``(d, d)``, ``None`` = ``I``.
+    """Residual block ``A x + W_down σ(W_up x)``; ``skip`` is ``A`` ``(d, d)``, ``None`` = ``I``;
+    ``bias`` as in :func:`mlp`.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -154,7 +236,7 @@ def skip_mlp(
     References:
       Lemma 4 (an invertible ``A`` reduces to ``I``: :func:`reduce_skip`).
     """
-    out = mlp(params, x, activation)
+    out = mlp(params, x, activation, bias=bias)
     if skip is None:
         return x + out
     d = x.shape[0]
@@ -163,8 +245,9 @@ def skip_mlp(
     return skip @ x + out
 
 
-def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = True,
-          skip: jax.Array | None = None) -> jax.Array:
+def stack(
+    params: Params, x: jax.Array, activation: str, *, residual: bool = True, skip: jax.Array | None = None
+) -> jax.Array:
     """Depth-``L`` composition of blocks; ``params`` carry a leading ``L`` axis (``lax.scan``).
 
     ``residual=True`` composes ``x ↦ x + W_down σ(W_up x)`` (with ``skip`` ``(L, d, d)``:
@@ -187,9 +270,7 @@ def stack(params: Params, x: jax.Array, activation: str, *, residual: bool = Tru
       Cor 7 (residual-free gated stacks vanish to order ``2^L`` at the origin).
     """
     if jnp.ndim(params.down) != 3:
-        raise ValueError(
-            f"stack params need a leading depth axis: params.down (L, d, n), got {jnp.shape(params.down)}"
-        )
+        raise ValueError(f"stack params need a leading depth axis: params.down (L, d, n), got {jnp.shape(params.down)}")
     d, _ = dims(params)
     if skip is not None:
         if not residual:
@@ -219,8 +300,7 @@ def _float_dtype(dtype):
         raise ValueError(f"dtype must be a floating dtype, got {dtype}")
     if dtype == jnp.float64 and not jax.config.jax_enable_x64:
         raise ValueError(
-            "dtype=float64 needs jax.config.update('jax_enable_x64', True); absorbjax never "
-            "switches it on for you"
+            "dtype=float64 needs jax.config.update('jax_enable_x64', True); absorbjax never switches it on for you"
         )
     return dtype
 
@@ -365,7 +445,7 @@ def _matrices(entries, d, n, count, dist, dtype, draws):
 def _draw(keys, d, n, activation, dist, dtype, depth, bits, draws=None):
     """:func:`init` for each block key in ``keys (B,)`` (``draws=None``: ``B = 1``, no draws axis)."""
     count = _field_count(activation)
-    entries = _entries(keys, depth, count, _bucket(d * n, 65536), dist, dtype, bits if dist == "grid" else None)
+    entries = _entries(keys, depth, count, size_bucket(d * n, 65536), dist, dtype, bits if dist == "grid" else None)
     return _matrices(entries, d, n, count, dist, dtype, draws)
 
 
@@ -402,20 +482,26 @@ def sample(
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
-    keys = _keys(key, start, _bucket(draws))
+    keys = _keys(key, start, size_bucket(draws))
     if dist == "orthogonal":
         out = jax.vmap(lambda k: _orthogonal(k, d, n, name, dtype, depth))(keys)
         return jax.tree.map(lambda a: a[:draws], out)
     return _draw(keys, d, n, name, dist, dtype, depth, bits, draws)
 
 
-def _bucket(count: int, cap: int = 1024) -> int:
+def size_bucket(count: int, cap: int = 1024) -> int:
     """How many draws (or matrix entries) are computed for ``count``, so that nearby counts share
     one compiled program: the next power of two from 16 up to ``cap``, then the next multiple of
     ``cap`` (entry ``i`` does not depend on how many are computed beside it)."""
     if count > cap:
         return -(-count // cap) * cap
     return max(16, 1 << (int(count) - 1).bit_length())
+
+
+def compiled_programs() -> tuple[int, int]:
+    """How many programs the drawing of weights has compiled: ``(key programs, entry programs)``.
+    :func:`sample` of nearby draw counts and chunks (``start``) reuse them (see :func:`size_bucket`)."""
+    return _keys._cache_size(), _entries._cache_size()
 
 
 @functools.partial(jax.jit, static_argnums=2)
@@ -432,13 +518,18 @@ def absorbable(
     *,
     size: int | None = None,
     dtype=None,
-) -> tuple[MLPParams, np.ndarray]:
+    depth: int | None = None,
+) -> tuple[MLPParams, np.ndarray | list[np.ndarray]]:
     """Gaussian weights that satisfy ``W_down[:,S] W_up[S,:] = −I_d`` for a random index set ``S``.
 
     ``|S| = size`` (default ``d``, at most ``n``). ``W_down[:,S] = −W_up[S,:]⁺ + Z (I − W_up[S,:]
     W_up[S,:]⁺)`` with random ``Z``: the negative pseudo-inverse plus a random component in the left
     null space (nonzero only when ``|S| > d``). Returns ``(params, S)`` with ``S`` sorted.
     Gated activations raise: the sign-flip absorber is for ungated blocks.
+
+    ``depth=L``: a stack of ``L`` such blocks, layer ``l`` drawn from ``fold_in(key, l)``; returns
+    params with a leading ``L`` axis (as :func:`stack` takes) and the list of the layers' sets. The
+    residual-free stack of the blockwise absorbers equals the residual stack.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -460,6 +551,14 @@ def absorbable(
     act = activations.get(activation)
     if act.gated:
         raise ValueError(f"absorbable needs an ungated activation, got gated {act.name!r}")
+    if depth is not None:
+        if not isinstance(depth, (int, np.integer)) or depth < 1:
+            raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
+        layers = [
+            absorbable(jax.random.fold_in(key, layer), d, n, activation, size=size, dtype=dtype)
+            for layer in range(depth)
+        ]
+        return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in layers]), [S for _, S in layers]
     size = d if size is None else size
     if not isinstance(size, (int, np.integer)) or not d <= size <= n:
         raise ValueError(f"size must be an integer with d <= size <= n ({d} <= size <= {n}), got {size!r}")
@@ -482,9 +581,11 @@ def absorbable_sample(
     *,
     size: int | None = None,
     dtype=None,
-) -> tuple[MLPParams, list[np.ndarray]]:
+    depth: int | None = None,
+) -> tuple[MLPParams, list]:
     """``draws`` blocks from :func:`absorbable`, draw ``i`` from ``fold_in(key, i)``: params with a
     leading draws axis (``up (draws, n, d)``, ``down (draws, d, n)``) and each draw's ``S``.
+    ``depth=L``: ``draws`` stacks (``up (draws, L, n, d)``), each draw's list of ``L`` sets.
 
     Examples:
       >>> import jax
@@ -495,8 +596,10 @@ def absorbable_sample(
     """
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    pairs = [absorbable(jax.random.fold_in(key, i), d, n, activation, size=size, dtype=dtype)
-             for i in range(draws)]
+    pairs = [
+        absorbable(jax.random.fold_in(key, i), d, n, activation, size=size, dtype=dtype, depth=depth)
+        for i in range(draws)
+    ]
     return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in pairs]), [S for _, S in pairs]
 
 

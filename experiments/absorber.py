@@ -9,7 +9,6 @@ origin, Prop 6, are measured by ``prop6.py``.)
 import sys
 
 import jax
-
 import jax.numpy as jnp
 
 from absorbjax import activations, condition, fit, models, reproduce
@@ -26,11 +25,16 @@ PRESETS = {
 def absorber_errors(activation, d, n, draws, xs, key):
     """Max-abs and max-relative error of the sign-flip absorber over ``draws`` absorbable blocks."""
     target, sets = models.absorbable_sample(key, draws, d, n, activation)
-    absorbed = jax.tree.map(lambda *a: jnp.stack(a), *[
-        condition.absorber(jax.tree.map(lambda a: a[i], target), S) for i, S in enumerate(sets)])
-    diff = jax.jit(jax.vmap(jax.vmap(
-        lambda p, v, x: models.skip_mlp(p, x, activation) - models.mlp(v, x, activation),
-        (None, None, 0)), (0, 0, None)))(target, absorbed, xs)
+    absorbed = jax.tree.map(
+        lambda *a: jnp.stack(a),
+        *[condition.absorber(jax.tree.map(lambda a: a[i], target), S) for i, S in enumerate(sets)],
+    )
+    diff = jax.jit(
+        jax.vmap(
+            jax.vmap(lambda p, v, x: models.skip_mlp(p, x, activation) - models.mlp(v, x, activation), (None, None, 0)),
+            (0, 0, None),
+        )
+    )(target, absorbed, xs)
     err = jnp.linalg.norm(diff, axis=-1)
     return float(jnp.max(jnp.abs(diff))), float(jnp.max(err / jnp.linalg.norm(xs, axis=-1)))
 
@@ -39,13 +43,17 @@ def run(config, out, seed):
     d, n, draws = config["d"], config["n"], config["draws"]
     key = jax.random.key(seed)
     # directions uniform on the sphere, radii log-uniform on [1e-2, 1e2]
-    xs, _ = fit.sample_inputs(reproduce.subkey(key, 0), d, fit.Inputs(num=config["inputs"], low=1e-2, high=1e2),
-                              jnp.result_type(float))
+    xs, _ = fit.sample_inputs(
+        reproduce.subkey(key, 0), d, fit.Inputs(num=config["inputs"], low=1e-2, high=1e2), jnp.result_type(float)
+    )
     ungated = {}
     for i, name in enumerate(activations.names(gated=False)):
         max_abs, max_rel = absorber_errors(name, d, n, draws, xs, reproduce.subkey(key, 1, i))
-        ungated[name] = {"max_abs_error": max_abs, "max_rel_error": max_rel,
-                         "odd_part_half": activations.get(name).odd_part_half}
+        ungated[name] = {
+            "max_abs_error": max_abs,
+            "max_rel_error": max_rel,
+            "odd_part_half": activations.get(name).odd_part_half,
+        }
 
     print(f"\nsign-flip absorber, d={d}, n={n}, {draws} absorbable draws x {len(xs)} inputs (float64)")
     print(f"{'activation':<10} {'s(z)-s(-z)=z':>13} {'max |error|':>12} {'max rel error':>14}")
@@ -69,11 +77,17 @@ def run(config, out, seed):
         reproduce.Claim(
             "sign-flip absorber exact when σ(z) − σ(−z) = z (" + ", ".join(odd) + ")",
             f"max relative error {worst_odd:.1e} over {draws} draws × {len(xs)} inputs",
-            holds=worst_odd <= 1e-10, criterion="max relative error ≤ 1e-10 (float64)", figure=figure),
+            holds=worst_odd <= 1e-10,
+            criterion="max relative error ≤ 1e-10 (float64)",
+            figure=figure,
+        ),
         reproduce.Claim(
             "absorber fails for relu2 (odd part z|z|/2)",
             f"max relative error {ungated['relu2']['max_rel_error']:.2g}",
-            holds=ungated["relu2"]["max_rel_error"] > 1e-2, criterion="max relative error > 1e-2", figure=figure),
+            holds=ungated["relu2"]["max_rel_error"] > 1e-2,
+            criterion="max relative error > 1e-2",
+            figure=figure,
+        ),
     ]
     return {"ungated": ungated, "claims": claims}
 

@@ -39,13 +39,12 @@ import subprocess
 import sys
 import time
 
+import _bench
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from jax import lax
-
-import _bench
 
 from absorbjax import activations, fit, io, models
 
@@ -302,14 +301,6 @@ STACKS = [(2, 4), (3, 6)]  # depth 2, blockwise absorbable
 STRATEGIES = ("default", "expand")
 
 
-def absorbable_stack(key, draws: int, d: int, n: int, activation: str, depth: int):
-    """``draws`` residual stacks of ``depth`` blocks, each block absorbable (its own ``S``), so the
-    residual-free stack of the absorbers equals the residual stack."""
-    layers = [models.absorbable_sample(jax.random.fold_in(key, layer), draws, d, n, activation)[0]
-              for layer in range(depth)]
-    return jax.tree.map(lambda *a: jnp.stack(a, 1), *layers)
-
-
 def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=None, activations=("relu", "gelu"),
                    generic: bool = False, rounds: int | None = None) -> dict:
     """Recall on absorbable draws beyond the claimed sizes (``n = 2d``, ``n = 4d``, one layer) and
@@ -334,7 +325,7 @@ def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=Non
             elif depth == 1:
                 target, _ = models.absorbable_sample(k, draws, d, n, act)
             else:
-                target = absorbable_stack(jax.random.fold_in(k, 1000), draws, d, n, act, depth)
+                target = models.absorbable_sample(jax.random.fold_in(k, 1000), draws, d, n, act, depth=depth)[0]
             search = fit.search
             if strategy == "expand":
                 search = fit.expand.expand_search

@@ -11,7 +11,6 @@ Every count below is an exact decision by :func:`absorbjax.condition.find_absorb
 import sys
 
 import jax
-
 import numpy as np
 
 from absorbjax import condition, models, reproduce

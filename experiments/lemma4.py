@@ -10,7 +10,6 @@ The reduction error ``max ‖A x + Dσ(Ux) − A·reduced(x)‖ / ‖x‖`` is m
 import sys
 
 import jax
-
 import jax.numpy as jnp
 import numpy as np
 
@@ -99,17 +98,24 @@ def run(config, out, seed):
     uniform_refused = reduction_error(jnp.kron(uniform, jnp.eye(d)), hyper_block(key, d, n, ns), xs_hc) is None
 
     fig, ax = reproduce.subplots(figsize=(6.5, 4.5))
-    for rows, label, color, marker in ((random_rows, f"random A (d={d})", reproduce.PALETTE[0], "o"),
-                                       (hc_rows, f"Hyper-Connection H_res⊗I (n_s={ns})", reproduce.PALETTE[2], "s"),
-                                       (mhc_rows, "Sinkhorn (doubly stochastic) H_res⊗I", reproduce.PALETTE[3], "^")):
+    for rows, label, color, marker in (
+        (random_rows, f"random A (d={d})", reproduce.PALETTE[0], "o"),
+        (hc_rows, f"Hyper-Connection H_res⊗I (n_s={ns})", reproduce.PALETTE[2], "s"),
+        (mhc_rows, "Sinkhorn (doubly stochastic) H_res⊗I", reproduce.PALETTE[3], "^"),
+    ):
         ok = [(c, e) for c, e in rows if e is not None]
         if ok:
             c, e = np.array(ok).T
             ax.scatter(c, np.maximum(e, 1e-18), s=14, alpha=0.7, color=color, marker=marker, label=label)
     refused = [c for rows in (random_rows, hc_rows, mhc_rows) for c, e in rows if e is None]
     if refused:
-        ax.scatter(np.minimum(refused, 1e13), np.full(len(refused), 1e-3), marker="x", color=reproduce.PALETTE[1],
-                   label=f"refused: cond > {max_cond:.1e} ({len(refused)}; ∞ drawn at 1e13)")
+        ax.scatter(
+            np.minimum(refused, 1e13),
+            np.full(len(refused), 1e-3),
+            marker="x",
+            color=reproduce.PALETTE[1],
+            label=f"refused: cond > {max_cond:.1e} ({len(refused)}; ∞ drawn at 1e13)",
+        )
     grid = np.logspace(0, 12, 50)
     ax.plot(grid, grid * np.finfo(np.float64).eps, color="k", lw=0.8, ls="--", label="cond(A) · eps")
     ax.axvline(max_cond, color=reproduce.PALETTE[1], lw=0.8, ls=":")
@@ -117,7 +123,9 @@ def run(config, out, seed):
     ax.set_yscale("log")
     ax.set_xlabel("condition number of A")
     ax.set_ylabel("max reduction error / ‖x‖ (float64)")
-    ax.set_title(f"Lemma 4: A x + Dσ(Ux) = A(x + A⁻¹Dσ(Ux))\n{len(random_rows) + len(hc_rows) + len(mhc_rows)} skips × {len(xs)} inputs, {ACTIVATION}")
+    ax.set_title(
+        f"Lemma 4: A x + Dσ(Ux) = A(x + A⁻¹Dσ(Ux))\n{len(random_rows) + len(hc_rows) + len(mhc_rows)} skips × {len(xs)} inputs, {ACTIVATION}"
+    )
     ax.legend(fontsize=7, loc="upper left")
     figure = reproduce.save_figure(fig, out, NAME)
 
@@ -130,19 +138,33 @@ def run(config, out, seed):
             "Lemma 4 reduction exact up to cond(A)·eps for invertible A",
             f"{len(ok)} random A, cond 1..{max(c for c, _ in ok):.0e}: error ≤ {worst_ratio:.2g} · cond(A) · eps; "
             f"{sum(e is None for _, e in random_rows)} with cond > {max_cond:.1e} refused",
-            holds=worst_ratio <= 100, criterion="error ≤ 100 · cond(A) · eps for every accepted A", figure=figure),
+            holds=worst_ratio <= 100,
+            criterion="error ≤ 100 · cond(A) · eps for every accepted A",
+            figure=figure,
+        ),
         reproduce.Claim(
             "static Hyper-Connection skips H_res ⊗ I_d reduce",
             f"{len(hc_ok)}/{len(hc_rows)} reduced, max error {max(hc_ok):.1e}" if hc_ok else "none reduced",
             holds=len(hc_ok) == len(hc_rows) and max(hc_ok, default=1.0) <= 1e-12,
-            criterion="every static skip reduced with error ≤ 1e-12", figure=figure),
+            criterion="every static skip reduced with error ≤ 1e-12",
+            figure=figure,
+        ),
         reproduce.Claim(
             "doubly-stochastic (Sinkhorn) H_res can be singular: flagged, not reduced",
             f"uniform J/n_s refused: {uniform_refused}; {mhc_refused}/{len(mhc_rows)} Sinkhorn draws refused",
-            holds=bool(uniform_refused), criterion="the singular uniform J/n_s is refused", figure=figure),
+            holds=bool(uniform_refused),
+            criterion="the singular uniform J/n_s is refused",
+            figure=figure,
+        ),
     ]
-    return {"random": random_rows, "hyper_connection": hc_rows, "sinkhorn": mhc_rows,
-            "uniform_refused": uniform_refused, "max_cond": max_cond, "claims": claims}
+    return {
+        "random": random_rows,
+        "hyper_connection": hc_rows,
+        "sinkhorn": mhc_rows,
+        "uniform_refused": uniform_refused,
+        "max_cond": max_cond,
+        "claims": claims,
+    }
 
 
 if __name__ == "__main__":

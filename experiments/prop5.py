@@ -11,7 +11,6 @@ a CPU for these widths); the full preset adds it.
 import sys
 
 import jax
-
 import jax.numpy as jnp
 import numpy as np
 
@@ -20,9 +19,36 @@ from absorbjax import models, probes, reproduce
 NAME = "prop5"
 TITLE = "Prop 5: homogeneous blocks (ReLU², ReGLU)"
 PRESETS = {
-    "smoke": {"d": 2, "n": 4, "draws": 16, "scales": 13, "search_draws": 2, "restarts": 2, "steps": 100, "polish": False},
-    "quick": {"d": 4, "n": 16, "draws": 1000, "scales": 25, "search_draws": 8, "restarts": 8, "steps": 2000, "polish": False},
-    "full": {"d": 8, "n": 32, "draws": 10000, "scales": 49, "search_draws": 128, "restarts": 32, "steps": 3000, "polish": True},
+    "smoke": {
+        "d": 2,
+        "n": 4,
+        "draws": 16,
+        "scales": 13,
+        "search_draws": 2,
+        "restarts": 2,
+        "steps": 100,
+        "polish": False,
+    },
+    "quick": {
+        "d": 4,
+        "n": 16,
+        "draws": 1000,
+        "scales": 25,
+        "search_draws": 8,
+        "restarts": 8,
+        "steps": 2000,
+        "polish": False,
+    },
+    "full": {
+        "d": 8,
+        "n": 32,
+        "draws": 10000,
+        "scales": 49,
+        "search_draws": 128,
+        "restarts": 32,
+        "steps": 3000,
+        "polish": True,
+    },
 }
 ACTIVATIONS = ("relu2", "reglu", "relu")
 
@@ -49,8 +75,16 @@ def run(config, out, seed):
     ts = jnp.logspace(-3, 3, config["scales"])
     mid = np.sqrt(np.asarray(ts[1:] * ts[:-1]))
     slopes = {a: exponents(a, d, n, draws, ts, reproduce.subkey(key, 0, i)) for i, a in enumerate(ACTIVATIONS)}
-    searches = reproduce.origin_searches(reproduce.subkey(key, 1), ACTIVATIONS[:2], d, n, draws=config["search_draws"],
-                                         restarts=config["restarts"], steps=config["steps"], polish=config["polish"])
+    searches = reproduce.origin_searches(
+        reproduce.subkey(key, 1),
+        ACTIVATIONS[:2],
+        d,
+        n,
+        draws=config["search_draws"],
+        restarts=config["restarts"],
+        steps=config["steps"],
+        polish=config["polish"],
+    )
 
     fig, (ax1, ax2) = reproduce.subplots(1, 2, figsize=(12, 4.3))
     for (a, (res, free)), color in zip(slopes.items(), reproduce.PALETTE):
@@ -74,38 +108,62 @@ def run(config, out, seed):
         # there f(t x) = t^k f(x) holds for every k and the log-log slope is undefined (nan).
         vanishes = ~np.all(np.isfinite(free), axis=1)
         free = free[~vanishes]
-        stats[a] = {"free_min": float(free.min(initial=np.inf)), "free_max": float(free.max(initial=-np.inf)),
-                    "free_vanishing_draws": int(vanishes.sum()),
-                    "residual_small_t_median": float(np.median(res[:, small])),
-                    "residual_large_t_median": float(np.median(res[:, large]))}
+        stats[a] = {
+            "free_min": float(free.min(initial=np.inf)),
+            "free_max": float(free.max(initial=-np.inf)),
+            "free_vanishing_draws": int(vanishes.sum()),
+            "residual_small_t_median": float(np.median(res[:, small])),
+            "residual_large_t_median": float(np.median(res[:, large])),
+        }
     near0 = {a: reproduce.near_origin_error(r) for a, r in searches.items()}
     homog = ("relu2", "reglu")
     claims = [
         reproduce.Claim(
             "Prop 5: residual-free relu2/reglu blocks are homogeneous of degree 2",
-            "local slopes " + ", ".join(f"{a} {stats[a]['free_min']:.6f}..{stats[a]['free_max']:.6f}" for a in homog)
+            "local slopes "
+            + ", ".join(f"{a} {stats[a]['free_min']:.6f}..{stats[a]['free_max']:.6f}" for a in homog)
             + f" over {draws} draws, t ∈ [1e-3, 1e3] (left out, f = 0 on the whole ray: "
-            + ", ".join(f"{a} {stats[a]['free_vanishing_draws']}" for a in homog) + ")",
+            + ", ".join(f"{a} {stats[a]['free_vanishing_draws']}" for a in homog)
+            + ")",
             holds=all(abs(stats[a][k] - 2) <= 1e-6 for a in homog for k in ("free_min", "free_max"))
             and all(stats[a]["free_vanishing_draws"] <= draws // 2 for a in homog),
             criterion="every local slope within 1e-6 of 2, on at least half the draws (the rest vanish on the ray)",
-            figure=figure),
+            figure=figure,
+        ),
         reproduce.Claim(
             "residual relu2/reglu blocks scale with exponent 1 near 0 and 2 far out",
-            ", ".join(f"{a}: {stats[a]['residual_small_t_median']:.3f} (t<1e-2), "
-                      f"{stats[a]['residual_large_t_median']:.3f} (t>1e2)" for a in homog),
-            holds=all(abs(stats[a]["residual_small_t_median"] - 1) <= 0.05
-                      and abs(stats[a]["residual_large_t_median"] - 2) <= 0.05 for a in homog),
-            criterion="median slopes within 0.05 of 1 (t < 1e-2) and of 2 (t > 1e2)", figure=figure),
+            ", ".join(
+                f"{a}: {stats[a]['residual_small_t_median']:.3f} (t<1e-2), "
+                f"{stats[a]['residual_large_t_median']:.3f} (t>1e2)"
+                for a in homog
+            ),
+            holds=all(
+                abs(stats[a]["residual_small_t_median"] - 1) <= 0.05
+                and abs(stats[a]["residual_large_t_median"] - 2) <= 0.05
+                for a in homog
+            ),
+            criterion="median slopes within 0.05 of 1 (t < 1e-2) and of 2 (t > 1e2)",
+            figure=figure,
+        ),
         reproduce.Claim(
             "no search closes the gap near the origin (relative error ≥ 0.5 in the smallest decade)",
             ", ".join(f"{a}: min over draws {v:.3f}" for a, v in near0.items())
             + f" ({config['search_draws']} draws × {config['restarts']} restarts)",
-            holds=min(near0.values()) >= 0.5, criterion="every draw's smallest-decade error ≥ 0.5", figure=figure),
+            holds=min(near0.values()) >= 0.5,
+            criterion="every draw's smallest-decade error ≥ 0.5",
+            figure=figure,
+        ),
     ]
-    return {"scales": ts, "slopes": {a: {"residual": np.median(np.asarray(r), 0), "free": np.nanmedian(np.asarray(f), 0)}
-                                     for a, (r, f) in slopes.items()},
-            "stats": stats, "search": {a: r.to_dict(params=False) for a, r in searches.items()}, "claims": claims}
+    return {
+        "scales": ts,
+        "slopes": {
+            a: {"residual": np.median(np.asarray(r), 0), "free": np.nanmedian(np.asarray(f), 0)}
+            for a, (r, f) in slopes.items()
+        },
+        "stats": stats,
+        "search": {a: r.to_dict(params=False) for a, r in searches.items()},
+        "claims": claims,
+    }
 
 
 if __name__ == "__main__":

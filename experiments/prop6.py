@@ -13,7 +13,6 @@ a CPU for these widths); the full preset adds it.
 import sys
 
 import jax
-
 import jax.numpy as jnp
 import numpy as np
 

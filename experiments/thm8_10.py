@@ -12,7 +12,6 @@ the converse is not proven.
 import sys
 
 import jax
-
 import numpy as np
 
 from absorbjax import condition, fit, models, reproduce
@@ -22,8 +21,13 @@ TITLE = "Thm 8 / Thm 10: ReLU and GELU"
 PRESETS = {
     "smoke": {"sizes": [[2, 4]], "activations": ["relu", "gelu"], "draws": 2, "restarts": 4, "steps": 200},
     "quick": {"sizes": [[2, 4], [3, 6]], "activations": ["relu", "gelu"], "draws": 16, "restarts": None, "steps": None},
-    "full": {"sizes": [[2, 4], [3, 6], [4, 8]], "activations": ["relu", "gelu", "silu"], "draws": 256,
-             "restarts": None, "steps": None},
+    "full": {
+        "sizes": [[2, 4], [3, 6], [4, 8]],
+        "activations": ["relu", "gelu", "silu"],
+        "draws": 256,
+        "restarts": None,
+        "steps": None,
+    },
 }
 SOLVED = 1e-20
 
@@ -68,8 +72,15 @@ def run(config, out, seed):
             if yes.any():
                 ax.hist(loss[yes], bins=bins, color=color, alpha=0.75, label=f"{kind}: certified yes ({yes.sum()})")
             if (~yes).any():
-                ax.hist(loss[~yes], bins=bins, color=color, alpha=0.45, hatch="//", edgecolor=color,
-                        label=f"{kind}: certified no ({(~yes).sum()})")
+                ax.hist(
+                    loss[~yes],
+                    bins=bins,
+                    color=color,
+                    alpha=0.45,
+                    hatch="//",
+                    edgecolor=color,
+                    label=f"{kind}: certified no ({(~yes).sum()})",
+                )
         ax.axvline(np.log10(SOLVED), color="k", lw=0.8, ls="--")
         ax.set_title(f"{activation}, d={d}, n={n}: {config['draws']} + {config['draws']} draws")
         ax.set_xlabel("log10 best relative loss (floored at 1e-32)")
@@ -93,22 +104,31 @@ def run(config, out, seed):
         reproduce.Claim(
             "weights with W_down[:,S] W_up[S,:] = −I are certified absorbable",
             f"{cert_yes}/{total_abs} certified absorbable",
-            holds=cert_yes == total_abs, criterion="every constructed draw certified absorbable", figure=figure),
+            holds=cert_yes == total_abs,
+            criterion="every constructed draw certified absorbable",
+            figure=figure,
+        ),
         reproduce.Claim(
             "a random-init search finds the absorber where the condition holds (loss ≤ 1e-20 on training "
             "and held-out inputs)",
             f"{recall}/{total_abs} draws ({per_cell})",
             holds=recall >= 0.9 * total_abs if total_abs >= 16 else None,
             criterion="recall ≥ 90%" if total_abs >= 16 else f"not judged: {total_abs} draws are too few for a rate",
-            figure=figure),
+            figure=figure,
+        ),
         reproduce.Claim(
             "Gaussian draws are certified not absorbable and the search stays away",
             f"{cert_no}/{total_gen} certified not_absorbable; smallest search loss {gen_min:.2g}",
             holds=cert_no == total_gen and gen_min > 1e-12,
-            criterion="every draw not_absorbable and every search loss > 1e-12", figure=figure),
+            criterion="every draw not_absorbable and every search loss > 1e-12",
+            figure=figure,
+        ),
     ]
-    return {"rows": [{"activation": a, "d": d, "n": n, "kind": kind, **r} for (a, d, n, kind), r in rows.items()],
-            "solved_threshold": SOLVED, "claims": claims}
+    return {
+        "rows": [{"activation": a, "d": d, "n": n, "kind": kind, **r} for (a, d, n, kind), r in rows.items()],
+        "solved_threshold": SOLVED,
+        "claims": claims,
+    }
 
 
 if __name__ == "__main__":

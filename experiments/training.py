@@ -33,7 +33,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from absorbjax import condition, models, nn, reproduce
+from absorbjax import condition, models, nn, reproduce, stats
 
 NAME = "training"
 TITLE = "Beyond the paper: trained residual blocks and the absorbing condition (flax + optax)"
@@ -141,25 +141,15 @@ def measure_block(params: models.MLPParams) -> dict:
     """Distance bounds, best ``|S|``, certified status, spectrum of ``W_down W_up`` and norms of one block."""
     p = models.MLPParams(np.asarray(params.up, np.float64), np.asarray(params.down, np.float64))
     dist = condition.distance(p)
-    eig = np.linalg.eigvals(p.down @ p.up)
-    d = p.down.shape[0]
+    keep = ("eig_real", "eig_imag", "min_eig_gap", "all_units", "norm_up", "norm_down")
+    structure = stats.block_structure(p)
     return {"lower": dist.lower, "upper": dist.upper, "S_size": int(dist.S.size), "method": dist.method,
-            "status": dist.certificate.status,
-            "eig_real": eig.real, "eig_imag": eig.imag,
-            "min_eig_gap": float(np.min(np.abs(eig + 1))),  # closest eigenvalue to −1
-            "all_units": float(np.linalg.norm(p.down @ p.up + np.eye(d)) / np.sqrt(d)),  # S = every unit
-            "norm_up": float(np.linalg.norm(p.up)), "norm_down": float(np.linalg.norm(p.down))}
+            "status": dist.certificate.status, **{k: structure[k] for k in keep}}
 
 
 def norm_matched(params: models.MLPParams, key) -> float:
-    """Distance (upper) of Gaussian weights of ``params``' shapes rescaled to its Frobenius norms
-    (drawn with NumPy from ``key``'s bits: no compilation per shape)."""
-    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
-    up, down = (np.asarray(a, np.float64) for a in params)
-    g_up, g_down = rng.standard_normal(up.shape), rng.standard_normal(down.shape)
-    g = models.MLPParams(g_up * np.linalg.norm(up) / np.linalg.norm(g_up),
-                         g_down * np.linalg.norm(down) / np.linalg.norm(g_down))
-    return condition.distance(g).upper
+    """Distance (upper) of Gaussian weights of ``params``' shapes rescaled to its Frobenius norms."""
+    return condition.distance(stats.norm_matched(params, key=key)).upper
 
 
 def _blocks(graphdef, states, run, get):
@@ -304,13 +294,9 @@ def _compact(rec):
     return out
 
 
-def summarise(study, teacher, config, out):
-    residual = {k: v for k, v in study.items() if k.endswith("residual")}
-    free = {k: v for k, v in study.items() if k.endswith("free")}
+def _plot_digits(axes, residual, free, config):
+    """Top row: each digits block's distance during training, per activation."""
     decays = config["digits"]["decays"]
-
-    fig, axes = reproduce.subplots(2, 3, figsize=(17, 10))
-    fig.set_layout_engine("constrained")
     acts = config["digits"]["activations"]
     for ax in axes[0, len(acts):2]:
         ax.set_visible(False)
@@ -335,7 +321,10 @@ def summarise(study, teacher, config, out):
         ax.set_title(f"digits, {act}: each block, median over seeds\n"
                      "thin: residual-free control; dotted: norm-matched Gaussian", fontsize=10)
         ax.legend(fontsize=6.5, loc="lower left")
-    ax = axes[0, 2]
+
+
+def _plot_teacher(ax, teacher, config):
+    """The controlled run: the distance of the one block fitted to T(x) or x + T(x)."""
     for (act, rec), color in zip(teacher.items(), reproduce.PALETTE):
         up = _field(rec, "upper")[:, :, 0]
         for r, run in enumerate(rec["runs"]):
@@ -349,7 +338,10 @@ def summarise(study, teacher, config, out):
                  f"n={next(iter(teacher.values()))['width']})\nfitted to T(x) (cancel) or x + T(x) (keep)",
                  fontsize=10)
     ax.legend(fontsize=6.5)
-    ax = axes[1, 0]
+
+
+def _plot_spectra(ax, residual, teacher):
+    """Eigenvalues of W_down W_up after training."""
     for (label, rec), mk in ((k, "o") for k in residual.items()):
         final = rec["blocks"][-1]
         re = np.concatenate([b["eig_real"] for row in final for b in row])
@@ -368,7 +360,10 @@ def summarise(study, teacher, config, out):
     ax.set_title("eigenvalues of W_down W_up after training\n(the condition asks −I of a sub-sum over S)",
                  fontsize=10)
     ax.legend(fontsize=7)
-    ax = axes[1, 1]
+
+
+def _plot_accuracy(ax, residual, free):
+    """Digits test accuracy, residual vs residual-free."""
     for (label, rec), color in zip(residual.items(), reproduce.PALETTE * 3):
         acc = np.asarray(rec["test_accuracy"])
         ax.plot(rec["steps"], np.median(acc, 1), "-", color=color, label=label.removesuffix(" residual"))
@@ -379,7 +374,10 @@ def summarise(study, teacher, config, out):
     ax.set_ylabel("test accuracy (median over runs)")
     ax.set_title("digits: residual (solid) vs residual-free (dashed)", fontsize=10)
     ax.legend(fontsize=6.5)
-    ax = axes[1, 2]
+
+
+def _plot_teacher_loss(ax, teacher):
+    """The controlled run's fit."""
     for (act, rec), color in zip(teacher.items(), reproduce.PALETTE):
         per = rec["steps"][1:]
         for task, ls in (("cancel", "-"), ("keep", "--")):
@@ -390,9 +388,27 @@ def summarise(study, teacher, config, out):
     ax.set_ylabel("squared error (chunk mean, median over seeds)")
     ax.set_title("controlled run: fit", fontsize=10)
     ax.legend(fontsize=7)
-    figure = reproduce.save_figure(fig, out, NAME)
 
-    # --- claims, each judged from the measurements
+
+def plot(study, teacher, config, out) -> str:
+    """The study's figure (``out/NAME.png``); returns its name."""
+    residual = {k: v for k, v in study.items() if k.endswith("residual")}
+    free = {k: v for k, v in study.items() if k.endswith("free")}
+    fig, axes = reproduce.subplots(2, 3, figsize=(17, 10))
+    fig.set_layout_engine("constrained")
+    _plot_digits(axes, residual, free, config)
+    _plot_teacher(axes[0, 2], teacher, config)
+    _plot_spectra(axes[1, 0], residual, teacher)
+    _plot_accuracy(axes[1, 1], residual, free)
+    _plot_teacher_loss(axes[1, 2], teacher)
+    return reproduce.save_figure(fig, out, NAME)
+
+
+def measured(study, teacher, config) -> dict:
+    """The numbers the claims are judged on, from the study's and the controlled run's records."""
+    residual = {k: v for k, v in study.items() if k.endswith("residual")}
+    free = {k: v for k, v in study.items() if k.endswith("free")}
+    decays = config["digits"]["decays"]
     dig_delta = {k: float(np.median(_delta(v))) for k, v in residual.items()}
     final_up = {k: _field(v, "upper")[-1] for k, v in residual.items()}
     final_lower = min(float(_field(v, "lower")[-1].min()) for v in residual.values())
@@ -424,6 +440,19 @@ def summarise(study, teacher, config, out):
         decay_gap[f"teacher {a} keep"] = float(np.median(arm(v, "keep", config["teacher"]["decays"][-1])[-1]
                                                          - arm(v, "keep", w0)[-1]))
     sizes = {a: sorted({int(x) for x in arm(r, "cancel", w0, "S_size")[-1]}) for a, r in teacher.items()}
+
+    return {"dig_delta": dig_delta, "final_up": final_up, "final_lower": final_lower, "n_final": n_final,
+            "vs_gauss": vs_gauss, "statuses": statuses, "n_blocks": n_blocks, "acc_gap": acc_gap,
+            "cancel_final": cancel_final, "cancel_start": cancel_start, "keep_lower": keep_lower, "wd": wd,
+            "decay_gap": decay_gap, "sizes": sizes, "residual": residual}
+
+
+def judged(m: dict, teacher, config, figure) -> list:
+    """The study's claims, each judged from the measurements ``m`` (:func:`measured`)."""
+    dig_delta, final_up, final_lower, n_final = m["dig_delta"], m["final_up"], m["final_lower"], m["n_final"]
+    vs_gauss, statuses, n_blocks, acc_gap = m["vs_gauss"], m["statuses"], m["n_blocks"], m["acc_gap"]
+    cancel_final, cancel_start, keep_lower = m["cancel_final"], m["cancel_start"], m["keep_lower"]
+    wd, decay_gap, sizes, residual = m["wd"], m["decay_gap"], m["sizes"], m["residual"]
 
     def few(d, fmt="{:+.3f}"):
         return "; ".join(f"{k}: {fmt.format(v)}" for k, v in d.items())
@@ -473,6 +502,17 @@ def summarise(study, teacher, config, out):
               f"{max(np.max(v['test_accuracy'][-1]) for v in residual.values()):.3f}",
             *_judged(config, max(abs(g) for g in acc_gap.values()) <= 0.03, "every |difference| ≤ 0.03"),
             figure=figure))
+    return claims
+
+
+def summarise(study, teacher, config, out):
+    """The figure, the claims and the compact record of a finished study."""
+    figure = plot(study, teacher, config, out)
+    m = measured(study, teacher, config)
+    claims = judged(m, teacher, config, figure)
+    dig_delta, vs_gauss, acc_gap = m["dig_delta"], m["vs_gauss"], m["acc_gap"]
+    cancel_start, cancel_final, keep_lower, decay_gap = (m["cancel_start"], m["cancel_final"], m["keep_lower"],
+                                                         m["decay_gap"])
     return {"digits": {k: _compact(v) for k, v in study.items()},
             "teacher": {k: _compact(v) for k, v in teacher.items()}, "claims": claims,
             "summary": {"digits_median_change": dig_delta, "digits_minus_norm_matched": vs_gauss,

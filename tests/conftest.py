@@ -40,8 +40,13 @@ def _float64_where_marked(request):
 # process spent obtaining XLA executables (compiling, or loading from the cache; subprocesses a
 # test starts are not counted); the controller sums them and lists the N costliest tests.
 def pytest_addoption(parser):
-    parser.addoption("--compile-report", type=int, default=0, metavar="N",
-                     help="after the run, the seconds tests spent compiling XLA programs and the N costliest tests")
+    parser.addoption(
+        "--compile-report",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the run, the seconds tests spent compiling XLA programs and the N costliest tests",
+    )
 
 
 class _CompileReport:
@@ -75,9 +80,11 @@ class _CompileReport:
         compiling = sum(r[0] for r in self.rows)
         running = max(sum(r[1] for r in self.rows), 1e-9)
         terminalreporter.section("XLA compilation")
-        terminalreporter.write_line(f"{compiling:.0f} s of the tests' {running:.0f} s ({100 * compiling / running:.0f}%) "
-                                    "went to obtaining XLA executables (subprocesses not counted)")
-        for seconds, duration, nodeid in sorted(self.rows, reverse=True)[:self.top]:
+        terminalreporter.write_line(
+            f"{compiling:.0f} s of the tests' {running:.0f} s ({100 * compiling / running:.0f}%) "
+            "went to obtaining XLA executables (subprocesses not counted)"
+        )
+        for seconds, duration, nodeid in sorted(self.rows, reverse=True)[: self.top]:
             terminalreporter.write_line(f"{seconds:7.1f} s of {duration:6.1f} s  {nodeid}")
 
 

@@ -1,21 +1,44 @@
-"""The public modules carry doctested ``Examples:``; `pytest` runs them (``--doctest-modules``
-over the package, see pyproject's addopts), so a wrong example fails the suite once, here."""
+"""The documentation: the README's shape, the docs site's build, the names both use, the package's
+doctested examples and the generated pages.
 
+The public modules carry doctested ``Examples:``; `pytest` runs them (``--doctest-modules`` over
+the package, see pyproject's addopts), so a wrong example fails the suite once, here.
+"""
+
+import ast
 import doctest
 import importlib
-import tomllib
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 # module: the fewest examples it must keep
 EXAMPLES = {
-    "absorbjax.activations": 1, "absorbjax.condition.decide": 1, "absorbjax.condition.width": 5,
-    "absorbjax.dimension": 8, "absorbjax.fit.config": 1, "absorbjax.fit.driver": 1, "absorbjax.fit.expand": 1,
-    "absorbjax.fit.loss": 1, "absorbjax.fit.measure": 1, "absorbjax.models": 1, "absorbjax.nn": 3,
-    "absorbjax.probes": 1, "absorbjax.reproduce": 1,
+    "absorbjax.activations": 1,
+    "absorbjax.condition.decide": 1,
+    "absorbjax.condition.width": 5,
+    "absorbjax.dimension": 8,
+    "absorbjax.fit.config": 1,
+    "absorbjax.fit.driver": 1,
+    "absorbjax.fit.expand": 1,
+    "absorbjax.fit.merge": 1,
+    "absorbjax.fit.convert": 2,
+    "absorbjax.fit.loss": 1,
+    "absorbjax.fit.measure": 1,
+    "absorbjax.models": 1,
+    "absorbjax.nn": 3,
+    "absorbjax.probes": 1,
+    "absorbjax.reproduce": 1,
+    "absorbjax.results": 1,
 }
 
 
@@ -28,3 +51,148 @@ def test_pytest_runs_the_package_doctests():
 def test_public_module_has_examples(name):
     tests = doctest.DocTestFinder().find(importlib.import_module(name))
     assert sum(len(t.examples) for t in tests) >= EXAMPLES[name], name
+
+
+# ---------------------------------------------------------------- README
+
+
+def test_readme_is_short_and_its_table_cells_are_too():
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150
+    cells = [c for line in text.splitlines() if line.startswith("|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+    assert cells and max(len(c.strip()) for c in cells) <= 300
+
+
+def test_readme_keeps_both_quick_start_commands():
+    """.ci/run greps the line two below each marker and runs it."""
+    lines = README.read_text().splitlines()
+    for marker, tail in (("main", "absorbjax reproduce --force"), ("tests", "&& pytest")):
+        i = lines.index(f"<!-- quick-start: {marker} -->")
+        assert (
+            lines[i + 1] == "```bash"
+            and lines[i + 2].startswith("python -m venv .venv")
+            and lines[i + 2].endswith(tail)
+        )
+    assert '".[test]"' in lines[lines.index("<!-- quick-start: tests -->") + 2]
+
+
+def test_readme_ten_lines_run_as_written(tmp_path):
+    """The first Python block of the README, in a fresh interpreter outside the checkout (it
+    turns float64 on, which this process must not)."""
+    block = re.search(r"## Ten lines\n\n```python\n(.*?)```", README.read_text(), re.S).group(1)
+    assert len(block.strip().splitlines()) <= 10
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    gap, status = proc.stdout.strip().splitlines()[-2:]
+    assert max(abs(float(v)) for v in gap.strip("[]").split()) < 1e-12 and status == "not_absorbable"
+
+
+# ---------------------------------------------------------------- names used in README and docs
+
+
+def markdown_files() -> list[Path]:
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def used_names(text: str) -> set[str]:
+    """Dotted names under ``absorbjax`` that the text uses: in its Python blocks (imports, and
+    attributes of ``absorbjax`` or of a module imported from it) and in inline code."""
+    names = set(re.findall(r"`(absorbjax(?:\.[A-Za-z_]\w*)+)", text))
+    for block in python_blocks(text):
+        tree = ast.parse(block)
+        aliases = {"absorbjax": "absorbjax"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == "absorbjax":
+                        aliases[a.asname or a.name] = a.name
+                        names.add(a.name)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "absorbjax":
+                for a in node.names:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    names.add(f"{node.module}.{a.name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                chain, inner = [node.attr], node.value
+                while isinstance(inner, ast.Attribute):
+                    chain.append(inner.attr)
+                    inner = inner.value
+                if isinstance(inner, ast.Name) and inner.id in aliases:
+                    names.add(".".join([aliases[inner.id], *reversed(chain)]))
+    return names
+
+
+def resolve(name: str):
+    parts = name.split(".")
+    obj = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], 1):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            obj = importlib.import_module(".".join(parts[: i + 1]))
+    return obj
+
+
+def test_every_name_the_readme_and_docs_use_exists():
+    """Every ``absorbjax.…`` name in a code block or inline code of README.md and docs/ resolves
+    after ``import absorbjax`` (``absorbjax.weights.blocks`` included: attribute access only).
+    Attributes of results (``cert.status``) are not names of the package and are not checked."""
+    used = {name: path for path in markdown_files() for name in used_names(path.read_text())}
+    assert len(used) > 30
+    missing = []
+    for name, path in sorted(used.items()):
+        try:
+            resolve(name)
+        except (AttributeError, ImportError):
+            missing.append(f"{name} ({path.relative_to(ROOT)})")
+    assert not missing, missing
+
+
+def test_flat_api_works_after_import_absorbjax():
+    """``absorbjax.weights`` and ``absorbjax.nn`` load on first attribute access."""
+    import absorbjax
+
+    assert callable(absorbjax.weights.blocks) and callable(absorbjax.nn.MLP.from_params)
+    assert absorbjax.expand_search is absorbjax.fit.expand.expand_search
+    assert all(hasattr(absorbjax, name) for name in absorbjax.__all__)
+    assert "draw" not in dir(absorbjax.fit) and "search" in dir(absorbjax.fit)
+
+
+# ---------------------------------------------------------------- the docs site
+
+
+def test_generated_pages_are_what_the_records_give():
+    """docs/results and docs/benchmarks are generated from the JSON records, never hand-edited."""
+    proc = subprocess.run(
+        [sys.executable, str(DOCS / "gen_pages.py"), "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_every_experiment_script_is_grouped_in_the_docs():
+    listed = (DOCS / "experiments.md").read_text()
+    scripts = sorted(p.name for p in (ROOT / "experiments").glob("*.py"))
+    assert scripts and not [s for s in scripts if f"`{s}`" not in listed]
+
+
+def test_docs_build_strict(tmp_path):
+    """``mkdocs build --strict``: a broken link, a missing nav page or a docstring the API
+    reference cannot render fails the suite."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert (tmp_path / "site" / "api" / "fit" / "index.html").is_file()

@@ -18,7 +18,19 @@ from absorbjax import cli, reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 
-EXPECTED = {"absorber", "cor11", "depth", "lemma4", "prop5", "prop6", "real_weights", "soundness", "thm8_10", "training", "width"}
+EXPECTED = {
+    "absorber",
+    "cor11",
+    "depth",
+    "lemma4",
+    "prop5",
+    "prop6",
+    "real_weights",
+    "soundness",
+    "thm8_10",
+    "training",
+    "width",
+}
 
 
 def test_every_result_has_an_experiment():
@@ -70,8 +82,14 @@ def test_missing_experiments_folder_is_a_one_line_error(tmp_path, capsys):
 def _python(code, tmp_path, **env):
     """Run ``code`` in a fresh interpreter in ``tmp_path`` (no float64, no backend chosen)."""
     clean = {k: v for k, v in os.environ.items() if k not in ("JAX_ENABLE_X64", "MPLBACKEND")}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, env={**clean, **env},
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=tmp_path,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_importing_everything_and_discovering_changes_no_global_state(tmp_path):
@@ -139,8 +157,13 @@ def test_benchmark_quick_run_writes_its_record(tmp_path, script):
     timings belong to the benchmark's own side-by-side ratios, not to a unit test)."""
     out = tmp_path / "bench.json"
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run([sys.executable, str(BENCHMARKS / script), "--quick", "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("device: ")
     record = json.loads(out.read_text())
@@ -149,4 +172,3 @@ def test_benchmark_quick_run_writes_its_record(tmp_path, script):
     # a NaN or inf measurement is written as None (io.to_jsonable): none may be missing
     assert None not in leaves, record["results"]
     assert any(isinstance(v, float) and v > 0 for v in leaves)
-

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from absorbjax import models
+from absorbjax import condition, models
 
 KEY = jax.random.key(0)
 
@@ -38,7 +38,8 @@ def relative_gap(target, absorbed, xs, activation):
 # Every odd-part-z/2 activation at one shape with |S| > d, and every shape for GELU: a wrong
 # pseudo-inverse (|S| > d) or a wrong S shows up as an O(1) gap.
 ABSORBER_CASES = [("gelu", 2, 4, None), ("gelu", 4, 16, None)] + [
-    (act, 3, 12, 5) for act in ("relu", "gelu", "gelu_tanh", "silu", "softplus")]
+    (act, 3, 12, 5) for act in ("relu", "gelu", "gelu_tanh", "silu", "softplus")
+]
 
 
 @pytest.mark.x64
@@ -75,7 +76,7 @@ def test_absorber_fails_for_relu2():
 
 
 def _programs():
-    return models._keys._cache_size(), models._entries._cache_size()
+    return models.compiled_programs()
 
 
 def test_draw_i_is_init_of_fold_in_key_i_in_any_chunk_without_retracing():
@@ -86,8 +87,9 @@ def test_draw_i_is_init_of_fold_in_key_i_in_any_chunk_without_retracing():
     chex.assert_shape(first.gate, (4, 5, 3))
     draws = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), first, second)
     for i in range(8):
-        chex.assert_trees_all_equal(models.init(jax.random.fold_in(KEY, i), 3, 5, "swiglu"),
-                                    jax.tree.map(lambda a: a[i], draws))
+        chex.assert_trees_all_equal(
+            models.init(jax.random.fold_in(KEY, i), 3, 5, "swiglu"), jax.tree.map(lambda a: a[i], draws)
+        )
 
 
 def test_nearby_draw_counts_share_one_program_and_agree():
@@ -97,8 +99,8 @@ def test_nearby_draw_counts_share_one_program_and_agree():
     assert _programs() == compiled  # 3 and 11 draws: one program of 16
     chex.assert_shape((few.up, more.up), [(3, 5, 2), (11, 5, 2)])
     chex.assert_trees_all_equal(few, jax.tree.map(lambda a: a[:3], more))
-    assert [models._bucket(k) for k in (1, 16, 17, 1000, 1025, 5000)] == [16, 16, 32, 1024, 2048, 5120]
-    assert [models._bucket(k, 64) for k in (10, 64, 65, 130)] == [16, 64, 128, 192]
+    assert [models.size_bucket(k) for k in (1, 16, 17, 1000, 1025, 5000)] == [16, 16, 32, 1024, 2048, 5120]
+    assert [models.size_bucket(k, 64) for k in (10, 64, 65, 130)] == [16, 64, 128, 192]
 
 
 def test_blocks_of_nearby_shapes_share_one_random_program():
@@ -168,8 +170,9 @@ def test_lemma4_reduction():
     np.testing.assert_allclose(lhs, rhs, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("A", [jnp.zeros((3, 3)), jnp.diag(jnp.array([1.0, 1.0, 0.0])),
-                               jnp.diag(jnp.array([1.0, 1.0, 1e-12]))])
+@pytest.mark.parametrize(
+    "A", [jnp.zeros((3, 3)), jnp.diag(jnp.array([1.0, 1.0, 0.0])), jnp.diag(jnp.array([1.0, 1.0, 1e-12]))]
+)
 def test_lemma4_rejects_singular_skip(A):
     with pytest.raises(ValueError, match="skip is singular or ill-conditioned"):
         models.reduce_skip(A, models.init(KEY, 3, 6, "relu"))
@@ -272,3 +275,24 @@ def test_absorbable_sample_stacks_the_single_draws():
         np.testing.assert_array_equal(S, S_one)
     with pytest.raises(ValueError, match="draws must be a positive integer"):
         models.absorbable_sample(KEY, 0, 2, 6, "gelu")
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_absorbable_stack_equals_the_stack_of_its_blockwise_absorbers(activation):
+    """``absorbable(..., depth=L)``: layer ``l`` from ``fold_in(key, l)``, each with its own ``S``;
+    the residual-free stack of the absorbers is the residual stack (float64, to 1e-12)."""
+    key = jax.random.key(3)
+    params, sets = models.absorbable(key, 3, 6, activation, depth=3)
+    assert params.up.shape == (3, 6, 3) and len(sets) == 3
+    first, S0 = models.absorbable(jax.random.fold_in(key, 0), 3, 6, activation)
+    np.testing.assert_array_equal(params.up[0], first.up)
+    np.testing.assert_array_equal(sets[0], S0)
+    V = [condition.absorber(models.MLPParams(params.up[l], params.down[l]), S) for l, S in enumerate(sets)]
+    V = models.MLPParams(*(jnp.stack(a) for a in zip(*V)))
+    xs = jax.random.normal(jax.random.key(4), (64, 3)) * 3.0
+    res = jax.vmap(lambda x: models.stack(params, x, activation))(xs)
+    free = jax.vmap(lambda x: models.stack(V, x, activation, residual=False))(xs)
+    assert float(jnp.abs(res - free).max() / jnp.abs(res).max()) < 1e-12
+    stacks, per_draw = models.absorbable_sample(key, 2, 3, 6, activation, depth=2)
+    assert stacks.down.shape == (2, 2, 3, 6) and [len(s) for s in per_draw] == [2, 2]

@@ -1,6 +1,5 @@
 """absorbjax.nn: flax modules whose weights convert losslessly to and from models' NamedTuples."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,8 +69,10 @@ def test_stack_round_trip_matches_models_stack(activation, residual):
 def _random_biases(params, key):
     lead = params.down.shape[:-2]
     d, n = params.down.shape[-2:]
-    return {f: jax.random.normal(jax.random.fold_in(key, i), lead + ((d,) if f == "down" else (n,)))
-            for i, f in enumerate(params._fields)}
+    return {
+        f: jax.random.normal(jax.random.fold_in(key, i), lead + ((d,) if f == "down" else (n,)))
+        for i, f in enumerate(params._fields)
+    }
 
 
 @X64
@@ -184,3 +185,31 @@ def test_bad_input_is_a_value_error_naming_the_argument():
         nn.MLP.from_params(params, "relu", biases={"up": jnp.zeros(4)})
     with pytest.raises(ValueError, match=r"biases\['down'\] must have shape \(3,\)"):
         nn.MLP.from_params(params, "relu", biases={"up": jnp.zeros(4), "down": jnp.zeros(4)})
+
+
+@X64
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_from_flax_reads_a_pair_of_linear_layers(activation):
+    """A user's own nnx.Linear layers (kernels (in, out)) give the params of the same function."""
+    d, n = 3, 7  # d ≠ n: a swapped reading would be a different block
+    lin = lambda i, o, s: nnx.Linear(i, o, use_bias=False, rngs=nnx.Rngs(s))  # noqa: E731
+    xs = _xs(d)
+    if activation == "swiglu":
+        gate, value, down = lin(d, n, 0), lin(d, n, 1), lin(n, d, 2)
+        params = models.GatedParams.from_flax(gate, value, down)
+        want = down(jax.nn.silu(gate(xs)) * value(xs))
+    else:
+        up, down = lin(d, n, 0), lin(n, d, 1)
+        params = models.MLPParams.from_flax(up, down)
+        want = down(jax.nn.gelu(up(xs), approximate=False))
+    assert models.dims(params) == (d, n)
+    np.testing.assert_allclose(_pure(params, xs, activation, False), want, rtol=1e-12, atol=1e-12)
+
+
+def test_from_flax_refuses_swapped_layers_and_biases():
+    up, down = nnx.Linear(3, 7, use_bias=False, rngs=nnx.Rngs(0)), nnx.Linear(7, 3, rngs=nnx.Rngs(1))
+    with pytest.raises(ValueError, match="down.kernel must have shape"):
+        models.MLPParams.from_flax(down, down)
+    down.bias[...] = jnp.ones(3)
+    with pytest.raises(ValueError, match="nonzero bias"):
+        models.MLPParams.from_flax(up, down)

@@ -80,8 +80,7 @@ def test_gated_block_jacobian_zero_hessian_bilinear(act):
     # ∂²f_i/∂x_a∂x_b = ½ Σ_j D_ij (G_ja V_jb + G_jb V_ja).
     H = probes.hessian_at_origin(f, D)
     expected = 0.5 * (
-        jnp.einsum("ij,ja,jb->iab", p.down, p.gate, p.value)
-        + jnp.einsum("ij,jb,ja->iab", p.down, p.gate, p.value)
+        jnp.einsum("ij,ja,jb->iab", p.down, p.gate, p.value) + jnp.einsum("ij,jb,ja->iab", p.down, p.gate, p.value)
     )
     assert H.shape == (D, D, D)
     np.testing.assert_allclose(H, expected, atol=1e-13)

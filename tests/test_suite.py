@@ -15,8 +15,13 @@ def test_compile_report_lists_the_costliest_tests():
     compilation cache: loading from this session's cache can take under the 0.05 s printed as 0.0."""
     test = "tests/test_activations.py::test_gelu_is_exact_and_gelu_tanh_differs"
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-                           "--compile-report", "1", test], cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "--compile-report", "1", test],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     section = proc.stdout.split("XLA compilation", 1)[1]
     assert re.search(r"\d+ s of the tests' \d+ s \(\d+%\) went to obtaining XLA executables", section)

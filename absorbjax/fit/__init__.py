@@ -36,32 +36,46 @@ validation, the static configuration), :mod:`~absorbjax.fit.loss` (inputs and ``
 :mod:`~absorbjax.fit.drawmap` (a batched, sharded, checkpointed map over draws),
 :mod:`~absorbjax.fit.result`, :mod:`~absorbjax.fit.driver` (:func:`search`),
 :mod:`~absorbjax.fit.measure` (recall and separation of a population) and
-:mod:`~absorbjax.fit.expand` (opt-in: search wider with a free linear term, merge units, decide
-the condition on them, polish; it finds the absorbers that the default search misses at ``n = 4d``)
-and :mod:`~absorbjax.fit.lines` (a ReLU stack's kinks read from its values: its first-layer lines,
+:mod:`~absorbjax.fit.expand` (:func:`expand_search`, opt-in: search wider with a free linear term,
+merge units (:mod:`~absorbjax.fit.merge`), decide the condition on them and convert the fit into a
+residual-free block (:mod:`~absorbjax.fit.convert`), polish; it finds the absorbers that the default
+search misses at ``n = 4d``) and :mod:`~absorbjax.fit.lines` (a ReLU stack's kinks read from its values: its first-layer lines,
 its second layer's through a fitted first layer, a depth-2 stack's first layer from its second
 layer's kinks; a fit with the first layer held on the lines, which ``expand`` tries first on ReLU
 targets).
 """
 
-from absorbjax.fit import config, draw, drawmap, driver, expand, lines, loss, measure, result, solvers  # noqa: F401
+from absorbjax.fit import config, convert, draw, drawmap, driver, expand, lines, loss, measure, merge, result, solvers
 from absorbjax.fit.config import Inputs, Linear, Polish, default_optimizer, min_tol
 from absorbjax.fit.driver import search
+from absorbjax.fit.expand import expand_search
 from absorbjax.fit.loss import decade_edges, relative_loss, sample_inputs
 from absorbjax.fit.measure import Recall, recall
 from absorbjax.fit.result import SearchResult
 
+# The curated surface; the other submodules (config, draw, drawmap, driver, loss, measure, result,
+# solvers) are the implementation and stay reachable as attributes, but out of `dir(fit)`.
 __all__ = [
+    "search",
+    "expand_search",
+    "SearchResult",
     "Inputs",
     "Linear",
     "Polish",
-    "SearchResult",
-    "search",
     "default_optimizer",
+    "min_tol",
     "relative_loss",
     "sample_inputs",
     "decade_edges",
-    "min_tol",
     "Recall",
     "recall",
+    "expand",
+    "merge",
+    "convert",
+    "lines",
 ]
+_INTERNAL = (config, draw, drawmap, driver, loss, measure, result, solvers)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -19,6 +19,25 @@ import optax
 from absorbjax import activations, models
 from absorbjax.models import GatedParams, MLPParams, Params
 
+__all__ = [
+    "INITS",
+    "POLISH_METHODS",
+    "Inputs",
+    "Linear",
+    "Polish",
+    "default_optimizer",
+    "min_tol",
+    "log_bounds",
+    "Static",
+    "Setup",
+    "validate",
+    "check_polish",
+    "as_params",
+    "check_target",
+    "check_skip",
+    "check_init",
+]
+
 INITS = ("random", "warm")
 POLISH_METHODS = ("auto", "lbfgs", "gauss_newton")
 
@@ -190,8 +209,9 @@ class Setup(NamedTuple):
         }
 
 
-def validate(target, activation: str, *, skip, depth, width, restarts, steps, inputs, init, optimizer,
-             polish, tol, linear=False) -> Setup:
+def validate(
+    target, activation: str, *, skip, depth, width, restarts, steps, inputs, init, optimizer, polish, tol, linear=False
+) -> Setup:
     """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
     act, target, d, n, single = check_target(target, activation, depth)
     draws = target.down.shape[0]
@@ -201,7 +221,9 @@ def validate(target, activation: str, *, skip, depth, width, restarts, steps, in
         raise ValueError(f"width must be an integer >= n = {n} (the target's width), got {width!r}")
     for name, v in (("restarts", restarts), ("steps", steps)):
         if not isinstance(v, (int, np.integer)) or v < (1 if name == "restarts" else 0):
-            raise ValueError(f"{name} must be a {'positive' if name == 'restarts' else 'non-negative'} integer, got {v!r}")
+            raise ValueError(
+                f"{name} must be a {'positive' if name == 'restarts' else 'non-negative'} integer, got {v!r}"
+            )
     if not isinstance(inputs, Inputs):
         raise ValueError(f"inputs must be an absorbjax.fit.Inputs, got {type(inputs).__name__}")
     log_bounds(inputs.low, inputs.high)
@@ -221,8 +243,23 @@ def validate(target, activation: str, *, skip, depth, width, restarts, steps, in
     num = inputs.num or max(256, 2 * fields * width * depth)
     if num < 1 or inputs.holdout < 1:
         raise ValueError(f"inputs.num and inputs.holdout must be positive, got {inputs}")
-    cfg = Static(act.name, int(depth), d, n, int(width), int(restarts), int(steps), init_mode,
-                 skip is not None, linear, int(num), float(inputs.low), float(inputs.high), int(inputs.holdout), polish)
+    cfg = Static(
+        act.name,
+        int(depth),
+        d,
+        n,
+        int(width),
+        int(restarts),
+        int(steps),
+        init_mode,
+        skip is not None,
+        linear,
+        int(num),
+        float(inputs.low),
+        float(inputs.high),
+        int(inputs.holdout),
+        polish,
+    )
     name = "default" if optimizer is None else "custom"
     opt = default_optimizer(steps) if optimizer is None else optimizer
     if not isinstance(opt, optax.GradientTransformation):
@@ -303,8 +340,7 @@ def check_skip(skip, draws: int, d: int, depth: int, dtype):
     return A
 
 
-def check_init(init, target: Params, draws: int, restarts: int, width: int, depth: int, d: int,
-               linear: bool = False):
+def check_init(init, target: Params, draws: int, restarts: int, width: int, depth: int, d: int, linear: bool = False):
     """``(mode, given)``: a named init and ``None``, or ``"given"`` and ``(draws, restarts, ...)``
     params (a :class:`Linear` when ``linear``; plain params then start at ``L = 0``)."""
     if isinstance(init, str):
@@ -339,5 +375,7 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
     if L.shape == (restarts,) + lcore:
         L = jnp.broadcast_to(L, (draws,) + L.shape)
     if L.shape != lead + lcore:
-        raise ValueError(f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {L.shape}")
+        raise ValueError(
+            f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {L.shape}"
+        )
     return "given", Linear(given, L)

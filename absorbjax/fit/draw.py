@@ -20,6 +20,8 @@ from absorbjax.fit.config import Inputs, Linear, Static
 from absorbjax.fit.loss import candidate_fn, pointwise, residuals, sample_inputs, target_fn
 from absorbjax.models import Params
 
+__all__ = ["init_restart", "one_draw", "bytes_per_draw"]
+
 
 def _shapes(kind: type, d: int, m: int, depth: int) -> list[tuple[int, ...]]:
     lead = () if depth == 1 else (depth,)
@@ -61,10 +63,12 @@ def init_restart(cfg: Static, kind: type, target: Params, key: jax.Array, r: jax
     warm = target._replace(**{kind._fields[0]: signs * target[0]})
     if m == n:
         return warm
-    return kind(*(
-        jnp.concatenate([w, f[..., :, n:]], -1) if name == "down" else jnp.concatenate([w, f[..., n:, :]], -2)
-        for name, w, f in zip(kind._fields, warm, fresh)
-    ))
+    return kind(
+        *(
+            jnp.concatenate([w, f[..., :, n:]], -1) if name == "down" else jnp.concatenate([w, f[..., n:, :]], -2)
+            for name, w, f in zip(kind._fields, warm, fresh)
+        )
+    )
 
 
 def _polish_some(cfg: Static, xs, ys, loss_fn, p, losses, ok, idx, iters):
@@ -83,8 +87,9 @@ def _polish_some(cfg: Static, xs, ys, loss_fn, p, losses, ok, idx, iters):
     return jax.tree.map(put, p, sel_p), losses.at[idx].set(jnp.where(use, sel_v, losses[idx]))
 
 
-def one_draw(cfg: Static, opt: optax.GradientTransformation, base_key, index, target: Params, skip,
-             given: Params | None) -> dict:
+def one_draw(
+    cfg: Static, opt: optax.GradientTransformation, base_key, index, target: Params, skip, given: Params | None
+) -> dict:
     """Everything for draw ``index``: inputs, restarts, both phases, selection, profile.
 
     Args:

@@ -25,6 +25,18 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from absorbjax import io
 
+__all__ = [
+    "Layout",
+    "make_mesh",
+    "memory_budget",
+    "layout",
+    "split_key",
+    "compiled",
+    "fingerprint",
+    "atomic_save",
+    "map_draws",
+]
+
 
 class Layout(NamedTuple):
     """How draws are grouped: ``batch_size`` per device per jitted call, ``chunk_size`` per
@@ -114,7 +126,7 @@ def fingerprint(record: dict, arrays, key_data: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def _atomic_save(path: Path, arrays: dict) -> None:
+def atomic_save(path: Path, arrays: dict) -> None:
     with io.atomic_open(path, "wb") as f:
         np.savez(f, **arrays)
 
@@ -141,9 +153,7 @@ def _to_device(tree, sharding):
         return tree
     if jax.process_count() == 1:
         return jax.device_put(tree, sharding)
-    return jax.tree.map(
-        lambda a: jax.make_array_from_callback(a.shape, sharding, lambda idx, a=a: a[idx]), tree
-    )
+    return jax.tree.map(lambda a: jax.make_array_from_callback(a.shape, sharding, lambda idx, a=a: a[idx]), tree)
 
 
 def _to_host(tree):
@@ -214,7 +224,7 @@ def map_draws(
                 outs.append(step(base, *_to_device(args, sharding)))
             out = jax.tree.map(lambda *a: np.concatenate(a)[: stop - start], *_to_host(outs))
             if path is not None and jax.process_index() == 0:
-                _atomic_save(path, out)
+                atomic_save(path, out)
             parts.append(out)
             bar.update(stop - start)
     finally:

@@ -9,12 +9,13 @@ import jax.numpy as jnp
 import optax
 from jax.sharding import Mesh
 
-from absorbjax.fit import config as _config
-from absorbjax.fit import draw, drawmap
+from absorbjax.fit import config as _config, draw, drawmap
 from absorbjax.fit.config import Inputs, Polish
 from absorbjax.fit.loss import decade_edges
 from absorbjax.fit.result import SearchResult, assemble
 from absorbjax.models import Params
+
+__all__ = ["search"]
 
 
 def search(
@@ -59,12 +60,11 @@ def search(
         candidates the Gauss–Newton polish does most of the work).
       inputs: an :class:`Inputs` (training and held-out inputs per draw).
       init: ``"random"`` (the honest search: Gaussian weights with variance ``1/fan_in``, every
-        other restart rescaled to the target's per-field Frobenius norm; nothing else about
-        the target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign
-        flips, widened with random units), or candidate params with leading
-        ``(restarts, ...)`` or ``(draws, restarts, ...)`` axes (with ``linear=True`` also a
-        :class:`Linear` of such params and ``L``) (non-finite entries make that
-        restart fail, nothing else).
+        other restart rescaled to the target's per-field Frobenius norm; nothing else about the
+        target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign flips,
+        widened with random units), or candidate params with leading ``(restarts, ...)`` or
+        ``(draws, restarts, ...)`` axes (``linear=True``: a :class:`Linear` of such params and
+        ``L``); non-finite entries make that restart fail, nothing else.
       optimizer: first-phase ``optax.GradientTransformation`` (default
         :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
       polish: ``True`` (the default :class:`Polish`: Gauss–Newton for candidates with at most
@@ -86,16 +86,11 @@ def search(
         same arguments resumes from them (a directory from a different target, key or setting
         is refused; a custom ``optimizer`` is recorded only as "custom", so keep it the same).
 
-    Returns:
-      A :class:`SearchResult`.
-
-    References:
-      Thm 8 (ReLU) and Thm 10 (GELU) say when an exact absorber exists; Props 5 and 6 and
-      Cor 11 when none does.
+    Returns a :class:`SearchResult`. Thm 8 (ReLU) and Thm 10 (GELU) say when an exact absorber
+    exists; Props 5 and 6 and Cor 11 when none does.
 
     Examples:
-      Two absorbable ReLU blocks (Thm 8), each found to rounding error in float64 from random
-      init:
+      Two absorbable ReLU blocks (Thm 8), each found to rounding error in float64 from random init:
 
       >>> import jax
       >>> from absorbjax import fit, models
@@ -105,20 +100,42 @@ def search(
       >>> r.solved().tolist(), bool(r.best_loss.max() < 1e-20)
       ([True, True], True)
     """
-    setup = _config.validate(target, activation, skip=skip, depth=depth, width=width, restarts=restarts,
-                             steps=steps, inputs=inputs, init=init, optimizer=optimizer, polish=polish, tol=tol,
-                             linear=linear)
+    options = dict(skip=skip, depth=depth, width=width, restarts=restarts, steps=steps, inputs=inputs, init=init)
+    setup = _config.validate(target, activation, optimizer=optimizer, polish=polish, tol=tol, linear=linear, **options)
+    return _run(
+        setup, key, batch_size=batch_size, chunk_size=chunk_size, mesh=mesh, checkpoint=checkpoint, progress=progress
+    )
+
+
+def _run(setup: _config.Setup, key: jax.Array, *, batch_size, chunk_size, mesh, checkpoint, progress) -> SearchResult:
+    """The validated search of :func:`search`: its draws mapped in batches, assembled."""
     cfg, target = setup.cfg, setup.target
     dtype = jnp.dtype(target.down.dtype)
     record = setup.record()
     per_draw = draw.bytes_per_draw(cfg, len(target._fields), dtype.itemsize)
     lay = drawmap.layout(setup.draws, per_draw, batch_size=batch_size, chunk_size=chunk_size, mesh=mesh)
     key_data, _ = drawmap.split_key(key)
-    out = drawmap.map_draws(draw.one_draw, (cfg, setup.optimizer), key, (target, setup.skip, setup.given),
-                            draws=setup.draws, layout=lay, record=record, checkpoint=checkpoint,
-                            progress=progress, desc=f"search {cfg.activation}")
-    config = {**record, "batch_size": lay.batch_size, "chunk_size": lay.chunk_size, "devices": lay.devices,
-              "dtype": dtype.name, "key": key_data.tolist(), "jax": jax.__version__}
+    out = drawmap.map_draws(
+        draw.one_draw,
+        (cfg, setup.optimizer),
+        key,
+        (target, setup.skip, setup.given),
+        draws=setup.draws,
+        layout=lay,
+        record=record,
+        checkpoint=checkpoint,
+        progress=progress,
+        desc=f"search {cfg.activation}",
+    )
+    config = {
+        **record,
+        "batch_size": lay.batch_size,
+        "chunk_size": lay.chunk_size,
+        "devices": lay.devices,
+        "dtype": dtype.name,
+        "key": key_data.tolist(),
+        "jax": jax.__version__,
+    }
     if setup.single:
         config["single"] = True
     return assemble(out, type(target), decade_edges(cfg.low, cfg.high), config)

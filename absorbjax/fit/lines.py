@@ -42,6 +42,16 @@ from absorbjax.fit.config import Inputs, Linear, Polish, default_optimizer
 from absorbjax.fit.loss import candidate_fn, residual_weights, sample_inputs, target_fn
 from absorbjax.models import MLPParams
 
+__all__ = [
+    "Kinks",
+    "kinks",
+    "first_layer_lines",
+    "lines_of",
+    "second_layer_lines",
+    "first_layer_from_kinks",
+    "fit_with_lines",
+]
+
 
 class Kinks(NamedTuple):
     """Kink points of a piecewise linear ``f`` found on random segments (:func:`kinks`).
@@ -58,8 +68,15 @@ class Kinks(NamedTuple):
     antipodal: np.ndarray
 
 
-def kinks(f: Callable[[jax.Array], jax.Array], d: int, key: jax.Array, *, segments: int = 128, grid: int = 65,
-          bisect: int = 60) -> Kinks:
+def kinks(
+    f: Callable[[jax.Array], jax.Array],
+    d: int,
+    key: jax.Array,
+    *,
+    segments: int = 128,
+    grid: int = 65,
+    bisect: int = 60,
+) -> Kinks:
     """The kinks of a ReLU stack ``f: ℝ^d → ℝ^d`` met by ``segments`` random segments.
 
     Segments join standard normal points: ``J = ∂f/∂x`` on ``grid`` points each, then ``bisect``
@@ -106,8 +123,9 @@ def kinks(f: Callable[[jax.Array], jax.Array], d: int, key: jax.Array, *, segmen
     return Kinks(x0, nu, differ(jump_back, 0.0) & same)
 
 
-def first_layer_lines(f: Callable[[jax.Array], jax.Array], d: int, key: jax.Array, *, tol: float = 1e-8,
-                      **kw) -> np.ndarray:
+def first_layer_lines(
+    f: Callable[[jax.Array], jax.Array], d: int, key: jax.Array, *, tol: float = 1e-8, **kw
+) -> np.ndarray:
     """Unit normals ``(k, d)`` of the first-layer kink hyperplanes of a ReLU stack ``f: ℝ^d → ℝ^d``:
     the antipodal :func:`kinks` (``kw``: its settings), normals within ``1 − |cos| ≤ tol`` of
     one already kept being the same line (:func:`lines_of`).
@@ -137,8 +155,9 @@ def lines_of(found: Kinks, *, tol: float = 1e-8) -> np.ndarray:
     return np.array(lines).reshape(-1, found.normals.shape[1])
 
 
-def second_layer_lines(found: Kinks, first: MLPParams, linear, lines: np.ndarray, *, tol: float = 1e-4,
-                       on_line: float = 1e-7) -> tuple[np.ndarray, np.ndarray]:
+def second_layer_lines(
+    found: Kinks, first: MLPParams, linear, lines: np.ndarray, *, tol: float = 1e-4, on_line: float = 1e-7
+) -> tuple[np.ndarray, np.ndarray]:
     """Unit normals ``u`` of the second layer's kink hyperplanes ``u · h = 0``, in the coordinates
     ``h = L₁ x + D₁ σ(U₁ x)`` of a fitted first ReLU layer, read from the kinks of ``f = g ∘ h``.
 
@@ -189,8 +208,9 @@ def _off_lines(found: Kinks, lines: np.ndarray, on_line: float = 1e-7) -> tuple[
     return x0, nu
 
 
-def first_layer_from_kinks(found: Kinks, lines: np.ndarray, *, tuples: int = 4000, seed: int = 0,
-                           tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray] | None:
+def first_layer_from_kinks(
+    found: Kinks, lines: np.ndarray, *, tuples: int = 4000, seed: int = 0, tol: float = 1e-9
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The first layer ``h = L₁ x + D₁ σ(ℓ x)`` of a depth-2 ReLU stack, up to the junction gauge
     ``GL(d)``, from its second layer's kinks, with ``U₁ = ℓ`` on its first-layer ``lines``.
 
@@ -224,7 +244,7 @@ def first_layer_from_kinks(found: Kinks, lines: np.ndarray, *, tuples: int = 400
     pattern = x0 @ ell.T > 0
     region = np.unique(pattern, axis=0, return_inverse=True)[1].ravel()
     G = np.concatenate([np.broadcast_to(np.eye(d), (m, d, d)), ell.T[None] * pattern[:, None, :]], 2)
-    Q = np.linalg.svd(np.eye(d) - nu[:, :, None] * nu[:, None, :])[0][:, :, :d - 1]  # ν⊥
+    Q = np.linalg.svd(np.eye(d) - nu[:, :, None] * nu[:, None, :])[0][:, :, : d - 1]  # ν⊥
     eqs = np.einsum("kai,kab->kib", Q, G)  # (m, d − 1, d + n)
     bends = lambda V: np.abs(np.einsum("ka,kab,tb->tk", nu, G, V)) > 1e-6  # (t, m)
     q = -(-(d + n) // (d - 1))
@@ -257,10 +277,20 @@ def first_layer_from_kinks(found: Kinks, lines: np.ndarray, *, tuples: int = 400
     return P[d:].T, P[:d].T
 
 
-def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, key: jax.Array, depth: int,
-                   inputs: Inputs, restarts: int = 256, steps: int = 500,
-                   polish: Polish = Polish(steps=300, screen=40, top=8), starts: Linear | None = None,
-                   residual_free_first: bool = False):
+def fit_with_lines(
+    target: MLPParams,
+    lines: np.ndarray,
+    mask: np.ndarray,
+    *,
+    key: jax.Array,
+    depth: int,
+    inputs: Inputs,
+    restarts: int = 256,
+    steps: int = 500,
+    polish: Polish = Polish(steps=300, screen=40, top=8),
+    starts: Linear | None = None,
+    residual_free_first: bool = False,
+):
     """Free-``L`` ReLU stacks ``L_l h + D_l σ(U_l h)`` of width ``n`` fitted to residual ReLU
     stacks ``target`` with ``U₁``'s rows fixed on ``lines`` where ``mask``.
 
@@ -268,8 +298,8 @@ def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, ke
     draws them, ``restarts`` random starts (Gaussian weights of variance ``1/fan_in``, ``L_l = 0``),
     ``steps`` Adam steps (:func:`absorbjax.fit.default_optimizer`), then Levenberg–Marquardt
     (``polish.screen`` iterations on every restart, the rest on the ``polish.top`` best).
-    One jitted call: draws in sequence, restarts vmapped in batches whose Levenberg–Marquardt
-    Jacobians fit :func:`absorbjax.fit.drawmap.memory_budget`.
+    One jitted call: draws in sequence, restarts vmapped in batches whose LM Jacobians fit
+    :func:`absorbjax.fit.drawmap.memory_budget`.
 
     Args:
       target: residual blocks ``W`` with a leading draws axis (and a layer axis for ``depth > 1``).
@@ -288,9 +318,8 @@ def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, ke
     Returns:
       ``(Linear(MLPParams(U, D), L), loss)``: each draw's ``polish.top`` best restarts, best first
       (``U (draws, top, [L,] n, d)`` with the fixed rows in place), and their losses ``ℓ``
-      ``(draws, top)`` on the draw's training inputs. Exact fits of one target differ (the
-      junctions of a stack admit more than the ``GL(d)`` gauge), and the condition may hold on
-      some of them only.
+      ``(draws, top)`` on the draw's training inputs. Exact fits of one target differ (a stack's
+      junctions admit more than the ``GL(d)`` gauge): the condition may hold on some only.
     """
     draws, n, d = lines.shape
     lead = () if depth == 1 else (depth,)
@@ -339,8 +368,11 @@ def fit_with_lines(target: MLPParams, lines: np.ndarray, mask: np.ndarray, *, ke
 
         p, v = lax.map(screened, (jax.random.split(kr, restarts), start), batch_size=batch)
         _, top = lax.top_k(-finite(v), min(polish.top, restarts))
-        sel, sv = lax.map(lambda a: lm(*a, polish.steps - polish.screen),
-                          (jax.tree.map(lambda a: a[top], p), v[top]), batch_size=batch)
+        sel, sv = lax.map(
+            lambda a: lm(*a, polish.steps - polish.screen),
+            (jax.tree.map(lambda a: a[top], p), v[top]),
+            batch_size=batch,
+        )
         order = jnp.argsort(finite(sv))
         return jax.vmap(lambda q: place(q, fixed, on))(jax.tree.map(lambda a: a[order], sel)), sv[order]
 

@@ -12,6 +12,17 @@ from absorbjax import models
 from absorbjax.fit.config import Inputs, Linear, log_bounds
 from absorbjax.models import Params
 
+__all__ = [
+    "decade_edges",
+    "sample_inputs",
+    "target_fn",
+    "candidate_fn",
+    "pointwise",
+    "residual_weights",
+    "residuals",
+    "relative_loss",
+]
+
 
 def decade_edges(low: float, high: float) -> np.ndarray:
     """Radius edges of the profile bins: the decades ``10^j`` between ``low`` and ``high``.

@@ -13,12 +13,26 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from absorbjax import io
 from absorbjax.fit.driver import search
 from absorbjax.fit.result import SearchResult
+from absorbjax.results import Result
+
+__all__ = ["Recall", "recall"]
 
 
-class Recall(NamedTuple):
-    """One population's outcome.
+class _RecallFields(NamedTuple):
+    solved: np.ndarray
+    best_loss: np.ndarray
+    holdout_loss: np.ndarray
+    tol: float
+    seconds: float
+    result: SearchResult
+
+
+class Recall(_RecallFields, Result):
+    """One population's outcome (a :class:`~absorbjax.results.Result`: read ``count`` or
+    ``rate``, not ``bool(recall)``).
 
     Attributes:
       solved: ``(draws,)`` bool, loss ``≤ tol`` on training and held-out inputs.
@@ -28,12 +42,8 @@ class Recall(NamedTuple):
       result: the :class:`SearchResult`.
     """
 
-    solved: np.ndarray
-    best_loss: np.ndarray
-    holdout_loss: np.ndarray
-    tol: float
-    seconds: float
-    result: SearchResult
+    __slots__ = ()
+    truth_field = "count"
 
     @property
     def count(self) -> int:
@@ -49,15 +59,24 @@ class Recall(NamedTuple):
         """Number of draws whose training loss is ``< threshold`` (the separation count)."""
         return int((self.best_loss < threshold).sum())
 
+    def summary(self) -> str:
+        """The same as :meth:`line`."""
+        return self.line()
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict; the search result without its candidate params."""
+        out = {k: getattr(self, k) for k in ("solved", "best_loss", "holdout_loss", "tol", "seconds")}
+        return {**io.to_jsonable(out), "count": self.count, "result": self.result.to_dict(params=False)}
+
     def line(self) -> str:
         """``solved/draws (rate%); best loss min/median/max``."""
         q = np.quantile(self.best_loss, [0, 0.5, 1])
-        return (f"{self.count}/{self.solved.size} ({100 * self.rate:.0f}%) solved; best loss min/median/max "
-                + " ".join(f"{v:.2g}" for v in q))
+        return f"{self.count}/{self.solved.size} ({100 * self.rate:.0f}%) solved; best loss min/median/max " + " ".join(
+            f"{v:.2g}" for v in q
+        )
 
 
-def recall(target, activation: str, *, key, search: Callable[..., SearchResult] = search,
-           **search_kwargs) -> Recall:
+def recall(target, activation: str, *, key, search: Callable[..., SearchResult] = search, **search_kwargs) -> Recall:
     """Search every draw of ``target`` and count the solved ones.
 
     Args:
@@ -79,5 +98,4 @@ def recall(target, activation: str, *, key, search: Callable[..., SearchResult] 
     t = time.perf_counter()
     result = search(target, activation, key=key, **search_kwargs)
     seconds = time.perf_counter() - t
-    return Recall(result.solved(), result.best_loss, result.holdout_loss, float(result.config["tol"]), seconds,
-                  result)
+    return Recall(result.solved(), result.best_loss, result.holdout_loss, float(result.config["tol"]), seconds, result)

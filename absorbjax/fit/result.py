@@ -10,10 +10,32 @@ import numpy as np
 
 from absorbjax import io
 from absorbjax.models import Params
+from absorbjax.results import Result
+
+__all__ = ["SearchResult", "assemble"]
 
 
-class SearchResult(NamedTuple):
+class _SearchFields(NamedTuple):
+    """The fields of :class:`SearchResult` (documented there)."""
+
+    best_loss: np.ndarray
+    best_params: Params
+    losses: np.ndarray
+    failed: np.ndarray
+    profile: np.ndarray
+    edges: np.ndarray
+    weight_norms: np.ndarray
+    target_norms: np.ndarray
+    holdout_loss: np.ndarray
+    config: dict
+    best_linear: np.ndarray | None = None
+
+
+class SearchResult(_SearchFields, Result):
     """What :func:`search` found, one row per draw.
+
+    A :class:`~absorbjax.results.Result`: ``bool(result)`` raises ``TypeError``; read
+    ``result.solved()`` (or ``best_loss``).
 
     Attributes:
       best_loss: ``(draws,)`` lowest relative loss ``ℓ`` over the restarts that did not fail
@@ -34,17 +56,8 @@ class SearchResult(NamedTuple):
         ``L`` per draw (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), else ``None``.
     """
 
-    best_loss: np.ndarray
-    best_params: Params
-    losses: np.ndarray
-    failed: np.ndarray
-    profile: np.ndarray
-    edges: np.ndarray
-    weight_norms: np.ndarray
-    target_norms: np.ndarray
-    holdout_loss: np.ndarray
-    config: dict
-    best_linear: np.ndarray | None = None
+    __slots__ = ()
+    truth_field = "solved()"
 
     def solved(self, tol: float | None = None) -> np.ndarray:
         """``(draws,)`` bool: both ``best_loss`` and ``holdout_loss`` ``≤ tol`` (default

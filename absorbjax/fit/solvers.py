@@ -18,6 +18,8 @@ from absorbjax.fit.config import Polish
 from absorbjax.fit.loss import residual_weights
 from absorbjax.models import Params
 
+__all__ = ["finite", "first_phase", "lbfgs", "gauss_newton"]
+
 
 def finite(tree) -> jax.Array:
     """Scalar bool: every leaf of ``tree`` is finite."""

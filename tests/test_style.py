@@ -1,0 +1,76 @@
+"""ruff: the lint rules and the formatter configured in pyproject.toml."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Files that fail `ruff check` today; the owner of each cleans it, then it leaves this list.
+NOT_YET_LINTED = [
+    "absorbjax/condition/__init__.py",
+    "absorbjax/condition/width.py",
+    "absorbjax/weights/model.py",
+    "tests/test_soundness.py",
+    "tests/test_weights.py",
+]
+
+# `ruff format` is applied to these so far; the rest of the tree follows in one change. Not yet:
+# experiments/bench_fit.py, cor11.py, prop6.py, training.py (formatted, a function or the module would
+# pass the 100- or 650-line limit: they are split first).
+FORMATTED = [
+    "absorbjax/__init__.py",
+    "absorbjax/models.py",
+    "absorbjax/probes.py",
+    "absorbjax/nn.py",
+    "absorbjax/io.py",
+    "absorbjax/reproduce.py",
+    "absorbjax/results.py",
+    "absorbjax/stats.py",
+    "absorbjax/plotting.py",
+    "absorbjax/origin.py",
+    "absorbjax/fit/__init__.py",
+    "absorbjax/fit/config.py",
+    "absorbjax/fit/convert.py",
+    "absorbjax/fit/draw.py",
+    "absorbjax/fit/driver.py",
+    "absorbjax/fit/drawmap.py",
+    "absorbjax/fit/expand.py",
+    "absorbjax/fit/lines.py",
+    "absorbjax/fit/loss.py",
+    "absorbjax/fit/measure.py",
+    "absorbjax/fit/merge.py",
+    "absorbjax/fit/result.py",
+    "absorbjax/fit/solvers.py",
+    "experiments/_bench.py",
+    "experiments/absorber.py",
+    "experiments/lemma4.py",
+    "experiments/prop5.py",
+    "experiments/thm8_10.py",
+    "tests/conftest.py",
+    "tests/test_docs.py",
+    "tests/test_experiments.py",
+    "tests/test_fit.py",
+    "tests/test_fit_expand.py",
+    "tests/test_models.py",
+    "tests/test_nn.py",
+    "tests/test_notebook.py",
+    "tests/test_probes.py",
+    "tests/test_suite.py",
+    "tests/test_style.py",
+    "docs/gen_pages.py",
+]
+
+
+def ruff(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_ruff_check():
+    proc = ruff("check", "--no-cache", ".", "--extend-exclude", ",".join(NOT_YET_LINTED))
+    assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+def test_ruff_format():
+    proc = ruff("format", "--no-cache", "--check", *FORMATTED)
+    assert proc.returncode == 0, proc.stdout[-4000:]
