@@ -23,29 +23,23 @@ Examples:
 import importlib
 from importlib.metadata import PackageNotFoundError, version
 
-from absorbjax import activations, condition, dimension, fit, io, models, probes, results, stats
-from absorbjax.condition import (
-    Certificate,
-    Distance,
-    absorber,
-    distance,
-    find_absorbing_set,
-    find_absorbing_sets,
-    min_extra_width,
-)
-from absorbjax.condition.width import wide_absorber
-from absorbjax.fit import SearchResult, expand_search, search
-from absorbjax.models import GatedParams, MLPParams, mlp, skip_mlp, stack
-from absorbjax.results import Result
-
 try:
     __version__ = version("absorbjax")
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+unknown"
 
-# Imported on first use (`absorbjax.weights.blocks(...)`, `absorbjax.nn.MLP`): the checkpoint readers
-# and flax would add to every `import absorbjax`.
-_LAZY = ("weights", "nn", "reproduce", "plotting", "origin")
+# Every name is imported on first use (PEP 562): `import absorbjax` costs no JAX import, so the
+# command line answers argument and file errors at once; `absorbjax.weights.blocks(...)` and
+# `absorbjax.find_absorbing_set(...)` work right after `import absorbjax`.
+_NAMESPACES = ("activations", "condition", "dimension", "fit", "io", "models", "nn", "origin", "plotting",
+               "probes", "reproduce", "results", "stats", "weights")
+_NAMES = {
+    "Certificate": "condition", "Distance": "condition", "absorber": "condition", "distance": "condition",
+    "find_absorbing_set": "condition", "find_absorbing_sets": "condition", "min_extra_width": "condition",
+    "wide_absorber": "condition.width", "SearchResult": "fit", "expand_search": "fit", "search": "fit",
+    "GatedParams": "models", "MLPParams": "models", "mlp": "models", "skip_mlp": "models", "stack": "models",
+    "Result": "results",
+}
 
 __all__ = [
     # the one-layer question (Thm 8/10): decide, absorb, measure
@@ -89,9 +83,14 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        return importlib.import_module(f"absorbjax.{name}")
-    raise AttributeError(f"module 'absorbjax' has no attribute {name!r}")
+    if name in _NAMESPACES:
+        value = importlib.import_module(f"absorbjax.{name}")
+    elif name in _NAMES:
+        value = getattr(importlib.import_module(f"absorbjax.{_NAMES[name]}"), name)
+    else:
+        raise AttributeError(f"module 'absorbjax' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
 
 
 def __dir__() -> list[str]:

@@ -16,9 +16,7 @@ __all__ = ["main"]
 
 
 def _reproduce(args) -> int:
-    from absorbjax import (
-        reproduce,  # runs each experiment with float64 enabled for that run
-    )
+    from absorbjax import reproduce  # runs each experiment with float64 enabled for that run
 
     try:
         everything = reproduce.discover(args.experiments)
@@ -33,6 +31,10 @@ def _reproduce(args) -> int:
                   f"known: {', '.join(everything)}", file=sys.stderr)
             return 2
         modules = {k: v for k, v in everything.items() if k in args.only}
+    missing = reproduce.missing_packages(modules)
+    if missing:  # before the first experiment, not as a traceback halfway through
+        print(f"absorbjax reproduce: {missing}", file=sys.stderr)
+        return 2
     total, failed = time.perf_counter(), []
     for i, (name, module) in enumerate(modules.items(), 1):
         print(f"[{i}/{len(modules)}] {name}: {module.TITLE}", flush=True)

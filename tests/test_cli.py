@@ -194,3 +194,17 @@ def test_plot_labels_drop_the_shared_path():
 
     assert short_names([f"model/m.0/encoder/layer.{i}" for i in (0, 12)]) == ["layer.0", "layer.12"]
     assert short_names(["decoder.layer_0", "encoder.layer_0"]) == ["decoder.layer_0", "encoder.layer_0"]
+
+
+def test_reproduce_names_missing_data_packages_before_running(tmp_path, capsys):
+    folder = tmp_path / "experiments"
+    folder.mkdir()
+    (folder / "needs_data.py").write_text(
+        'NAME = "needs_data"\nTITLE = "needs a data package"\nPRESETS = {"quick": {}}\n'
+        'PACKAGES = ("no-such-absorbjax-data",)\n'
+        'def run(out, *, preset, key):\n    raise AssertionError("must not run")\n'
+    )
+    code = cli.main(["reproduce", "--experiments", str(folder), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "pip install --no-deps no-such-absorbjax-data" in err
