@@ -249,7 +249,7 @@ def judge(cert, params, activation, planted) -> str:
             return f"{cert.status}, but brute force finds {sets[0].tolist()}"
         if (cert.status == "degenerate") == _nondegenerate(params):
             return f"{cert.status}, but the hypotheses {'hold' if cert.status == 'degenerate' else 'fail'}"
-        if cert.status == "not_absorbable" and activation not in ("relu", "gelu"):
+        if cert.status == "not_absorbable" and activations.get(activation).converse(biased=cert.biased) is None:
             return f"not_absorbable for {activation}, whose converse is not proved"
     if cert.within_rounding == "yes" and not _passes(params, cert.rounding_S, cert.rounding_rtol):
         return "within_rounding yes, but its S fails the storage rule"

@@ -59,8 +59,13 @@ reason (a time limit, an unconfirmed MILP verdict, an activation or a bias witho
 """
 
 from absorbjax.condition.certificate import METHODS, STATUSES, Certificate, Distance
-from absorbjax.condition.decide import absorber, find_absorbing_set, find_absorbing_sets
 from absorbjax.condition.closest import distance
+from absorbjax.condition.decide import (
+    absorber,
+    absorber_biases,
+    find_absorbing_set,
+    find_absorbing_sets,
+)
 from absorbjax.condition.inputs import DEFAULT_RTOL, storage_rtol, tolerance
 from absorbjax.condition.width import WidthCertificate, min_extra_width
 
@@ -70,6 +75,8 @@ __all__ = [
     "find_absorbing_set",
     "find_absorbing_sets",
     "absorber",
+    "absorber_biases",
+    "WidthCertificate",
     "distance",
     "tolerance",
     "storage_rtol",

@@ -59,9 +59,17 @@ from scipy import linalg as sla
 from scipy import special
 
 from absorbjax import activations
-from absorbjax.condition.certificate import _fmt
+from absorbjax.condition.certificate import fmt
 from absorbjax.condition.decide import find_absorbing_set
-from absorbjax.condition.inputs import _EPS, _check_rtol, _hypotheses, _miss, _skip, _threshold, _weights
+from absorbjax.condition.inputs import (
+    EPS,
+    check_rtol,
+    float_weights,
+    hypotheses,
+    miss_matrix,
+    skip_matrix,
+    threshold_of,
+)
 from absorbjax.io import to_jsonable
 from absorbjax.models import MLPParams
 
@@ -167,7 +175,7 @@ class WidthCertificate:
         lines.append(
             f"  construction: {len(self.atoms)} atoms, S = {self.S.tolist()}, G = {self.G.tolist()}, "
             f"{self.pairs} free pairs -> width {self.absorber.up.shape[0]}; residual "
-            f"{_fmt(self.residual)} <= tol {_fmt(self.tol)}; relative block error {_fmt(self.error)}"
+            f"{fmt(self.residual)} <= tol {fmt(self.tol)}; relative block error {fmt(self.error)}"
         )
         lines += [f"  proof: {p}" for p in self.proof]
         lines.append(
@@ -383,9 +391,9 @@ class _Search:
                     return 0
                 if g:
                     Y, sv, Zt = np.linalg.svd(self.W[list(G)], full_matrices=False)
-                    r = int(np.sum(sv > 64 * d * _EPS * sv[0]))
+                    r = int(np.sum(sv > 64 * d * EPS * sv[0]))
                     P = np.eye(d) - Zt[:r].T @ Zt[:r]
-                    margin = 64 * d * _EPS * (sv[0] / sv[r - 1]) * np.linalg.norm(M, 2)
+                    margin = 64 * d * EPS * (sv[0] / sv[r - 1]) * np.linalg.norm(M, 2)
                 else:
                     P, r, margin = np.eye(d), 0, 0.0
                 rr = int(_certified_ranks((M @ P)[None], self.err + margin, self.thr)[0])
@@ -440,17 +448,17 @@ def _certified_ranks(Ms: np.ndarray, err: float, thr: float, margin: float = 0.0
     B, d = Ms.shape[0], Ms.shape[-1]
     out = np.zeros(B, int)
     mx = np.max(np.abs(Ms), axis=(1, 2))
-    e_lu = 2 * d**3 * 2 ** (d - 1) * _EPS * mx
+    e_lu = 2 * d**3 * 2 ** (d - 1) * EPS * mx
     fro = np.linalg.norm(Ms, axis=(1, 2))
     with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        det = np.abs(np.linalg.det(Ms)) * (1 - 2 * d * _EPS)
+        det = np.abs(np.linalg.det(Ms)) * (1 - 2 * d * EPS)
         smin = det / (fro + e_lu) ** (d - 1) - e_lu
     full = smin - err - margin > thr
     out[full] = d
     rest = np.flatnonzero(~full)
     if rest.size:
         s = np.linalg.svd(Ms[rest], compute_uv=False)
-        e_svd = 8 * d * d * _EPS * s[:, :1]
+        e_svd = 8 * d * d * EPS * s[:, :1]
         out[rest] = np.sum(s - e_svd - err - margin > thr, axis=1)
     return out
 
@@ -526,24 +534,24 @@ def min_extra_width(
     for name, v in (("max_bits", max_bits), ("max_flats", max_flats)):
         if not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    U, D, dtype = _weights(params, batched=False)
+    U, D, dtype = float_weights(params, batched=False)
     n, d = U.shape
-    A = _skip(skip, d)
-    rtol = _check_rtol(rtol)
-    tol = _threshold(U, D, A, rtol)
+    A = skip_matrix(skip, d)
+    rtol = check_rtol(rtol)
+    tol = threshold_of(U, D, A, rtol)
     skip_kind = "identity" if skip is None else "matrix"
     exact = act in _PROVED and all(
         np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= _EXACT_MAX for X in (U, D, A))
     W, Uc, Ap, groups = _atoms(U, D, A, act, exact)
     L = W.shape[0]
-    failed, _ = _hypotheses(U, D, U @ U.T, dtype)
+    failed, _ = hypotheses(U, D, U @ U.T, dtype)
     nondegenerate = not failed and L == n
     proved = act in _PROVED
     proof: list[str] = []
 
     # Rounding of M_S (and of the merge) in float64, as a 2-norm bound.
     scale = float(np.linalg.norm(np.abs(A) + np.abs(D) @ np.abs(U)) + np.linalg.norm(np.abs(Ap)))
-    err = 0.0 if exact else 4 * (n + d + 2) * _EPS * scale
+    err = 0.0 if exact else 4 * (n + d + 2) * EPS * scale
     thr = 0.0 if exact else tol
     rank_W = _exact_rank(W) if exact else _numeric_rank(W, thr)
     rank_hi = rank_W if exact else min(L, d)
@@ -609,8 +617,8 @@ def min_extra_width(
                 "and for singular M_S the flats P ⊇ rowspace M_S searched exactly")
         else:
             proof.append(
-                f"every S ({subsets} {'prefixes, Weyl tail ' + _fmt(margin) if tail_idx.size else 'sets'}): "
-                f"robust rank of M_S certified (singular values above tol = {_fmt(thr)} plus rounding)")
+                f"every S ({subsets} {'prefixes, Weyl tail ' + fmt(margin) if tail_idx.size else 'sets'}): "
+                f"robust rank of M_S certified (singular values above tol = {fmt(thr)} plus rounding)")
         proof.append(f"rank ρ of M_S forces |G| + 2p >= ρ (>= 2ρ − rank Ŵ above rank Ŵ = {rank_W})")
     elif not proved:
         proof.append(f"no lower bound: the even-part argument is proved for {_PROVED} only")
@@ -622,7 +630,7 @@ def min_extra_width(
         proof.append(f"{n - L} of {n} units merge into others or vanish (parallel/zero rows, cancelling outputs)")
     V, residual, coef, pv = _construct(W, Uc, Ap, S_best, G_best, p_best, n + upper)
     if not residual <= tol:  # rounding beat tol (ill-conditioned Ŵ_G): fall back to d free pairs
-        proof.append(f"the construction with k = {upper} missed tol ({_fmt(residual)}); it is not claimed")
+        proof.append(f"the construction with k = {upper} missed tol ({fmt(residual)}); it is not claimed")
         S_best, G_best, p_best = np.zeros(0, int), np.zeros(0, int), d
         upper = max(0, L + 2 * d - n)
         V, residual, coef, pv = _construct(W, Uc, Ap, S_best, G_best, p_best, n + upper)
@@ -686,10 +694,10 @@ def wide_absorber(
       >>> V.up.shape
       (6, 2)
     """
-    U, D, dtype = _weights(params, batched=False)
+    U, D, dtype = float_weights(params, batched=False)
     n, d = U.shape
-    A = _skip(skip, d)
-    tol = _threshold(U, D, A, _check_rtol(rtol))
+    A = skip_matrix(skip, d)
+    tol = threshold_of(U, D, A, check_rtol(rtol))
     S_idx, G_idx = (np.unique(np.asarray(x, int)) for x in (S, G))
     for name, idx in (("S", S_idx), ("G", G_idx)):
         if idx.size and (idx.min() < 0 or idx.max() >= n):
@@ -698,7 +706,7 @@ def wide_absorber(
         raise ValueError(f"S and G must be disjoint, both hold {np.intersect1d(S_idx, G_idx).tolist()}")
     m = np.zeros(n, bool)
     m[S_idx] = True
-    M = _miss(U, D, A, m)
+    M = miss_matrix(U, D, A, m)
     Pg = U[G_idx].T @ np.linalg.pinv(U[G_idx].T) if G_idx.size else np.zeros((d, d))
     if pairs is None:
         pairs = _numeric_rank(M @ (np.eye(d) - Pg), tol)
