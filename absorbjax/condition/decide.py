@@ -100,8 +100,9 @@ class Inputs(NamedTuple):
     skip_kind: str
 
 
-def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, target, timings):
-    """Storage rounding, per array: ``(within_rounding, rtol used, S, reason)``."""
+def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, target, timings, absolute):
+    """Storage rounding, per array: ``(within_rounding, rtol used, S, reason)``; ``absolute``: some
+    stored entry is zero or subnormal in its dtype (absolute rounding, which the rule does not cover)."""
     dt_up, dt_down = inputs.dtypes
     extra = storage_rtol_pair(dt_up, dt_down)
     if extra == 0:
@@ -117,7 +118,7 @@ def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, target, ti
                 f"S passes with rtol {fmt(loose_rtol)} (found by {loose.method})")
     if loose.why.startswith("undecided"):
         return "undecided", loose_rtol, None, loose.why.removeprefix("undecided: ")
-    if absolute_rounding(U, dt_up) or absolute_rounding(D, dt_down):
+    if absolute:
         return "undecided", loose_rtol, None, (
             "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
             "where rounding is absolute (not covered by the relative rule)")
@@ -167,6 +168,7 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     t = time.perf_counter()
     rtol = check_rtol(rtol)
     skip_rtol = check_skip_rtol(skip_rtol)
+    absolute = absolute_rounding(U, inputs.dtypes[0]) or absolute_rounding(D, inputs.dtypes[1])
     U0, (U, D) = U, balance(U, D)
     UUt = U @ U.T
     dtype = np.result_type(*inputs.dtypes) if all(
@@ -183,7 +185,7 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     timings["search"] = time.perf_counter() - t
     rounding, rounding_rtol, rounding_S, rounding_reason = _rounding(
         U, D, A, rel, out, inputs, rtol=rtol, method=method, time_limit=time_limit, target=target,
-        timings=timings)
+        timings=timings, absolute=absolute)
     S, theorem, bound, exact = None, None, None, None
     if out.found is not None:
         S = np.flatnonzero(out.found)

@@ -286,9 +286,10 @@ def _pairs(U, UUt, dtype) -> tuple[list, float | None]:
     if live.size < 2:
         return [], None
     sq = np.diag(UUt)[live]
-    cos2 = (UUt if live.size == n else UUt[np.ix_(live, live)]) ** 2
-    cos2 /= sq[:, None]
-    cos2 /= sq[None, :]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        cos2 = (UUt if live.size == n else UUt[np.ix_(live, live)]) ** 2
+        cos2 /= sq[:, None]
+        cos2 /= sq[None, :]
     np.fill_diagonal(cos2, 0.0)
     top = float(np.nanmax(cos2)) if np.any(np.isfinite(cos2)) else 1.0
     min_sin = math.sqrt(max(1.0 - top, 0.0))
