@@ -44,25 +44,22 @@ numerically);
 ``k* = 0`` for nondegenerate weights is :func:`find_absorbing_set`'s answer.
 """
 
+
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import time
-from fractions import Fraction
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-from scipy import linalg as sla
-from scipy import special
 
 from absorbjax import activations
+from absorbjax.condition._arith import EPS
 from absorbjax.condition.certificate import fmt
 from absorbjax.condition.decide import find_absorbing_set
 from absorbjax.condition.inputs import (
-    EPS,
     check_rtol,
     float_weights,
     hypotheses,
@@ -70,27 +67,26 @@ from absorbjax.condition.inputs import (
     skip_matrix,
     threshold_of,
 )
+from absorbjax.condition.width.parts import (
+    CHUNK,
+    NUMPY,
+    PROVED,
+    Search,
+    atoms,
+    block_error,
+    certified_ranks,
+    construct,
+    exact_rank,
+    masks,
+    numeric_rank,
+)
 from absorbjax.io import to_jsonable
 from absorbjax.models import MLPParams
 
-__all__ = ["WidthCertificate", "min_extra_width", "wide_absorber"]
+__all__ = ["WIDTH_STATUSES", "WidthCertificate", "min_extra_width", "wide_absorber"]
 
 WIDTH_STATUSES = ("certified", "undecided")
-_PROVED = ("relu", "gelu")  # activations for which the lower bound is proved
-_EXACT_MAX = 2.0**20  # integer weights up to this size are decided in exact integer arithmetic
-_CHUNK = 1 << 14
-
-
-# ---------------------------------------------------------------------------------------------
-# NumPy float64 activations (the verification must not depend on jax_enable_x64)
-
-_NUMPY = {
-    "relu": lambda z: np.maximum(z, 0.0),
-    "gelu": lambda z: z * special.ndtr(z),
-    "gelu_tanh": lambda z: 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3))),
-    "silu": lambda z: z * special.expit(z),
-    "softplus": lambda z: np.logaddexp(0.0, z),
-}
+EXACT_MAX = 2.0**20  # integer weights up to this size are decided in exact integer arithmetic
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,8 +113,9 @@ class WidthCertificate:
       absorber: the residual-free block of width ``n + upper`` (``MLPParams`` of float64 arrays;
         dead zero units pad it when the atoms need fewer).
       residual: ``‖M_S − Σ_G a_i ŵ_iᵀ − Σ_q b_q v_qᵀ‖_F`` of the construction (``≤ tol``).
-      error: ``max_x ‖f(x) − g(x)‖ / (‖x‖ (‖A‖₂ + ‖W_down‖₂‖W_up‖₂))`` over 256 inputs,
-        ``‖x‖`` from 1e-3 to 1e3 (float64): relative to the block's scale.
+      error: ``max_x ‖f(x) − g(x)‖ / ‖A x‖`` over 256 inputs, ``‖x‖`` from 1e-3 to 1e3 (float64):
+        relative to the skip's output (not to ``‖W_down‖‖W_up‖``, which cancellation can inflate);
+        above 1e-6 the width is not certified.
       exact: the weights are integers and every rank was computed exactly; otherwise the
         decision is within ``tol`` (an ``M_S`` within ``tol`` of a lower rank counts as it).
       method: ``"find_absorbing_set"``, ``"enumeration"`` (all ``2^L`` sets ``S``) or
@@ -163,6 +160,9 @@ class WidthCertificate:
     seconds: float = 0.0
     condition: dict | None = None
 
+    def __bool__(self):
+        raise TypeError("a WidthCertificate is not a truth value; read cert.status (or cert.k)")
+
     @property
     def width(self) -> int | None:
         """``n + k*`` (``None`` when undecided)."""
@@ -195,280 +195,6 @@ class WidthCertificate:
 
 
 # ---------------------------------------------------------------------------------------------
-# Atoms: merge target units that the even part cannot tell apart
-
-
-def _atoms(U, D, A, act: str, exact: bool):
-    """``(Ŵ (L, d), Ũ (d, L), A', groups)``: the live atoms of ``A x + D σ(U x)``.
-
-    ReLU merges rows on one line (``w_i = t_i ŵ``): ``u σ(t ŵ·x) = |t| u σ(ŵ·x) − [t<0] |t| u ŵ·x``
-    (``A' += Σ_{t_i<0} t_i u_i ŵᵀ``, ``ũ = Σ |t_i| u_i``); GELU merges only ``w_i = ±ŵ``. Zero rows
-    and atoms with ``ũ = 0`` leave the block. Other activations are not merged. Parallelism is
-    tested exactly (rational arithmetic on the float64 values).
-    """
-    n, d = U.shape
-    keys: dict = {}
-    for i in range(n):
-        w = U[i]
-        nz = np.flatnonzero(w)
-        if act in _PROVED and nz.size == 0:
-            continue  # σ(0) = 0: a zero row contributes nothing
-        if act == "relu":
-            k0 = int(nz[0])
-            key = tuple(Fraction(float(x)) / Fraction(float(w[k0])) for x in w)
-        elif act == "gelu":
-            sign = 1.0 if w[nz[0]] > 0 else -1.0
-            key = tuple((sign * w).tolist())
-        else:
-            key = i
-        keys.setdefault(key, []).append(i)
-    Ap = A.copy()
-    rows, cols, groups = [], [], []
-    for members in keys.values():
-        w0 = U[members[0]]
-        k0 = int(np.flatnonzero(w0)[0]) if w0.any() else 0
-        rep = w0 / math.gcd(*(int(x) for x in w0)) if exact and act == "relu" else w0
-        t = np.array([U[i, k0] / rep[k0] if rep[k0] else 1.0 for i in members])
-        if exact:
-            t = np.round(t)
-        u = D[:, members] @ np.abs(t)
-        neg = t < 0
-        if neg.any():
-            Ap = Ap + np.outer(D[:, np.array(members)[neg]] @ t[neg], rep)
-        if act in _PROVED and not u.any():
-            continue
-        rows.append(rep)
-        cols.append(u)
-        groups.append(members)
-    L = len(rows)
-    W = np.array(rows).reshape(L, d)
-    Uc = np.array(cols).T.reshape(d, L)
-    return W, Uc, Ap, groups
-
-
-# ---------------------------------------------------------------------------------------------
-# Ranks: exact (integers, python-flint) or numerical (singular values above a threshold)
-
-
-def _exact_rank(M: np.ndarray) -> int:
-    import flint
-
-    if M.size == 0:
-        return 0
-    return flint.fmpz_mat([[int(x) for x in row] for row in M]).rank()
-
-
-def _numeric_rank(M: np.ndarray, thr: float) -> int:
-    if M.size == 0:
-        return 0
-    return int(np.sum(np.linalg.svd(M, compute_uv=False) > thr))
-
-
-# ---------------------------------------------------------------------------------------------
-# The construction
-
-
-def _construct(W, Uc, Ap, S, G, p, n_total):
-    """The absorber of ``A' x + Ũ σ(Ŵ x)`` for flips ``S``, duplicates ``G`` and ``p`` pairs.
-
-    Units: ``(ŵ_a, ũ_a)`` for plain atoms, ``(−ŵ_a, ũ_a)`` for ``a ∈ S``,
-    ``(ŵ_a, ũ_a + a_a), (−ŵ_a, −a_a)`` for ``a ∈ G``, ``(√s_q z_q, √s_q y_q), (−√s_q z_q, −√s_q y_q)``
-    for the ``p`` leading singular triples of ``M_S (I − Π_G)``, then zero units up to ``n_total``.
-    Uses ``σ(z) − σ(−z) = z``. Returns ``(MLPParams, residual, a, (b, v))``.
-    """
-    L, d = W.shape
-    S, G = np.asarray(S, int), np.asarray(G, int)
-    M = Ap + Uc[:, S] @ W[S]
-    WG = W[G]
-    if G.size:
-        pinv = np.linalg.pinv(WG)
-        coef = M @ pinv  # (d, |G|): M Π_G = coef Ŵ_G
-        B = M - coef @ WG
-        coef = coef + (B @ WG.T) @ (pinv.T @ pinv)  # one step of refinement on the normal equations
-        B = M - coef @ WG
-    else:
-        coef, B = np.zeros((d, 0)), M
-    Y, s, Zt = np.linalg.svd(B)
-    root = np.sqrt(s[:p])
-    b, v = Y[:, :p] * root, root[:, None] * Zt[:p]
-    residual = float(np.linalg.norm(M - coef @ WG - b @ v))
-    sign = np.ones(L)
-    sign[S] = -1.0
-    ups = [W * sign[:, None], -WG, v, -v]
-    downs = [Uc.copy(), -coef, b, -b]
-    if G.size:
-        downs[0][:, G] += coef
-    up, down = np.concatenate(ups), np.concatenate(downs, axis=1)
-    pad = n_total - up.shape[0]
-    if pad > 0:
-        up = np.concatenate([up, np.zeros((pad, d))])
-        down = np.concatenate([down, np.zeros((d, pad))], axis=1)
-    return MLPParams(up, down), residual, coef, (b, v)
-
-
-def _block_error(U, D, A, V: MLPParams, act: str, seed: int = 0, count: int = 256) -> float:
-    """``max_k ‖f(x_k) − g(x_k)‖ / (c ‖x_k‖)`` for ``f(x) = A x + D σ(U x)``, ``g = V_down σ(V_up x)``
-    and the block's scale ``c = ‖A‖₂ + ‖D‖₂‖U‖₂`` (``‖f(x)‖ ≤ c‖x‖`` for ReLU), ``‖x_k‖``
-    log-uniform in 1e-3..1e3. (Not ``/‖f(x_k)‖``: an absorbable ReLU block vanishes on a cone.)"""
-    sigma = _NUMPY[act]
-    d = U.shape[1]
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((count, d))
-    x *= 10.0 ** rng.uniform(-3, 3, (count, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
-    f = x @ A.T + sigma(x @ U.T) @ D.T
-    g = sigma(x @ V.up.T) @ V.down.T
-    c = np.linalg.norm(A, 2) + np.linalg.norm(D, 2) * np.linalg.norm(U, 2)
-    return float(np.max(np.linalg.norm(f - g, axis=1) / np.linalg.norm(x, axis=1)) / c)
-
-
-# ---------------------------------------------------------------------------------------------
-# The search over S and flats P
-
-
-@dataclasses.dataclass
-class _Search:
-    W: np.ndarray
-    Uc: np.ndarray
-    Ap: np.ndarray
-    exact: bool
-    thr: float  # robustness threshold: an M within thr (2-norm) of rank r counts as rank r
-    err: float  # rounding error of a computed M_S (2-norm)
-    rank_hi: int  # an upper bound on rank Ŵ
-    budget: int  # flats examined per row space, at most
-    memo: dict = dataclasses.field(default_factory=dict)
-
-    def rank(self, M) -> int:
-        return _exact_rank(M) if self.exact else _numeric_rank(M, self.thr)
-
-    def lb(self, rho: int) -> int:
-        """Lower bound on ``|G| + 2p`` over every ``G`` when ``rank M_S ≥ rho``."""
-        return rho if rho <= self.rank_hi else 2 * rho - self.rank_hi
-
-    def key(self, M):
-        if self.exact:
-            import flint
-
-            R = flint.fmpq_mat([[int(x) for x in row] for row in M]).rref()[0]
-            return tuple(str(x) for x in R.entries())
-        return None
-
-    def flats(self, M, S, upper):
-        """``(cost, S', G, p, complete)``: the best ``P ⊇ rowspace M`` with cost below ``upper``.
-
-        ``P = rowspace M + span T`` for rows ``T`` independent modulo ``rowspace M``;
-        ``cost(P) = 2 dim P − rank{ŵ_a ∈ P} ≥ dim P``, so only ``dim P < upper`` is searched.
-        """
-        key = self.key(M)
-        if key is not None and key in self.memo:
-            best = self.memo[key]
-        else:
-            best = self._flats(M, upper)
-            if key is not None:
-                self.memo[key] = best
-        cost, rows_in, complete = best
-        if rows_in is None:
-            return cost, None, None, None, complete
-        S2 = np.array([a for a in S if a not in rows_in], int)
-        G = _basis(self.W, rows_in, self.rank)
-        M2 = self.Ap + self.Uc[:, S2] @ self.W[S2]
-        p = self.rank(np.vstack([M2, self.W[G]])) - len(G)
-        return len(G) + 2 * p, S2, np.array(G, int), p, complete
-
-    def leaf_bound(self, M, S, upper) -> int:
-        """Float weights: ``min_G |G| + 2 rrank(M (I − Π_G))`` over ``G`` outside ``S`` with
-        ``|G| < upper`` (``rrank``: certified robust rank; a numerically rank-``r`` ``Ŵ_G`` of
-        ``g`` rows may span ``g − r`` more directions, each lowering the rank by at most one).
-        Returns ``upper`` when nothing lower is possible; ``0`` past the budget (no bound)."""
-        d = M.shape[0]
-        free = [a for a in range(self.W.shape[0]) if a not in set(S.tolist())]
-        low, seen = upper, 0
-        for g in range(0, upper):
-            if g >= low:
-                break
-            for G in itertools.combinations(free, g):
-                seen += 1
-                if seen > self.budget:
-                    return 0
-                if g:
-                    Y, sv, Zt = np.linalg.svd(self.W[list(G)], full_matrices=False)
-                    r = int(np.sum(sv > 64 * d * EPS * sv[0]))
-                    P = np.eye(d) - Zt[:r].T @ Zt[:r]
-                    margin = 64 * d * EPS * (sv[0] / sv[r - 1]) * np.linalg.norm(M, 2)
-                else:
-                    P, r, margin = np.eye(d), 0, 0.0
-                rr = int(_certified_ranks((M @ P)[None], self.err + margin, self.thr)[0])
-                low = min(low, g + 2 * max(0, rr - (g - r)))
-        return low
-
-    def _flats(self, M, upper):
-        W, L = self.W, self.W.shape[0]
-        rho = self.rank(M)
-        quot = [a for a in range(L) if self.rank(np.vstack([M, W[a]])) > rho]
-        best, best_rows, seen = upper, None, 0
-        for t in range(0, W.shape[1] - rho + 1):
-            if rho + t >= best:
-                break
-            for T in itertools.combinations(quot, t):
-                seen += 1
-                if seen > self.budget:
-                    return best, best_rows, False
-                P = np.vstack([M, W[list(T)]])
-                dim = self.rank(P)
-                if dim != rho + t:
-                    continue
-                rows_in = [a for a in range(L) if a not in quot or a in T
-                           or self.rank(np.vstack([P, W[a]])) == dim]
-                cost = 2 * dim - self.rank(W[rows_in])
-                if cost < best:
-                    best, best_rows = cost, rows_in
-        return best, best_rows, True
-
-
-def _basis(W, rows, rank) -> list:
-    """An independent subset of ``rows`` spanning the same space, well conditioned: the columns
-    that QR with pivoting picks first (checked with ``rank``; greedy in that order)."""
-    if not rows:
-        return []
-    piv = sla.qr(W[rows].T, pivoting=True, mode="r")[1]
-    G: list = []
-    for a in [rows[i] for i in piv]:
-        if rank(W[G + [a]]) == len(G) + 1:
-            G.append(a)
-    return sorted(G)
-
-
-def _certified_ranks(Ms: np.ndarray, err: float, thr: float, margin: float = 0.0) -> np.ndarray:
-    """A certified lower bound on ``rank`` of every matrix within ``thr`` of ``M_exact`` for each
-    computed ``M`` in ``Ms`` (``‖M − M_exact‖_2 ≤ err``; ``margin`` adds a Weyl tail).
-
-    First Hadamard's inequality on the LU determinant: ``σ_min ≥ |det| / ‖M‖_F^{d−1}``, less the
-    LU backward error ``2 d³ 2^{d−1} eps max|M|`` (partial pivoting's worst-case growth); the
-    matrices it does not certify get their singular values (backward error ``8 d² eps σ_1``).
-    """
-    B, d = Ms.shape[0], Ms.shape[-1]
-    out = np.zeros(B, int)
-    mx = np.max(np.abs(Ms), axis=(1, 2))
-    e_lu = 2 * d**3 * 2 ** (d - 1) * EPS * mx
-    fro = np.linalg.norm(Ms, axis=(1, 2))
-    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
-        det = np.abs(np.linalg.det(Ms)) * (1 - 2 * d * EPS)
-        smin = det / (fro + e_lu) ** (d - 1) - e_lu
-    full = smin - err - margin > thr
-    out[full] = d
-    rest = np.flatnonzero(~full)
-    if rest.size:
-        s = np.linalg.svd(Ms[rest], compute_uv=False)
-        e_svd = 8 * d * d * EPS * s[:, :1]
-        out[rest] = np.sum(s - e_svd - err - margin > thr, axis=1)
-    return out
-
-
-def _masks(bits: int, start: int, stop: int) -> np.ndarray:
-    idx = np.arange(start, stop)
-    return ((idx[:, None] >> np.arange(bits)) & 1).astype(bool)
-
-
-# ---------------------------------------------------------------------------------------------
 # The decision
 
 
@@ -476,12 +202,66 @@ def _check_width_activation(activation) -> str:
     act = activations.get(activation)
     if act.gated or act.family == "homogeneous":
         raise ValueError(f"activation {act.name!r} never absorbs at any width: {act.result}")
-    if act.name not in _NUMPY:
+    if act.name not in NUMPY:
         raise ValueError(
-            f"activation must be one of {tuple(_NUMPY)} (odd part z/2, the construction's identity), "
+            f"activation must be one of {tuple(NUMPY)} (odd part z/2, the construction's identity), "
             f"got {act.name!r}"
         )
     return act.name
+
+
+def _enumerate(W, Uc, Ap, search, best, lower_red, *, max_bits, err, thr, margin_rank, exact):
+    """The lower bound over every ``S`` (or the ``2^max_bits`` prefixes and a Weyl tail), refining the
+    upper bound on the way. Returns ``(best, lower_red, subsets, method, proof lines)``."""
+    L = W.shape[0]
+    rank_hi, rank_W = margin_rank
+    subsets, proof = 0, []
+    unresolved = []  # (lb, S) of sets whose rank bound stays below the current upper bound
+    frontier_low = math.inf
+    order = np.argsort(-np.linalg.norm(Uc, axis=0) * np.linalg.norm(W, axis=1), kind="stable")
+    bits = min(L, max_bits)
+    head, tail_idx = order[:bits], order[bits:]
+    margin, method = 0.0, "enumeration"
+    if tail_idx.size:
+        method = "prefix"
+        margin = float(np.linalg.norm(Uc[:, tail_idx], 2) * np.linalg.norm(W[tail_idx], 2)) * (1 + 1e-12)
+    Wh, Uh = W[head], Uc[:, head]
+    for start in range(0, 2**bits, CHUNK):
+        m = masks(bits, start, min(2**bits, start + CHUNK))
+        Ms = Ap + np.einsum("ki,bi,ij->bkj", Uh, m, Wh, optimize=True)
+        ranks = certified_ranks(Ms, err, thr, margin)
+        subsets += m.shape[0]
+        lbs = np.where(ranks <= rank_hi, ranks, 2 * ranks - rank_hi)
+        for b in np.flatnonzero(lbs < best[0]):
+            S = np.sort(head[m[b]])
+            if tail_idx.size:
+                frontier_low = min(frontier_low, int(lbs[b]))
+            else:
+                unresolved.append((int(lbs[b]), S))
+    unresolved.sort(key=lambda r: r[0])
+    low = frontier_low
+    for lb, S in unresolved:
+        if lb >= best[0]:
+            break
+        M = Ap + Uc[:, S] @ W[S]
+        cost, S2, G2, p, complete = search.flats(M, S, best[0])
+        if S2 is not None and cost < best[0]:
+            best = (cost, S2, G2, p)
+        if not exact:
+            low = min(low, max(lb, search.leaf_bound(M, S, best[0])))
+        elif not complete:
+            low = min(low, lb)
+    lower_red = max(lower_red, int(min(low, best[0])))
+    if exact:
+        proof.append(
+            f"every S ⊆ atoms ({subsets} sets): rank M_S certified (Hadamard/SVD bound, else exact), "
+            "and for singular M_S the flats P ⊇ rowspace M_S searched exactly")
+    else:
+        proof.append(
+            f"every S ({subsets} {'prefixes, Weyl tail ' + fmt(margin) if tail_idx.size else 'sets'}): "
+            f"robust rank of M_S certified (singular values above tol = {fmt(thr)} plus rounding)")
+    proof.append(f"rank ρ of M_S forces |G| + 2p >= ρ (>= 2ρ − rank Ŵ above rank Ŵ = {rank_W})")
+    return best, lower_red, subsets, method, proof
 
 
 def min_extra_width(
@@ -500,9 +280,11 @@ def min_extra_width(
     Args:
       params: one ungated block, ``W_up (n, d)``, ``W_down (d, n)`` (any real dtype; decided in
         float64, exactly for integer weights).
-      activation: ``"relu"`` or ``"gelu"`` for a decision; ``"gelu_tanh"``, ``"silu"``,
-        ``"softplus"`` get the construction (an upper bound) but no lower bound (undecided unless
-        ``k* = 0``). Gated and homogeneous activations raise: Props 5, 6 rule out every width.
+      activation: ``"relu"`` or ``"gelu"``: the even-part argument decides; ``"gelu_tanh"``,
+        ``"silu"``, ``"softplus"`` (declared ray limit relu): the ReLU lower bound on the same
+        weights is a proved lower bound (the ray limit of a width ``n + k`` absorber is a ReLU one),
+        the construction the upper bound; ``k*`` where they meet, else an interval. Gated and
+        homogeneous activations raise: Props 5, 6 rule out every width.
       skip: ``A (d, d)``; ``None`` is ``I``.
       rtol: the slack of rule (★), as in :func:`find_absorbing_set` (default ``DEFAULT_RTOL``);
         the linear part must then match within ``tol``, the Frobenius bound of every miss that
@@ -540,22 +322,22 @@ def min_extra_width(
     rtol = check_rtol(rtol)
     tol = threshold_of(U, D, A, rtol)
     skip_kind = "identity" if skip is None else "matrix"
-    exact = act in _PROVED and all(
-        np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= _EXACT_MAX for X in (U, D, A))
-    W, Uc, Ap, groups = _atoms(U, D, A, act, exact)
+    exact = act in PROVED and all(
+        np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= EXACT_MAX for X in (U, D, A))
+    W, Uc, Ap, groups = atoms(U, D, A, act, exact)
     L = W.shape[0]
     failed, _ = hypotheses(U, D, U @ U.T, dtype)
     nondegenerate = not failed and L == n
-    proved = act in _PROVED
+    proved = act in PROVED
     proof: list[str] = []
 
     # Rounding of M_S (and of the merge) in float64, as a 2-norm bound.
     scale = float(np.linalg.norm(np.abs(A) + np.abs(D) @ np.abs(U)) + np.linalg.norm(np.abs(Ap)))
     err = 0.0 if exact else 4 * (n + d + 2) * EPS * scale
     thr = 0.0 if exact else tol
-    rank_W = _exact_rank(W) if exact else _numeric_rank(W, thr)
+    rank_W = exact_rank(W) if exact else numeric_rank(W, thr)
     rank_hi = rank_W if exact else min(L, d)
-    search = _Search(W, Uc, Ap, exact, thr, err, rank_hi, max_flats)
+    search = Search(W, Uc, Ap, exact, thr, err, rank_hi, max_flats)
 
     # Upper bound from S = ∅ and the flats over M_∅ = A' (P = R^d gives 2d − rank Ŵ).
     best = search.flats(Ap, np.zeros(0, int), 2 * d + 1)[:4]
@@ -574,77 +356,41 @@ def min_extra_width(
     # Lower bound: every S, by enumeration (or prefixes + Weyl tail).
     method = "find_absorbing_set" if best[0] == 0 and cond_cert is not None else "construction"
     subsets = 0
-    unresolved = []  # (lb, S) of sets whose rank bound stays below the current upper bound
-    frontier_low = math.inf
     if best[0] > 0 and proved:
-        order = np.argsort(-np.linalg.norm(Uc, axis=0) * np.linalg.norm(W, axis=1), kind="stable")
-        bits = min(L, max_bits)
-        head, tail_idx = order[:bits], order[bits:]
-        margin, method = 0.0, "enumeration"
-        if tail_idx.size:
-            method = "prefix"
-            margin = float(np.linalg.norm(Uc[:, tail_idx], 2) * np.linalg.norm(W[tail_idx], 2)) * (1 + 1e-12)
-        Wh, Uh = W[head], Uc[:, head]
-        for start in range(0, 2**bits, _CHUNK):
-            m = _masks(bits, start, min(2**bits, start + _CHUNK))
-            Ms = Ap + np.einsum("ki,bi,ij->bkj", Uh, m, Wh, optimize=True)
-            ranks = _certified_ranks(Ms, err, thr, margin)
-            subsets += m.shape[0]
-            lbs = np.where(ranks <= rank_hi, ranks, 2 * ranks - rank_hi)
-            for b in np.flatnonzero(lbs < best[0]):
-                S = np.sort(head[m[b]])
-                if tail_idx.size:
-                    frontier_low = min(frontier_low, int(lbs[b]))
-                else:
-                    unresolved.append((int(lbs[b]), S))
-        unresolved.sort(key=lambda r: r[0])
-        low = frontier_low
-        for lb, S in unresolved:
-            if lb >= best[0]:
-                break
-            M = Ap + Uc[:, S] @ W[S]
-            cost, S2, G2, p, complete = search.flats(M, S, best[0])
-            if S2 is not None and cost < best[0]:
-                best = (cost, S2, G2, p)
-            if not exact:
-                low = min(low, max(lb, search.leaf_bound(M, S, best[0])))
-            elif not complete:
-                low = min(low, lb)
-        lower_red = max(lower_red, int(min(low, best[0])))
-        if exact:
-            proof.append(
-                f"every S ⊆ atoms ({subsets} sets): rank M_S certified (Hadamard/SVD bound, else exact), "
-                "and for singular M_S the flats P ⊇ rowspace M_S searched exactly")
-        else:
-            proof.append(
-                f"every S ({subsets} {'prefixes, Weyl tail ' + fmt(margin) if tail_idx.size else 'sets'}): "
-                f"robust rank of M_S certified (singular values above tol = {fmt(thr)} plus rounding)")
-        proof.append(f"rank ρ of M_S forces |G| + 2p >= ρ (>= 2ρ − rank Ŵ above rank Ŵ = {rank_W})")
-    elif not proved:
-        proof.append(f"no lower bound: the even-part argument is proved for {_PROVED} only")
+        best, lower_red, subsets, method, lines = _enumerate(
+            W, Uc, Ap, search, best, lower_red, max_bits=max_bits, err=err, thr=thr,
+            margin_rank=(rank_hi, rank_W), exact=exact)
+        proof += lines
+    ray_lower = 0
+    if not proved and activations.get(act).ray_limit == "relu":
+        relu = min_extra_width(params, activation="relu", skip=skip, rtol=rtol, max_bits=max_bits,
+                               max_flats=max_flats, time_limit=time_limit)
+        ray_lower = relu.lower
+        proof.append(f"k* >= {relu.lower}: the ReLU bound on the same (W_up, W_down) ({relu.status}); by the ray "
+                     f"limit a width n + k absorber for {act} gives a ReLU one (proved, beyond the paper)")
 
     cost, S_best, G_best, p_best = best
     upper = max(0, L + cost - n)
-    lower = max(0, L + lower_red - n) if proved else 0
+    lower = max(0, L + lower_red - n) if proved else ray_lower
     if L < n:
         proof.append(f"{n - L} of {n} units merge into others or vanish (parallel/zero rows, cancelling outputs)")
-    V, residual, coef, pv = _construct(W, Uc, Ap, S_best, G_best, p_best, n + upper)
+    V, residual, coef, pv = construct(W, Uc, Ap, S_best, G_best, p_best, n + upper)
     if not residual <= tol:  # rounding beat tol (ill-conditioned Ŵ_G): fall back to d free pairs
         proof.append(f"the construction with k = {upper} missed tol ({fmt(residual)}); it is not claimed")
         S_best, G_best, p_best = np.zeros(0, int), np.zeros(0, int), d
         upper = max(0, L + 2 * d - n)
-        V, residual, coef, pv = _construct(W, Uc, Ap, S_best, G_best, p_best, n + upper)
-    error = _block_error(U, D, A, V, act)
+        V, residual, coef, pv = construct(W, Uc, Ap, S_best, G_best, p_best, n + upper)
+    error = block_error(U, D, A, V, act)
     rep = np.array([g[0] for g in groups], int)
-    if lower == upper:
+    if lower == upper and error <= 1e-6:
         status, k = "certified", upper
         reason = (f"width n + {k} absorbs (verified) and no S, G gives less" if k else
                   "absorbs at the same width")
     else:
         status, k = "undecided", None
-        reason = (f"{lower} <= k* <= {upper}: " + ("the lower bound is not proved for this activation"
-                  if not proved else "some S could not be ruled out (rank near-singular within tol, "
-                  "flat budget, or prefixes)"))
+        reason = (f"{lower} <= k* <= {upper}: " + (
+            f"the construction's error {fmt(error)} (against the skip) is not small" if error > 1e-6 else
+            "some S could not be ruled out (rank near-singular within tol, flat budget, or prefixes)"))
     return WidthCertificate(
         status=status, k=k, lower=lower, upper=upper, d=d, n=n, atoms=[list(g) for g in groups],
         S=rep[np.asarray(S_best, int)], G=rep[np.asarray(G_best, int)], pairs=int(p_best),
@@ -709,12 +455,13 @@ def wide_absorber(
     M = miss_matrix(U, D, A, m)
     Pg = U[G_idx].T @ np.linalg.pinv(U[G_idx].T) if G_idx.size else np.zeros((d, d))
     if pairs is None:
-        pairs = _numeric_rank(M @ (np.eye(d) - Pg), tol)
+        pairs = numeric_rank(M @ (np.eye(d) - Pg), tol)
     if not isinstance(pairs, (int, np.integer)) or not 0 <= pairs <= d:
         raise ValueError(f"pairs must be an integer in 0..{d}, got {pairs!r}")
-    V, residual, *_ = _construct(U, D, A, S_idx, G_idx, int(pairs), 0)
+    V, residual, *_ = construct(U, D, A, S_idx, G_idx, int(pairs), 0)
     if check and not residual <= tol:
         raise ValueError(
             f"S, G and {pairs} pairs do not reproduce the linear part: entrywise miss {residual:.3g} > tol {tol:.3g}")
     dt = jnp.result_type(params.up, params.down)
     return MLPParams(jnp.asarray(V.up, dt), jnp.asarray(V.down, dt))
+
