@@ -385,9 +385,10 @@ def float16_subnormal(rng, i):
     """Roundings of planted blocks stored in float16 with W_up entries below 2^-14 (absolute rounding)."""
     d, n = int(rng.integers(2, 4)), int(rng.integers(6, 12))
     up, down, S = planted(rng, d, n)
-    t = 2.0 ** -int(rng.integers(9, 13))  # some |W_up| entries fall below 2^-14; |W_down| / t stays finite
-    return models.MLPParams((up * t).astype(np.float16), (down / t).astype(np.float16)), "relu", S, \
-        f"float16, W_up × {t:.1e} d={d} n={n}"
+    t = 2.0 ** -int(rng.integers(9, 13))  # some |W_up| entries fall below 2^-14
+    low = np.float16 if np.max(np.abs(down)) / t < 6e4 else np.float32  # W_down / t must stay finite
+    return models.MLPParams((up * t).astype(np.float16), (down / t).astype(low)), "relu", S, \
+        f"float16 W_up × {t:.1e}, W_down {np.dtype(low).name} d={d} n={n}"
 
 
 def biased(rng, i):

@@ -461,3 +461,38 @@ def test_box_bound_is_certified_and_tight(d, n):
     bound, c = box_relaxation(U, D, A, relax(U, D, A, U @ U.T, {}))
     assert np.all((0 <= c) & (c <= 1))
     assert bound <= best * (1 + 1e-12) and bound >= best * (1 - 1e-3), (bound, best)
+
+
+def test_float32_absorber_error_names_x64():
+    with jax.enable_x64(False):
+        p, S = models.absorbable(jax.random.key(0), 3, 6, "relu")
+    assert p.up.dtype == np.float32
+    with pytest.raises(ValueError, match=r"jax_enable_x64"):
+        condition.absorber(p, S)
+
+
+def test_cancellation_inside_S_is_undecided_with_an_exact_miss():
+    """Two units of size 1e12 whose W_down columns cancel: rule (★) tolerates their O(1) exact miss;
+    rule (E) refuses it (undecided, never absorbable with a far absorber)."""
+    W = np.array([[1.0, 0.0], [0.0, 1.0]])
+    w, y = np.array([1.0, 2.0]), np.array([1.0, -1.0])
+    L, e = 2.0**40, np.array([0.75, -0.5])
+    up = np.vstack([W, L * w, L * w + e])
+    down = np.hstack([-W + np.outer(y, e), y[:, None], -y[:, None]])  # only S = {0,1,2,3} is exact
+    cert = condition.find_absorbing_set(MLPParams(up, down), activation="relu")
+    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1, 2, 3] and cert.miss_bound == 0.0
+    down[0, 2] += 2.0**-43  # exact miss 2^-43·L·w = (1/8, 1/4) in row 0: far from 0, within (★)'s slack
+    cert = condition.find_absorbing_set(MLPParams(up, down), activation="relu")
+    assert cert.status == "undecided" and "cancellation" in cert.reason
+
+
+def test_subnormal_products_and_power_of_two_scalings_are_exact():
+    up = np.array([[2.0, 1.0], [1.0, 1.0], [3.0, -2.0]])
+    down = np.array([[-1.0, 1.0, 0.0], [1.0, -2.0, 0.0]])  # W_down[:,S] W_up[S,:] = −I, S = {0, 1}
+    up[2], down[:, 2] = np.ldexp(up[2], -540), np.ldexp(np.array([5.0, 3.0]), -540)  # products 2^-1080
+    cert = condition.find_absorbing_set(MLPParams(up, down), activation="gelu")
+    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1] and cert.miss_bound <= 1e-14
+    k = np.array([530, -530, 0])
+    moved = MLPParams(np.ldexp(up, k[:, None]), np.ldexp(down, -k[None, :]))  # Gram would overflow
+    assert condition.find_absorbing_set(moved, activation="gelu").status == "absorbable"
+    assert condition.distance(moved).upper <= 1e-14

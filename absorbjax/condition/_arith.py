@@ -154,14 +154,15 @@ def _exact_norm(U, D, A, m) -> float:
         return math.ldexp(float((root >> s) + 1), e + s) * (1 + 4 * _U) + ETA if e + s < 1000 else math.inf
 
 
-def miss_bound(U, D, A, m: np.ndarray) -> tuple[float, bool]:
+def miss_bound(U, D, A, m: np.ndarray, enough: float = 0.0) -> tuple[float, bool]:
     """``(bound, exact)``: a rigorous upper bound on ``‖M_S‖_F``, from float64 when its error bound
-    is below 1e-6 of the norm, else from the exact ``M_S``."""
+    is below 1e-6 of the norm or the bound is already below ``enough``, else from the exact ``M_S``."""
     d = A.shape[0]
     F, err, _, _ = _float_bounds(U, D, A, m)
     if np.all(np.isfinite(F)) and np.all(np.isfinite(err)):
         norm_f = float(np.linalg.norm(F))
         err_f = float(np.linalg.norm(err))
-        if err_f <= 1e-6 * norm_f:
-            return (norm_f + err_f) * (1 + (d * d + 2) * _U), False
+        bound = (norm_f + err_f) * (1 + (d * d + 2) * _U)
+        if err_f <= 1e-6 * norm_f or bound <= enough:
+            return bound, False
     return _exact_norm(U, D, A, m), True

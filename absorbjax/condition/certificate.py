@@ -11,6 +11,8 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.io import to_jsonable
 
+__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "few", "fmt"]
+
 STATUSES = ("absorbable", "not_absorbable", "degenerate", "undecided")
 METHODS = ("auto", "relaxation", "milp", "exhaustive")
 

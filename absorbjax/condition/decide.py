@@ -32,6 +32,8 @@ from absorbjax.condition.integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition.relax import box_lower, relax
 from absorbjax.models import MLPParams
 
+__all__ = ["Inputs", "absorber", "absorber_biases", "bias_vector", "decide", "find_absorbing_set", "find_absorbing_sets"]
+
 # ---------------------------------------------------------------------------------------------
 # The decision
 
@@ -216,8 +218,8 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
 def _promise(U, D, A, found, rtol, skip_rtol, target, inputs):
     """``(status, reason, bound, exact)`` for a set that passes rule (★): ``absorbable`` when the
     exact miss is small against the skip (rule (E)), else ``undecided`` (cancellation)."""
-    bound, exact = miss_bound(U, D, A, found)
     smin = sigma_min_lower(A)
+    bound, exact = miss_bound(U, D, A, found, enough=1e-3 * skip_rtol * smin)
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
     if bound <= skip_rtol * smin:
         why = (f"W_down[:,S] W_up[S,:] = {target} up to a miss ‖M_S‖_2 <= {fmt(bound)} ({how}): the "
@@ -290,7 +292,7 @@ def find_absorbing_set(
         absorber). Parallel rows (with equal or distinct biases) are ``degenerate``. The output
         bias ``c`` never changes the answer, so it is not an argument.
       skip_rtol: rule (E): ``absorbable`` promises ``‖absorber(x) − block(x)‖ ≤ ‖M_S‖_2 ‖x‖`` with
-        ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)`` (default ``1e-8``), ``M_S`` the exact miss; a set that
+        ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)`` (default ``1e-6``), ``M_S`` the exact miss; a set that
         passes rule (★) but not this is ``undecided`` (cancellation float64 cannot resolve).
 
     Returns:
@@ -416,9 +418,13 @@ def absorber(
     if check:
         ok, miss = accepts(U, D, skip_matrix(skip, d), m, check_rtol(rtol))
         if not ok:
+            hint = ""
+            if np.dtype(dtype).itemsize < 8 and np.issubdtype(dtype, np.floating):
+                hint = (f"; the weights are {dtype}, whose rounding exceeds the float64 tolerance: build "
+                        "them in float64 (enable x64: jax.config.update(\"jax_enable_x64\", True))")
             raise ValueError(
                 f"S does not satisfy W_down[:,S] W_up[S,:] = −A: entrywise miss {miss:.3g} is outside "
-                "the tolerance (condition.tolerance(params, S))"
+                f"the tolerance (condition.tolerance(params, S)){hint}"
             )
     up = jnp.asarray(params.up)
     sign = jnp.asarray(np.where(m, -1, 1), dtype=up.dtype)

@@ -14,6 +14,10 @@ from absorbjax.condition._arith import EPS, ETA, gamma, verify_set
 from absorbjax.condition.certificate import few
 from absorbjax.models import GatedParams, MLPParams
 
+__all__ = ["DEFAULT_RTOL", "SKIP_RTOL", "absolute_rounding", "accepts", "check_activation", "check_rtol",
+           "check_skip_rtol", "float_weights", "hypotheses", "mask_of", "miss_matrix", "parallel_pairs", "skip_matrix",
+           "storage_dtypes", "storage_rtol", "storage_rtol_pair", "threshold_of", "tolerance"]
+
 DEFAULT_RTOL = 1e3 * EPS  # slack for weights that were themselves computed (a pseudo-inverse)
 _SCALE_MAX = 1e120  # max|W_down[:,i]|·max|W_up[i,:]| above this would overflow the Gram matrix
 _SKIP_RANGE = (2.0**-400, 2.0**400)  # max|A| outside: refused (rescale A and W_down together)
@@ -145,7 +149,7 @@ def storage_rtol(dtype) -> float:
     return (2 * u + u * u) / (1 - u) ** 2
 
 
-SKIP_RTOL = 1e-8  # default: the absorber's error is at most 1e-8 of the skip's output
+SKIP_RTOL = 1e-6  # default: the absorber's error is at most 1e-6 of the skip's output
 
 
 def check_skip_rtol(skip_rtol) -> float:

@@ -12,6 +12,8 @@ from absorbjax.condition._arith import EPS, ETA, gamma
 from absorbjax.condition.inputs import accepts
 from absorbjax.condition.relax import Relaxation
 
+__all__ = ["EXHAUSTIVE_MAX_N", "closest_mask", "exhaustive", "local_search", "milp"]
+
 EXHAUSTIVE_MAX_N = 24
 _MILP_DENSE_MAX = 1_000_000  # entries of the d²×n entrywise constraint matrix
 _MILP_MAX_CUTS = 50

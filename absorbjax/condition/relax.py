@@ -11,6 +11,8 @@ from scipy import linalg as sla
 
 from absorbjax.condition._arith import EPS
 
+__all__ = ["Relaxation", "box_lower", "box_relaxation", "relax"]
+
 
 @dataclasses.dataclass
 class Relaxation:
