@@ -264,6 +264,24 @@ def _enumerate(W, Uc, Ap, search, best, lower_red, *, max_bits, err, thr, margin
     return best, lower_red, subsets, method, proof
 
 
+def _check_budget(**budgets) -> None:
+    for name, v in budgets.items():
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+
+def _ray_lower(params, act, proof, **kwargs) -> int:
+    """The ReLU lower bound on ``k*`` of the same weights: a lower bound for ``act`` by the ray limit
+    (the limit of a width ``n + k`` absorber is a ReLU one); 0 without a declared ray limit."""
+    if activations.get(act).ray_limit != "relu":
+        proof.append(f"no lower bound: {act} has no declared ray limit")
+        return 0
+    relu = min_extra_width(params, activation="relu", **kwargs)
+    proof.append(f"k* >= {relu.lower}: the ReLU bound on the same (W_up, W_down) ({relu.status}); by the ray "
+                 f"limit a width n + k absorber for {act} gives a ReLU one (proved, beyond the paper)")
+    return relu.lower
+
+
 def min_extra_width(
     params: MLPParams,
     *,
@@ -286,9 +304,8 @@ def min_extra_width(
         the construction the upper bound; ``k*`` where they meet, else an interval. Gated and
         homogeneous activations raise: Props 5, 6 rule out every width.
       skip: ``A (d, d)``; ``None`` is ``I``.
-      rtol: the slack of rule (★), as in :func:`find_absorbing_set` (default ``DEFAULT_RTOL``);
-        the linear part must then match within ``tol``, the Frobenius bound of every miss that
-        rule accepts.
+      rtol: the slack of rule (★) (:func:`find_absorbing_set`); the linear part must match within
+        ``tol``, the Frobenius bound of every miss that rule accepts.
       max_bits: enumerate all ``2^L`` sets ``S`` of the ``L`` atoms when ``L ≤ max_bits``; beyond,
         the ``2^max_bits`` prefixes over the atoms of largest ``‖ũ_a‖‖ŵ_a‖``, the rest bounded by
         Weyl's inequality (often too weak: then undecided).
@@ -313,9 +330,7 @@ def min_extra_width(
     """
     t0 = time.perf_counter()
     act = _check_width_activation(activation)
-    for name, v in (("max_bits", max_bits), ("max_flats", max_flats)):
-        if not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    _check_budget(max_bits=max_bits, max_flats=max_flats)
     U, D, dtype = float_weights(params, batched=False)
     n, d = U.shape
     A = skip_matrix(skip, d)
@@ -331,15 +346,14 @@ def min_extra_width(
     proved = act in PROVED
     proof: list[str] = []
 
-    # Rounding of M_S (and of the merge) in float64, as a 2-norm bound.
-    scale = float(np.linalg.norm(np.abs(A) + np.abs(D) @ np.abs(U)) + np.linalg.norm(np.abs(Ap)))
-    err = 0.0 if exact else 4 * (n + d + 2) * EPS * scale
+    err = 0.0 if exact else 4 * (n + d + 2) * EPS * float(  # rounding of M_S and the merge, 2-norm
+        np.linalg.norm(np.abs(A) + np.abs(D) @ np.abs(U)) + np.linalg.norm(np.abs(Ap)))
     thr = 0.0 if exact else tol
     rank_W = exact_rank(W) if exact else numeric_rank(W, thr)
     rank_hi = rank_W if exact else min(L, d)
     search = Search(W, Uc, Ap, exact, thr, err, rank_hi, max_flats)
 
-    # Upper bound from S = ∅ and the flats over M_∅ = A' (P = R^d gives 2d − rank Ŵ).
+    # Upper bound from S = ∅ and the flats over M_∅ = A' (P = R^d gives 2d − rank Ŵ); then S = ∅'s lower.
     best = search.flats(Ap, np.zeros(0, int), 2 * d + 1)[:4]
     cond_cert = None
     lower_red = 0
@@ -353,7 +367,6 @@ def min_extra_width(
             lower_red = 1
             proof.append(f"k >= 1: find_absorbing_set proved no S exists ({cond_cert.method})")
 
-    # Lower bound: every S, by enumeration (or prefixes + Weyl tail).
     method = "find_absorbing_set" if best[0] == 0 and cond_cert is not None else "construction"
     subsets = 0
     if best[0] > 0 and proved:
@@ -361,17 +374,22 @@ def min_extra_width(
             W, Uc, Ap, search, best, lower_red, max_bits=max_bits, err=err, thr=thr,
             margin_rank=(rank_hi, rank_W), exact=exact)
         proof += lines
-    ray_lower = 0
-    if not proved and activations.get(act).ray_limit == "relu":
-        relu = min_extra_width(params, activation="relu", skip=skip, rtol=rtol, max_bits=max_bits,
-                               max_flats=max_flats, time_limit=time_limit)
-        ray_lower = relu.lower
-        proof.append(f"k* >= {relu.lower}: the ReLU bound on the same (W_up, W_down) ({relu.status}); by the ray "
-                     f"limit a width n + k absorber for {act} gives a ReLU one (proved, beyond the paper)")
+    ray_lower = 0 if proved else _ray_lower(params, act, proof, skip=skip, rtol=rtol, max_bits=max_bits,
+                                            max_flats=max_flats, time_limit=time_limit)
 
+    return _conclude(
+        U, D, A, act, best, W=W, Uc=Uc, Ap=Ap, groups=groups, lower=max(0, L + lower_red - n) if proved else ray_lower,
+        tol=tol, proof=proof, info=dict(exact=exact, method=method, subsets=subsets, nondegenerate=nondegenerate,
+                                        activation=act, skip=skip_kind, tol=tol, rtol=rtol, input_dtype=str(dtype),
+                                        condition=None if cond_cert is None else cond_cert.to_dict()), t0=t0)
+
+
+def _conclude(U, D, A, act, best, *, W, Uc, Ap, groups, lower, tol, proof, info, t0) -> WidthCertificate:
+    """Build and verify the construction for the best ``(cost, S, G, p)``, and the certificate."""
+    n, d = U.shape
+    L = W.shape[0]
     cost, S_best, G_best, p_best = best
     upper = max(0, L + cost - n)
-    lower = max(0, L + lower_red - n) if proved else ray_lower
     if L < n:
         proof.append(f"{n - L} of {n} units merge into others or vanish (parallel/zero rows, cancelling outputs)")
     V, residual, coef, pv = construct(W, Uc, Ap, S_best, G_best, p_best, n + upper)
@@ -395,9 +413,7 @@ def min_extra_width(
         status=status, k=k, lower=lower, upper=upper, d=d, n=n, atoms=[list(g) for g in groups],
         S=rep[np.asarray(S_best, int)], G=rep[np.asarray(G_best, int)], pairs=int(p_best),
         coefficients=coef, pair_vectors=pv, skip_reduced=Ap, absorber=V, residual=residual,
-        error=error, exact=exact, method=method, subsets=subsets, proof=tuple(proof), reason=reason,
-        nondegenerate=nondegenerate, activation=act, skip=skip_kind, tol=tol, rtol=rtol, input_dtype=str(dtype),
-        seconds=time.perf_counter() - t0, condition=None if cond_cert is None else cond_cert.to_dict(),
+        error=error, proof=tuple(proof), reason=reason, seconds=time.perf_counter() - t0, **info,
     )
 
 
