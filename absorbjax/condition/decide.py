@@ -201,7 +201,7 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     if S is None and rounding == "yes":
         why += (f"; but within {'/'.join(map(str, inputs.dtypes))} storage rounding (rtol "
                 f"{fmt(rounding_rtol)}) the set {few(rounding_S)} passes: see within_rounding")
-    residual = out.residual if out.found is None else accepts(U, D, A, out.found, rtol)[1]
+    residual = out.residual  # the one candidate checked, or the found set's ‖M_S‖_max
     return Certificate(
         status=status, S=S, method=out.method, reason=why, d=d, n=n, rtol=rtol, threshold=threshold,
         residual=residual, relaxation_residual=rel.rho, lower_bound=out.lower, rank=rel.rank,
