@@ -1,24 +1,27 @@
 """Soundness of the certificates on the weights that break naive tolerances.
 
-Each family draws blocks at the edges where a global tolerance or a floating-point MILP verdict
-gives wrong answers: weights stored in float16 / bfloat16, float32 weights scaled ×100, one huge
-unit outside every set, unit magnitudes spread over six decades with a planted absorbing set and
-``n > d²``, changes of coordinates ``W_down → P W_down, W_up → W_up P⁻¹`` with ``cond(P)`` up to
-1e12, near misses ``W_down[:,S](1 + ε)`` with ``ε`` from 1e-6 to 1e-14, and activations whose
-converse is not proved. Every certificate of :func:`absorbjax.condition.find_absorbing_set` is
-judged independently of the decision's machinery:
+The families (:data:`absorbjax.testing.FAMILIES`) draw blocks at the edges where a global
+tolerance, a floating-point product or a floating-point MILP verdict gives wrong answers: weights
+stored in float16 / bfloat16 (also mixed per array, and float16 subnormals), float32 weights ×100,
+one huge unit outside every set, unit magnitudes over six decades with a planted set and
+``n > d²``, changes of coordinates with ``cond(P)`` up to 1e12, near misses, cancellation inside
+``S`` (two units of size 1e11–1e13 whose ``W_down`` columns cancel), products in the subnormal
+range, units rescaled by ``2^±(500…560)``, exactly parallel rows of size 1e-165, biased blocks of
+the five ray-limit activations, and parallel rows with distinct biases. Every certificate of
+:func:`absorbjax.condition.find_absorbing_set` is judged by :func:`absorbjax.testing.judge`,
+independently of the decision's machinery, in exact rational arithmetic on the stored values:
 
-* ``absorbable``: the returned set passes rule (★) (``condition.tolerance``), and the absorber
-  reproduces the block in float64 on random inputs (relative gap ≤ 1e-9 · the block's scale);
-* ``not_absorbable`` / ``degenerate``: a brute-force enumeration of all ``2^n`` sets by plain NumPy
-  (``n ≤ 18``), or the planted set, finds no set that passes; the hypotheses match an independent
-  check (``degenerate`` iff some pair of rows is exactly parallel or a row/column is zero);
-  ``not_absorbable`` only for relu/gelu and bias-free blocks;
-* ``within_rounding``: ``"yes"`` with a set that passes the looser rule, ``"no"`` only when brute
-  force (or the planted set) finds none.
+* ``absorbable``: the set passes rule (★) exactly, ``miss_bound`` bounds the exact ``‖M_S‖_F`` and
+  is within ``skip_rtol`` of the skip (rule (E)), the absorber reproduces the block in float64;
+* ``not_absorbable`` / ``degenerate``: brute force over all ``2^n`` sets (``n ≤ 18``; float64
+  screen with a rigorous margin, exact check of the rest) or the planted set finds no set that
+  passes; the hypotheses match an exact check; the activation has a proved converse
+  (:meth:`absorbjax.activations.Activation.converse`);
+* ``within_rounding``: ``"yes"`` with a set that passes the storage rule, ``"no"`` only when brute
+  force and the planted set (with the absolute rounding of zero/subnormal entries) find none.
 
-``undecided`` is always allowed and counted. The table in the record lists families × instances ×
-outcomes; a wrong answer makes the claim fail.
+``undecided`` and one-line ``ValueError`` refusals are allowed and counted; a crash (any other
+exception) counts as wrong. ``python experiments/soundness.py [--preset smoke|quick|full]``.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ def run(config, out, seed):
     total = sum(sum(r["counts"][o] for o in OUTCOMES) for r in results.values())
     wrong = sum(r["counts"]["wrong"] for r in results.values())
     undecided = sum(r["counts"]["undecided"] for r in results.values())
+    crashes = sum(r["counts"]["crashes"] for r in results.values())
     table = "; ".join(
         f"{f}: " + ", ".join(f"{r['counts'][o]} {o}" for o in OUTCOMES if r["counts"][o])
         for f, r in results.items())
@@ -103,10 +107,12 @@ def run(config, out, seed):
                         for row in r["rows"] if row["wrong"]), "none")
     claims = [
         reproduce.Claim(
-            "no certificate is wrong on adversarial weights (low-precision storage, scaled units, "
-            "huge units, magnitude spread, coordinate changes, near misses, no-converse activations)",
-            f"{wrong} wrong of {total} ({undecided} undecided); {table}; first wrong: {first_wrong}",
-            holds=wrong == 0, criterion="zero wrong answers; undecided allowed and counted",
+            "no certificate is wrong and no call crashes on adversarial weights (low-precision and mixed "
+            "storage, scaled and huge units, magnitude spread, coordinate changes, near misses, cancellation "
+            "inside S, subnormal and 2^±k-scaled units, biased blocks and the ray-limit activations), judged "
+            "in exact rational arithmetic",
+            f"{wrong} wrong ({crashes} crashes) of {total} ({undecided} undecided); {table}; first wrong: {first_wrong}",
+            holds=wrong == 0, criterion="zero wrong answers and crashes; undecided and one-line refusals allowed, counted",
             figure=figure),
     ]
     return {"families": {f: {"counts": r["counts"], "max_seconds": r["max_seconds"], "rows": r["rows"]}

@@ -114,10 +114,11 @@ def _float_bounds(U, D, A, m):
         F = Ds @ Us + A
         S = np.abs(Ds) @ np.abs(Us)
         g = gamma(k + 2)
-        hi = ((S + k * ETA) / (1 - g) + np.abs(A)) * (1 + 4 * _U)
+        # the factors 1 ± 8u cover the rounding of these bounds and of the comparisons that use them
+        hi = ((S + k * ETA) / (1 - g) + np.abs(A)) * (1 + 8 * _U)
         lo = np.maximum((S - k * ETA) / (1 + g), 0.0) + np.abs(A)
-        lo *= 1 - 4 * _U
-        err = (g * hi + (k + 2) * ETA) * (1 + 4 * _U)
+        lo *= 1 - 8 * _U
+        err = (g * hi + (k + 2) * ETA) * (1 + 8 * _U)
     return F, err, lo, hi
 
 
