@@ -9,7 +9,14 @@ An ungated block applies ``σ`` to ``W_up x``; a gated block applies the gate ``
 - ``odd_part_half``: whether ``σ(z) − σ(−z) = z`` (odd part ``z/2``), which makes the
   sign-flip absorber exact;
 - ``gate_at_zero``: ``g(0)`` for gates (Prop 6 needs ``g(0) = 0``), ``None`` otherwise;
-- ``smooth_at_zero``: whether the function is differentiable at 0 (Prop 6 needs it).
+- ``smooth_at_zero``: whether the function is differentiable at 0 (Prop 6 needs it);
+- ``ray_limit``: ``"relu"`` when *declared* that ``σ − relu`` is bounded on ``R`` (relu, gelu,
+  gelu_tanh, silu, softplus), so that ``σ(t a + b)/t → relu(a)`` for every ``a, b`` as ``t → ∞``
+  (the *ray limit*, biases included; ``docs/theory/ray_limit.md``). Never inferred: a user
+  activation declares it and :func:`register` checks it numerically;
+- ``paper_theorem``: the paper's theorem proving the bias-free converse (relu: Thm 8, gelu: Thm 10).
+
+:meth:`Activation.converse` is the one place that says which theorem decides which block.
 
 ``family`` derives from these: ``"homogeneous"`` (degree ``k ≠ 1``, Prop 5), ``"gated"``
 (Prop 6 when ``g(0) = 0`` and smooth), ``"ungated"`` (Thm 8/10 territory).
@@ -24,7 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Activation", "get", "names", "register", "unregister"]
+__all__ = ["Activation", "RAY_LIMIT_THEOREM", "get", "names", "register", "unregister"]
+
+RAY_LIMIT_THEOREM = "Thm 8 via the ray limit"  # proved beyond the paper: docs/theory/ray_limit.md
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +60,23 @@ class Activation:
     odd_part_half: bool = False
     gate_at_zero: float | None = None
     smooth_at_zero: bool = True
+    ray_limit: str | None = None
+    paper_theorem: str | None = None
+
+    def converse(self, *, biased: bool = False) -> str | None:
+        """The theorem proving "no ``S`` ⇒ no same-width absorber" for this ``σ``, or ``None``.
+
+        Bias-free relu and gelu: the paper's Thm 8 and Thm 10. Every ungated ``σ`` with odd part
+        ``z/2`` and a declared ray limit ``relu``, with or without hidden bias:
+        :data:`RAY_LIMIT_THEOREM` (proved beyond the paper): put ``x → t x`` in an identity between
+        the biased residual block and a biased free block, divide by ``t``, let ``t → ∞``: the
+        bias-free ReLU blocks on the same ``W_up, W_down`` agree, and Thm 8 (Lemma 4) gives ``S``.
+        """
+        if self.gated or self.family == "homogeneous" or not self.odd_part_half:
+            return None
+        if not biased and self.paper_theorem is not None:
+            return self.paper_theorem
+        return RAY_LIMIT_THEOREM if self.ray_limit == "relu" else None
 
     @property
     def family(self) -> str:
@@ -74,8 +100,9 @@ class Activation:
             if self.never_absorbs:
                 return "Prop 6: never absorbs (gate differentiable at 0 with g(0) = 0)"
             return "not covered: gate with g(0) != 0 or not differentiable at 0"
-        if self.name in ("relu", "gelu"):
-            return "Thm 8/10: absorbs iff W_down[:,S] W_up[S,:] = -I for some S"
+        theorem = self.converse()
+        if theorem is not None:
+            return f"{theorem}: absorbs iff W_down[:,S] W_up[S,:] = -I for some S"
         if self.odd_part_half:
             return "sign-flip absorber exact when an S exists; converse not proven"
         return "not covered"
@@ -106,6 +133,23 @@ def _odd_part_is_half(fn: Callable) -> bool:
     return bool(np.allclose(lhs, z, rtol=1e-5, atol=1e-5))
 
 
+def _check_ray_limit(name: str, fn: Callable) -> None:
+    """Numerical sanity check of a declared ray limit ``relu``: ``|σ(t z + b)/t − relu(z)|`` at
+    ``t = 1e3`` is below ``1e-2`` on ``z ∈ [−4, 4]`` (``z = 0`` included), ``b ∈ {−1, 0, 1}``, and
+    ``|σ(z) − relu(z)|`` does not grow from ``|z| = 10²`` to ``|z| = 10⁴`` (``σ − relu`` bounded)."""
+    z = np.concatenate([np.linspace(-4.0, 4.0, 33), [0.0]]).astype(np.float32)
+    t = np.float32(1e3)
+    relu = np.maximum(z, 0.0)
+    gap = max(float(np.max(np.abs(np.asarray(fn(jnp.asarray(t * z + b))) / t - relu))) for b in (-1.0, 0.0, 1.0))
+    far = np.array([1e2, -1e2, 1e4, -1e4], np.float32)
+    tail = np.abs(np.asarray(fn(jnp.asarray(far))) - np.maximum(far, 0.0))
+    if not (gap <= 1e-2 and np.all(np.isfinite(tail)) and max(tail[2:]) <= max(tail[:2]) + 1.0):
+        raise ValueError(
+            f"activation {name!r} declares ray_limit='relu', but sigma(t z + b)/t differs from relu(z) by "
+            f"{gap:.3g} at t = 1e3 (or sigma - relu grows: {tail.tolist()}); do not declare it"
+        )
+
+
 def register(
     name: str,
     fn: Callable[[jax.Array], jax.Array],
@@ -114,13 +158,17 @@ def register(
     degree: float | None = None,
     odd_part_half: bool | None = None,
     smooth_at_zero: bool = True,
+    ray_limit: str | None = None,
+    paper_theorem: str | None = None,
     overwrite: bool = False,
 ) -> Activation:
     """Register an elementwise activation (or, with ``gated=True``, a gate ``g``).
 
     ``odd_part_half`` is measured numerically when not given; ``gate_at_zero`` is ``g(0)``.
     ``degree`` is the homogeneity degree of the whole block (for a gate of degree ``k`` the
-    gated block has degree ``k + 1``). Returns the new entry.
+    gated block has degree ``k + 1``). ``ray_limit="relu"`` declares that ``σ − relu`` is bounded
+    (so ``σ(t a + b)/t → relu(a)``): checked numerically, a ``ValueError`` when the check fails;
+    it is never inferred. ``paper_theorem`` is for the built-ins. Returns the new entry.
 
     Examples:
       >>> import jax.numpy as jnp
@@ -138,8 +186,15 @@ def register(
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
     if odd_part_half is None:
         odd_part_half = _odd_part_is_half(fn)
+    if ray_limit not in (None, "relu"):
+        raise ValueError(f"ray_limit must be None or 'relu' (the only limit a theorem uses), got {ray_limit!r}")
+    if ray_limit is not None:
+        if gated:
+            raise ValueError("ray_limit is a fact about ungated activations; pass gated=False")
+        _check_ray_limit(name, fn)
     gate_at_zero = float(fn(jnp.zeros(()))) if gated else None
-    entry = Activation(name, fn, gated, degree, odd_part_half, gate_at_zero, smooth_at_zero)
+    entry = Activation(name, fn, gated, degree, odd_part_half, gate_at_zero, smooth_at_zero, ray_limit,
+                       paper_theorem)
     _REGISTRY[name] = entry
     return entry
 
@@ -158,7 +213,9 @@ def get(name: str | Activation) -> Activation:
       >>> activations.get("relu2").result
       'Prop 5: never absorbs (homogeneous of degree k != 1)'
       >>> activations.get("gelu").result
-      'Thm 8/10: absorbs iff W_down[:,S] W_up[S,:] = -I for some S'
+      'Thm 10: absorbs iff W_down[:,S] W_up[S,:] = -I for some S'
+      >>> activations.get("silu").converse(biased=True)
+      'Thm 8 via the ray limit'
       >>> activations.get("tanhh")
       Traceback (most recent call last):
       ValueError: unknown activation 'tanhh'; known: relu, gelu, gelu_tanh, silu, softplus, relu2, reglu, swiglu, geglu, glu
@@ -183,11 +240,14 @@ def names(*, gated: bool | None = None) -> tuple[str, ...]:
 
 
 # Ungated activations σ.
-register("relu", jax.nn.relu, degree=1, odd_part_half=True, smooth_at_zero=False)
-register("gelu", _gelu, odd_part_half=True)  # exact z Φ(z) (PyTorch / Hugging Face "gelu")
-register("gelu_tanh", _gelu_tanh, odd_part_half=True)  # jax.nn.gelu's default
-register("silu", jax.nn.silu, odd_part_half=True)
-register("softplus", jax.nn.softplus, odd_part_half=True)
+# σ − relu is bounded for these five: 0, −|z|Φ(−|z|), −|z|(1 − tanh(·))/2, −|z|·sigmoid(−|z|),
+# log(1 + e^{−|z|}); hence the declared ray limit relu.
+register("relu", jax.nn.relu, degree=1, odd_part_half=True, smooth_at_zero=False, ray_limit="relu",
+         paper_theorem="Thm 8")
+register("gelu", _gelu, odd_part_half=True, ray_limit="relu", paper_theorem="Thm 10")  # exact z Φ(z)
+register("gelu_tanh", _gelu_tanh, odd_part_half=True, ray_limit="relu")  # jax.nn.gelu's default
+register("silu", jax.nn.silu, odd_part_half=True, ray_limit="relu")
+register("softplus", jax.nn.softplus, odd_part_half=True, ray_limit="relu")
 register("relu2", _relu2, degree=2, odd_part_half=False)
 # Gates g of gated blocks W_down (g(W_gate x) ⊙ W_value x).
 register("reglu", jax.nn.relu, gated=True, degree=2, odd_part_half=True, smooth_at_zero=False)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from absorbjax import condition, models
+from absorbjax import activations, condition, models
 from absorbjax.models import GatedParams, MLPParams
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
@@ -256,8 +256,7 @@ def test_d1():
 @pytest.mark.parametrize("bad,kwargs,match", [
     ("empty_n", {}, "n >= 1 hidden units"),
     ("empty_d", {}, "n >= 1 hidden units"),
-    ("huge", {}, "too large or too small"),
-    ("tiny", {}, "too large or too small"),
+    ("huge", {}, "too large to decide in float64"),
     (None, {"skip": np.eye(3, dtype=complex)}, "skip must hold real numbers"),
     (None, {"skip": np.eye(3, dtype=bool)}, "skip must hold real numbers"),
     (None, {"rtol": float("inf")}, "rtol must be in"),
@@ -278,23 +277,48 @@ def test_bad_input_gives_one_line_errors(bad, kwargs, match):
     assert "\n" not in str(err.value)
 
 
-def test_biased_blocks_absorb_with_S_and_stay_undecided_without():
+@pytest.mark.parametrize("name", ["relu", "gelu", "gelu_tanh", "silu", "softplus"])
+def test_biased_blocks_are_decided_by_the_ray_limit(name):
+    """Planted biased blocks: absorbable, and the absorber with β = b (b[S] negated), output bias
+    c + W_down[:,S] b[S] reproduces the block to 1e-12 relative in float64; Gaussian biased blocks:
+    not_absorbable by Thm 8 via the ray limit."""
     params, S = absorbable(4, 12, 4)
     U, D = np.asarray(params.up), np.asarray(params.down)
     rng = np.random.default_rng(3)
     b, c = rng.normal(size=12), rng.normal(size=4)
-    cert = condition.find_absorbing_set(params, activation="gelu", bias=b)
+    cert = condition.find_absorbing_set(params, activation=name, bias=b)
     assert cert.status == "absorbable" and cert.biased and cert.S.tolist() == S.tolist()
+    assert cert.miss_bound <= 1e-12 and cert.theorem == activations.get(name).converse(biased=True)
     V = np.asarray(condition.absorber(params, cert.S).up)
-    b2, c2 = np.where(np.isin(np.arange(12), S), -b, b), c + D[:, S] @ b[S]
-    xs = rng.normal(size=(32, 4)) * 10.0 ** rng.uniform(-3, 3, (32, 1))
-    gelu = jax.vmap(lambda x: jax.nn.gelu(x, approximate=False))
-    want = xs + np.asarray(gelu(xs @ U.T + b)) @ D.T + c
-    got = np.asarray(gelu(xs @ V.T + b2)) @ D.T + c2
+    beta, e = condition.absorber_biases(params, cert.S, b, c)
+    xs = rng.normal(size=(64, 4)) * 10.0 ** rng.uniform(-3, 3, (64, 1))
+    sigma = jax.vmap(activations.get(name).fn)
+    want = xs + np.asarray(sigma(xs @ U.T + b)) @ D.T + c
+    got = np.asarray(sigma(xs @ V.T + beta)) @ D.T + e
     assert np.max(np.abs(want - got) / (1 + np.abs(want))) <= 1e-12
-    generic = condition.find_absorbing_set(gaussian(1, 4, 12), activation="relu", bias=b)
-    assert generic.status == "undecided" and "biased" in generic.reason
-    assert condition.find_absorbing_set(gaussian(1, 4, 12), bias=np.zeros(12)).status == "not_absorbable"
+    generic = condition.find_absorbing_set(gaussian(1, 4, 12), activation=name, bias=b)
+    assert generic.status == "not_absorbable" and "Thm 8 via the ray limit" in generic.reason
+    assert generic.theorem == "Thm 8 via the ray limit"
+
+
+def test_parallel_rows_with_distinct_biases_are_degenerate():
+    p = gaussian(1, 4, 12)
+    up = np.array(p.up)
+    up[5] = 2.0 * up[3]  # exactly parallel
+    b = np.random.default_rng(0).normal(size=12)
+    cert = condition.find_absorbing_set(MLPParams(up, p.down), activation="silu", bias=b)
+    assert cert.status == "degenerate" and "distinct biases" in cert.reason and "(3, 5)" in cert.reason
+    b[5] = 2.0 * b[3]  # the same hyperplane: still degenerate (parallel rows), without that clause
+    cert = condition.find_absorbing_set(MLPParams(up, p.down), activation="silu", bias=b)
+    assert cert.status == "degenerate" and "distinct biases" not in cert.reason
+
+
+def test_results_are_not_truth_values():
+    cert = condition.find_absorbing_set(gaussian(1, 4, 12))
+    with pytest.raises(TypeError, match="cert.status"):
+        bool(cert)
+    with pytest.raises(TypeError, match="dist.upper"):
+        bool(condition.distance(gaussian(1, 4, 12)))
 
 
 def test_bad_input_raises():
@@ -428,12 +452,47 @@ def test_box_bound_is_certified_and_tight(d, n):
     """The box bound against scipy's bounded least squares on the explicit ``K`` (``d² × n``)."""
     from scipy.optimize import lsq_linear
 
-    from absorbjax.condition.relax import _box, _relax
+    from absorbjax.condition.relax import box_relaxation, relax
 
     p = gaussian(3, d, n)
     U, D, A = np.asarray(p.up), np.asarray(p.down), np.eye(d)
     K = np.stack([np.outer(D[:, i], U[i]).ravel() for i in range(n)], axis=1)
     best = np.sqrt(2 * lsq_linear(K, -A.ravel(), bounds=(0, 1), tol=1e-14).cost)
-    bound, c = _box(U, D, A, _relax(U, D, A, U @ U.T, {}))
+    bound, c = box_relaxation(U, D, A, relax(U, D, A, U @ U.T, {}))
     assert np.all((0 <= c) & (c <= 1))
     assert bound <= best * (1 + 1e-12) and bound >= best * (1 - 1e-3), (bound, best)
+
+
+def test_float32_absorber_error_names_x64():
+    with jax.enable_x64(False):
+        p, S = models.absorbable(jax.random.key(0), 3, 6, "relu")
+    assert p.up.dtype == np.float32
+    with pytest.raises(ValueError, match=r"jax_enable_x64"):
+        condition.absorber(p, S)
+
+
+def test_cancellation_inside_S_is_undecided_with_an_exact_miss():
+    """Two units of size 1e12 whose W_down columns cancel: rule (★) tolerates their O(1) exact miss;
+    rule (E) refuses it (undecided, never absorbable with a far absorber)."""
+    W = np.array([[1.0, 0.0], [0.0, 1.0]])
+    w, y = np.array([1.0, 2.0]), np.array([1.0, -1.0])
+    L, e = 2.0**40, np.array([0.75, -0.5])
+    up = np.vstack([W, L * w, L * w + e])
+    down = np.hstack([-W + np.outer(y, e), y[:, None], -y[:, None]])  # only S = {0,1,2,3} is exact
+    cert = condition.find_absorbing_set(MLPParams(up, down), activation="relu")
+    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1, 2, 3] and cert.miss_bound == 0.0
+    down[0, 2] += 2.0**-43  # exact miss 2^-43·L·w = (1/8, 1/4) in row 0: far from 0, within (★)'s slack
+    cert = condition.find_absorbing_set(MLPParams(up, down), activation="relu")
+    assert cert.status == "undecided" and "cancellation" in cert.reason
+
+
+def test_subnormal_products_and_power_of_two_scalings_are_exact():
+    up = np.array([[2.0, 1.0], [1.0, 1.0], [3.0, -2.0]])
+    down = np.array([[-1.0, 1.0, 0.0], [1.0, -2.0, 0.0]])  # W_down[:,S] W_up[S,:] = −I, S = {0, 1}
+    up[2], down[:, 2] = np.ldexp(up[2], -540), np.ldexp(np.array([5.0, 3.0]), -540)  # products 2^-1080
+    cert = condition.find_absorbing_set(MLPParams(up, down), activation="gelu")
+    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1] and cert.miss_bound <= 1e-14
+    k = np.array([530, -530, 0])
+    moved = MLPParams(np.ldexp(up, k[:, None]), np.ldexp(down, -k[None, :]))  # Gram would overflow
+    assert condition.find_absorbing_set(moved, activation="gelu").status == "absorbable"
+    assert condition.distance(moved).upper <= 1e-14

@@ -14,7 +14,7 @@ import pytest
 from scipy import special
 
 from absorbjax import condition, fit, models
-from absorbjax.condition import width as width_module
+from absorbjax.condition.width import parts as width_parts
 from absorbjax.models import MLPParams
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
@@ -235,7 +235,7 @@ def test_parallel_rows_merge_for_relu_not_for_gelu():
     assert relu.k <= gelu.k and relu.k == brute_force_k(MLPParams(up, down))
     for cert, act in ((relu, "relu"), (gelu, "gelu")):
         assert cert.error <= 1e-12
-        assert width_module._block_error(up, down, np.eye(2), cert.absorber, act) == cert.error
+        assert width_parts.block_error(up, down, np.eye(2), cert.absorber, act) == cert.error
 
 
 def test_cancelling_units_vanish():
@@ -248,7 +248,7 @@ def test_cancelling_units_vanish():
 
 
 def _even(act, z):
-    return width_module._NUMPY[act](z) - z / 2
+    return width_parts.NUMPY[act](z) - z / 2
 
 
 def test_even_parts_are_independent():
@@ -275,9 +275,9 @@ def test_numpy_activations_match_the_registry():
     from absorbjax import activations
 
     z = np.linspace(-9, 9, 301)
-    for name, fn in width_module._NUMPY.items():
+    for name, fn in width_parts.NUMPY.items():
         np.testing.assert_allclose(fn(z), np.asarray(activations.get(name)(jnp.asarray(z))), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(width_module._NUMPY["gelu"](z), z * (1 + special.erf(z / np.sqrt(2))) / 2,
+    np.testing.assert_allclose(width_parts.NUMPY["gelu"](z), z * (1 + special.erf(z / np.sqrt(2))) / 2,
                                rtol=1e-13, atol=1e-15)
 
 
@@ -291,11 +291,15 @@ def test_prefix_bound_decides_small_weights_and_says_undecided_otherwise():
     assert cert.error <= 1e-12
 
 
-def test_other_activations_get_the_construction_only():
+@pytest.mark.parametrize("act", ["silu", "softplus", "gelu_tanh"])
+def test_ray_limit_activations_get_the_relu_lower_bound(act):
+    """Gaussian draws: the ReLU k* = d is a proved lower bound (ray limit), the construction meets it."""
     p = draws("gaussian", 1, 2, 4)[0]
-    cert = condition.min_extra_width(p, activation="silu")
-    assert cert.status == "undecided" and (cert.lower, cert.upper) == (0, 2) and cert.error <= 1e-12
-    assert "no lower bound" in " ".join(cert.proof)
+    cert = condition.min_extra_width(p, activation=act)
+    assert cert.status == "certified" and (cert.lower, cert.upper) == (2, 2) and cert.error <= 1e-12
+    assert "ray limit" in " ".join(cert.proof)
+    with pytest.raises(TypeError, match="cert.status"):
+        bool(cert)
 
 
 # ---------------------------------------------------------------------------------------------

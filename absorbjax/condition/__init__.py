@@ -1,6 +1,8 @@
 """Theorems 8 and 10: decide ``W_down[:,S] W_up[S,:] = −A`` with a certificate, build the absorber.
 
-For ReLU or GELU, ``d ≥ 2`` and nondegenerate weights (rows of ``W_up`` nonzero and pairwise
+For ReLU or GELU (and, by *Thm 8 via the ray limit*, proved beyond the paper in
+``docs/theory/ray_limit.md``: gelu_tanh, silu, softplus, and biased blocks of all five), ``d ≥ 2``
+and nondegenerate weights (rows of ``W_up`` nonzero and pairwise
 non-parallel, columns of ``W_down`` nonzero), the residual block ``x ↦ A x + W_down σ(W_up x)``
 equals some residual-free block ``V_down σ(V_up x)`` of the same width iff an index set ``S`` has
 
@@ -9,9 +11,11 @@ equals some residual-free block ``V_down σ(V_up x)`` of the same width iff an i
 (``A = I`` by default). With ``M_i = W_down[:,i] W_up[i,:]`` (``d×d``) this asks whether a 0/1
 vector ``m`` solves ``Σ m_i M_i = −A``: ``d²`` equations, ``n`` unknowns.
 
-**What "=" means: rule (★).** The decision runs in NumPy float64 on the *stored* values (a
-float16, bfloat16, float32 or integer weight is an exact float64 number; the stored dtype is
-recorded). A set ``S`` is accepted when, entry by entry,
+**What "=" means: rules (★) and (E)** (``docs/theory/certificates.md``). The decision runs on
+the *stored* values (a float16, bfloat16, float32 or integer weight is an exact float64 number;
+the stored dtypes are recorded). A set ``S`` passes rule (★) when its *exact* miss
+``M_S = W_down[:,S] W_up[S,:] + A`` (a rigorous float64 bound, else exact ``fmpz`` arithmetic)
+satisfies, entry by entry,
 
     |(W_down[:,S] W_up[S,:] + A)_kj| ≤ r_S (Σ_{i∈S} |W_down[k,i]| |W_up[i,j]| + |A_kj|),      (★)
     r_S = rtol + 2γ_{|S|+1},   γ_k = k u / (1 − k u),   u = 2⁻⁵³,   rtol = 1e3·eps64 by default.
@@ -52,15 +56,27 @@ and never changes ``status``, which is about the stored values themselves.
    checked by (★), but its "infeasible" is a floating-point verdict, so it is confirmed by
    enumeration (``n ≤ 24``) or the answer is ``undecided``.
 
-So ``absorbable`` always comes with a set ``S`` that passes (★); ``not_absorbable`` with a proof that
-none does and the hypotheses of the theorem (relu or gelu, or no activation named, without a hidden
-bias); ``degenerate`` when no set passes but a hypothesis fails; ``undecided`` otherwise, with the
-reason (a time limit, an unconfirmed MILP verdict, an activation or a bias without a converse).
+**Rule (E).** ``absorbable`` needs more: ``miss_bound ≥ ‖M_S‖_F`` (rigorous) with
+``miss_bound ≤ skip_rtol · σ_min(A)`` (``1e-6`` by default). Then the absorber errs by exactly
+``M_S x``: ``‖absorber(x) − block(x)‖ ≤ miss_bound ‖x‖ ≤ skip_rtol ‖A x‖``. A set that passes (★)
+only because of cancellation inside ``S`` gives ``undecided``. Units are rescaled by powers of two
+before any Gram matrix, norm or cosine (exact; every ``M_i`` unchanged).
+
+So ``absorbable`` always comes with a set ``S`` that passes (★) and (E); ``not_absorbable`` with a proof that
+none does and the hypotheses of the theorem named in ``cert.theorem``
+(:meth:`absorbjax.activations.Activation.converse`); ``degenerate`` when no set passes but a hypothesis fails; ``undecided`` otherwise, with the
+reason (a time limit, an unconfirmed MILP verdict, cancellation, an activation without a declared
+ray limit).
 """
 
 from absorbjax.condition.certificate import METHODS, STATUSES, Certificate, Distance
-from absorbjax.condition.decide import absorber, find_absorbing_set, find_absorbing_sets
 from absorbjax.condition.closest import distance
+from absorbjax.condition.decide import (
+    absorber,
+    absorber_biases,
+    find_absorbing_set,
+    find_absorbing_sets,
+)
 from absorbjax.condition.inputs import DEFAULT_RTOL, storage_rtol, tolerance
 from absorbjax.condition.width import WidthCertificate, min_extra_width
 
@@ -70,6 +86,8 @@ __all__ = [
     "find_absorbing_set",
     "find_absorbing_sets",
     "absorber",
+    "absorber_biases",
+    "WidthCertificate",
     "distance",
     "tolerance",
     "storage_rtol",

@@ -11,6 +11,8 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.io import to_jsonable
 
+__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "few", "fmt"]
+
 STATUSES = ("absorbable", "not_absorbable", "degenerate", "undecided")
 METHODS = ("auto", "relaxation", "milp", "exhaustive")
 
@@ -19,7 +21,7 @@ METHODS = ("auto", "relaxation", "milp", "exhaustive")
 # Results
 
 
-def _fmt(x: float | None) -> str:
+def fmt(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
@@ -55,6 +57,12 @@ class Certificate:
         ``rounding_reason`` why. ``"n/a"`` for float64 and integer storage.
       biased: whether a nonzero hidden bias was given.
       activation: the activation named by the caller, if any.
+      theorem: the theorem behind ``not_absorbable`` / ``degenerate`` (or behind "iff" for an
+        ``absorbable`` answer with a named activation): "Thm 8", "Thm 10" or "Thm 8 via the ray limit".
+      miss_bound: for a set that passes rule (★): a rigorous upper bound on ``‖M_S‖_F ≥ ‖M_S‖_2``,
+        ``M_S = W_down[:,S] W_up[S,:] + A`` exactly; the absorber is off by at most ``miss_bound·‖x‖``.
+      miss_exact: whether ``M_S`` was computed in rational arithmetic (else float64 with a bound).
+      skip_rtol: rule (E): ``absorbable`` needs ``miss_bound ≤ skip_rtol · σ_min(A)``.
       seconds, timings: wall time, total and per phase.
     """
 
@@ -83,6 +91,10 @@ class Certificate:
     rounding_reason: str = ""
     biased: bool = False
     activation: str | None = None
+    theorem: str | None = None
+    miss_bound: float | None = None
+    miss_exact: bool | None = None
+    skip_rtol: float | None = None
     seconds: float = 0.0
     timings: dict = dataclasses.field(default_factory=dict)
 
@@ -90,36 +102,42 @@ class Certificate:
     def absorbable(self) -> bool:
         return self.status == "absorbable"
 
+    def __bool__(self):
+        raise TypeError("a Certificate is not a truth value; read cert.status (or cert.absorbable)")
+
     def summary(self) -> str:
         target = "I" if self.skip == "identity" else "A"
         lines = [f"{self.status}  [method: {self.method}]  {self.reason}"]
         if self.S is not None:
             lines.append(
-                f"  S = {_few(self.S)} (|S| = {self.S.size}): "
-                f"‖W_down[:,S] W_up[S,:] + {target}‖_max = {_fmt(self.residual)}, within rule (★), "
-                f"rtol = {_fmt(self.rtol)}"
+                f"  S = {few(self.S)} (|S| = {self.S.size}): "
+                f"‖W_down[:,S] W_up[S,:] + {target}‖_max = {fmt(self.residual)}, within rule (★), "
+                f"rtol = {fmt(self.rtol)}; ‖M_S‖_2 <= {fmt(self.miss_bound)} "
+                f"({'exact' if self.miss_exact else 'rigorous float64 bound'}), rule (E)"
             )
         elif self.residual is not None:
-            lines.append(f"  candidate round(c): miss {_fmt(self.residual)}, outside rule (★)")
+            lines.append(f"  candidate round(c): miss {fmt(self.residual)}, outside rule (★)")
         lines.append(
-            f"  relaxation: rank G = {self.rank} of n = {self.n}, ρ = {_fmt(self.relaxation_residual)}, "
-            f"every S misses by >= {_fmt(self.lower_bound)} (Frobenius; an accepted S misses by <= "
-            f"{_fmt(self.threshold)}), ‖c − round(c)‖_∞ = {_fmt(self.dist01)}, δ = {_fmt(self.radius)}"
+            f"  relaxation: rank G = {self.rank} of n = {self.n}, ρ = {fmt(self.relaxation_residual)}, "
+            f"every S misses by >= {fmt(self.lower_bound)} (Frobenius; an accepted S misses by <= "
+            f"{fmt(self.threshold)}), ‖c − round(c)‖_∞ = {fmt(self.dist01)}, δ = {fmt(self.radius)}"
         )
         hyp = "hold" if self.nondegenerate else "fail: " + "; ".join(self.failed)
         lines.append(
             f"  hypotheses of Thm 8/10 (d >= 2, rows of W_up nonzero and pairwise non-parallel, "
-            f"columns of W_down nonzero) {hyp}; min |sin| between rows {_fmt(self.min_row_sin)}"
+            f"columns of W_down nonzero) {hyp}; min |sin| between rows {fmt(self.min_row_sin)}"
         )
         if self.activation is not None:
             lines.append(f"  activation {self.activation}: {activations.get(self.activation).result}")
         if self.biased:
-            lines.append("  hidden bias: an S absorbs (flip (w_i, b_i)); the converse is not proved")
-        rounding = {"yes": f"yes, S = {_few(self.rounding_S) if self.rounding_S is not None else ''}",
+            lines.append("  hidden bias: an S absorbs (flip (w_i, b_i)); the converse is Thm 8 via the ray limit")
+        if self.theorem is not None:
+            lines.append(f"  theorem: {self.theorem}")
+        rounding = {"yes": f"yes, S = {few(self.rounding_S) if self.rounding_S is not None else ''}",
                     "no": "no", "undecided": "undecided", "n/a": "n/a"}[self.within_rounding]
         lines.append(
             f"  stored as {self.stored_dtype} (decided in float64); absorbable within "
-            f"{self.stored_dtype} storage rounding (rtol {_fmt(self.rounding_rtol)}): {rounding}"
+            f"{self.stored_dtype} storage rounding (rtol {fmt(self.rounding_rtol)}): {rounding}"
             + (f" ({self.rounding_reason})" if self.rounding_reason else "")
         )
         lines.append(f"  d = {self.d}, n = {self.n}, skip {self.skip}, {self.seconds:.3g} s")
@@ -152,11 +170,14 @@ class Distance:
     box: float
     certificate: Certificate
 
+    def __bool__(self):
+        raise TypeError("a Distance is not a truth value; read dist.upper or dist.lower")
+
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
         out["certificate"] = self.certificate.to_dict()
         return out
 
 
-def _few(idx: np.ndarray) -> str:
+def few(idx: np.ndarray) -> str:
     return str(idx[:10].tolist()) + (f" and {idx.size - 10} more" if idx.size > 10 else "")

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from absorbjax.condition._arith import EPS, balance, miss_bound
 from absorbjax.condition.certificate import Distance
-from absorbjax.condition.decide import _bias, _decide
-from absorbjax.condition.inputs import _check_activation, _mask, _miss, _skip, _weights
-from absorbjax.condition.integer import _closest, _local_search
-from absorbjax.condition.relax import _box
+from absorbjax.condition.decide import Inputs, bias_vector, decide
+from absorbjax.condition.inputs import (
+    check_activation,
+    float_weights,
+    mask_of,
+    skip_matrix,
+    storage_dtypes,
+)
+from absorbjax.condition.integer import closest_mask, local_search
+from absorbjax.condition.relax import box_relaxation
 from absorbjax.models import MLPParams
+
+__all__ = ["distance"]
 
 
 def distance(
@@ -28,37 +37,42 @@ def distance(
     * ``lower``: certified, no ``S`` gets closer; the larger of the real relaxation's bound
       (``relaxation``, see :func:`find_absorbing_set`; 0 once ``n ≥ d²`` generically) and the
       box relaxation over ``c ∈ [0,1]^n`` (``box``, projected Newton and its Frank–Wolfe gap,
-      see :func:`relax._box`; 0 when an absorbing set exists).
+      see :func:`relax.box_relaxation`; 0 when an absorbing set exists).
     * ``upper``, attained by ``S``: an absorbing set when the decision finds one, the exact
       minimum for ``n ≤ 16``, else the best local search (single-unit flips) started from ``∅``
       and from thresholds of the real and the box relaxations' solutions.
 
-    ``time_limit`` bounds the MILP of the decision; ``bias`` (the hidden bias ``(n,)``) only changes
-    the certificate's status (see :func:`find_absorbing_set`), not the distance; so does
-    ``activation`` (a name: "no S" proves non-absorbability for relu and gelu only).
+    ``upper`` is a rigorous upper bound on the exact ``‖M_S‖_F / ‖A‖_F`` of its set (float64 with
+    Higham's error bound, or rational arithmetic when cancellation makes that bound loose), so the
+    set ``S`` attains at most ``upper`` on the stored values.
+
+    ``time_limit`` bounds the MILP of the decision. A biased block's distance is the distance of
+    its *ray limit* (the bias-free block on the same ``W_up, W_down``): ``bias`` (the hidden bias
+    ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers;
+    so does ``activation``.
     """
-    act = _check_activation(activation)
-    U, D, dtype = _weights(params, batched=False)
+    act = check_activation(activation)
+    U, D, _ = float_weights(params, batched=False)
     n, d = U.shape
-    A = _skip(skip, d)
-    cert, rel = _decide(U, D, A, dtype, rtol=rtol, method="auto", time_limit=time_limit,
-                        activation=act, skip_kind="identity" if skip is None else "matrix",
-                        bias=_bias(bias, n))
+    A = skip_matrix(skip, d)
+    inputs = Inputs(storage_dtypes(params), bias_vector(bias, n), act, "identity" if skip is None else "matrix")
+    cert, rel = decide(U, D, A, inputs, rtol=rtol, method="auto", time_limit=time_limit)
+    U, D = balance(U, D)  # exact; the same M_i as the decision's
     norm_a = float(np.linalg.norm(A))
     if cert.S is None:
-        box, c_box = _box(U, D, A, rel)
+        box, c_box = box_relaxation(U, D, A, rel)
         box /= norm_a
     else:  # the absorbing set attains 0 (to tol); no bound above 0 to certify
         box = 0.0
     if cert.S is not None:
-        m, how = _mask(cert.S, n), "exact"
+        m, how = mask_of(cert.S, n), "exact"
     elif n <= 16:
-        m, how = _closest(rel), "exhaustive"
+        m, how = closest_mask(rel), "exhaustive"
     else:
         starts = [np.zeros(n, bool)] + [c > t for c in (rel.c, c_box) for t in (0.25, 0.5, 0.75)]
-        cands = [_local_search(rel.G, rel.b, s, 10 * n) for s in starts]
+        cands = [local_search(rel.G, rel.b, s, 10 * n) for s in starts]
         # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
         m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
-    upper = float(np.linalg.norm(_miss(U, D, A, m))) / norm_a
+    upper = miss_bound(U, D, A, m, enough=1e-12 * norm_a)[0] / norm_a * (1 + 4 * EPS)
     return Distance(max(rel.lower / norm_a, box), upper, np.flatnonzero(m), how,
                     rel.lower / norm_a, box, cert)

@@ -9,26 +9,34 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax.condition.certificate import METHODS, Certificate, _few, _fmt
+from absorbjax import activations
+from absorbjax.activations import RAY_LIMIT_THEOREM
+from absorbjax.condition._arith import balance, miss_bound, sigma_min_lower
+from absorbjax.condition.certificate import METHODS, Certificate, few, fmt
 from absorbjax.condition.inputs import (
-    _accepts,
-    _check_activation,
-    _check_rtol,
-    _hypotheses,
-    _mask,
-    _skip,
-    _threshold,
-    _weights,
-    storage_rtol,
+    absolute_rounding,
+    accepts,
+    check_activation,
+    check_rtol,
+    check_skip_rtol,
+    float_weights,
+    hypotheses,
+    mask_of,
+    parallel_pairs,
+    skip_matrix,
+    storage_dtypes,
+    storage_rtol_pair,
+    threshold_of,
 )
-from absorbjax.condition.integer import _EXHAUSTIVE_MAX_N, _exhaustive, _milp
-from absorbjax.condition.relax import _box_lower, _relax
+from absorbjax.condition.integer import EXHAUSTIVE_MAX_N, exhaustive, milp
+from absorbjax.condition.relax import box_lower, relax
 from absorbjax.models import MLPParams
+
+__all__ = ["Inputs", "absorber", "absorber_biases", "bias_vector", "decide", "find_absorbing_set", "find_absorbing_sets"]
 
 # ---------------------------------------------------------------------------------------------
 # The decision
 
-_THEOREM = {"relu": "Thm 8", "gelu": "Thm 10"}  # the activations whose converse is proved
 _SMALL_N = 16  # below this the 2^n enumeration (one chunk) is the cheapest proof
 
 
@@ -43,125 +51,187 @@ class _Outcome(NamedTuple):
 def _search(U, D, A, rel, rtol: float, *, method: str, time_limit: float, target: str) -> _Outcome:
     """Find a set that rule (★) accepts with this ``rtol``, or prove that none exists."""
     n, d = U.shape
-    thr = _threshold(U, D, A, rtol)
+    thr = threshold_of(U, D, A, rtol)
     lower = rel.lower
     sigma = math.sqrt(max(rel.lam_low, 0.0))
     radius = (thr + rel.rho + rel.err) / sigma if sigma > 0 else None
     if method in ("auto", "relaxation"):
         if lower > thr:
-            return _Outcome(None, "relaxation", f"no real c brings Σ c_i M_i within {_fmt(lower)} "
-                            f"(Frobenius) of {target}; an accepted S would be within {_fmt(thr)}", lower, None)
+            return _Outcome(None, "relaxation", f"no real c brings Σ c_i M_i within {fmt(lower)} "
+                            f"(Frobenius) of {target}; an accepted S would be within {fmt(thr)}", lower, None)
         if radius is not None and radius < 0.5:
             m = rel.c > 0.5
-            ok, residual = _accepts(U, D, A, m, rtol)
+            ok, residual = accepts(U, D, A, m, rtol)
             if ok:
                 return _Outcome(m, "rounding", "", lower, residual)
             return _Outcome(None, "rounding", f"the real solution c is unique (rank n = {n}) and every "
-                            f"accepted m lies within δ = {_fmt(radius)} < 1/2 of it, so round(c) is the only "
-                            f"candidate; it misses by {_fmt(residual)}, outside the tolerance", lower, residual)
-        lower = max(lower, _box_lower(U, D, A, rel, target=2 * thr))
+                            f"accepted m lies within δ = {fmt(radius)} < 1/2 of it, so round(c) is the only "
+                            f"candidate; it misses by {fmt(residual)}, outside the tolerance", lower, residual)
+        lower = max(lower, box_lower(U, D, A, rel, target=2 * thr))
         if lower > thr:
             return _Outcome(None, "relaxation", f"no c in [0,1]^{n} brings Σ c_i M_i within "
-                            f"{_fmt(lower)} (Frobenius) of {target}; an accepted S would be within {_fmt(thr)}",
+                            f"{fmt(lower)} (Frobenius) of {target}; an accepted S would be within {fmt(thr)}",
                             lower, None)
         if method == "relaxation":
             return _Outcome(None, "relaxation", f"undecided: the relaxations leave freedom (rank G = "
                             f"{rel.rank}, n = {n}); use method='auto'", lower, None)
     verdict, form = None, None
     if method == "milp" or (method == "auto" and n > _SMALL_N):
-        verdict, found, form = _milp(U, D, A, rel, rtol, thr, time_limit)
+        verdict, found, form = milp(U, D, A, rel, rtol, thr, time_limit)
         if found is not None:
-            return _Outcome(found, "milp", "", lower, _accepts(U, D, A, found, rtol)[1])
-        if n > _EXHAUSTIVE_MAX_N:
+            return _Outcome(found, "milp", "", lower, accepts(U, D, A, found, rtol)[1])
+        if n > EXHAUSTIVE_MAX_N:
             return _Outcome(None, "milp", f"{verdict} ({form} constraints; n = {n} is too large to "
-                            f"confirm by enumerating 2^n subsets, n <= {_EXHAUSTIVE_MAX_N})", lower, None)
-    found, best = _exhaustive(U, D, A, rel, rtol, thr)
+                            f"confirm by enumerating 2^n subsets, n <= {EXHAUSTIVE_MAX_N})", lower, None)
+    found, best = exhaustive(U, D, A, rel, rtol, thr)
     if found is not None:
-        return _Outcome(found, "exhaustive", "", lower, _accepts(U, D, A, found, rtol)[1])
+        return _Outcome(found, "exhaustive", "", lower, accepts(U, D, A, found, rtol)[1])
     after = "" if verdict is None else f" (after HiGHS, {form} constraints: {verdict.removeprefix('undecided: ')})"
     return _Outcome(None, "exhaustive", f"none of the 2^{n} subsets passes; the closest misses by "
-                    f"{_fmt(best)} (Frobenius){after}", max(lower, best), None)
+                    f"{fmt(best)} (Frobenius){after}", max(lower, best), None)
 
 
-def _decide(U, D, A, dtype, *, rtol, method, time_limit, activation, skip_kind, bias=None):
+class Inputs(NamedTuple):
+    """What :func:`decide` needs besides the weights: the stored dtypes of ``W_up`` and ``W_down``
+    (each array rounds in its own), the hidden bias ``b`` ``(n,)`` or ``None``, the activation name
+    (or ``None``) and the skip kind."""
+
+    dtypes: tuple
+    bias: np.ndarray | None
+    activation: str | None
+    skip_kind: str
+
+
+def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, target, timings, absolute):
+    """Storage rounding, per array: ``(within_rounding, rtol used, S, reason)``; ``absolute``: some
+    stored entry is zero or subnormal in its dtype (absolute rounding, which the rule does not cover)."""
+    dt_up, dt_down = inputs.dtypes
+    extra = storage_rtol_pair(dt_up, dt_down)
+    if extra == 0:
+        return "n/a", None, None, "float64 or integer storage"
+    loose_rtol = rtol + extra
+    if out.found is not None:
+        return "yes", loose_rtol, np.flatnonzero(out.found), "the set S passes already"
+    t = time.perf_counter()
+    loose = _search(U, D, A, rel, loose_rtol, method=method, time_limit=time_limit, target=target)
+    timings["storage"] = time.perf_counter() - t
+    if loose.found is not None:
+        return ("yes", loose_rtol, np.flatnonzero(loose.found),
+                f"S passes with rtol {fmt(loose_rtol)} (found by {loose.method})")
+    if loose.why.startswith("undecided"):
+        return "undecided", loose_rtol, None, loose.why.removeprefix("undecided: ")
+    if absolute:
+        return "undecided", loose_rtol, None, (
+            "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
+            "where rounding is absolute (not covered by the relative rule)")
+    return "no", loose_rtol, None, f"{loose.why} [{loose.method}]"
+
+
+def _absence(out, failed, inputs, par_bias) -> tuple[str, str, str | None]:
+    """``(status, reason, theorem)`` when no set passes (or the search is undecided)."""
+    if out.why.startswith("undecided"):
+        return "undecided", out.why.removeprefix("undecided: "), None
+    biased = inputs.bias is not None
+    act = inputs.activation
+    if act is None:
+        theorem = RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)" if biased else \
+            "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
+    else:
+        theorem = activations.get(act).converse(biased=biased)
+    if theorem is None:
+        return "undecided", (f"no S exists ({out.why}), but for {act} only the 'if' direction is known "
+                             "(an S gives an absorber); no converse is proved (no declared ray limit)"), None
+    if failed:
+        why = f"no S exists ({out.why}), but {theorem} needs nondegenerate weights"
+        if par_bias:
+            why += ("; parallel rows with distinct biases (distinct kink hyperplanes) merge in the ray "
+                    f"limit: {par_bias}; not decided")
+        return "degenerate", why, theorem
+    return "not_absorbable", f"no S exists, so by {theorem}: {out.why}", theorem
+
+
+def _distinct_biases(U, bias, failed) -> str:
+    """The parallel pairs of rows whose hyperplanes ``w·x + b = 0`` differ, in words; "" if none."""
+    if bias is None or not any(f.startswith("rows of W_up are parallel") for f in failed):
+        return ""
+    V = balance(np.concatenate([U, bias[:, None]], axis=1), np.ones((1, U.shape[0])))[0]
+    same = set(parallel_pairs(V, V @ V.T, np.float64))
+    Ub = balance(U, np.ones((1, U.shape[0])))[0]
+    pairs = [p for p in parallel_pairs(Ub, Ub @ Ub.T, np.float64) if p not in same]
+    return "" if not pairs else f"pairs {pairs[:5]}" + (f" and {len(pairs) - 5} more" if len(pairs) > 5 else "")
+
+
+def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None):
+    """The decision on float64 ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)``; returns
+    ``(Certificate, Relaxation)``. The weights are balanced first (exact, :func:`_arith.balance`)."""
     t0 = time.perf_counter()
     n, d = U.shape
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    rtol = _check_rtol(rtol)
-    biased = bias is not None and bool(np.any(bias != 0))
+    rtol = check_rtol(rtol)
+    skip_rtol = check_skip_rtol(skip_rtol)
+    absolute = absolute_rounding(U, inputs.dtypes[0]) or absolute_rounding(D, inputs.dtypes[1])
+    U0, (U, D) = U, balance(U, D)
     UUt = U @ U.T
-    failed, min_sin = _hypotheses(U, D, UUt, dtype)
+    dtype = np.result_type(*inputs.dtypes) if all(
+        not str(x).startswith("bfloat") for x in inputs.dtypes) else inputs.dtypes[0]
+    failed, min_sin = hypotheses(U, D, UUt, dtype)
     timings["hypotheses"] = time.perf_counter() - t
-    rel = _relax(U, D, A, UUt, timings)
-    c = rel.c
-    dist01 = float(np.max(np.abs(c - np.clip(np.round(c), 0, 1)), initial=0.0))
+    rel = relax(U, D, A, UUt, timings)
+    threshold = threshold_of(U, D, A, rtol)
     sigma = math.sqrt(max(rel.lam_low, 0.0))
-    threshold = _threshold(U, D, A, rtol)
     radius = (threshold + rel.rho + rel.err) / sigma if sigma > 0 else None
-    target = "−I" if skip_kind == "identity" else "−A"
-
+    target = "−I" if inputs.skip_kind == "identity" else "−A"
     t = time.perf_counter()
     out = _search(U, D, A, rel, rtol, method=method, time_limit=time_limit, target=target)
     timings["search"] = time.perf_counter() - t
-
-    # Storage rounding: a separate, looser question for weights stored in fewer bits than float64.
-    rounding_rtol, rounding, rounding_S, rounding_reason = None, "n/a", None, "float64 or integer storage"
-    extra = storage_rtol(dtype)
-    if extra > 0:
-        rounding_rtol = rtol + extra
-        if out.found is not None:
-            rounding, rounding_S, rounding_reason = "yes", np.flatnonzero(out.found), "the set S passes already"
-        else:
-            t = time.perf_counter()
-            loose = _search(U, D, A, rel, rounding_rtol, method=method, time_limit=time_limit, target=target)
-            timings["storage"] = time.perf_counter() - t
-            if loose.found is not None:
-                rounding, rounding_S = "yes", np.flatnonzero(loose.found)
-                rounding_reason = f"S passes with rtol {_fmt(rounding_rtol)} (found by {loose.method})"
-            elif loose.why.startswith("undecided"):
-                rounding, rounding_reason = "undecided", loose.why.removeprefix("undecided: ")
-            else:
-                rounding, rounding_reason = "no", f"{loose.why} [{loose.method}]"
-
-    lower = out.lower
+    rounding, rounding_rtol, rounding_S, rounding_reason = _rounding(
+        U, D, A, rel, out, inputs, rtol=rtol, method=method, time_limit=time_limit, target=target,
+        timings=timings, absolute=absolute)
+    S, theorem, bound, exact = None, None, None, None
     if out.found is not None:
-        S, status = np.flatnonzero(out.found), "absorbable"
-        why = (f"W_down[:,S] W_up[S,:] = {target} within rtol {_fmt(rtol)} per entry "
-               "(relative to the units in S, float64 rounding included)")
-        if biased:
-            why += "; with the hidden bias b the absorber also flips b[S] (the output bias gains W_down[:,S] b[S])"
+        S = np.flatnonzero(out.found)
+        status, why, bound, exact = _promise(U, D, A, out.found, rtol, skip_rtol, target, inputs)
+        if inputs.activation is not None and status == "absorbable":
+            theorem = activations.get(inputs.activation).converse(biased=inputs.bias is not None)
+        if status != "absorbable":
+            S = None
     else:
-        S = None
-        if out.why.startswith("undecided"):
-            status, why = "undecided", out.why.removeprefix("undecided: ")
-        elif biased:
-            status = "undecided"
-            why = (f"no S exists ({out.why}), but the block has a hidden bias: an S would give an "
-                   "absorber, the converse is not proved for biased blocks")
-        elif activation is not None and activation not in _THEOREM:
-            status = "undecided"
-            why = (f"no S exists ({out.why}), but for {activation} only the 'if' direction is known "
-                   "(an S gives an absorber); Thm 8/10 prove the converse for relu and gelu only")
-        elif failed:
-            status = "degenerate"
-            why = f"no S exists ({out.why}), but Thm 8/10 needs nondegenerate weights"
-        else:
-            status = "not_absorbable"
-            theorem = _THEOREM.get(activation, "Thm 8/10 (relu, gelu)")
-            why = f"no S exists, so by {theorem}: {out.why}"
-        if rounding == "yes":
-            why += (f"; but within {dtype} storage rounding (rtol {_fmt(rounding_rtol)}) the set "
-                    f"{_few(rounding_S)} passes: see within_rounding")
+        status, why, theorem = _absence(out, failed, inputs, _distinct_biases(U0, inputs.bias, failed))
+    if S is None and rounding == "yes":
+        why += (f"; but within {'/'.join(map(str, inputs.dtypes))} storage rounding (rtol "
+                f"{fmt(rounding_rtol)}) the set {few(rounding_S)} passes: see within_rounding")
+    residual = out.residual  # the one candidate checked, or the found set's ‖M_S‖_max
     return Certificate(
         status=status, S=S, method=out.method, reason=why, d=d, n=n, rtol=rtol, threshold=threshold,
-        residual=out.residual if S is None else _accepts(U, D, A, out.found, rtol)[1],
-        relaxation_residual=rel.rho, lower_bound=lower, rank=rel.rank, dist01=dist01,
+        residual=residual, relaxation_residual=rel.rho, lower_bound=out.lower, rank=rel.rank,
+        dist01=float(np.max(np.abs(rel.c - np.clip(np.round(rel.c), 0, 1)), initial=0.0)),
         radius=radius, nondegenerate=not failed, failed=failed, min_row_sin=min_sin,
-        skip=skip_kind, stored_dtype=str(dtype), within_rounding=rounding, rounding_rtol=rounding_rtol,
-        rounding_S=rounding_S, rounding_reason=rounding_reason, biased=biased, activation=activation,
+        skip=inputs.skip_kind, stored_dtype="/".join(dict.fromkeys(map(str, inputs.dtypes))),
+        within_rounding=rounding, rounding_rtol=rounding_rtol, rounding_S=rounding_S,
+        rounding_reason=rounding_reason, biased=inputs.bias is not None, activation=inputs.activation,
+        theorem=theorem, miss_bound=bound, miss_exact=exact, skip_rtol=skip_rtol,
         seconds=time.perf_counter() - t0, timings=timings,
     ), rel
+
+
+def _promise(U, D, A, found, rtol, skip_rtol, target, inputs):
+    """``(status, reason, bound, exact)`` for a set that passes rule (★): ``absorbable`` when the
+    exact miss is small against the skip (rule (E)), else ``undecided`` (cancellation)."""
+    smin = sigma_min_lower(A)
+    bound, exact = miss_bound(U, D, A, found, enough=1e-3 * skip_rtol * smin)
+    how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
+    if bound <= skip_rtol * smin:
+        why = (f"W_down[:,S] W_up[S,:] = {target} up to a miss ‖M_S‖_2 <= {fmt(bound)} ({how}): the "
+               f"absorber differs from the block by at most {fmt(bound)}·‖x‖ <= {fmt(skip_rtol)}·‖A x‖")
+        if inputs.bias is not None:
+            why += "; with the hidden bias b the absorber also flips b[S] (output bias c + W_down[:,S] b[S])"
+        return "absorbable", why, bound, exact
+    cancel = float(np.max(np.abs(D[:, found]) @ np.abs(U[found, :])))
+    return "undecided", (
+        f"a set S passes rule (★) (relative to Σ_(i∈S)|W_down||W_up| up to {fmt(cancel)}), but its exact "
+        f"miss ‖M_S‖_2 <= {fmt(bound)} is not small against the skip (σ_min(A) >= {fmt(smin)}, skip_rtol "
+        f"{fmt(skip_rtol)}): cancellation inside S beyond what float64 resolves"), bound, exact
 
 
 def _check_method(method, time_limit):
@@ -172,7 +242,7 @@ def _check_method(method, time_limit):
         raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
 
 
-def _bias(bias, n: int) -> np.ndarray | None:
+def bias_vector(bias, n: int) -> np.ndarray | None:
     if bias is None:
         return None
     b = np.asarray(bias)
@@ -182,7 +252,7 @@ def _bias(bias, n: int) -> np.ndarray | None:
         raise ValueError(f"bias must be the hidden bias b of σ(W_up x + b), shape ({n},), got {b.shape}")
     if not np.all(np.isfinite(b)):
         raise ValueError("bias contains NaN or inf")
-    return b
+    return b.astype(np.float64) if np.any(b != 0) else None
 
 
 def find_absorbing_set(
@@ -194,8 +264,10 @@ def find_absorbing_set(
     method: str = "auto",
     activation: str | None = None,
     bias=None,
+    skip_rtol: float | None = None,
 ) -> Certificate:
-    """Decide whether some ``S`` has ``W_down[:,S] W_up[S,:] = −A`` (Thm 8/10, Lemma 4).
+    """Decide whether some ``S`` has ``W_down[:,S] W_up[S,:] = −A`` (Thm 8/10, Lemma 4, and
+    Thm 8 via the ray limit for biased blocks and gelu_tanh, silu, softplus).
 
     Args:
       params: one ungated block, ``up`` = ``W_up`` ``(n, d)``, ``down`` = ``W_down`` ``(d, n)``
@@ -208,14 +280,20 @@ def find_absorbing_set(
       method: ``"auto"`` (relaxations, rounding, then enumeration or MILP), ``"relaxation"``
         (relaxations and rounding only), ``"milp"`` (straight to the MILP; an infeasible verdict is
         confirmed by enumeration for ``n ≤ 24``) or ``"exhaustive"`` (all ``2^n`` subsets, ``n ≤ 24``).
-      activation: optional name, recorded; gated and homogeneous activations raise, since other
-        results decide them. Thm 8/10 prove the converse for ``relu`` and ``gelu`` only: for other
-        activations with ``σ(z) − σ(−z) = z`` an ``S`` still gives the absorber, and "no S" is
-        ``undecided``. Without a name, "no S" is read with Thm 8/10 (relu, gelu).
-      bias: the hidden bias ``b`` ``(n,)`` of ``σ(W_up x + b)``, if the block has one. With a nonzero
-        ``b`` an ``S`` is still an absorber (flip ``(w_i, b_i)`` for ``i ∈ S``; the constant
-        the output bias gains ``W_down[:,S] b_S``), but "no S" is ``undecided``: the converse is
-        not proved for biased blocks. An output bias never matters (it passes through unchanged).
+      activation: optional name; gated and homogeneous activations raise, since other results
+        decide them. The theorem that reads "no S" is :meth:`activations.Activation.converse`:
+        Thm 8 (relu), Thm 10 (gelu), Thm 8 via the ray limit (gelu_tanh, silu, softplus, and every
+        biased block of these five); an activation without a declared ray limit gets ``undecided``.
+        Without a name, "no S" is read with these theorems (the five activations).
+      bias: the hidden bias ``b`` ``(n,)`` of ``σ(W_up x + b)``, if the block has one (an all-zero
+        ``b`` is bias-free). An ``S`` gives the absorber (flip ``(w_i, b_i)`` for ``i ∈ S``; the
+        output bias ``c`` becomes ``c + W_down[:,S] b[S]``: :func:`absorber_biases`); "no S" is
+        ``not_absorbable`` by Thm 8 via the ray limit (any output bias ``c``, any free biases of the
+        absorber). Parallel rows (with equal or distinct biases) are ``degenerate``. The output
+        bias ``c`` never changes the answer, so it is not an argument.
+      skip_rtol: rule (E): ``absorbable`` promises ``‖absorber(x) − block(x)‖ ≤ ‖M_S‖_2 ‖x‖`` with
+        ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)`` (default ``1e-6``), ``M_S`` the exact miss; a set that
+        passes rule (★) but not this is ``undecided`` (cancellation float64 cannot resolve).
 
     Returns:
       a :class:`Certificate`; ``str(cert)`` is a readable summary, ``cert.to_dict()`` is JSON.
@@ -236,11 +314,12 @@ def find_absorbing_set(
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
     _check_method(method, time_limit)
-    act = _check_activation(activation)
-    U, D, dtype = _weights(params, batched=False)
-    A = _skip(skip, U.shape[1])
-    return _decide(U, D, A, dtype, rtol=rtol, method=method, time_limit=time_limit, activation=act,
-                   skip_kind="identity" if skip is None else "matrix", bias=_bias(bias, U.shape[0]))[0]
+    act = check_activation(activation)
+    U, D, _ = float_weights(params, batched=False)
+    A = skip_matrix(skip, U.shape[1])
+    inputs = Inputs(storage_dtypes(params), bias_vector(bias, U.shape[0]), act,
+                    "identity" if skip is None else "matrix")
+    return decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
 
 
 def find_absorbing_sets(
@@ -252,6 +331,7 @@ def find_absorbing_sets(
     method: str = "auto",
     activation: str | None = None,
     progress: bool = True,
+    skip_rtol: float | None = None,
 ) -> list[Certificate]:
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
@@ -263,23 +343,24 @@ def find_absorbing_sets(
     ``progress`` shows a tqdm bar over the draws (the MILP can take up to ``time_limit`` each).
     """
     _check_method(method, time_limit)
-    act = _check_activation(activation)
-    rtol = _check_rtol(rtol)
-    U, D, dtype = _weights(params, batched=True)
+    act = check_activation(activation)
+    rtol = check_rtol(rtol)
+    U, D, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
+    dtypes = storage_dtypes(params)
     sk = None if skip is None else np.asarray(skip)
     if sk is None or sk.shape == (d, d):
-        skips = [_skip(sk, d)] * draws  # one A, checked once
+        skips = [skip_matrix(sk, d)] * draws  # one A, checked once
     elif sk.shape == (draws, d, d):
-        skips = [_skip(a, d) for a in sk]
+        skips = [skip_matrix(a, d) for a in sk]
     else:
         raise ValueError(f"skip must have shape ({d}, {d}) or ({draws}, {d}, {d}), got {sk.shape}")
     kind = "identity" if skip is None else "matrix"
     from tqdm.auto import tqdm
 
     return [
-        _decide(U[k], D[k], skips[k], dtype, rtol=rtol, method=method,
-                time_limit=time_limit, activation=act, skip_kind=kind)[0]
+        decide(U[k], D[k], skips[k], Inputs(dtypes, None, act, kind), rtol=rtol, method=method,
+               time_limit=time_limit, skip_rtol=skip_rtol)[0]
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]
 
@@ -331,16 +412,48 @@ def absorber(
     References:
       Mijoski & Karbevski (2026), the absorber in the proofs of Thm 8 and Thm 10.
     """
-    U, D, dtype = _weights(params, batched=False)
+    U, D, dtype = float_weights(params, batched=False)
     n, d = U.shape
-    m = _mask(S, n)
+    m = mask_of(S, n)
     if check:
-        ok, miss = _accepts(U, D, _skip(skip, d), m, _check_rtol(rtol))
+        ok, miss = accepts(U, D, skip_matrix(skip, d), m, check_rtol(rtol))
         if not ok:
+            hint = ""
+            if np.dtype(dtype).itemsize < 8 and np.issubdtype(dtype, np.floating):
+                hint = (f"; the weights are {dtype}, whose rounding exceeds the float64 tolerance: build "
+                        "them in float64 (enable x64: jax.config.update(\"jax_enable_x64\", True))")
             raise ValueError(
                 f"S does not satisfy W_down[:,S] W_up[S,:] = −A: entrywise miss {miss:.3g} is outside "
-                "the tolerance (condition.tolerance(params, S))"
+                f"the tolerance (condition.tolerance(params, S)){hint}"
             )
     up = jnp.asarray(params.up)
     sign = jnp.asarray(np.where(m, -1, 1), dtype=up.dtype)
     return MLPParams(up * sign[:, None], jnp.asarray(params.down))
+
+
+def absorber_biases(params: MLPParams, S, bias, out_bias=None) -> tuple[np.ndarray, np.ndarray]:
+    """The biases ``(β (n,), e (d,))`` of the absorber of a biased block.
+
+    The block ``x ↦ A x + W_down σ(W_up x + b) + c`` with ``W_down[:,S] W_up[S,:] = −A`` equals
+    ``V_down σ(V_up x + β) + e`` with ``(V_up, V_down)`` = :func:`absorber` (rows of ``W_up`` in ``S``
+    negated), ``β = b`` with ``b[S]`` negated and ``e = c + W_down[:,S] b[S]``: for ``i ∈ S``,
+    ``σ(−w_i·x − b_i) = σ(w_i·x + b_i) − w_i·x − b_i`` (odd part ``z/2``), so the flipped units add
+    ``−W_down[:,S](W_up[S,:] x + b[S]) = A x − W_down[:,S] b[S]``.
+
+    Args:
+      params: ``W_up (n, d)``, ``W_down (d, n)``; S: indices or a mask ``(n,)``;
+      bias: the hidden bias ``b (n,)``; out_bias: the output bias ``c (d,)`` (``None``: 0).
+
+    Returns:
+      float64 NumPy arrays ``β (n,)`` and ``e (d,)``.
+    """
+    U, D, _ = float_weights(params, batched=False)
+    n, d = U.shape
+    m = mask_of(S, n)
+    b = np.zeros(n) if bias is None else np.asarray(bias, np.float64)
+    if b.shape != (n,):
+        raise ValueError(f"bias must be the hidden bias b, shape ({n},), got {b.shape}")
+    c = np.zeros(d) if out_bias is None else np.asarray(out_bias, np.float64)
+    if c.shape != (d,):
+        raise ValueError(f"out_bias must be the output bias c, shape ({d},), got {c.shape}")
+    return np.where(m, -b, b), c + D[:, m] @ b[m]

@@ -10,21 +10,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
-from absorbjax.condition.certificate import _few
+from absorbjax.condition._arith import EPS, ETA, gamma, verify_set
+from absorbjax.condition.certificate import few
 from absorbjax.models import GatedParams, MLPParams
 
-_EPS = float(np.finfo(np.float64).eps)
-_U64 = _EPS / 2
-DEFAULT_RTOL = 1e3 * _EPS  # slack for weights that were themselves computed (a pseudo-inverse)
-_SCALE_MAX = 1e150  # |W_down[:,i]| |W_up[i,:]| above this could overflow the Gram matrix
-_SCALE_MIN = 1e-150  # ... and nonzero below this could underflow it
+__all__ = ["DEFAULT_RTOL", "SKIP_RTOL", "absolute_rounding", "accepts", "check_activation", "check_rtol",
+           "check_skip_rtol", "float_weights", "hypotheses", "mask_of", "miss_matrix", "parallel_pairs", "skip_matrix",
+           "storage_dtypes", "storage_rtol", "storage_rtol_pair", "threshold_of", "tolerance"]
+
+DEFAULT_RTOL = 1e3 * EPS  # slack for weights that were themselves computed (a pseudo-inverse)
+_SCALE_MAX = 1e120  # max|W_down[:,i]|·max|W_up[i,:]| above this would overflow the Gram matrix
+_SKIP_RANGE = (2.0**-400, 2.0**400)  # max|A| outside: refused (rescale A and W_down together)
 
 
 # ---------------------------------------------------------------------------------------------
 # Inputs
 
 
-def _weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.dtype]:
+def float_weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.dtype]:
     if isinstance(params, GatedParams):
         raise ValueError(
             "params are GatedParams: Thm 8/10 is for ungated blocks; gated blocks are decided by "
@@ -59,24 +62,53 @@ def _weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.dtype
         raise ValueError("params contain NaN or inf")
     with np.errstate(over="ignore", under="ignore"):
         scale = np.max(np.abs(D), axis=-2) * np.max(np.abs(U), axis=-1) * max(n, d)  # per unit
-    if np.any(scale > _SCALE_MAX) or np.any((scale > 0) & (scale < _SCALE_MIN)):
+    if np.any(scale > _SCALE_MAX):
         raise ValueError(
-            "params are too large or too small to decide in float64: a unit's "
-            f"max|W_down[:,i]|·max|W_up[i,:]| spans {np.min(scale[scale > 0], initial=0):.3g}.."
-            f"{np.max(scale):.3g}, outside [{_SCALE_MIN:g}, {_SCALE_MAX:g}]; rescale the weights "
-            "(the condition is invariant under W_up[i,:] → t W_up[i,:], W_down[:,i] → W_down[:,i] / t)"
+            f"params are too large to decide in float64: a unit's max|W_down[:,i]|·max|W_up[i,:]| is "
+            f"{np.max(scale):.3g} > {_SCALE_MAX:g} (its Gram entries would overflow); scale W_down and "
+            "the skip down together (the condition W_down[:,S] W_up[S,:] = -A is homogeneous in them)"
         )
     return U, D, dtype
+
+
+def storage_dtypes(params) -> tuple[np.dtype, np.dtype]:
+    """The stored dtypes of ``W_up`` and ``W_down`` (each array keeps its own)."""
+    return np.asarray(params.up).dtype, np.asarray(params.down).dtype
+
+
+def _unit_roundoff(dtype) -> float:
+    if not jnp.issubdtype(dtype, jnp.floating) or jnp.finfo(dtype).nmant >= 52:
+        return 0.0
+    return float(jnp.finfo(dtype).eps) / 2
+
+
+def storage_rtol_pair(dtype_up, dtype_down) -> float:
+    """``(u₁ + u₂ + u₁u₂)/((1 − u₁)(1 − u₂))`` for the unit roundoffs of the two storage dtypes.
+
+    If ``W̃_up = W_up(1 + δ₁)``, ``W̃_down = W_down(1 + δ₂)`` entrywise (``|δ_k| ≤ u_k``, normal
+    range) and ``W_down[:,S] W_up[S,:] = −A`` exactly, every entry of the stored miss is at most this
+    factor times ``Σ_{i∈S} |W̃_down[k,i]| |W̃_up[i,j]|``. Equal dtypes give :func:`storage_rtol`."""
+    u1, u2 = _unit_roundoff(dtype_up), _unit_roundoff(dtype_down)
+    return (u1 + u2 + u1 * u2) / ((1 - u1) * (1 - u2))
+
+
+def absolute_rounding(array, dtype) -> bool:
+    """Whether some stored entry of a narrower-than-float64 float array is zero or subnormal: there
+    rounding is absolute (half the smallest subnormal, e.g. 2⁻²⁵ for float16), not relative."""
+    if _unit_roundoff(dtype) == 0.0:
+        return False
+    tiny = float(jnp.finfo(dtype).smallest_normal)
+    return bool(np.any(np.abs(np.asarray(array, np.float64)) < tiny))
 
 
 def _eps(dtype) -> float:
     """Machine epsilon of a float dtype (bfloat16 included); integers are exact: float64's."""
     if np.issubdtype(dtype, np.integer):
-        return _EPS
+        return EPS
     return float(jnp.finfo(dtype).eps)
 
 
-def _skip(skip, d: int) -> np.ndarray:
+def skip_matrix(skip, d: int) -> np.ndarray:
     """``A`` as float64 ``(d, d)``; singular or ill-conditioned skips raise (Lemma 4)."""
     if skip is None:
         return np.eye(d)
@@ -88,6 +120,12 @@ def _skip(skip, d: int) -> np.ndarray:
     A64 = A.astype(np.float64)
     if not np.all(np.isfinite(A64)):
         raise ValueError("skip contains NaN or inf")
+    top = float(np.max(np.abs(A64)))
+    if not _SKIP_RANGE[0] <= top <= _SKIP_RANGE[1]:
+        raise ValueError(
+            f"skip A has max|A| = {top:.3g}, outside [2^-400, 2^400] where float64 decides safely; "
+            "scale A and W_down by a common power of two (the condition is homogeneous in them)"
+        )
     max_cond = 1.0 / math.sqrt(_eps(A.dtype))
     cond = float(np.linalg.cond(A64))
     if not cond <= max_cond:
@@ -96,14 +134,6 @@ def _skip(skip, d: int) -> np.ndarray:
             "Lemma 4 needs an invertible skip"
         )
     return A64
-
-
-def _gamma(k: int) -> float:
-    """``γ_k = k·u / (1 − k·u)``, ``u = 2⁻⁵³``: the relative error bound of a float64 sum of ``k`` terms."""
-    ku = k * _U64
-    if not ku < 0.5:
-        raise ValueError(f"a float64 sum of {k} terms has no useful error bound")
-    return ku / (1 - ku)
 
 
 def storage_rtol(dtype) -> float:
@@ -119,7 +149,20 @@ def storage_rtol(dtype) -> float:
     return (2 * u + u * u) / (1 - u) ** 2
 
 
-def _check_rtol(rtol) -> float:
+SKIP_RTOL = 1e-6  # default: the absorber's error is at most 1e-6 of the skip's output
+
+
+def check_skip_rtol(skip_rtol) -> float:
+    """``skip_rtol`` of rule (E): ``absorbable`` needs ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)``."""
+    if skip_rtol is None:
+        return SKIP_RTOL
+    if isinstance(skip_rtol, bool) or not isinstance(skip_rtol, (int, float, np.floating, np.integer)) \
+            or not 0 <= float(skip_rtol) < 1:
+        raise ValueError(f"skip_rtol must be a number in [0, 1), got {skip_rtol!r}")
+    return float(skip_rtol)
+
+
+def check_rtol(rtol) -> float:
     if rtol is None:
         return DEFAULT_RTOL
     if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.floating, np.integer)):
@@ -132,25 +175,28 @@ def _check_rtol(rtol) -> float:
 
 def _allowed(U, D, A, m: np.ndarray, rtol: float) -> np.ndarray:
     """The entrywise bound ``r_S · (Σ_{i∈S} |W_down[k,i]| |W_up[i,j]| + |A_kj|)`` (``d×d``) of rule (★)."""
-    r = rtol + 2 * _gamma(int(m.sum()) + 1)
+    r = rtol + 2 * gamma(int(m.sum()) + 1)
     return r * (np.abs(D[:, m]) @ np.abs(U[m, :]) + np.abs(A))
 
 
-def _accepts(U, D, A, m: np.ndarray, rtol: float) -> tuple[bool, float]:
-    """Whether rule (★) accepts the mask ``m``, and its miss ``‖W_down[:,S] W_up[S,:] + A‖_max``."""
-    miss = np.abs(_miss(U, D, A, m))
-    return bool(np.all(miss <= _allowed(U, D, A, m, rtol))), float(np.max(miss, initial=0.0))
+def accepts(U, D, A, m: np.ndarray, rtol: float) -> tuple[bool, float]:
+    """Whether rule (★) accepts the mask ``m`` on the *exact* miss ``M_S`` (a rigorous float64 bound,
+    else rational arithmetic: :func:`_arith.verify_set`), and ``‖M_S‖_max``."""
+    v = verify_set(U, D, A, m, rtol + 2 * gamma(int(m.sum()) + 1))
+    return v.passes, v.miss_max
 
 
-def _threshold(U, D, A, rtol: float) -> float:
+def threshold_of(U, D, A, rtol: float) -> float:
     """A Frobenius bound on the exact miss of every set that rule (★) can accept.
 
     An accepted ``S`` has exact ``|miss_kj| ≤ (rtol + 4γ_{n+1}) (Σ_{i∈S}|D_ki||U_ij| + |A_kj|)``, and
     ``Σ_{i∈S}|D_ki||U_ij| ≤ (|W_down| |W_up|)_kj``; so a certified lower bound above this value on
     ``‖Σ m_i M_i + A‖_F`` for every ``m`` rules every ``S`` out.
     """
-    r = rtol + 4 * _gamma(U.shape[0] + 1)
-    return r * (1 + _gamma(U.shape[0] + 1)) * float(np.linalg.norm(np.abs(D) @ np.abs(U) + np.abs(A)))
+    n, d = U.shape
+    r = rtol + 4 * gamma(n + 1)
+    absolute = (n + 2) * d * ETA  # the subnormal range's absolute rounding
+    return r * (1 + gamma(n + 1)) * float(np.linalg.norm(np.abs(D) @ np.abs(U) + np.abs(A))) + absolute
 
 
 def tolerance(params: MLPParams, S, *, skip=None, rtol: float | None = None) -> np.ndarray:
@@ -167,12 +213,12 @@ def tolerance(params: MLPParams, S, *, skip=None, rtol: float | None = None) -> 
     >>> float(condition.tolerance(p, [0])[0, 0]) < 1e-12
     True
     """
-    U, D, _ = _weights(params, batched=False)
-    A = _skip(skip, U.shape[1])
-    return _allowed(U, D, A, _mask(S, U.shape[0]), _check_rtol(rtol))
+    U, D, _ = float_weights(params, batched=False)
+    A = skip_matrix(skip, U.shape[1])
+    return _allowed(U, D, A, mask_of(S, U.shape[0]), check_rtol(rtol))
 
 
-def _check_activation(activation):
+def check_activation(activation):
     if activation is None:
         return None
     act = activations.get(activation)
@@ -183,7 +229,7 @@ def _check_activation(activation):
     return act.name
 
 
-def _mask(S, n: int) -> np.ndarray:
+def mask_of(S, n: int) -> np.ndarray:
     S = np.asarray(S)
     if S.size == 0 and S.ndim == 1:
         return np.zeros(n, bool)
@@ -202,7 +248,7 @@ def _mask(S, n: int) -> np.ndarray:
     return m
 
 
-def _miss(U, D, A, m: np.ndarray) -> np.ndarray:
+def miss_matrix(U, D, A, m: np.ndarray) -> np.ndarray:
     """``W_down[:,S] W_up[S,:] + A`` (``d×d``) for the mask ``m``."""
     return D[:, m] @ U[m, :] + A
 
@@ -211,7 +257,7 @@ def _miss(U, D, A, m: np.ndarray) -> np.ndarray:
 # Hypotheses and relaxation
 
 
-def _hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
+def hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
     """Failed hypotheses of Thm 8/10 on the stored values, and the smallest ``|sin|`` between rows.
 
     Exact, so invariant under the changes of coordinates and unit rescalings that preserve the
@@ -227,25 +273,40 @@ def _hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
     zero_rows = np.flatnonzero(~U.any(axis=1))
     zero_cols = np.flatnonzero(~D.any(axis=0))
     if zero_rows.size:
-        failed.append(f"rows of W_up are zero: {_few(zero_rows)}")
+        failed.append(f"rows of W_up are zero: {few(zero_rows)}")
     if zero_cols.size:
-        failed.append(f"columns of W_down are zero: {_few(zero_cols)}")
+        failed.append(f"columns of W_down are zero: {few(zero_cols)}")
+    pairs, min_sin = _pairs(U, UUt, dtype)
+    if pairs:
+        more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
+        failed.append(f"rows of W_up are parallel: pairs {pairs[:5]}{more}")
+    return tuple(failed), min_sin
+
+
+def _pairs(U, UUt, dtype) -> tuple[list, float | None]:
+    """Exactly parallel pairs of nonzero rows and the smallest ``|sin|`` between two of them."""
+    n = U.shape[0]
     live = np.flatnonzero(U.any(axis=1))
-    min_sin = None
-    if live.size >= 2:
-        sq = np.diag(UUt)[live]
+    if live.size < 2:
+        return [], None
+    sq = np.diag(UUt)[live]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         cos2 = (UUt if live.size == n else UUt[np.ix_(live, live)]) ** 2
         cos2 /= sq[:, None]
         cos2 /= sq[None, :]
-        np.fill_diagonal(cos2, 0.0)
-        min_sin = math.sqrt(max(1.0 - float(cos2.max()), 0.0))
-        i, j = np.nonzero(np.triu(cos2 >= 1.0 - 1e-6, 1))
-        pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j)
-                 if _exactly_parallel(U[live[a]], U[live[b]], dtype)]
-        if pairs:
-            more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
-            failed.append(f"rows of W_up are parallel: pairs {pairs[:5]}{more}")
-    return tuple(failed), min_sin
+    np.fill_diagonal(cos2, 0.0)
+    top = float(np.nanmax(cos2)) if np.any(np.isfinite(cos2)) else 1.0
+    min_sin = math.sqrt(max(1.0 - top, 0.0))
+    i, j = np.nonzero(np.triu(~(cos2 < 1.0 - 1e-6), 1))  # NaN (out of range) is checked exactly
+    pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j)
+             if _exactly_parallel(U[live[a]], U[live[b]], dtype)]
+    return pairs, min_sin
+
+
+def parallel_pairs(U, UUt, dtype) -> list:
+    """The pairs ``(i, j)``, ``i < j``, of nonzero rows of ``U`` that are exactly parallel (stored values;
+    ``U`` balanced so that its Gram matrix ``UUt`` is in range)."""
+    return _pairs(U, UUt, dtype)[0]
 
 
 def _exactly_parallel(u: np.ndarray, v: np.ndarray, dtype) -> bool:
@@ -257,7 +318,8 @@ def _exactly_parallel(u: np.ndarray, v: np.ndarray, dtype) -> bool:
     a = int(np.argmax(np.abs(u)))
     narrow = (jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).nmant <= 23) or (
         np.issubdtype(dtype, np.integer) and max(np.abs(u).max(), np.abs(v).max()) < 2**26)
-    if narrow:
+    uv = np.abs(np.concatenate([u, v]))
+    if narrow and np.all((uv == 0) | ((uv > 2.0**-480) & (uv < 2.0**480))):  # no product under/overflows
         return bool(np.all(v * u[a] == u * v[a]))
     ua, va = Fraction(float(u[a])), Fraction(float(v[a]))
     return all(Fraction(float(y)) * ua == Fraction(float(x)) * va for x, y in zip(u, v))

@@ -8,10 +8,13 @@ import time
 import numpy as np
 from scipy import optimize
 
-from absorbjax.condition.inputs import _EPS, _accepts, _gamma
-from absorbjax.condition.relax import _Relaxation
+from absorbjax.condition._arith import EPS, ETA, gamma
+from absorbjax.condition.inputs import accepts
+from absorbjax.condition.relax import Relaxation
 
-_EXHAUSTIVE_MAX_N = 24
+__all__ = ["EXHAUSTIVE_MAX_N", "closest_mask", "exhaustive", "local_search", "milp"]
+
+EXHAUSTIVE_MAX_N = 24
 _MILP_DENSE_MAX = 1_000_000  # entries of the d²×n entrywise constraint matrix
 _MILP_MAX_CUTS = 50
 
@@ -20,7 +23,7 @@ _MILP_MAX_CUTS = 50
 # Integer search
 
 
-def _exhaustive(U, D, A, rel: _Relaxation, rtol: float, threshold: float):
+def exhaustive(U, D, A, rel: Relaxation, rtol: float, threshold: float):
     """All ``2^n`` masks in chunks; a proof either way.
 
     ``q(m) = mᵀGm − 2bᵀm + ‖A‖_F²`` is ``‖Σ m_i M_i + A‖_F²``; every set that rule (★) accepts has
@@ -30,22 +33,22 @@ def _exhaustive(U, D, A, rel: _Relaxation, rtol: float, threshold: float):
     are checked by rule (★) itself. Returns ``(mask or None, min_m ‖Σ m_i M_i + A‖_F)``.
     """
     n, d = U.shape
-    if n > _EXHAUSTIVE_MAX_N:
-        raise ValueError(f"method='exhaustive' enumerates 2^n subsets; n = {n} > {_EXHAUSTIVE_MAX_N}")
+    if n > EXHAUSTIVE_MAX_N:
+        raise ValueError(f"method='exhaustive' enumerates 2^n subsets; n = {n} > {EXHAUSTIVE_MAX_N}")
     G, b, a2 = rel.G, rel.b, float(np.sum(A * A))
     aD, aU = np.abs(D), np.abs(U)
     H = (aD.T @ aD) * (aU @ aU.T)
     hb = np.einsum("ki,ki->i", aD, np.abs(A) @ aU.T)
-    c = (4 * d + 4 * n + 16) * _EPS
+    c = (4 * d + 4 * n + 16) * EPS
     best = np.inf
     for M in _all_masks(n):
         q = _quadratic(M, G, b) + a2
-        err = c * (np.einsum("bi,bi->b", M @ H, M) + 2 * M @ hb + a2)
+        err = c * (np.einsum("bi,bi->b", M @ H, M) + 2 * M @ hb + a2) + (n + d + 4) ** 2 * ETA
         best = min(best, float(q.min()))
         near = np.flatnonzero(q <= threshold**2 + err)
         for k in near[np.argsort(q[near])]:
             m = M[k] > 0.5
-            if _accepts(U, D, A, m, rtol)[0]:
+            if accepts(U, D, A, m, rtol)[0]:
                 return m, math.sqrt(max(best, 0.0))
     return None, math.sqrt(max(best, 0.0))
 
@@ -64,7 +67,7 @@ def _quadratic(M: np.ndarray, G: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("bi,bi->b", M @ G, M) - 2 * M @ b
 
 
-def _milp(U, D, A, rel: _Relaxation, rtol: float, threshold: float, time_limit: float):
+def milp(U, D, A, rel: Relaxation, rtol: float, threshold: float, time_limit: float):
     """Search for a set that rule (★) accepts with HiGHS. Returns ``(outcome, mask or None, how)``,
     outcome ``"found"`` or ``"undecided: <why>"``, never a proof of absence.
 
@@ -83,7 +86,7 @@ def _milp(U, D, A, rel: _Relaxation, rtol: float, threshold: float, time_limit: 
     exactly or answers ``undecided``. An infeasible verdict is retried once with presolve off.
     """
     n, d = U.shape
-    r = rtol + 2 * _gamma(n + 1)
+    r = rtol + 2 * gamma(n + 1)
     if d * d * n <= _MILP_DENSE_MAX:
         M = np.einsum("ki,ij->kji", D, U).reshape(d * d, n)
         a = A.reshape(-1)
@@ -122,14 +125,14 @@ def _milp(U, D, A, rel: _Relaxation, rtol: float, threshold: float, time_limit: 
         if res.x is None:
             return f"undecided: HiGHS stopped without a solution ({res.message})", None, form
         m = res.x > 0.5
-        if _accepts(U, D, A, m, rtol)[0]:
+        if accepts(U, D, A, m, rtol)[0]:
             return "found", m, form
         sign = np.where(m, 1.0, -1.0)
         cons.append(optimize.LinearConstraint(sign[None], -np.inf, m.sum() - 1))
     return f"undecided: {_MILP_MAX_CUTS} HiGHS solutions failed verification", None, form
 
 
-def _local_search(G, b, m, max_flips: int) -> np.ndarray:
+def local_search(G, b, m, max_flips: int) -> np.ndarray:
     """Best-improvement single flips on ``f(m) = mᵀGm − 2bᵀm`` (``= ‖Σ m_i M_i + A‖_F² − ‖A‖_F²``)."""
     m = m.copy()
     h = G @ m - b
@@ -145,7 +148,7 @@ def _local_search(G, b, m, max_flips: int) -> np.ndarray:
     return m
 
 
-def _closest(rel: _Relaxation) -> np.ndarray:
+def closest_mask(rel: Relaxation) -> np.ndarray:
     """The mask minimising ``‖Σ m_i M_i + A‖_F`` over all ``2^n`` (one chunk: ``n ≤ 16``)."""
     (M,) = _all_masks(rel.b.size)
     return M[int(np.argmin(_quadratic(M, rel.G, rel.b)))] > 0.5

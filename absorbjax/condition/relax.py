@@ -9,11 +9,13 @@ import time
 import numpy as np
 from scipy import linalg as sla
 
-from absorbjax.condition.inputs import _EPS
+from absorbjax.condition._arith import EPS
+
+__all__ = ["Relaxation", "box_lower", "box_relaxation", "relax"]
 
 
 @dataclasses.dataclass
-class _Relaxation:
+class Relaxation:
     G: np.ndarray
     b: np.ndarray
     c: np.ndarray
@@ -54,7 +56,7 @@ def _positive_definite(G: np.ndarray, tau: float):
     return solve, mu - tau
 
 
-def _relax(U, D, A, UUt, timings) -> _Relaxation:
+def relax(U, D, A, UUt, timings) -> Relaxation:
     """Least squares ``min_c ‖Σ c_i M_i + A‖_F`` from ``G = (W_downᵀW_down) ⊙ (W_up W_upᵀ)``.
 
     ``τ = 4·max(n,d)·eps·‖G‖_∞`` is the rank threshold. Positive definite ``G`` (certified by
@@ -70,10 +72,10 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
     t = time.perf_counter()
     G = (D.T @ D) * UUt
     b = -np.einsum("ki,ki->i", D, A @ U.T)
-    tau = 4 * max(n, d) * _EPS * float(np.max(np.sum(np.abs(G), axis=1)))
+    tau = 4 * max(n, d) * EPS * float(np.max(np.sum(np.abs(G), axis=1)))
     # The computed G differs from the true KᵀK by E, |E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙
     # |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j with v_i = ‖D_i‖‖U_i‖, so ‖E‖_2 ≤ gram_err.
-    gram_err = 2 * (d + 1) * _EPS * float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
+    gram_err = 2 * (d + 1) * EPS * float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
     timings["gram"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -107,19 +109,19 @@ def _relax(U, D, A, UUt, timings) -> _Relaxation:
     R, g = grad(c)
     rho = float(np.linalg.norm(R))
     eta = math.sqrt(max(float(g @ solve(g)), 0.0))
-    err = n * _EPS * float(np.linalg.norm((np.abs(D) * np.abs(c)) @ np.abs(U) + np.abs(A)))
+    err = n * EPS * float(np.linalg.norm((np.abs(D) * np.abs(c)) @ np.abs(U) + np.abs(A)))
     eps_perp = math.sqrt(n * lam_perp)
     lower = max(0.0, rho - 2 * eta - eps_perp - err)
     timings["solve"] = time.perf_counter() - t
-    return _Relaxation(G, b, c, rank, tau, lam_low, rho, lower, err, eps_perp, eig)
+    return Relaxation(G, b, c, rank, tau, lam_low, rho, lower, err, eps_perp, eig)
 
 
-def _box_lower(U, D, A, rel: _Relaxation, *, target: float = math.inf, iters: int = 3000) -> float:
-    """Certified ``min_{c ∈ [0,1]^n} ‖Σ c_i M_i + A‖_F ≥`` this (see :func:`_box`)."""
-    return _box(U, D, A, rel, target=target, iters=iters)[0]
+def box_lower(U, D, A, rel: Relaxation, *, target: float = math.inf, iters: int = 3000) -> float:
+    """Certified ``min_{c ∈ [0,1]^n} ‖Σ c_i M_i + A‖_F ≥`` this (see :func:`box_relaxation`)."""
+    return box_relaxation(U, D, A, rel, target=target, iters=iters)[0]
 
 
-def _box(U, D, A, rel: _Relaxation, *, target: float = math.inf, iters: int = 3000,
+def box_relaxation(U, D, A, rel: Relaxation, *, target: float = math.inf, iters: int = 3000,
          rtol: float = 1e-6) -> tuple[float, np.ndarray]:
     """``(bound, c)``: a certified lower bound on ``min_{c ∈ [0,1]^n} ‖Σ c_i M_i + A‖_F`` and the
     box point ``c`` (``n``,) that gives it.
@@ -207,7 +209,7 @@ def _frank_wolfe(U, D, A, c) -> tuple[float, float]:
     g = np.einsum("ki,ki->i", D, R @ U.T)
     f = float(np.sum(R * R))
     bound = f + float(np.sum(np.minimum(2 * g * c, -2 * g * (1 - c))))
-    err = n * _EPS * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
-    err_g = (err + 2 * d * _EPS * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
+    err = n * EPS * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
+    err_g = (err + 2 * d * EPS * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
     margin = 2 * math.sqrt(f) * err + err**2 + 2 * float(np.sum(err_g))
     return f, math.sqrt(max(bound - margin, 0.0))

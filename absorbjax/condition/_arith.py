@@ -1,0 +1,169 @@
+"""Arithmetic whose error is bounded: exact misses of a set ``S`` and per-unit power-of-two balancing.
+
+Stored floating-point weights are dyadic rationals, so ``M_S = W_down[:,S] W_up[S,:] + A`` can be
+computed exactly: each array is an integer matrix times a power of two, and the product is one
+``python-flint`` ``fmpz_mat`` product. :func:`verify_set` first tries a rigorous float64 bound
+(Higham's ``γ_k`` plus an absolute ``η = 2⁻¹⁰⁷⁴`` per operation for the subnormal range) and
+computes ``M_S`` exactly only when the bound cannot decide (cancellation, underflow).
+
+:func:`balance` rescales unit ``i`` by a power of two (``W_up[i,:] · 2^{−e_i}``,
+``W_down[:,i] · 2^{e_i}``): exact, and it leaves every ``M_i = W_down[:,i] W_up[i,:]`` unchanged, so
+Gram matrices, norms and cosines of the balanced weights neither over- nor underflow where the
+products themselves are in range.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["ETA", "EPS", "Verified", "balance", "gamma", "miss_bound", "sigma_min_lower", "verify_set"]
+
+EPS = float(np.finfo(np.float64).eps)
+_U = EPS / 2
+ETA = 2.0**-1074  # the absolute rounding of one float64 operation in the subnormal range
+
+
+def gamma(k: int) -> float:
+    """``γ_k = k·u / (1 − k·u)``, ``u = 2⁻⁵³``: the relative error bound of a float64 sum of ``k`` terms."""
+    ku = k * _U
+    if not ku < 0.5:
+        raise ValueError(f"a float64 sum of {k} terms has no useful error bound")
+    return ku / (1 - ku)
+
+
+def balance(U: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(W_up', W_down')``: unit ``i`` rescaled by ``2^{−e_i}`` / ``2^{e_i}`` with ``max|W_up'[i,:]|``
+    in ``[1/2, 1)``. Exact: a unit whose rescaling would round (subnormal) or overflow keeps its
+    stored scale. Every ``W_down[:,i] W_up[i,:]`` is unchanged."""
+    top = np.max(np.abs(U), axis=1)
+    e = np.where(top > 0, np.frexp(top)[1], 0)
+    with np.errstate(over="ignore", under="ignore"):
+        Ub = np.ldexp(U, -e[:, None])
+        Db = np.ldexp(D, e[None, :])
+        exact = (np.all(np.ldexp(Ub, e[:, None]) == U, axis=1) & np.all(np.ldexp(Db, -e[None, :]) == D, axis=0)
+                 & np.all(np.isfinite(Db), axis=0))
+    Ub[~exact] = U[~exact]
+    Db[:, ~exact] = D[:, ~exact]
+    return Ub, Db
+
+
+def sigma_min_lower(A: np.ndarray) -> float:
+    """A lower bound on ``σ_min(A)`` (1 for the identity): the computed one less ``4d·eps·σ_max``."""
+    if np.array_equal(A, np.eye(A.shape[0])):
+        return 1.0
+    s = np.linalg.svd(A, compute_uv=False)
+    return max(float(s[-1]) - 4 * A.shape[0] * EPS * float(s[0]), 0.0)
+
+
+def _dyadic(X: np.ndarray) -> tuple[list, int]:
+    """``X = ints · 2^e`` exactly: row-major Python ints and the exponent ``e``."""
+    mant, ex = np.frexp(X)
+    nz = mant != 0
+    e0 = int(ex[nz].min()) - 53 if nz.any() else 0
+    m = (mant * 2.0**53).astype(np.int64).ravel().tolist()
+    sh = (ex - 53 - e0).ravel().tolist()
+    return [a << s if a else 0 for a, s in zip(m, sh)], e0
+
+
+def _exact(U, D, A, m):
+    """``(M, B, e)``: integer lists with ``M_S = M · 2^e`` and ``Σ_{i∈S}|W_down[k,i]||W_up[i,j]| + |A| =
+    B · 2^e`` exactly (row-major ``d×d``)."""
+    import flint
+
+    Ds, Us = D[:, m], U[m, :]
+    d, k = Ds.shape
+    (dv, de), (uv, ue), (av, ae) = _dyadic(Ds), _dyadic(Us), _dyadic(A)
+    if k:
+        FD, FU = flint.fmpz_mat(d, k, dv), flint.fmpz_mat(k, d, uv)
+        P = [int(x) for x in (FD * FU).entries()]
+        Q = [int(x) for x in (flint.fmpz_mat(d, k, [abs(x) for x in dv])
+                              * flint.fmpz_mat(k, d, [abs(x) for x in uv])).entries()]
+        ep = de + ue
+    else:
+        P, Q, ep = [0] * (d * d), [0] * (d * d), ae
+    e = min(ep, ae)
+    sp, sa = ep - e, ae - e
+    M = [(p << sp) + (a << sa) for p, a in zip(P, av)]
+    B = [(q << sp) + (abs(a) << sa) for q, a in zip(Q, av)]
+    return M, B, e
+
+
+class Verified(NamedTuple):
+    """What :func:`verify_set` knows about the exact miss ``M_S`` of a set.
+
+    ``passes``: whether the exact ``M_S`` meets ``|M_S| ≤ r_S (Σ_{i∈S}|W_down||W_up| + |A|)``
+    entrywise; ``miss_max``: ``‖M_S‖_max`` (float64); ``miss_norm``: a rigorous upper bound on
+    ``‖M_S‖_F ≥ ‖M_S‖_2``; ``exact``: whether ``M_S`` was computed in rational arithmetic."""
+
+    passes: bool
+    miss_max: float
+    miss_norm: float
+    exact: bool
+
+
+def _float_bounds(U, D, A, m):
+    """``(F, err, lo, hi)``: float64 ``M_S``, a bound on its error, and bounds on the exact sum
+    ``Σ_{i∈S}|W_down[k,i]||W_up[i,j]| + |A_kj|`` (entrywise, all rigorous)."""
+    k = int(m.sum())
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        Ds, Us = D[:, m], U[m, :]
+        F = Ds @ Us + A
+        S = np.abs(Ds) @ np.abs(Us)
+        g = gamma(k + 2)
+        # the factors 1 ± 8u cover the rounding of these bounds and of the comparisons that use them
+        hi = ((S + k * ETA) / (1 - g) + np.abs(A)) * (1 + 8 * _U)
+        lo = np.maximum((S - k * ETA) / (1 + g), 0.0) + np.abs(A)
+        lo *= 1 - 8 * _U
+        err = (g * hi + (k + 2) * ETA) * (1 + 8 * _U)
+    return F, err, lo, hi
+
+
+def verify_set(U, D, A, m: np.ndarray, r: float) -> Verified:
+    """Rule (E) for the mask ``m`` with slack ``r = r_S``: a rigorous float64 bound first, the exact
+    ``M_S`` (``python-flint``) when the bound cannot decide."""
+    d = A.shape[0]
+    F, err, lo, hi = _float_bounds(U, D, A, m)
+    aF = np.abs(F)
+    finite = np.all(np.isfinite(F)) and np.all(np.isfinite(hi))
+    if finite:
+        if np.all(aF + err <= r * lo):
+            norm = float(np.linalg.norm(aF + err)) * (1 + (d * d + 2) * _U)
+            return Verified(True, float(np.max(aF, initial=0.0)), norm, False)
+        if np.any(aF - err > r * hi):
+            return Verified(False, float(np.max(aF, initial=0.0)), math.inf, False)
+    M, B, _ = _exact(U, D, A, m)
+    rq = Fraction(r)
+    p, q = rq.numerator, rq.denominator
+    passes = all(q * abs(x) <= p * y for x, y in zip(M, B))
+    return Verified(passes, float(np.max(np.abs(F), initial=0.0)) if finite else math.inf,
+                    _exact_norm(U, D, A, m), True)
+
+
+def _exact_norm(U, D, A, m) -> float:
+    """A rigorous upper bound on ``‖M_S‖_F`` from the exact ``M_S``."""
+    M, _, e = _exact(U, D, A, m)
+    total = sum(x * x for x in M)  # ‖M_S‖_F² · 2^{−2e}, exact
+    if total == 0:
+        return 0.0
+    root = math.isqrt(total) + 1  # ≥ √total, exact integer arithmetic
+    s = max(0, root.bit_length() - 52)
+    with np.errstate(over="ignore"):
+        return math.ldexp(float((root >> s) + 1), e + s) * (1 + 4 * _U) + ETA if e + s < 1000 else math.inf
+
+
+def miss_bound(U, D, A, m: np.ndarray, enough: float = 0.0) -> tuple[float, bool]:
+    """``(bound, exact)``: a rigorous upper bound on ``‖M_S‖_F``, from float64 when its error bound
+    is below 1e-6 of the norm or the bound is already below ``enough``, else from the exact ``M_S``."""
+    d = A.shape[0]
+    F, err, _, _ = _float_bounds(U, D, A, m)
+    if np.all(np.isfinite(F)) and np.all(np.isfinite(err)):
+        norm_f = float(np.linalg.norm(F))
+        err_f = float(np.linalg.norm(err))
+        bound = (norm_f + err_f) * (1 + (d * d + 2) * _U)
+        if err_f <= 1e-6 * norm_f or bound <= enough:
+            return bound, False
+    return _exact_norm(U, D, A, m), True

@@ -1,0 +1,430 @@
+"""An independent judge of :mod:`absorbjax.condition`'s certificates: exact rational arithmetic on the
+stored values and brute force over all ``2^n`` sets.
+
+Nothing here uses the decision's machinery (relaxations, Gram matrices, MILP). A stored float is a
+dyadic rational, so ``M_S = W_down[:,S] W_up[S,:] + A`` is computed exactly with Python fractions;
+the brute force screens masks in float64 with a rigorous margin and decides the rest exactly.
+Used by ``experiments/soundness.py`` and the tests, with the adversarial block families
+(:data:`FAMILIES`: each ``make(rng, i)`` returns ``(params, activation, planted S or None, note)``
+and, for biased blocks, the hidden bias).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from absorbjax import activations, models
+
+__all__ = ["BRUTE_MAX_N", "FAMILIES", "absorber_gap", "exact_miss", "judge", "nondegenerate", "passes",
+           "passing_sets", "planted", "storage_passes", "frobenius"]
+
+BRUTE_MAX_N = 18
+_U = 2.0**-53
+_ETA = 2.0**-1074
+
+
+def _arrays(params, skip=None):
+    U = np.asarray(params.up, np.float64)
+    D = np.asarray(params.down, np.float64)
+    A = np.eye(U.shape[1]) if skip is None else np.asarray(skip, np.float64)
+    return U, D, A
+
+
+def exact_miss(params, S, skip=None) -> list[list[Fraction]]:
+    """``W_down[:,S] W_up[S,:] + A`` (``d×d``) in exact rational arithmetic on the stored values."""
+    U, D, A = _arrays(params, skip)
+    S = [int(i) for i in np.atleast_1d(np.asarray(S, int))]
+    d = U.shape[1]
+    return [[Fraction(float(A[k, j])) + sum((Fraction(float(D[k, i])) * Fraction(float(U[i, j])) for i in S),
+                                            Fraction(0)) for j in range(d)] for k in range(d)]
+
+
+def _abs_sum(U, D, A, S, k, j) -> Fraction:
+    return abs(Fraction(float(A[k, j]))) + sum(
+        (abs(Fraction(float(D[k, i])) * Fraction(float(U[i, j]))) for i in S), Fraction(0))
+
+
+def passes(params, S, r: float, skip=None, extra=None) -> bool:
+    """Rule (★) on the exact miss: ``|M_S| ≤ r (Σ_{i∈S}|W_down||W_up| + |A|) (+ extra)`` entrywise."""
+    U, D, A = _arrays(params, skip)
+    S = [int(i) for i in np.atleast_1d(np.asarray(S, int))]
+    M = exact_miss(params, S, skip)
+    rq = Fraction(r)
+    d = U.shape[1]
+    return all(abs(M[k][j]) <= rq * _abs_sum(U, D, A, S, k, j) + (0 if extra is None else Fraction(extra[k][j]))
+               for k in range(d) for j in range(d))
+
+
+def frobenius(M) -> float:
+    """``‖M‖_F`` of an exact matrix, rounded to nearest (relative error below 1e-15)."""
+    total = sum(x * x for row in M for x in row)
+    return math.sqrt(float(total)) if total else 0.0
+
+
+def passing_sets(params, rtol: float, *, limit: int = BRUTE_MAX_N, skip=None) -> list | None:
+    """Every set ``S`` whose exact miss passes rule (★) with ``r_S = rtol + 2γ_{|S|+1}``, by brute
+    force over all ``2^n`` masks (float64 screen with a rigorous margin, exact check of the rest);
+    ``None`` when ``n > limit``."""
+    U, D, A = _arrays(params, skip)
+    n, d = U.shape
+    if n > limit:
+        return None
+    with np.errstate(under="ignore", over="ignore"):
+        M = np.einsum("ki,ij->ikj", D, U).reshape(n, d * d)
+        aM = np.abs(M)
+        a = A.reshape(-1)
+        found = []
+        g = (n + 3) * _U / (1 - (n + 3) * _U)
+        for lo in range(0, 2**n, 1 << 14):
+            idx = np.arange(lo, min(lo + (1 << 14), 2**n))
+            masks = ((idx[:, None] >> np.arange(n)) & 1).astype(np.float64)
+            k = masks.sum(1, keepdims=True) + 1
+            r = rtol + 2 * k * _U / (1 - k * _U)
+            F = masks @ M + a
+            Sig = masks @ aM + np.abs(a)
+            err = g * Sig * 1.01 + (n + 3) * _ETA
+            maybe = np.all(np.abs(F) - err <= r * (Sig * (1 + 2 * g) + err), axis=1)
+            for j in np.flatnonzero(maybe):
+                S = np.flatnonzero(masks[j])
+                if passes(params, S, float(r[j, 0]), skip):
+                    found.append(S)
+    return found
+
+
+def storage_passes(params, S, rounding_rtol: float) -> bool:
+    """Whether ``S`` passes the storage rule *with* the absolute rounding of zero/subnormal entries:
+    ``|M̃_S| ≤ r Σ + Σ_{i∈S}(e_down |W̃_up| + |W̃_down| e_up + e_down e_up)``, ``e`` half the smallest
+    subnormal of each array's dtype (its absolute rounding)."""
+    import jax.numpy as jnp
+
+    U, D, A = _arrays(params)
+    half = []
+    for arr in (params.up, params.down):
+        dt = np.asarray(arr).dtype
+        half.append(float(jnp.finfo(dt).smallest_subnormal) / 2 if jnp.issubdtype(dt, jnp.floating) else 0.0)
+    eu, ed = half
+    S = [int(i) for i in np.atleast_1d(np.asarray(S, int))]
+    d = U.shape[1]
+    extra = [[sum((Fraction(ed) * abs(Fraction(float(U[i, j]))) + abs(Fraction(float(D[k, i]))) * Fraction(eu)
+                   + Fraction(ed) * Fraction(eu) for i in S), Fraction(0)) for j in range(d)] for k in range(d)]
+    r = rounding_rtol + 2 * (len(S) + 1) * _U / (1 - (len(S) + 1) * _U)
+    return passes(params, S, r, extra=extra)
+
+
+def nondegenerate(params) -> bool:
+    """Thm 8's hypotheses, exactly on the stored values (Python fractions)."""
+    U, D, _ = _arrays(params)
+    if U.shape[1] < 2 or not U.any(axis=1).all() or not D.any(axis=0).all():
+        return False
+    rows = [[Fraction(float(x)) for x in row] for row in U]
+    for u, v in itertools.combinations(rows, 2):
+        if all(u[a] * v[b] == u[b] * v[a] for a in range(len(u)) for b in range(a + 1, len(u))):
+            return False
+    return True
+
+
+def absorber_gap(params, S, activation: str, bias=None) -> float:
+    """``max |block(x) − absorber(x)| / (|x| + |W_down| |W_up| |x| + |W_down||b|)`` entrywise in float64
+    on 64 random inputs, the absorber with ``b[S]`` negated and output bias ``W_down[:,S] b[S]``."""
+    import jax
+
+    U, D, _ = _arrays(params)
+    n, d = U.shape
+    b = np.zeros(n) if bias is None else np.asarray(bias, np.float64)
+    xs = np.random.default_rng(0).normal(size=(64, d))
+    V, beta = U.copy(), b.copy()
+    V[S] *= -1
+    beta[S] *= -1
+    sigma = activations.get(activation).fn
+    with jax.enable_x64(True), np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        block = xs + np.asarray(sigma(xs @ U.T + b)) @ D.T
+        free = np.asarray(sigma(xs @ V.T + beta)) @ D.T + D[:, S] @ b[S]
+        scale = np.abs(xs) + (np.abs(xs) @ np.abs(U).T + np.abs(b)) @ np.abs(D).T
+    return float(np.max(np.abs(block - free) / scale))
+
+
+def judge(cert, params, activation: str, planted=None, bias=None) -> str:
+    """``""`` when the certificate is right about the stored values, else what is wrong with it.
+
+    ``absorbable``: ``S`` passes rule (★) exactly, ``miss_bound`` bounds the exact ``‖M_S‖_F`` and is
+    within ``skip_rtol`` of the skip, and the absorber reproduces the block in float64;
+    ``not_absorbable`` / ``degenerate``: no set passes (brute force for ``n ≤ 18``, else the planted
+    set), the hypotheses match an exact check, and the activation has a proved converse;
+    ``within_rounding``: "yes" with a set that passes the storage rule, "no" only when none (nor the
+    planted set with absolute rounding) does. ``undecided`` is always allowed."""
+    rtol = cert.rtol
+    if cert.status == "absorbable":
+        r = rtol + 2 * (cert.S.size + 1) * _U / (1 - (cert.S.size + 1) * _U)
+        if not passes(params, cert.S, r):
+            return "absorbable, but S fails rule (★) exactly"
+        norm = frobenius(exact_miss(params, cert.S))
+        if not norm <= cert.miss_bound * (1 + 1e-12):
+            return f"absorbable, but the exact miss {norm:.3g} exceeds miss_bound {cert.miss_bound:.3g}"
+        if not norm <= cert.skip_rtol * (1 + 1e-12):
+            return f"absorbable, but the exact miss {norm:.3g} is not small against the skip"
+        gap = absorber_gap(params, cert.S, activation, bias)
+        if not gap <= 1e-9:
+            return f"absorbable, but the absorber misses the block by {gap:.2g}"
+    if cert.status in ("not_absorbable", "degenerate"):
+        if planted is not None and frobenius(exact_miss(params, planted)) == 0:
+            return f"{cert.status}, but the planted S is exact"
+        r_pl = None if planted is None else rtol + 2 * (len(planted) + 1) * _U / (1 - (len(planted) + 1) * _U)
+        if planted is not None and passes(params, planted, r_pl):
+            return f"{cert.status}, but the planted S passes"
+        sets = passing_sets(params, rtol)
+        if sets:
+            return f"{cert.status}, but brute force finds {sets[0].tolist()}"
+        if (cert.status == "degenerate") == nondegenerate(params):
+            return f"{cert.status}, but the hypotheses {'hold' if cert.status == 'degenerate' else 'fail'}"
+        if cert.status == "not_absorbable" and activations.get(activation).converse(biased=cert.biased) is None:
+            return f"not_absorbable for {activation}, whose converse is not proved"
+    if cert.within_rounding == "yes":
+        r = cert.rounding_rtol + 2 * (cert.rounding_S.size + 1) * _U / (1 - (cert.rounding_S.size + 1) * _U)
+        if not passes(params, cert.rounding_S, r):
+            return "within_rounding yes, but its S fails the storage rule"
+    if cert.within_rounding == "no":
+        if planted is not None and storage_passes(params, planted, cert.rounding_rtol):
+            return "within_rounding no, but the planted S passes the storage rule (absolute rounding included)"
+        sets = passing_sets(params, cert.rounding_rtol)
+        if sets:
+            return f"within_rounding no, but brute force finds {sets[0].tolist()}"
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Families: each returns (params, activation, planted S or None, note[, bias])
+
+
+def _gaussian(rng, d, n):
+    return rng.normal(size=(n, d)) / math.sqrt(d), rng.normal(size=(d, n)) / math.sqrt(n)
+
+
+def _solve_down(up_s, z):
+    """``W_down[:,S]`` with ``W_down[:,S] W_up[S,:] = −I``: ``−W_up[S,:]⁺`` plus ``z`` projected on the
+    left null space, with two steps of refinement so the miss is at rounding level."""
+    pinv = np.linalg.pinv(up_s)
+    down_s = -pinv + z @ (np.eye(up_s.shape[0]) - up_s @ pinv)
+    for _ in range(2):
+        down_s -= (down_s @ up_s + np.eye(up_s.shape[1])) @ pinv
+    return down_s
+
+
+def planted(rng, d, n, size=None):
+    """Gaussian weights with ``W_down[:,S] W_up[S,:] = −I`` (float64 rounding) for a random ``S``."""
+    up, down = _gaussian(rng, d, n)
+    size = d if size is None else size
+    S = np.sort(rng.choice(n, size, replace=False))
+    down[:, S] = _solve_down(up[S], rng.normal(size=(d, size)) / math.sqrt(size))
+    return up, down, S
+
+
+def low_precision(rng, i):
+    dtype = ("float16", "bfloat16")[i % 2]
+    import ml_dtypes  # noqa: F401  (bfloat16 for NumPy; a dependency of jax)
+
+    dt = np.dtype(getattr(ml_dtypes, dtype)) if dtype == "bfloat16" else np.dtype(dtype)
+    d, n = 4, int(rng.integers(8, 15))
+    if i % 4 < 2:
+        up, down = _gaussian(rng, d, n)
+        S = None
+    else:
+        up, down, S = planted(rng, d, n)
+    return models.MLPParams(up.astype(dt), down.astype(dt)), "relu", S, f"{dtype} d={d} n={n}"
+
+
+def scaled_float32(rng, i):
+    d, n = int(rng.integers(2, 5)), int(rng.integers(6, 15))
+    up, down = _gaussian(rng, d, n)
+    return models.MLPParams((100 * up).astype(np.float32), (100 * down).astype(np.float32)), "relu", None, \
+        f"float32 ×100 d={d} n={n}"
+
+
+def huge_unit(rng, i):
+    d, n = int(rng.integers(2, 5)), int(rng.integers(8, 15))
+    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
+    outside = np.setdiff1d(np.arange(n), [] if S is None else S)
+    k = rng.choice(outside)
+    t = 10.0 ** rng.uniform(11, 14)
+    up[k] *= t
+    down[:, k] *= t
+    return models.MLPParams(up, down), "gelu", S, f"unit {k} ×{t:.1e} d={d} n={n}"
+
+
+def magnitude_spread(rng, i):
+    d = int(rng.integers(2, 4))
+    n = int(rng.integers(d * d + 1, d * d + 12))
+    up, down = _gaussian(rng, d, n)
+    up *= 10.0 ** rng.uniform(-3, 3, (n, 1))
+    down *= 10.0 ** rng.uniform(-3, 3, (1, n))
+    size = int(rng.integers(d, min(n, 2 * d + 2) + 1))
+    S = np.sort(rng.choice(n, size, replace=False))
+    down[:, S] = _solve_down(up[S], rng.normal(size=(d, size)) * 10.0 ** rng.uniform(-3, 3, (1, size)))
+    return models.MLPParams(up, down), "relu", S, f"10^U(-3,3) d={d} n={n} |S|={size}"
+
+
+def wide_planted(rng, i):
+    """``d = 2``, ``n`` from 25 to 80 (beyond enumeration), magnitudes over five decades, a large
+    planted ``S``: the MILP's territory, where only the planted set can judge."""
+    d, n = 2, int(rng.integers(25, 81))
+    up, down = _gaussian(rng, d, n)
+    up *= 10.0 ** rng.uniform(-2.5, 2.5, (n, 1))
+    down *= 10.0 ** rng.uniform(-2.5, 2.5, (1, n))
+    size = int(rng.integers(d, n - 1))
+    S = np.sort(rng.choice(n, size, replace=False))
+    down[:, S] = _solve_down(up[S], rng.normal(size=(d, size)))
+    return models.MLPParams(up, down), "relu", S, f"d={d} n={n} |S|={size}"
+
+
+def coordinate_change(rng, i):
+    d, n = int(rng.integers(2, 5)), int(rng.integers(6, 15))
+    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
+    q1, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    q2, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    cond = 10.0 ** rng.uniform(0, 12)
+    P = q1 @ np.diag(np.geomspace(1, cond, d)) @ q2
+    return models.MLPParams(np.linalg.solve(P.T, up.T).T, P @ down), "relu", S, \
+        f"cond(P)={cond:.1e} d={d} n={n}"
+
+
+def near_miss(rng, i):
+    d, n = int(rng.integers(2, 5)), int(rng.integers(6, 15))
+    up, down, S = planted(rng, d, n)
+    eps = 10.0 ** -rng.uniform(6, 14)
+    down[:, S] *= 1 + eps * rng.choice([-1.0, 1.0], size=(d, S.size))
+    return models.MLPParams(up, down), "gelu", S, f"ε={eps:.1e} d={d} n={n}"
+
+
+def no_converse(rng, i):
+    d, n = int(rng.integers(2, 5)), int(rng.integers(6, 15))
+    activation = ("silu", "softplus", "gelu_tanh")[i % 3]
+    up, down = _gaussian(rng, d, n)
+    return models.MLPParams(up, down), activation, None, f"{activation} d={d} n={n}"
+
+
+def _unimodular(rng, d):
+    """An integer ``d×d`` matrix with determinant ±1 and its integer inverse (exact planted sets)."""
+    while True:
+        L = np.tril(rng.integers(-2, 3, (d, d)), -1) + np.eye(d, dtype=int)
+        R = np.triu(rng.integers(-2, 3, (d, d)), 1) + np.eye(d, dtype=int)
+        P = rng.permutation(np.eye(d, dtype=int))
+        W = P @ L @ R
+        inv = np.round(np.linalg.inv(W)).astype(int)
+        if np.array_equal(W @ inv, np.eye(d, dtype=int)):
+            return W.astype(np.float64), inv.astype(np.float64)
+
+
+def cancellation(rng, i):
+    """Two large nearly parallel units in a set whose W_down columns cancel: Σ|W_down||W_up| ~1e12 lets
+    rule (★) tolerate an exact miss of O(0.1–1)."""
+    d, n0 = int(rng.integers(2, 4)), int(rng.integers(5, 9))
+    up, down, S = planted(rng, d, n0)
+    L = 10.0 ** rng.uniform(11, 13)
+    w = rng.normal(size=d)
+    y = rng.normal(size=d)
+    e = rng.normal(size=d) * L * 2.0**-int(rng.integers(38, 44))
+    up = np.vstack([up, L * w, L * w + e])
+    down = np.hstack([down, y[:, None], -y[:, None]])
+    return models.MLPParams(up, down), "relu", S, f"L={L:.1e} d={d} n={n0 + 2}"
+
+
+def underflow(rng, i):
+    """An exactly absorbable integer block (unimodular W_up[S,:]) plus units whose products lie in
+    the subnormal range (factors 2^-a, 2^-b, a + b in 1040…1100)."""
+    d = int(rng.integers(2, 4))
+    W, inv = _unimodular(rng, d)
+    k = int(rng.integers(2, 5))
+    a = rng.integers(500, 560, k)
+    b = rng.integers(540, 545, k)
+    tiny_up = np.ldexp(rng.integers(-7, 8, (k, d)).astype(float), -a[:, None])
+    tiny_down = np.ldexp(rng.integers(-7, 8, (d, k)).astype(float), -b[None, :])
+    up = np.vstack([W, tiny_up])
+    down = np.hstack([-inv, tiny_down])
+    up[d:][~up[d:].any(axis=1), 0] = 2.0**-500
+    down[:, d:][:, ~down[:, d:].any(axis=0)] = 2.0**-540
+    return models.MLPParams(up, down), "gelu", np.arange(d), f"d={d} {k} subnormal-product units"
+
+
+def overflow(rng, i):
+    """A planted block whose units are rescaled by 2^±(500…560) (rows up, columns down): nothing
+    changes mathematically, but unbalanced Gram matrices overflow."""
+    d, n = int(rng.integers(2, 4)), int(rng.integers(6, 12))
+    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
+    k = rng.integers(500, 560, n) * rng.choice([-1, 1], n)
+    return models.MLPParams(np.ldexp(up, k[:, None]), np.ldexp(down, -k[None, :])), "relu", S, \
+        f"units ×2^±(500–560) d={d} n={n}"
+
+
+def tiny_parallel(rng, i):
+    """Exactly parallel rows with entries ~1e-165 (their Gram entries underflow), next to a planted S."""
+    d, n = int(rng.integers(2, 4)), int(rng.integers(6, 10))
+    up, down, S = planted(rng, d, n)
+    j, k = np.setdiff1d(np.arange(n), S)[:2]
+    up[k] = -2.0 * up[j]
+    up = np.ldexp(up, -548)
+    down = np.ldexp(down, 548)
+    return models.MLPParams(up, down), "gelu", S, f"rows ~1e-165, ({j}, {k}) parallel d={d} n={n}"
+
+
+def mixed_storage(rng, i):
+    """Roundings of planted blocks, W_up and W_down in different dtypes."""
+    import ml_dtypes
+
+    kinds = [("float16", "float32"), ("bfloat16", "float32"), ("float16", "bfloat16"), ("float32", "float16")]
+    names = kinds[i % 4]
+    dts = [np.dtype(ml_dtypes.bfloat16) if x == "bfloat16" else np.dtype(x) for x in names]
+    d, n = int(rng.integers(2, 5)), int(rng.integers(6, 13))
+    up, down, S = planted(rng, d, n)
+    return models.MLPParams(up.astype(dts[0]), down.astype(dts[1])), "relu", S, f"{names[0]}/{names[1]} d={d} n={n}"
+
+
+def float16_subnormal(rng, i):
+    """Roundings of planted blocks stored in float16 with W_up entries below 2^-14 (absolute rounding)."""
+    d, n = int(rng.integers(2, 4)), int(rng.integers(6, 12))
+    up, down, S = planted(rng, d, n)
+    t = 2.0 ** -int(rng.integers(9, 13))  # some |W_up| entries fall below 2^-14
+    low = np.float16 if np.max(np.abs(down)) / t < 6e4 else np.float32  # W_down / t must stay finite
+    return models.MLPParams((up * t).astype(np.float16), (down / t).astype(low)), "relu", S, \
+        f"float16 W_up × {t:.1e}, W_down {np.dtype(low).name} d={d} n={n}"
+
+
+def biased(rng, i):
+    """Biased blocks of the five activations (ray limit): planted and Gaussian."""
+    act = ("relu", "gelu", "gelu_tanh", "silu", "softplus")[i % 5]
+    d, n = int(rng.integers(2, 5)), int(rng.integers(6, 15))
+    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
+    return models.MLPParams(up, down), act, S, f"{act} biased d={d} n={n}", rng.normal(size=n)
+
+
+def parallel_biased(rng, i):
+    """Exactly parallel rows with distinct biases (distinct kink hyperplanes)."""
+    act = ("relu", "gelu", "silu")[i % 3]
+    d, n = int(rng.integers(2, 4)), int(rng.integers(6, 12))
+    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
+    free = np.setdiff1d(np.arange(n), [] if S is None else S)
+    up[free[1]] = 0.5 * up[free[0]]
+    return models.MLPParams(up, down), act, S, f"{act} parallel rows, distinct biases d={d} n={n}", \
+        rng.normal(size=n)
+
+
+FAMILIES = {
+    "float16 / bfloat16 storage": low_precision,
+    "float32 weights ×100": scaled_float32,
+    "one huge unit (1e11–1e14) outside S": huge_unit,
+    "unit magnitudes 10^U(−3,3), planted S, n > d²": magnitude_spread,
+    "d = 2, n = 25…80, large planted S, magnitudes 10^U(−2.5,2.5)": wide_planted,
+    "coordinate change, cond(P) ≤ 1e12": coordinate_change,
+    "near misses ε = 1e-6 … 1e-14": near_miss,
+    "silu / softplus / gelu_tanh (Thm 8 via the ray limit)": no_converse,
+    "cancellation inside S (Σ|W_down||W_up| ~1e12)": cancellation,
+    "products in the subnormal range, exact S": underflow,
+    "units rescaled by 2^±(500–560)": overflow,
+    "exactly parallel rows ~1e-165": tiny_parallel,
+    "mixed storage dtypes (W_up, W_down)": mixed_storage,
+    "float16 subnormal W_up": float16_subnormal,
+    "biased blocks, five activations": biased,
+    "parallel rows with distinct biases": parallel_biased,
+}
