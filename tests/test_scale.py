@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from absorbjax.condition import scale
+from absorbjax.condition import large, scale
 
 RTOL = 1e3 * 2.0**-52  # rule (★)'s default slack
 EPS = 2.0**-52
@@ -176,3 +176,51 @@ def test_results_have_no_truth_value():
         bool(out)
     with pytest.raises(TypeError, match="accepted"):
         bool(scale.verify_set(U, D, np.eye(4), [0], RTOL))
+
+
+# ---------------------------------------------------------------------------------------------
+# The entry points' path (condition.large)
+
+
+def test_large_certificate_statuses():
+    U, D = gaussian(11, 8, 32)
+    A = np.eye(8)
+    cert = large.certificate(U, D, A, np.dtype(np.float64), rtol=RTOL, activation="relu")
+    assert (cert.status, cert.method, cert.within_rounding) == ("not_absorbable", "trace", "n/a")
+    assert "Thm 8" in cert.reason and cert.lower_bound > cert.threshold
+    assert large.certificate(U, D, A, np.dtype(np.float64), rtol=RTOL, activation="silu").status == "undecided"
+    assert large.certificate(U, D, A, np.dtype(np.float64), rtol=RTOL, biased=True).status == "undecided"
+    f32 = large.certificate(U, D, A, np.dtype(np.float32), rtol=RTOL)
+    assert f32.within_rounding == "no" and f32.rounding_rtol > RTOL
+    U[5] = 0.5 * U[3]
+    assert large.certificate(U, D, A, np.dtype(np.float64), rtol=RTOL).status == "degenerate"
+
+
+def test_large_certificate_absorbable_and_distance():
+    U, D, A, S = planted(12, 6, 30)
+    cert = large.certificate(U, D, A, np.dtype(np.float64), rtol=RTOL, activation="gelu")
+    assert cert.status == "absorbable" and cert.S.tolist() == S.tolist()
+    dist = large.distance_bounds(U, D, A, cert)
+    assert dist.lower == 0.0 and exact_miss(U, D, A, S) / math.sqrt(6) <= dist.upper < 1e-12
+
+
+def test_large_distance_brackets_the_best_set():
+    d, n = 3, 10
+    U, D = gaussian(13, d, n, size=3.0)
+    A = np.eye(d)
+    cert = large.certificate(U, D, A, np.dtype(np.float64), rtol=RTOL)
+    dist = large.distance_bounds(U, D, A, cert, steps=4)
+    sets = [list(m) for k in range(n + 1) for m in itertools.combinations(range(n), k)]
+    best = min(sets, key=lambda m: np.linalg.norm(D[:, m] @ U[m] + A))
+    assert dist.lower <= exact_miss(U, D, A, best) / math.sqrt(d) <= dist.upper
+    assert exact_miss(U, D, A, dist.S.tolist()) / math.sqrt(d) <= dist.upper
+
+
+def test_undecided_wide_blocks_are_not_sent_to_the_gram_path(monkeypatch):
+    U, D = gaussian(14, 4, 16, size=1.0)
+    A = np.eye(4)
+    never = lambda U, D, A, rtol: 1e9
+    assert large.certificate(U, D, A, np.dtype(np.float64), rtol=RTOL, threshold=never) is None
+    monkeypatch.setattr(large, "GRAM_MAX_N", 8)
+    cert = large.certificate(U, D, A, np.dtype(np.float64), rtol=RTOL, threshold=never)
+    assert cert.status == "undecided" and "too wide" in cert.reason

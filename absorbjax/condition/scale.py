@@ -67,7 +67,7 @@ __all__ = [
     "verify_set",
 ]
 
-BLOCK = 2048  # units per block: peak extra memory ≈ 3 · BLOCK · d float64 numbers
+BLOCK = 512  # units per block: small enough for malloc to reuse (no page faults), ≈ 3 · BLOCK · d float64 numbers
 _U = 2.0**-53  # unit roundoff of float64
 _ETA = 2.0**-1074  # smallest subnormal: the absolute error of one underflowing operation
 _THREADS = 2  # BLAS threads while this module multiplies
@@ -295,8 +295,9 @@ def box_bounds(U, D, A, *, steps: int = 2, target: float = math.inf, block: int 
     norm_a = float(np.linalg.norm(A)) * (1 + _gamma(d * d + 2))
     best = [norm_a, np.zeros(n, bool)]  # S = ∅ misses by ‖A‖_F exactly
 
-    def offer(m):  # certify the miss of the set m; keep the best
-        up = _miss_upper(_msum(U, D, k, m, block) + A, _nu_sum(U, D, k, m, block), norm_a, int(m.sum()))
+    def offer(m, Rm=None):  # certify the miss Rm = W_down[:,S] W_up[S,:] + A of the set m; keep the best
+        Rm = _msum(U, D, k, m, block) + A if Rm is None else Rm
+        up = _miss_upper(Rm, _nu_sum(U, D, k, m, block), norm_a, int(m.sum()))
         if on_set is not None:
             on_set(m, up)
         if up < best[0]:
@@ -313,7 +314,7 @@ def box_bounds(U, D, A, *, steps: int = 2, target: float = math.inf, block: int 
             m = _zvals(U, D, k, R, block)[0] < 0
             Rs = _msum(U, D, k, m, block) + A  # the vertex s = 1[z < 0]
             if on_set is not None or step == 0:
-                offer(m)
+                offer(m, Rs)
             diff = Rs - R  # exact line search of ‖R + γ (Rs − R)‖² on [0, 1]
             dd = float(np.sum(diff * diff))
             gam = 0.0 if dd == 0 else min(max(-float(np.sum(R * diff)) / dd, 0.0), 1.0)
