@@ -20,10 +20,11 @@ from absorbjax.condition import scale
 from absorbjax.condition.certificate import Certificate, Distance
 from absorbjax.condition.inputs import storage_rtol
 
-__all__ = ["GRAM_MAX_N", "SCREEN_MIN_N", "certificate", "distance_bounds"]
+__all__ = ["FW_BUDGET", "GRAM_MAX_N", "SCREEN_MIN_N", "certificate", "distance_bounds"]
 
 SCREEN_MIN_N = 2048  # the entry points screen blocks at least this wide first
 GRAM_MAX_N = 8192  # wider blocks never reach the Gram path (≈ 30 s and 4 GB at n = 8192)
+FW_BUDGET = 2**37  # n d² up to which distance takes a Frank–Wolfe step (2048×8192: 2^36)
 _CONVERSE = {"relu": "Thm 8", "gelu": "Thm 10"}  # activations whose "no S ⇒ no absorber" is proved
 
 
@@ -94,10 +95,11 @@ def certificate(U, D, A, dtype, *, rtol: float, activation=None, skip_kind: str 
     )
 
 
-def distance_bounds(U, D, A, cert: Certificate, *, steps: int = 1) -> Distance:
+def distance_bounds(U, D, A, cert: Certificate, *, steps: int | None = None) -> Distance:
     """:class:`Distance` from the screen: ``lower`` certified by bound (D) after ``steps``
-    Frank–Wolfe steps (each two ``O(n d²)`` products), ``upper`` the certified miss of the best set
-    met (``∅``, a sign set, the rounded box point), or of ``cert.S`` when it is absorbable.
+    Frank–Wolfe steps (each about ``1.5 n d²`` multiply-adds; default 1 up to ``n d² = FW_BUDGET``,
+    else 0: the trace test's ``O(n d)`` bound), ``upper`` the certified miss of the best set met
+    (``∅``, a sign set, the rounded box point), or of ``cert.S`` when it is absorbable.
     All relative to ``‖A‖_F``."""
     norm_a = float(np.linalg.norm(A))
     g = (A.size + 4) * 2.0**-52  # ≥ the relative rounding of norm_a and of one division
@@ -105,6 +107,9 @@ def distance_bounds(U, D, A, cert: Certificate, *, steps: int = 1) -> Distance:
         chk = scale.verify_set(U, D, A, cert.S, cert.rtol)
         up = chk.miss_frobenius / norm_a * (1 + g)
         return Distance(0.0, up, cert.S, "exact", math.nan, 0.0, cert)
+    n, d = U.shape
+    steps = (1 if n * d * d <= FW_BUDGET else 0) if steps is None else steps
     lower, upper, S, _ = scale.box_bounds(U, D, A, steps=steps)
     lower = max(lower, cert.lower_bound) / norm_a * (1 - g)
-    return Distance(lower, upper / norm_a * (1 + g), S, "frank-wolfe", math.nan, lower, cert)
+    upper = 1.0 if S.size == 0 else upper / norm_a * (1 + g)  # S = ∅ misses by exactly ‖A‖_F
+    return Distance(lower, upper, S, "frank-wolfe", math.nan, lower, cert)
