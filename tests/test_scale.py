@@ -224,3 +224,26 @@ def test_undecided_wide_blocks_are_not_sent_to_the_gram_path(monkeypatch):
     monkeypatch.setattr(large, "GRAM_MAX_N", 8)
     cert = large.certificate(U, D, A, np.dtype(np.float64), rtol=RTOL, threshold=never)
     assert cert.status == "undecided" and "too wide" in cert.reason
+
+
+def test_benchmark_case_and_table():
+    """experiments/bench_scale.py: one case in this process (its numbers are not judged here) and
+    the markdown table of docs/benchmarks/scale.md from its record."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "experiments"
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_scale", folder / "bench_scale.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(folder))
+    row = bench.run_case({"task": "decide", "act": "relu", "d": 512, "n": 2048, "seed": 0})
+    assert row["status"] == "not_absorbable" and row["peak_bytes"] > row["weight_bytes"] > 0
+    rows = [row, {**row, "d": 1024, "n": 4096, "cpu": 4 * row["cpu"]}]
+    text = bench.table({"results": {"cases": rows}})
+    assert f"| decide | relu | 512 × 2048 | not_absorbable ({row['method']};" in text
+    assert "| decide | 512, 1024 | 2.00 |" in text

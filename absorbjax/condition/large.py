@@ -68,6 +68,8 @@ def certificate(U, D, A, dtype, *, rtol: float, activation=None, skip_kind: str 
         status, S = "absorbable", scr.S
         why = (f"W_down[:,S] W_up[S,:] = {target} within rtol {rtol:.3g} per entry (relative to the units "
                f"in S, float64 rounding included); S found by the O(n d²) screen ({scr.method})")
+        if biased:
+            why += "; with the hidden bias b the absorber also flips b[S] (the output bias gains W_down[:,S] b[S])"
         if rounding_rtol is not None:
             rounding, rounding_S, rounding_reason = "yes", S, "the set S passes already"
     else:
