@@ -226,6 +226,21 @@ def test_undecided_wide_blocks_are_not_sent_to_the_gram_path(monkeypatch):
     assert cert.status == "undecided" and "too wide" in cert.reason
 
 
+def test_entry_points_screen_wide_blocks():
+    """find_absorbing_set and distance take the screen from n = SCREEN_MIN_N (no n×n matrix)."""
+    from absorbjax import condition, models
+
+    d, n = 64, large.SCREEN_MIN_N
+    U, D = gaussian(15, d, n)
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), activation="relu")
+    assert (cert.status, cert.method, cert.rank) == ("not_absorbable", "trace", -1)
+    dist = condition.distance(models.MLPParams(U, D))
+    assert dist.method == "frank-wolfe" and 0.8 < dist.lower <= dist.upper <= 1 + 1e-12
+    Up, Dp, _, S = planted(16, d, n)
+    cert = condition.find_absorbing_set(models.MLPParams(Up, Dp))
+    assert cert.status == "absorbable" and cert.S.tolist() == S.tolist()
+
+
 def test_benchmark_case_and_table():
     """experiments/bench_scale.py: one case in this process (its numbers are not judged here) and
     the markdown table of docs/benchmarks/scale.md from its record."""

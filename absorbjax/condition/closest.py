@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from absorbjax.condition import large
 from absorbjax.condition.certificate import Distance
 from absorbjax.condition.decide import _bias, _decide
 from absorbjax.condition.inputs import _check_activation, _mask, _miss, _skip, _weights
@@ -44,6 +45,8 @@ def distance(
     cert, rel = _decide(U, D, A, dtype, rtol=rtol, method="auto", time_limit=time_limit,
                         activation=act, skip_kind="identity" if skip is None else "matrix",
                         bias=_bias(bias, n))
+    if rel is None:  # decided by the O(n d²) screen of condition.large
+        return large.distance_bounds(U, D, A, cert)
     norm_a = float(np.linalg.norm(A))
     if cert.S is None:
         box, c_box = _box(U, D, A, rel)

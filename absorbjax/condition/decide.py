@@ -9,6 +9,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from absorbjax.condition import large
 from absorbjax.condition.certificate import METHODS, Certificate, _few, _fmt
 from absorbjax.condition.inputs import (
     _accepts,
@@ -90,6 +91,11 @@ def _decide(U, D, A, dtype, *, rtol, method, time_limit, activation, skip_kind, 
     t = time.perf_counter()
     rtol = _check_rtol(rtol)
     biased = bias is not None and bool(np.any(bias != 0))
+    if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; None: not decided, n small enough
+        cert = large.certificate(U, D, A, dtype, rtol=rtol, activation=activation, skip_kind=skip_kind,
+                                 biased=biased)
+        if cert is not None:
+            return cert, None
     UUt = U @ U.T
     failed, min_sin = _hypotheses(U, D, UUt, dtype)
     timings["hypotheses"] = time.perf_counter() - t
