@@ -5,8 +5,7 @@ wrong answer or a crash is not (a refusal is a one-line ``ValueError`` naming fl
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from absorbjax import condition, models, testing
 

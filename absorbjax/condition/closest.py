@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from absorbjax.condition import large
 from absorbjax.condition._arith import EPS, balance, miss_bound
 from absorbjax.condition.certificate import Distance
 from absorbjax.condition.decide import Inputs, bias_vector, decide
@@ -57,6 +58,8 @@ def distance(
     A = skip_matrix(skip, d)
     inputs = Inputs(storage_dtypes(params), bias_vector(bias, n), act, "identity" if skip is None else "matrix")
     cert, rel = decide(U, D, A, inputs, rtol=rtol, method="auto", time_limit=time_limit)
+    if rel is None:  # decided by the O(n d²) screen of condition.large
+        return large.distance_bounds(U, D, A, cert)
     U, D = balance(U, D)  # exact; the same M_i as the decision's
     norm_a = float(np.linalg.norm(A))
     if cert.S is None:

@@ -11,7 +11,8 @@ import numpy as np
 
 from absorbjax import activations
 from absorbjax.activations import RAY_LIMIT_THEOREM
-from absorbjax.condition._arith import balance, miss_bound, sigma_min_lower
+from absorbjax.condition import large, scale
+from absorbjax.condition._arith import ETA, balance, miss_bound, sigma_min_lower
 from absorbjax.condition.certificate import METHODS, Certificate, few, fmt
 from absorbjax.condition.inputs import (
     absolute_rounding,
@@ -172,6 +173,10 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     skip_rtol = check_skip_rtol(skip_rtol)
     absolute = absolute_rounding(U, inputs.dtypes[0]) or absolute_rounding(D, inputs.dtypes[1])
     U0, (U, D) = U, balance(U, D)
+    if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
+        scr = large.wide_screen(U, D, A, rtol=rtol)
+        if scr is not None:
+            return _wide(U, D, A, scr, inputs, rtol=rtol, skip_rtol=skip_rtol, absolute=absolute, t0=t0), None
     UUt = U @ U.T
     dtype = np.result_type(*inputs.dtypes) if all(
         not str(x).startswith("bfloat") for x in inputs.dtypes) else inputs.dtypes[0]
@@ -213,6 +218,50 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
         theorem=theorem, miss_bound=bound, miss_exact=exact, skip_rtol=skip_rtol,
         seconds=time.perf_counter() - t0, timings=timings,
     ), rel
+
+
+def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolute, t0) -> Certificate:
+    """The certificate from the ``O(n d²)`` screen (:mod:`~absorbjax.condition.large`), by the same
+    rules as the Gram path: a found set is judged by rule (E), "no S" by :func:`_absence`. The Gram
+    relaxation's fields that were not computed are ``rank = -1``, ``nan`` or ``None``."""
+    n, d = U.shape
+    target = "−I" if inputs.skip_kind == "identity" else "−A"
+    S, theorem, bound, exact = None, None, None, None
+    unchecked = [f for f in scr.failed if f.startswith("undecided")]
+    if scr.status == "found":
+        status, why, bound, exact = _promise(U, D, A, mask_of(scr.S, n), rtol, skip_rtol, target, inputs)
+        why += f"; S found by the O(n d²) screen ({scr.method})"
+        if status == "absorbable":
+            S = scr.S
+            if inputs.activation is not None:
+                theorem = activations.get(inputs.activation).converse(biased=inputs.bias is not None)
+    elif scr.status == "absent" and unchecked:
+        status, why = "undecided", f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}"
+    else:
+        why = scr.reason if scr.status == "absent" else (
+            f"undecided: {scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation")
+        status, why, theorem = _absence(_Outcome(None, scr.method, why, scr.lower, None), scr.failed, inputs, "")
+    extra = storage_rtol_pair(*inputs.dtypes)
+    rounding, rounding_rtol, rounding_S, rounding_reason = "n/a", None, None, "float64 or integer storage"
+    if extra > 0:
+        rounding_rtol = rtol + extra
+        tau_r = scale.miss_threshold(U, D, A, rounding_rtol) + (n + 2) * d * ETA
+        if S is not None:
+            rounding, rounding_S, rounding_reason = "yes", S, "the set S passes already"
+        elif scr.lower > tau_r and not absolute:
+            rounding, rounding_reason = "no", f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
+        else:
+            rounding, rounding_reason = "undecided", "the screen's bound does not reach the looser tolerance"
+    return Certificate(
+        status=status, S=S, method=scr.method, reason=why, d=d, n=n, rtol=rtol, threshold=scr.tau,
+        residual=None if scr.check is None else scr.check.miss_max, relaxation_residual=math.nan,
+        lower_bound=scr.lower, rank=-1, dist01=math.nan, radius=None, nondegenerate=not scr.failed,
+        failed=scr.failed, min_row_sin=None, skip=inputs.skip_kind,
+        stored_dtype="/".join(dict.fromkeys(map(str, inputs.dtypes))), within_rounding=rounding,
+        rounding_rtol=rounding_rtol, rounding_S=rounding_S, rounding_reason=rounding_reason,
+        biased=inputs.bias is not None, activation=inputs.activation, theorem=theorem, miss_bound=bound,
+        miss_exact=exact, skip_rtol=skip_rtol, seconds=time.perf_counter() - t0, timings=dict(scr.timings),
+    )
 
 
 def _promise(U, D, A, found, rtol, skip_rtol, target, inputs):

@@ -8,8 +8,7 @@ import dataclasses
 
 import numpy as np
 
-from absorbjax.weights import activation as _activation
-from absorbjax.weights import conventions, formats
+from absorbjax.weights import activation as _activation, conventions, formats
 
 __all__ = ["Block", "Model", "scan", "blocks", "load_block", "load_skip"]
 

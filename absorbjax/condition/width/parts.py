@@ -10,8 +10,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import linalg as sla
-from scipy import special
+from scipy import linalg as sla, special
 
 from absorbjax.condition._arith import EPS
 from absorbjax.models import MLPParams

@@ -1,0 +1,554 @@
+"""Deciding ``W_down[:,S] W_up[S,:] = −A`` at the size of real models, in ``O(n d²)`` or less.
+
+The Gram path (:mod:`absorbjax.condition.relax`) forms ``W_up W_upᵀ`` and the ``n×n`` Gram matrix:
+``O(n³)`` time and ``O(n²)`` memory (4096×16384: 290 s and 12.5 GB). This module never forms an
+``n×n`` matrix. It reads the units in blocks of ``block`` (float64 copies of one block at a time),
+so its memory is the weights as stored plus a few ``d×d`` and ``block×d`` arrays.
+
+**Dual certificates of absence (proved).** With ``M_i = W_down[:,i] W_up[i,:]`` and a test matrix
+``Z`` (``d×d``), put ``z_i = ⟨Z, M_i⟩ = W_down[:,i]ᵀ Z W_up[i,:]ᵀ``. For every ``c ∈ [0,1]^n``,
+``⟨Z, Σ c_i M_i + A⟩ ≥ ⟨Z, A⟩ + Σ_i min(z_i, 0)``, so by Cauchy–Schwarz
+
+    ‖Σ c_i M_i + A‖_F ≥ (⟨Z, A⟩ + Σ_i min(z_i, 0)) / ‖Z‖_F                       (D)
+
+for every ``c`` in the box, hence for every set ``S``. If every set that the acceptance rule can
+accept misses ``−A`` by at most ``τ`` in Frobenius norm, a right-hand side above ``τ`` proves that
+no set exists. ``Z = A`` costs ``O(n d)`` for ``A = I`` (``z_i = a_i = W_down[:,i]·W_up[i,:]``,
+the trace test ``(d + Σ_{a_i<0} a_i)/√d > τ``); it decides Gaussian blocks at their initial scale.
+Otherwise Frank–Wolfe on the box problem ``min_{c∈[0,1]^n} ‖Σ c_i M_i + A‖_F`` supplies better
+``Z = Σ c_i M_i + A``: each step is one pass of ``O(n d²)`` (the ``z_i`` and the sign set's sum);
+by box duality the best bound (D) equals the box minimum. Every bound is evaluated in float64 on
+the stored values with a rigorous rounding bound (Higham's ``γ_k``, and an absolute term for
+subnormal products), after an exact per-unit power-of-two rescaling
+(``W_up[i,:]·2^−k``, ``W_down[:,i]·2^k``; it changes no ``M_i``) so that norms neither over- nor
+underflow. The bound never exceeds its exact value.
+
+**Finding planted sets (searched, then verified).** If ``|S| = d`` and ``W_down[:,S] W_up[S,:] = −A``
+then ``W_up[S,:]`` is invertible and ``W_up[S,:] A⁻¹ W_down[:,S] = −I``: every unit of ``S`` has
+``b_i = W_up[i,:] A⁻¹ W_down[:,i] = −1``, and the cross terms vanish. Units with ``b_i ≈ −1``
+are the candidates; extra candidates are pruned on their cross terms. The sign sets ``{z_i < 0}``
+met by Frank–Wolfe are candidates too. A candidate is accepted only by ``verify`` (default
+:func:`verify_set`, rule (★) of :mod:`absorbjax.condition` with a rigorous float64 bound).
+
+**Hypotheses of Thm 8/10 (computed exactly).** Zero rows and columns are found exactly.
+Parallel rows without ``W_up W_upᵀ``: each row, rescaled by a power of two, is normalised with
+the sign of its largest entry (parallel rows then have the same normalised vector in exact
+arithmetic) and projected on one fixed random direction; two parallel rows' computed projections
+differ by at most ``w = 8γ_{2d+8}`` (plus a subnormal term), so after sorting every parallel pair
+lies within ``w`` of each other, and every such pair is tested exactly (python ``Fraction``). The
+smallest sine between rows is *not* computed (that needs all ``n²/2`` pairs).
+
+BLAS threads are capped (``threadpoolctl``) while this module multiplies: the segfault of
+OpenBLAS at 4096×16384 came from one multithreaded ``n×n`` product, which this module never forms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+__all__ = [
+    "BLOCK",
+    "Screen",
+    "SetCheck",
+    "box_bounds",
+    "dual_lower",
+    "hypotheses",
+    "miss_threshold",
+    "planted_candidates",
+    "screen",
+    "unit_scales",
+    "verify_set",
+]
+
+BLOCK = 512  # units per block: small enough for malloc to reuse (no page faults), ≈ 3 · BLOCK · d float64 numbers
+_U = 2.0**-53  # unit roundoff of float64
+_ETA = 2.0**-1074  # smallest subnormal: the absolute error of one underflowing operation
+_THREADS = 2  # BLAS threads while this module multiplies
+_SAFE = 400  # binary exponents within ±_SAFE: squares and products neither over- nor underflow
+
+
+def _gamma(k: int) -> float:
+    """``γ_k = k u/(1 − k u)``: relative error bound of a float64 sum of ``k`` products."""
+    ku = k * _U
+    if not ku < 0.01:
+        raise ValueError(f"a float64 sum of {k} terms has no useful error bound")
+    return ku / (1 - ku)
+
+
+def _nonbool(fn):
+    def __bool__(self):
+        raise TypeError(f"{type(self).__name__} has no truth value; read .{fn}")
+    return __bool__
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SetCheck:
+    """The float64 check of one set ``S`` by rule (★) with a rigorous rounding bound.
+
+    ``accepted``: every entry of the computed miss ``W_down[:,S] W_up[S,:] + A`` is within the rule's
+    bound; ``miss_max``: the computed ``‖miss‖_max``; ``miss_frobenius``: a certified upper bound on
+    the exact ``‖miss‖_F`` (computed value plus the rounding bound of the product).
+    """
+
+    S: np.ndarray
+    accepted: bool
+    miss_max: float
+    miss_frobenius: float
+
+    __bool__ = _nonbool("accepted")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Screen:
+    """The answer of :func:`screen`.
+
+    Attributes:
+      status: ``"absent"`` (proved: no set within ``tau``), ``"found"`` (``S`` accepted by
+        ``verify``) or ``"undecided"`` (no cheap decision; ``reason`` says why).
+      reason: one sentence.
+      method: ``"trace"`` (``Z = A``), ``"frank-wolfe"`` (a later ``Z``), ``"planted"``,
+        ``"sign-set"`` or ``"none"``.
+      tau: the Frobenius bound on every accepted set's exact miss that was used.
+      lower: certified ``‖Σ c_i M_i + A‖_F ≥ lower`` for all ``c ∈ [0,1]^n`` (all sets ``S``).
+      upper, upper_S: ``‖W_down[:,S] W_up[S,:] + A‖_F ≤ upper`` certified for ``S = upper_S``.
+      S, check: the accepted set and its :class:`SetCheck` (``"found"`` only).
+      failed: the hypotheses of Thm 8/10 that fail, in words; ``hypotheses``: what was checked.
+      steps: Frank–Wolfe steps taken; ``seconds``, ``timings``: wall time, total and per phase.
+    """
+
+    status: str
+    reason: str
+    method: str
+    tau: float
+    lower: float
+    upper: float
+    upper_S: np.ndarray
+    S: np.ndarray | None
+    check: SetCheck | None
+    failed: tuple[str, ...]
+    hypotheses: str
+    steps: int
+    seconds: float
+    timings: dict
+
+    __bool__ = _nonbool("status")
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocked, rescaled access to the units
+
+
+def _blocks(n: int, block: int):
+    return [slice(s, min(s + block, n)) for s in range(0, n, block)]
+
+
+def unit_scales(U: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """Per-unit power-of-two exponents ``k_i`` that balance ``W_up[i,:]·2^−k`` and ``W_down[:,i]·2^k``.
+
+    ``U = W_up (n, d)``, ``D = W_down (d, n)`` in any float dtype. ``k_i = 0`` for moderate units
+    (both maxima within ``2^±400``) and where the rescaling would not be exact (a result outside the normal float64 range). Rescaling by ``2^±k`` is exact
+    otherwise and leaves every ``M_i = W_down[:,i] W_up[i,:]`` unchanged.
+    """
+    eu = np.frexp(np.max(np.abs(U), axis=1).astype(np.float64))[1]
+    ed = np.frexp(np.max(np.abs(D), axis=0).astype(np.float64))[1]
+    k = (eu - ed) // 2
+    k[(eu == 0) | (ed == 0)] = 0  # a zero row or column: nothing to balance
+    k[(np.abs(eu) < _SAFE) & (np.abs(ed) < _SAFE)] = 0  # moderate units: no need
+    return k.astype(np.int64)
+
+
+def _load(U, D, k, s: slice) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 ``(W_up[s,:]·2^−k, W_down[:,s]·2^k)``, exactly (units whose rescaling is inexact keep k = 0)."""
+    u = U[s].astype(np.float64)
+    dd = D[:, s].astype(np.float64)
+    ks = k[s]
+    if not np.any(ks):
+        return u, dd
+    us, ds = np.ldexp(u, -ks[:, None]), np.ldexp(dd, ks[None, :])
+    exact = np.all(np.ldexp(us, ks[:, None]) == u, axis=1) & np.all(np.ldexp(ds, -ks[None, :]) == dd, axis=0)
+    if not np.all(exact):
+        us[~exact], ds[:, ~exact] = u[~exact], dd[:, ~exact]
+    return us, ds
+
+
+def _norms(u: np.ndarray, dd: np.ndarray) -> np.ndarray:
+    """Upper bounds on ``ν_i = ‖W_down[:,i]‖ ‖W_up[i,:]‖`` for a loaded block, safe from over/underflow:
+    each vector is scaled by a power of two to max entry in ``[1/2, 1)`` before its norm."""
+    eu = np.frexp(np.max(np.abs(u), axis=1))[1]
+    ed = np.frexp(np.max(np.abs(dd), axis=0))[1]
+    g = (1 + _gamma(max(u.shape[1], dd.shape[0]) + 4)) ** 2 * (1 + 4 * _U)
+    if np.all(np.abs(eu) < _SAFE) and np.all(np.abs(ed) < _SAFE):  # squares lose < 2^-200 relative
+        return np.sqrt(np.einsum("ij,ij->i", u, u) * np.einsum("ji,ji->i", dd, dd)) * g + _ETA
+    nu = np.sqrt(np.sum(np.ldexp(u, -eu[:, None]) ** 2, axis=1))
+    nd = np.sqrt(np.sum(np.ldexp(dd, -ed[None, :]) ** 2, axis=0))
+    return np.ldexp(nu * nd * g, eu + ed) + _ETA
+
+
+def _zvals(U, D, k, Z, block) -> tuple[np.ndarray, np.ndarray]:
+    """Computed ``z_i = W_down[:,i]ᵀ Z W_up[i,:]ᵀ`` and a bound ``e_i ≥ |ẑ_i − z_i|`` (all units)."""
+    n, d = U.shape
+    z, err = np.empty(n), np.empty(n)
+    zf = float(np.linalg.norm(Z)) * (1 + _gamma(d * d + 2))
+    identity = Z.shape == (d, d) and np.array_equal(Z, np.eye(d))
+    for s in _blocks(n, block):
+        u, dd = _load(U, D, k, s)
+        z[s] = np.einsum("ik,ik->i", u if identity else u @ Z.T, dd.T)
+        nu = _norms(u, dd)
+        l1 = 2 * math.sqrt(d) * np.sqrt(np.einsum("ji,ji->i", dd, dd))  # ≥ ‖W_down[:,i]‖_1
+        err[s] = 4 * _gamma(2 * d + 4) * nu * zf + 16 * d * (1 + l1) * _ETA
+    return z, err
+
+
+def _msum(U, D, k, w, block) -> np.ndarray:
+    """``Σ_i w_i M_i`` (``d×d``) in float64, blocked; ``w`` a weight (or 0/1) vector ``(n,)``."""
+    d = U.shape[1]
+    out = np.zeros((d, d))
+    for s in _blocks(U.shape[0], block):
+        ws = w[s]
+        if not np.any(ws):
+            continue
+        live = np.flatnonzero(ws)
+        u, dd = _load(U, D, k, slice(s.start + live[0], s.start + live[-1] + 1))
+        wl = ws[live[0]:live[-1] + 1].astype(np.float64)
+        out += (dd * wl) @ u
+    return out
+
+
+def _nu_sum(U, D, k, m, block) -> float:
+    """Upper bound on ``Σ_{i∈m} ‖W_down[:,i]‖ ‖W_up[i,:]‖`` (mask ``m``)."""
+    total = 0.0
+    for s in _blocks(U.shape[0], block):
+        if np.any(m[s]):
+            total += math.fsum(_norms(*_load(U, D, k, s))[m[s]])
+    return total * (1 + 2 * _U)
+
+
+# ---------------------------------------------------------------------------------------------
+# Certified bounds
+
+
+def _rel_down(x: float, k: int = 4) -> float:
+    """``x`` moved towards ``−∞`` by ``k`` units of relative rounding (covers ``k`` roundings)."""
+    return x - abs(x) * 2 * k * _U - 2**-1070
+
+
+def dual_lower(U, D, A, Z, *, block: int = BLOCK, scales=None) -> float:
+    """Certified lower bound (D) on ``‖Σ c_i M_i + A‖_F`` over ``c ∈ [0,1]^n`` for one test ``Z``.
+
+    ``U = W_up (n, d)``, ``D = W_down (d, n)``, ``A (d, d)``, ``Z (d, d)`` (any matrix; its sign is
+    tried both ways). Cost: one ``n×d·d×d`` product (``O(n d)`` when ``Z = I``). Returns ``0.0`` when
+    the bound is not positive; never more than the exact value of (D) (float64 with error bounds).
+    """
+    k = unit_scales(U, D) if scales is None else scales
+    with threadpool_limits(_THREADS):
+        z, e = _zvals(U, D, k, Z, block)
+    if not (np.all(np.isfinite(z)) and np.all(np.isfinite(e))):
+        return 0.0
+    d = A.shape[0]
+    za = float(np.sum(Z * A))
+    za_err = 2 * _gamma(d * d + 2) * float(np.sum(np.abs(Z) * np.abs(A))) + d * d * _ETA
+    zf = float(np.linalg.norm(Z)) * (1 + _gamma(d * d + 2))
+    if not (zf > 0 and math.isfinite(zf)):
+        return 0.0
+    best = 0.0
+    for sign in (1.0, -1.0):  # Z and −Z
+        low = _rel_down(math.fsum(np.minimum(sign * z, 0.0) - e))  # ≤ Σ min(±z_i, 0)
+        num = _rel_down(_rel_down(sign * za - za_err) + low)
+        if num > 0:
+            best = max(best, _rel_down(num / zf))
+    return best
+
+
+def _miss_upper(R: np.ndarray, nu_sum: float, norm_a: float, m_size: int) -> float:
+    """Certified ``‖W_down[:,S] W_up[S,:] + A‖_F`` from its computed value ``R``: the product's
+    rounding is at most ``γ_{|S|+1}(Σ_{i∈S} ν_i + ‖A‖_F)`` in Frobenius norm."""
+    g = _gamma(m_size + 2)
+    d = R.shape[0]
+    bound = float(np.linalg.norm(R)) * (1 + _gamma(d * d + 2)) + g * (nu_sum + norm_a) + d * d * _ETA
+    return bound * (1 + 4 * _U)
+
+
+def box_bounds(U, D, A, *, steps: int = 2, target: float = math.inf, block: int = BLOCK,
+               scales=None, on_set: Callable | None = None) -> tuple[float, float, np.ndarray, int]:
+    """Frank–Wolfe on ``min_{c∈[0,1]^n} ‖Σ c_i M_i + A‖_F`` from ``c = 0``: certified bounds.
+
+    Returns ``(lower, upper, S, steps_taken)``: ``lower`` certified by (D) at the best iterate
+    ``Z = Σ c_i M_i + A`` (step 0 is ``Z = A``, the trace test); ``upper`` a certified
+    ``‖W_down[:,S] W_up[S,:] + A‖_F`` of the best set met (``∅``, the first sign set ``{z_i < 0}``,
+    the final ``{c_i > 1/2}``). Each step costs two or three ``O(n d²)`` products. Stops once
+    ``lower > target``.
+    ``on_set(S_mask, upper)``, if given, sees each sign set with its certified miss.
+    """
+    n, d = U.shape
+    k = unit_scales(U, D) if scales is None else scales
+    norm_a = float(np.linalg.norm(A)) * (1 + _gamma(d * d + 2))
+    best = [norm_a, np.zeros(n, bool)]  # S = ∅ misses by ‖A‖_F exactly
+
+    def offer(m, Rm=None):  # certify the miss Rm = W_down[:,S] W_up[S,:] + A of the set m; keep the best
+        Rm = _msum(U, D, k, m, block) + A if Rm is None else Rm
+        up = _miss_upper(Rm, _nu_sum(U, D, k, m, block), norm_a, int(m.sum()))
+        if on_set is not None:
+            on_set(m, up)
+        if up < best[0]:
+            best[:] = [up, m]
+        return up
+
+    R, c = A.copy(), np.zeros(n)  # R = Σ c_i M_i + A at the current c
+    lower, taken = 0.0, 0
+    with threadpool_limits(_THREADS):
+        for step in range(steps + 1):
+            lower = max(lower, dual_lower(U, D, A, R, block=block, scales=k))
+            if lower > target or step == steps:
+                break
+            m = _zvals(U, D, k, R, block)[0] < 0
+            Rs = _msum(U, D, k, m, block) + A  # the vertex s = 1[z < 0]
+            if on_set is not None or step == 0:
+                offer(m, Rs)
+            diff = Rs - R  # exact line search of ‖R + γ (Rs − R)‖² on [0, 1]
+            dd = float(np.sum(diff * diff))
+            gam = 0.0 if dd == 0 else min(max(-float(np.sum(R * diff)) / dd, 0.0), 1.0)
+            if gam == 0.0:
+                break
+            R, c = R + gam * diff, (1 - gam) * c + gam * m
+            taken = step + 1
+        if taken > 1 and lower <= target:
+            offer(c > 0.5)  # the rounded box point
+    return lower, best[0], np.flatnonzero(best[1]), taken
+
+
+def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK) -> float:
+    """A Frobenius bound ``τ`` on the exact miss of every set that rule (★) accepts, in ``O(n d)``.
+
+    Rule (★) accepts ``S`` only if ``|miss_kj| ≤ r (Σ_{i∈S} |W_down[k,i]||W_up[i,j]| + |A_kj|)`` with
+    ``r = rtol + 4γ_{n+1}`` (exact miss); the Frobenius norm of the right-hand side is at most
+    ``r (Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖ + ‖A‖_F)`` (triangle inequality on the rank-one terms
+    ``|W_down[:,i]| |W_up[i,:]|``). Never below ``condition.inputs``'s threshold for that rule.
+    """
+    n, d = U.shape
+    r = rtol + 4 * _gamma(n + 1)
+    nu = _nu_sum(U, D, unit_scales(U, D), np.ones(n, bool), block)
+    return r * (nu + float(np.linalg.norm(A)) * (1 + _gamma(d * d + 2))) * (1 + 8 * _U)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hypotheses of Thm 8/10 without W_up W_upᵀ
+
+
+def _parallel(u: np.ndarray, v: np.ndarray) -> bool:
+    """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic."""
+    a = int(np.argmax(np.abs(u)))
+    if not np.all(np.abs(v * u[a] - u * v[a]) <= 4 * _U * np.abs(v * u[a]) + 4 * _ETA):
+        return False  # the float64 products differ by more than their rounding
+    ua, va = Fraction(float(u[a])), Fraction(float(v[a]))
+    return all(Fraction(float(y)) * ua == Fraction(float(x)) * va for x, y in zip(u, v))
+
+
+def _projections(U, block: int) -> tuple[np.ndarray, float]:
+    """Sign-normalised unit rows of ``W_up`` projected on one fixed random direction, and the window
+    ``w`` within which the computed projections of any two parallel rows lie."""
+    n, d = U.shape
+    r = np.random.default_rng(0).standard_normal(d)
+    r /= np.linalg.norm(r) * (1 + 4 * _gamma(d + 2))  # ‖r‖ ≤ 1
+    p = np.zeros(n)
+    for s in _blocks(n, block):
+        u = U[s].astype(np.float64)
+        piv = np.argmax(np.abs(u), axis=1)
+        e = np.frexp(np.abs(u[np.arange(u.shape[0]), piv]))[1]
+        x = np.ldexp(u, -e[:, None]) * np.sign(u[np.arange(u.shape[0]), piv])[:, None]
+        nrm = np.sqrt(np.sum(x * x, axis=1))
+        nrm[nrm == 0] = 1.0
+        p[s] = (x / nrm[:, None]) @ r
+    return p, 8 * _gamma(2 * d + 8) + d * 2.0**-1070
+
+
+def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tuple[tuple[str, ...], str]:
+    """The hypotheses of Thm 8/10 that fail on the stored values, and what was checked.
+
+    ``U = W_up (n, d)``, ``D = W_down (d, n)``. Zero rows/columns: exact. Parallel rows: every pair
+    whose projections (module docstring) lie within the rounding window is tested exactly; this finds
+    every exactly parallel pair, in ``O(n d + n log n)`` plus ``d`` per tested pair. Past
+    ``max_pairs`` tested pairs (default ``10 n``) without an answer the check reports itself
+    ``undecided`` in ``failed``.
+    """
+    n, d = U.shape
+    failed: list[str] = []
+    if d < 2:
+        failed.append(f"d = {d} < 2")
+    zero_rows = np.flatnonzero(~np.any(U != 0, axis=1))
+    zero_cols = np.flatnonzero(~np.any(D != 0, axis=0))
+    for idx, what in ((zero_rows, "rows of W_up are zero"), (zero_cols, "columns of W_down are zero")):
+        if idx.size:
+            failed.append(f"{what}: {idx[:10].tolist()}" + (f" and {idx.size - 10} more" if idx.size > 10 else ""))
+    p, w = _projections(U, block)
+    live = np.flatnonzero(np.any(U != 0, axis=1))
+    order = live[np.argsort(p[live], kind="stable")]
+    ps = p[order]
+    pairs, tested, cap = [], 0, 10 * n if max_pairs is None else max_pairs
+    for gap in range(1, order.size):
+        close = np.flatnonzero(ps[gap:] - ps[:-gap] <= w)
+        if close.size == 0:
+            break
+        for a in close:
+            tested += 1
+            i, j = int(order[a]), int(order[a + gap])
+            if _parallel(U[i].astype(np.float64), U[j].astype(np.float64)):
+                pairs.append((min(i, j), max(i, j)))
+        if len(pairs) > 5 or tested > cap:
+            break
+    if pairs:
+        more = " and more" if len(pairs) > 5 else ""
+        failed.append(f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}")
+    elif tested > cap:
+        failed.append(f"undecided: {tested} near-equal projections of rows of W_up, over the cap {cap}")
+    checked = (f"zero rows/columns exactly; parallel rows exactly ({tested} candidate pairs within the "
+               f"rounding window {w:.2g} of one projection tested); min |sin| between rows not computed")
+    return tuple(failed), checked
+
+
+# ---------------------------------------------------------------------------------------------
+# Planted sets and their verification
+
+
+def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_size: int | None = None):
+    """A candidate ``S`` with ``|S| = d``: units with ``b_i = W_up[i,:] A⁻¹ W_down[:,i] ≈ −1`` whose
+    cross terms ``W_up[i,:] A⁻¹ W_down[:,j]`` vanish (module docstring), or ``None``.
+
+    Candidates have ``|b_i + 1| ≤ tol``, kept ones ``|cross terms| ≤ tol`` (both invariant under unit
+    rescalings). Costs
+    ``O(n d)`` for ``A = I`` (else one ``d×d`` solve per block) plus ``O(|K|² d)`` on the ``|K|``
+    candidates (at most ``max_size``, default ``2d``). A heuristic: only :func:`verify_set` decides.
+    """
+    n, d = U.shape
+    identity = np.array_equal(A, np.eye(d))
+    lu = None
+    if not identity:
+        from scipy.linalg import lu_factor, lu_solve
+        lu = lu_factor(A, check_finite=False)
+    b = np.empty(n)
+    for s in _blocks(n, block):
+        dd = D[:, s].astype(np.float64)
+        x = dd if identity else lu_solve(lu, dd, check_finite=False)
+        b[s] = np.einsum("ik,ki->i", U[s].astype(np.float64), x)
+    K = np.flatnonzero(np.abs(b + 1) <= tol)
+    cap = 2 * d if max_size is None else max_size
+    if K.size < d or K.size > cap:
+        return None
+    Dk = D[:, K].astype(np.float64)
+    C = U[K].astype(np.float64) @ (Dk if identity else lu_solve(lu, Dk, check_finite=False))
+    C[np.arange(K.size), np.arange(K.size)] = 0.0
+    bad = np.abs(C) > tol
+    keep = np.ones(K.size, bool)
+    while keep.sum() > d:  # drop the candidate with the most nonzero cross terms
+        score = (bad[np.ix_(keep, keep)].sum(axis=0) + bad[np.ix_(keep, keep)].sum(axis=1))
+        if score.max() == 0:
+            break
+        keep[np.flatnonzero(keep)[int(np.argmax(score))]] = False
+    return K[keep] if keep.sum() == d else None
+
+
+def verify_set(U, D, A, S, rtol: float) -> SetCheck:
+    """Rule (★) for one set in float64, with its rounding bound: accept when every entry has
+    ``|fl(W_down[:,S] W_up[S,:] + A)_kj| ≤ (rtol + 2γ_{|S|+1}) (Σ_{i∈S} |W_down[k,i]||W_up[i,j]| + |A_kj|)``.
+
+    ``U = W_up (n, d)``, ``D = W_down (d, n)``, ``A (d, d)``, ``S`` indices. Memory ``O(|S| d)``.
+    This is the check that an exact (rational) verification may replace.
+    """
+    S = np.asarray(S, dtype=np.int64)
+    with threadpool_limits(_THREADS):
+        u, dd = U[S].astype(np.float64), D[:, S].astype(np.float64)
+        R = dd @ u + A
+        bound = np.abs(dd) @ np.abs(u) + np.abs(A)
+    r = rtol + 2 * _gamma(S.size + 1)
+    accepted = bool(np.all(np.abs(R) <= r * bound))
+    frob = float(np.linalg.norm(R)) * (1 + _gamma(R.size + 2)) + 2 * _gamma(S.size + 2) * float(np.linalg.norm(bound))
+    return SetCheck(np.sort(S), accepted, float(np.max(np.abs(R), initial=0.0)),
+                    frob * (1 + 8 * _U) + R.size * _ETA)
+
+
+# ---------------------------------------------------------------------------------------------
+# The screen
+
+
+def screen(U, D, A, *, tau: float, rtol: float, steps: int = 2, block: int = BLOCK,
+           verify: Callable | None = None, find: bool = True) -> Screen:
+    """Decide ``∃S: W_down[:,S] W_up[S,:] = −A`` cheaply, or say that it cannot.
+
+    Args:
+      U: ``W_up (n, d)``; D: ``W_down (d, n)``; A: the skip ``(d, d)`` (all plain arrays, any real
+        dtype; read in float64 blocks of ``block`` units).
+      tau: a Frobenius bound on the exact miss of every set the acceptance rule accepts (for rule
+        (★): :func:`miss_threshold`). Absence is proved when bound (D) exceeds it.
+      rtol: the acceptance rule's slack, passed to ``verify``.
+      steps: Frank–Wolfe steps after the trace test (each two ``O(n d²)`` products).
+      verify: ``verify(U, D, A, S, rtol) -> SetCheck``; default :func:`verify_set`.
+      find: also look for a planted set (:func:`planted_candidates`, the sign sets).
+
+    Returns:
+      a :class:`Screen`: ``"absent"`` with the certified ``lower > tau``, ``"found"`` with a verified
+      ``S``, or ``"undecided"``. The hypotheses of Thm 8/10 are checked in every case.
+    """
+    t0 = time.perf_counter()
+    verify = verify_set if verify is None else verify
+    d = U.shape[1]
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    failed, checked = hypotheses(U, D, block=block)
+    timings["hypotheses"] = time.perf_counter() - t
+    k = unit_scales(U, D)
+    found: list[SetCheck] = []
+
+    def consider(m, up):  # a sign set whose certified miss is within reach of tau
+        if find and not found and up <= max(4 * tau, 1e-6 * math.sqrt(d)):
+            chk = verify(U, D, A, np.flatnonzero(m), rtol)
+            if chk.accepted:
+                found.append(chk)
+
+    def done(status, reason, method, lower, upper, upper_S, steps_taken=0):
+        chk = found[0] if found else None
+        return Screen(status, reason, method, tau, lower, upper, upper_S, None if chk is None else chk.S,
+                      chk, failed, checked, steps_taken, time.perf_counter() - t0, timings)
+
+    t = time.perf_counter()
+    lower = dual_lower(U, D, A, A, block=block, scales=k)
+    timings["trace"] = time.perf_counter() - t
+    norm_a = float(np.linalg.norm(A)) * (1 + _gamma(d * d + 2))
+    empty = np.zeros(0, np.int64)
+    if lower > tau:
+        return done("absent", f"trace test (Z = A, bound (D)): every S misses −A by >= {lower:.6g} "
+                    f"(Frobenius), an accepted S by <= {tau:.3g}", "trace", lower, norm_a, empty)
+    if find:
+        t = time.perf_counter()
+        cand = planted_candidates(U, D, A, block=block)
+        if cand is not None:
+            chk = verify(U, D, A, cand, rtol)
+            if chk.accepted:
+                found.append(chk)
+        timings["planted"] = time.perf_counter() - t
+        if found:
+            return done("found", f"|S| = {found[0].S.size} units with W_up[i,:] A⁻¹ W_down[:,i] = −1 and no "
+                        "cross terms; S verified", "planted", 0.0, found[0].miss_frobenius, found[0].S)
+    t = time.perf_counter()
+    lower2, upper, upper_S, taken = box_bounds(U, D, A, steps=steps, target=tau, block=block,
+                                               scales=k, on_set=consider)
+    timings["frank-wolfe"] = time.perf_counter() - t
+    lower = max(lower, lower2)
+    if found:
+        return done("found", "a Frank–Wolfe sign set {z_i < 0} verified", "sign-set", 0.0,
+                    found[0].miss_frobenius, found[0].S, taken)
+    if lower > tau:
+        return done("absent", f"Frank–Wolfe test matrix after {taken} steps (bound (D)): every S misses "
+                    f"−A by >= {lower:.6g} (Frobenius), an accepted S by <= {tau:.3g}", "frank-wolfe",
+                    lower, upper, upper_S, taken)
+    return done("undecided", f"no cheap decision: bound (D) reaches {lower:.3g} <= tau {tau:.3g} after "
+                f"{taken} Frank–Wolfe steps and no planted set verified", "none", lower, upper, upper_S, taken)
