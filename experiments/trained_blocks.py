@@ -100,7 +100,8 @@ def _reference(params, activation: str) -> dict:
 
 
 def _layer(block, config, seed: int, m: int) -> dict:
-    """One ungated layer: the trained block as ``weights.check`` decides it, beside its references."""
+    """One ungated layer: the trained block as ``weights.check`` decides it, beside its references
+    (``layer`` is the block's index in the file; :func:`measure` adds ``index``, its place in the model)."""
     read = block.load()
     U, D = _f64(read.params)
     res = weights.check(read)
@@ -144,7 +145,8 @@ def measure(config, seed: int):
         if key in GATED:
             entry["layers"] = _gated(blocks)
         else:
-            entry["layers"] = [_layer(b, config, seed, m) for b in blocks[:config["layers"]]]
+            entry["layers"] = [dict(_layer(b, config, seed, m), index=i)
+                               for i, b in enumerate(blocks[:config["layers"]])]
         found[key] = entry
     return found, skipped
 
@@ -169,7 +171,7 @@ def _draw_distances(ax, ungated):
             ax.vlines(x, t["lower"], t["upper"], color=figstyle.PALETTE[0], lw=1.5)
             ax.plot(x, t["lower"], "v", color=figstyle.PALETTE[0], ms=4, **kw("trained: certified lower"))
             ax.plot(x, t["upper"], "^", color=figstyle.PALETTE[1], ms=4, **kw("trained: attained (best S)"))
-            ticks.append((x, str(row["layer"] - entry["layers"][0]["layer"])))
+            ticks.append((x, str(row["index"])))
             x += 1
         spans.append((start, x - 1, entry["label"]))
         x += 1
@@ -222,7 +224,7 @@ def table(results) -> str:
         for row in [] if entry["gated"] else entry["layers"]:
             t, (g_lo, g_up) = row["trained"], _band(row["gaussian"])
             i_lo = min(r["lower"] for r in row["init"])
-            lines.append(f"| {entry['label']} | {row['layer']} | {t['status']} | {t['lower']:.3f} | {t['upper']:.3f} "
+            lines.append(f"| {entry['label']} | {row['index']} | {t['status']} | {t['lower']:.3f} | {t['upper']:.3f} "
                          f"| {g_lo:.3f} … {g_up:.3f} | {i_lo:.4f} | {t['S_size']} | {t['frac_a_negative']:.3f} "
                          f"| {t['trace_over_d']:.3f} | {t['frac_eig_re_negative']:.3f} | {t['min_eig_re']:.2f} |")
     lines += ["", "| gated model | layers | d × n | activation | stored | statuses (method) |", "|---|---|---|---|---|---|"]

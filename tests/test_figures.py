@@ -33,7 +33,7 @@ def _layer(layer, lower, upper, frac):
     trained = {"lower": lower, "upper": upper, "S_size": 500, "S_method": "local", "status": "undecided",
                "method": "milp", "reason": "", "seconds": 1.0, "frac_a_negative": frac, "trace_over_d": -0.5,
                "frac_eig_re_negative": frac + 0.1, "min_eig_re": -2.5, "frac_S_a_negative": 0.95}
-    return {"layer": layer, "name": f"encoder.layer.{layer}", "d": 384, "n": 1536, "activation": "gelu",
+    return {"layer": layer, "index": layer, "name": f"encoder.layer.{layer}", "d": 384, "n": 1536, "activation": "gelu",
             "dtype": "float32", "trained": trained, "gaussian": [ref, dict(ref, lower=0.996)], "init": [ref]}
 
 
