@@ -8,6 +8,7 @@ and append the pair.
 """
 
 import importlib.util
+import json
 from pathlib import Path
 
 import matplotlib.text
@@ -64,8 +65,17 @@ def _check_plot_figure(layers):
     return distance_figure(rows, {i: row(i, 0.99, 1.0) for i in range(layers)}, title="model.safetensors")
 
 
+def _committed(name):
+    """The committed record's ``results`` of experiment ``name`` (``figures/NAME.json``)."""
+    path = EXPERIMENTS.parent / "figures" / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"no committed record {path.name}")
+    return json.loads(path.read_text())["results"]
+
+
 FIGURES = [
     ("trained_blocks", lambda: _trained_blocks_figure(trained_blocks_results())),
+    ("trained_blocks, committed record", lambda: _trained_blocks_figure(_committed("trained_blocks"))),
     ("check --plot, 6 layers", lambda: _check_plot_figure(6)),
     ("check --plot, 24 layers", lambda: _check_plot_figure(24)),
 ]
