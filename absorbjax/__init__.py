@@ -31,13 +31,39 @@ except PackageNotFoundError:  # running from a source tree without installing
 # Every name is imported on first use (PEP 562): `import absorbjax` costs no JAX import, so the
 # command line answers argument and file errors at once; `absorbjax.weights.blocks(...)` and
 # `absorbjax.find_absorbing_set(...)` work right after `import absorbjax`.
-_NAMESPACES = ("activations", "condition", "dimension", "fit", "io", "models", "nn", "origin", "plotting",
-               "probes", "reproduce", "results", "stats", "weights")
+_NAMESPACES = (
+    "activations",
+    "condition",
+    "dimension",
+    "fit",
+    "io",
+    "models",
+    "nn",
+    "origin",
+    "plotting",
+    "probes",
+    "reproduce",
+    "results",
+    "stats",
+    "weights",
+)
 _NAMES = {
-    "Certificate": "condition", "Distance": "condition", "absorber": "condition", "distance": "condition",
-    "find_absorbing_set": "condition", "find_absorbing_sets": "condition", "min_extra_width": "condition",
-    "wide_absorber": "condition.width", "SearchResult": "fit", "expand_search": "fit", "search": "fit",
-    "GatedParams": "models", "MLPParams": "models", "mlp": "models", "skip_mlp": "models", "stack": "models",
+    "Certificate": "condition",
+    "Distance": "condition",
+    "absorber": "condition",
+    "distance": "condition",
+    "find_absorbing_set": "condition",
+    "find_absorbing_sets": "condition",
+    "min_extra_width": "condition",
+    "wide_absorber": "condition.width",
+    "SearchResult": "fit",
+    "expand_search": "fit",
+    "search": "fit",
+    "GatedParams": "models",
+    "MLPParams": "models",
+    "mlp": "models",
+    "skip_mlp": "models",
+    "stack": "models",
     "Result": "results",
 }
 

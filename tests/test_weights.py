@@ -320,8 +320,9 @@ def test_minilm_checkpoint():
     assert block.hidden_bias.shape == (1536,) and block.biases["down"].shape == (384,)
     assert np.any(block.hidden_bias != 0)
     dist = condition.distance(block.params, bias=block.hidden_bias)
-    # a real S would be an absorber; with a hidden bias "no S" stays undecided
-    assert dist.certificate.status == "undecided" and "bias" in dist.certificate.reason
+    # a hidden bias: "no S" proves non-absorbability through the ray limit (docs/theory/ray_limit.md)
+    cert = dist.certificate
+    assert cert.status == "not_absorbable" and cert.theorem.startswith("Thm 8 via the ray limit") and cert.biased
     assert 0.5 < dist.lower <= dist.upper <= 1.0
 
 
