@@ -88,35 +88,8 @@ def _checked(result, U, D):
             "seconds": result.seconds, **_structure(U, D, S)}
 
 
-def run(config, out, seed):
-    minilm, smollm2 = _files()
-    key = jax.random.key(seed)
-    found = weights.blocks(minilm)
-    trained, gaussian, init = {}, {}, {}
-    for layer in config["layers"]:
-        block = found[layer].load()
-        U, D = block.params.up.astype(np.float64), block.params.down.astype(np.float64)
-        n, d = U.shape
-        trained[layer] = _checked(weights.check(block), U, D)
-        gaussian[layer], init[layer] = [], []
-        for i in range(config["gaussian"]):
-            Ug, Dg = _gaussian(jax.random.fold_in(key, 1000 * layer + i), U, D)
-            if layer == config["layers"][0] and i == 0:
-                first = (U, D, Ug, Dg)
-            gaussian[layer].append(_row(*_distance(Ug, Dg), Ug, Dg))
-        for i in range(config["init"]):
-            ku, kd = jax.random.split(jax.random.fold_in(key, 1000 * layer + 500 + i))
-            Ui = INIT_STD * np.asarray(jax.random.normal(ku, (n, d), dtype=np.float64))
-            Di = INIT_STD * np.asarray(jax.random.normal(kd, (d, n), dtype=np.float64))
-            init[layer].append(_row(*_distance(Ui, Di), Ui, Di))
-
-    start = time.perf_counter()
-    gated = weights.blocks(smollm2)
-    smol = [{"layer": b.layer, "d": b.d, "n": b.n, "activation": b.activation, "dtype": b.dtype,
-             "status": weights.check(b).status} for b in gated]  # Prop 6, no weight read
-    smol_seconds = time.perf_counter() - start
-
-    layers = config["layers"]
+def _figure(out, layers, trained, gaussian, init, first):
+    """Distances per layer (trained, Gaussian, initialised) and the layer's unit self-alignment."""
     fig, axes = reproduce.subplots(1, 2, figsize=(12, 4.4))
     ax = axes[0]
     x = np.asarray(layers)
@@ -146,7 +119,39 @@ def run(config, out, seed):
     ax.set_title(f"unit self-alignment, layer {k0} (−I needs Σ_S a_i = −{U0.shape[1]})", fontsize=10)
     ax.legend(fontsize=8)
     fig.suptitle("Trained BERT MLPs sit closer to absorbing their skip than random blocks (measured)", y=1.03)
-    figure = reproduce.save_figure(fig, out, NAME)
+    return reproduce.save_figure(fig, out, NAME)
+
+
+def run(config, out, seed):
+    minilm, smollm2 = _files()
+    key = jax.random.key(seed)
+    found = weights.blocks(minilm)
+    trained, gaussian, init = {}, {}, {}
+    for layer in config["layers"]:
+        block = found[layer].load()
+        U, D = block.params.up.astype(np.float64), block.params.down.astype(np.float64)
+        n, d = U.shape
+        trained[layer] = _checked(weights.check(block), U, D)
+        gaussian[layer], init[layer] = [], []
+        for i in range(config["gaussian"]):
+            Ug, Dg = _gaussian(jax.random.fold_in(key, 1000 * layer + i), U, D)
+            if layer == config["layers"][0] and i == 0:
+                first = (U, D, Ug, Dg)
+            gaussian[layer].append(_row(*_distance(Ug, Dg), Ug, Dg))
+        for i in range(config["init"]):
+            ku, kd = jax.random.split(jax.random.fold_in(key, 1000 * layer + 500 + i))
+            Ui = INIT_STD * np.asarray(jax.random.normal(ku, (n, d), dtype=np.float64))
+            Di = INIT_STD * np.asarray(jax.random.normal(kd, (d, n), dtype=np.float64))
+            init[layer].append(_row(*_distance(Ui, Di), Ui, Di))
+
+    start = time.perf_counter()
+    gated = weights.blocks(smollm2)
+    smol = [{"layer": b.layer, "d": b.d, "n": b.n, "activation": b.activation, "dtype": b.dtype,
+             "status": weights.check(b).status} for b in gated]  # Prop 6, no weight read
+    smol_seconds = time.perf_counter() - start
+
+    layers = config["layers"]
+    figure = _figure(out, layers, trained, gaussian, init, first)
 
     t_up = {k: trained[k]["upper"] for k in layers}
     g_lo = {k: min(r["lower"] for r in gaussian[k]) for k in layers}

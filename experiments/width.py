@@ -60,6 +60,56 @@ def decide(up, down, activation="relu", **kwargs):
             "error": cert.error, "exact": cert.exact, "atoms": len(cert.atoms), "seconds": cert.seconds}
 
 
+def _searches(key, config, gauss):
+    """At widths n + k* − 1 and n + k*: random-init searches on Gaussian draws (k* certified first)."""
+    options = {k: config[k] for k in ("restarts", "steps") if config[k] is not None}
+    search = {}
+    searched = tuple(w[config["skip_draws"]:] for w in gauss)
+    for j, (d, n) in enumerate(config["search_sizes"]):
+        sub = jax.random.fold_in(key, 2000 + j)
+        up, down = cut(searched, d, "gaussian", config["search_draws"])
+        params = models.MLPParams(up, down)
+        ks = [condition.min_extra_width(models.MLPParams(u, w), activation="relu").k for u, w in zip(up, down)]
+        if len(set(ks)) != 1 or ks[0] is None:
+            raise RuntimeError(f"Gaussian draws at d={d}, n={n} did not all certify one k*: {ks}")
+        k = ks[0]
+        for offset in config["offsets"]:
+            r = fit.search(params, "relu", key=jax.random.fold_in(sub, 1 + offset), width=n + k + offset,
+                           progress=False, **options)
+            search[(d, n, offset)] = {"k": k, "width": n + k + offset, "best_loss": r.best_loss,
+                                      "solved": r.solved(SOLVED), "restarts": r.losses.shape[1]}
+    return search
+
+
+def _figure(out, config, rows, search):
+    """Fraction absorbable at width n + k, one panel per distribution; the search beside."""
+    dists, ds = config["dists"], config["ds"]
+    fig, axes = reproduce.subplots(1, len(dists) + 1, figsize=(3.6 * (len(dists) + 1), 3.4), squeeze=False)
+    for ax, dist in zip(axes[0], dists):
+        for d, color in zip(ds, reproduce.PALETTE * 2):
+            ks = np.array([r["k"] if r["k"] is not None else np.inf for r in rows[(dist, d)]], float)
+            kk = np.arange(0, d + 1)
+            ax.plot(kk / d, [(ks <= k).mean() for k in kk], "o-", ms=3, color=color, label=f"d={d}")
+        ax.set_title(f"{dist}: {config['draws']} draws per d, n = 2d")
+        ax.set_xlabel("extra width k / d")
+        ax.set_ylabel("fraction absorbable at width n + k")
+        ax.set_ylim(-0.03, 1.03)
+        ax.legend(fontsize=6, ncol=2)
+    ax = axes[0, -1]
+    floor = 1e-32
+    for j, ((d, n, offset), r) in enumerate(search.items()):
+        loss = np.log10(np.maximum(r["best_loss"], floor))
+        ax.scatter(np.full(loss.size, j) + np.linspace(-0.2, 0.2, loss.size), loss, s=10,
+                   color=reproduce.PALETTE[1 if offset else 2])
+    ax.set_xticks(range(len(search)), [f"d={d},n={n}\nw=n+{r['width'] - n}" for (d, n, _), r in search.items()],
+                  fontsize=6)
+    ax.axhline(np.log10(SOLVED), color="k", lw=0.8, ls="--")
+    ax.set_ylabel("log10 best search loss (floored at 1e-32)")
+    ax.set_title("search: n + k* − 1 (orange), n + k* (green)", fontsize=9)
+    fig.tight_layout()
+    return reproduce.save_figure(fig, out, NAME)
+
+
 def run(config, out, seed):
     key = jax.random.key(seed)
     d_max = max(config["ds"] + [d for d, _ in config["search_sizes"]])
@@ -85,49 +135,10 @@ def run(config, out, seed):
     ray_rows = {(act, d): [decide(u, w, act) for u, w in zip(*cut(pools["gaussian"], d, "gaussian", config["draws"]))]
                 for act in RAY for d in config["ds"][:2]}
 
-    options = {k: config[k] for k in ("restarts", "steps") if config[k] is not None}
-    search = {}
-    searched = tuple(w[config["skip_draws"]:] for w in gauss)
-    for j, (d, n) in enumerate(config["search_sizes"]):
-        sub = jax.random.fold_in(key, 2000 + j)
-        up, down = cut(searched, d, "gaussian", config["search_draws"])
-        params = models.MLPParams(up, down)
-        ks = [condition.min_extra_width(models.MLPParams(u, w), activation="relu").k for u, w in zip(up, down)]
-        if len(set(ks)) != 1 or ks[0] is None:
-            raise RuntimeError(f"Gaussian draws at d={d}, n={n} did not all certify one k*: {ks}")
-        k = ks[0]
-        for offset in config["offsets"]:
-            r = fit.search(params, "relu", key=jax.random.fold_in(sub, 1 + offset), width=n + k + offset,
-                           progress=False, **options)
-            search[(d, n, offset)] = {"k": k, "width": n + k + offset, "best_loss": r.best_loss,
-                                      "solved": r.solved(SOLVED), "restarts": r.losses.shape[1]}
+    search = _searches(key, config, gauss)
 
-    # Figure: fraction absorbable at width n + k, one panel per distribution; the search beside.
+    figure = _figure(out, config, rows, search)
     dists, ds = config["dists"], config["ds"]
-    fig, axes = reproduce.subplots(1, len(dists) + 1, figsize=(3.6 * (len(dists) + 1), 3.4), squeeze=False)
-    for ax, dist in zip(axes[0], dists):
-        for d, color in zip(ds, reproduce.PALETTE * 2):
-            ks = np.array([r["k"] if r["k"] is not None else np.inf for r in rows[(dist, d)]], float)
-            kk = np.arange(0, d + 1)
-            ax.plot(kk / d, [(ks <= k).mean() for k in kk], "o-", ms=3, color=color, label=f"d={d}")
-        ax.set_title(f"{dist}: {config['draws']} draws per d, n = 2d")
-        ax.set_xlabel("extra width k / d")
-        ax.set_ylabel("fraction absorbable at width n + k")
-        ax.set_ylim(-0.03, 1.03)
-        ax.legend(fontsize=6, ncol=2)
-    ax = axes[0, -1]
-    floor = 1e-32
-    for j, ((d, n, offset), r) in enumerate(search.items()):
-        loss = np.log10(np.maximum(r["best_loss"], floor))
-        ax.scatter(np.full(loss.size, j) + np.linspace(-0.2, 0.2, loss.size), loss, s=10,
-                   color=reproduce.PALETTE[1 if offset else 2])
-    ax.set_xticks(range(len(search)), [f"d={d},n={n}\nw=n+{r['width'] - n}" for (d, n, _), r in search.items()],
-                  fontsize=6)
-    ax.axhline(np.log10(SOLVED), color="k", lw=0.8, ls="--")
-    ax.set_ylabel("log10 best search loss (floored at 1e-32)")
-    ax.set_title("search: n + k* − 1 (orange), n + k* (green)", fontsize=9)
-    fig.tight_layout()
-    figure = reproduce.save_figure(fig, out, NAME)
 
     # Claims, judged from the numbers.
     every = [r for rs in rows.values() for r in rs] + [r for rs in skip_rows.values() for r in rs]
