@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import safetensors.numpy as safetensors_numpy
 
-from absorbjax import condition, weights
+from absorbjax import activations, condition, weights
 from absorbjax.models import GatedParams, MLPParams
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
@@ -415,9 +415,33 @@ def test_biases_under_unusual_names_are_read_or_reported(tmp_path):
     (block,) = model.blocks
     assert block.unread == ("mlp.b1",)  # not a norm's scale, not another matrix's bias
     assert set(model.unused) == {"mlp.b1", "mlp.norm_scale", "mlp.ln.weight", "mlp.attn.weight", "mlp.attn.bias"}
-    result = weights.check(block)  # never a bias-free "not_absorbable" while a bias may be unread
-    assert result.status != "not_absorbable" and result.unread == ("mlp.b1",)
+    result = weights.check(block)  # relu: Thm 8 via the ray limit decides it with any hidden bias
+    assert result.status == "not_absorbable" and result.unread == ("mlp.b1",) and "mlp.b1" in result.reason
     assert result.hidden_bias is None
+    activations.register("softsign_test", lambda z: z / (1 + abs(z)))  # no declared ray limit, no converse
+    try:
+        model = weights.scan(odd, "softsign_test")
+        assert weights.check(model.blocks[0]).status == "undecided"
+    finally:
+        activations.unregister("softsign_test")
+
+
+@pytest.mark.parametrize("convention, hidden_act, activation", [
+    ("gpt2", "gelu_new", "gelu_tanh"), ("opt", "relu", "relu"), ("bert", "gelu", "gelu"),
+    ("plain", "silu", "silu"), ("plain", None, "softplus"), ("plain", "gelu_pytorch_tanh", "gelu_tanh")])
+def test_biased_and_ray_limit_blocks_are_decided(tmp_path, convention, hidden_act, activation):
+    """GPT-2 Conv1D and OPT-style files with biases, and silu / softplus / gelu_tanh blocks: no S, so
+    not absorbable by Thm 8 (via the ray limit where a bias or another activation needs it)."""
+    tensors = dict(UNGATED[convention])
+    if convention == "plain":
+        tensors["up.bias"] = B_UP
+    config = {"hidden_act": hidden_act} if hidden_act else None
+    path = save(tmp_path / "m.safetensors", tensors, config=config)
+    for block in weights.blocks(path, None if hidden_act else activation):
+        result = weights.check(block)
+        assert block.activation == activation and result.hidden_bias_nonzero
+        assert result.status == "not_absorbable", result.reason
+        assert result.certificate["theorem"].startswith("Thm 8 via the ray limit"), result.certificate["theorem"]
 
 
 # ---------------------------------------------------------------------------------------------

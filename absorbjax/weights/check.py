@@ -13,8 +13,10 @@ output bias; gated: ``W_down (g(W_gate x + b_g) ⊙ (W_value x + b_v)) + c``):
   when they have no hidden bias; with one, those theorems do not apply and the answer is
   ``undecided``;
 * a 1-D tensor of shape ``(n,)`` or ``(d,)`` beside the block that no name rule read as a bias
-  (:attr:`Block.unread`) may be one; a ``not_absorbable`` decided without it becomes ``undecided``
-  (an absorbing ``S`` stays valid with any hidden bias: flip ``(w_i, b_i)`` for ``i ∈ S``).
+  (:attr:`Block.unread`) may be one; a ``not_absorbable`` decided without it stays so where the
+  activation's converse covers every hidden bias (Thm 8 via the ray limit: relu, gelu, gelu_tanh,
+  silu, softplus), else becomes ``undecided`` (an absorbing ``S`` stays valid with any hidden bias:
+  flip ``(w_i, b_i)`` for ``i ∈ S``).
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
 
 
 def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
-    from absorbjax import condition
+    from absorbjax import activations, condition
 
     bias = block.hidden_bias
     if distance:
@@ -108,7 +110,11 @@ def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
         out = {"S": None if cert.S is None else cert.S.tolist()}
     out.update(status=cert.status, method=cert.method, reason=cert.reason, within_rounding=cert.within_rounding,
                certificate=cert.to_dict())
-    if block.unread and cert.status == "not_absorbable":
+    covered = block.activation is not None and activations.get(block.activation).converse(biased=True)
+    if block.unread and cert.status == "not_absorbable" and covered:
+        out.update(reason=f"{cert.reason}; the unread tensor(s) {', '.join(block.unread)} cannot change this: "
+                   f"{covered} decides the block with any hidden bias")
+    elif block.unread and cert.status == "not_absorbable":
         out.update(status="undecided", reason=f"{cert.reason}; but decided without the unread tensor(s) "
                    f"{', '.join(block.unread)}, which may be hidden biases (name them <role>.bias to have them read)")
     return out
