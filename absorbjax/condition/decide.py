@@ -268,7 +268,7 @@ def _promise(U, D, A, found, rtol, skip_rtol, target, inputs):
     """``(status, reason, bound, exact)`` for a set that passes rule (★): ``absorbable`` when the
     exact miss is small against the skip (rule (E)), else ``undecided`` (cancellation)."""
     smin = sigma_min_lower(A)
-    bound, exact = miss_bound(U, D, A, found, enough=1e-3 * skip_rtol * smin)
+    bound, exact = miss_bound(U, D, A, found, enough=skip_rtol * smin)  # rule (E) met by the rigorous float64 bound
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
     if bound <= skip_rtol * smin:
         why = (f"W_down[:,S] W_up[S,:] = {target} up to a miss ‖M_S‖_2 <= {fmt(bound)} ({how}): the "
