@@ -47,65 +47,31 @@ _NAMESPACES = (
     "stats",
     "weights",
 )
-_NAMES = {
-    "Certificate": "condition",
-    "Distance": "condition",
-    "absorber": "condition",
-    "distance": "condition",
+_NAMES = {  # the flat API: name -> the module that defines it
+    # the one-layer question (Thm 8/10): decide, absorb, measure
     "find_absorbing_set": "condition",
     "find_absorbing_sets": "condition",
+    "absorber": "condition",
+    "distance": "condition",
+    "Certificate": "condition",
+    "Distance": "condition",
+    # extra width
     "min_extra_width": "condition",
     "wide_absorber": "condition.width",
-    "SearchResult": "fit",
-    "expand_search": "fit",
+    # searches for absorbing weights
     "search": "fit",
-    "GatedParams": "models",
+    "expand_search": "fit",
+    "SearchResult": "fit",
+    # blocks and results
     "MLPParams": "models",
+    "GatedParams": "models",
     "mlp": "models",
     "skip_mlp": "models",
     "stack": "models",
     "Result": "results",
 }
 
-__all__ = [
-    # the one-layer question (Thm 8/10): decide, absorb, measure
-    "find_absorbing_set",
-    "find_absorbing_sets",
-    "absorber",
-    "distance",
-    "Certificate",
-    "Distance",
-    # extra width
-    "min_extra_width",
-    "wide_absorber",
-    # searches for absorbing weights
-    "search",
-    "expand_search",
-    "SearchResult",
-    # blocks
-    "MLPParams",
-    "GatedParams",
-    "mlp",
-    "skip_mlp",
-    "stack",
-    "Result",
-    # namespaces
-    "activations",
-    "condition",
-    "dimension",
-    "fit",
-    "io",
-    "models",
-    "nn",
-    "probes",
-    "origin",
-    "plotting",
-    "reproduce",
-    "results",
-    "stats",
-    "weights",
-    "__version__",
-]
+__all__ = [*_NAMES, *_NAMESPACES, "__version__"]
 
 
 def __getattr__(name: str):
