@@ -280,14 +280,36 @@ def wide_planted(rng, i):
 
 
 def coordinate_change(rng, i):
+    """A change of coordinates ``W_up → W_up P⁻¹``, ``W_down → P W_down`` with ``cond(P)`` up to ~1e12.
+
+    Gaussian blocks (even ``i``) use ``P = Q₁ diag(1…c) Q₂``. Planted blocks (odd ``i``) must stay
+    absorbable in the stored numbers, and a float64 ``P`` breaks ``W_down[:,S] W_up[S,:] = −I`` by
+    ``~ε cond(P)``; so their ``S`` is an integer unimodular pair and ``P = 2^a W 2^b`` (diagonal powers
+    of two around an integer unimodular ``W``) has an exact inverse: the moved block is exactly
+    absorbable, with ``cond(P)`` from the powers of two."""
     d, n = int(rng.integers(2, 5)), int(rng.integers(6, 15))
-    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
-    q1, _ = np.linalg.qr(rng.normal(size=(d, d)))
-    q2, _ = np.linalg.qr(rng.normal(size=(d, d)))
-    cond = 10.0 ** rng.uniform(0, 12)
-    P = q1 @ np.diag(np.geomspace(1, cond, d)) @ q2
-    return models.MLPParams(np.linalg.solve(P.T, up.T).T, P @ down), "relu", S, \
-        f"cond(P)={cond:.1e} d={d} n={n}"
+    if i % 2 == 0:
+        up, down = _gaussian(rng, d, n)
+        q1, _ = np.linalg.qr(rng.normal(size=(d, d)))
+        q2, _ = np.linalg.qr(rng.normal(size=(d, d)))
+        cond = 10.0 ** rng.uniform(0, 12)
+        P = q1 @ np.diag(np.geomspace(1, cond, d)) @ q2
+        return models.MLPParams(np.linalg.solve(P.T, up.T).T, P @ down), "relu", None, \
+            f"cond(P)={cond:.1e} d={d} n={n}"
+    up, down = _gaussian(rng, d, n)
+    S = np.sort(rng.choice(n, d, replace=False))
+    W0, inv0 = _unimodular(rng, d)
+    up[S], down[:, S] = W0, -inv0
+    W, inv = _unimodular(rng, d)
+    while True:
+        a, b = rng.integers(0, 21, d), rng.integers(0, 21, d)
+        P = np.ldexp(W, a[:, None] + b[None, :])  # diag(2^a) W diag(2^b)
+        if np.linalg.cond(P) <= 1e12:
+            break
+    P_inv = np.ldexp(inv, -b[:, None] - a[None, :])  # diag(2^-b) W⁻¹ diag(2^-a)
+    params = models.MLPParams(up @ P_inv, P @ down)
+    assert frobenius(exact_miss(params, S)) == 0, "the moved planted set must stay exact"
+    return params, "relu", S, f"cond(P)={np.linalg.cond(P):.1e} (2^a W 2^b) d={d} n={n}"
 
 
 def near_miss(rng, i):

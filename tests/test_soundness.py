@@ -91,6 +91,16 @@ def test_hypotheses_are_invariant_under_coordinate_changes(seed, log_cond):
     assert moved.status in (base.status, "undecided")
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_planted_sets_survive_a_coordinate_change(seed):
+    """A planted block moved by ``P = 2^a W 2^b`` (``cond(P)`` up to 1e12) is exactly absorbable in its
+    stored numbers, and is certified so (float64 ``P`` would break the set by ``~ε cond(P)``)."""
+    params, activation, planted, note = testing.coordinate_change(np.random.default_rng(seed), 2 * seed + 1)
+    assert testing.frobenius(testing.exact_miss(params, planted)) == 0, note
+    cert = condition.find_absorbing_set(params, activation=activation, time_limit=30.0)
+    assert cert.status == "absorbable" and testing.judge(cert, params, activation, planted) == "", (note, str(cert))
+
+
 def test_exactly_parallel_rows_are_found_at_any_scale():
     rng = np.random.default_rng(0)
     up, down = rng.normal(size=(6, 3)), rng.normal(size=(3, 6))
