@@ -293,17 +293,17 @@ def _plot_ladder(ax, cal, eps, fit_cfg, slope):
 
 def _plot_search(ax, cal):
     """Random-start search at depth: stacks absorbable by construction against generic ones."""
-    groups = (("absorbable\n(loss 0 exists)", np.asarray(cal["absorbable"], float)),
-              ("generic", np.asarray(cal["generic"], float)))
+    groups = [(label, np.asarray(cal[key], float)) for label, key in
+              (("absorbable\n(loss 0 exists)", "absorbable"), ("generic", "generic"))]
+    groups = [(label, np.maximum(v[np.isfinite(v)], 1e-32)) for label, v in groups]  # a missing loss (NaN) is not drawn
     for j, (_, v) in enumerate(groups):
-        ax.scatter(np.full(v.size, j) + np.linspace(-0.1, 0.1, v.size), np.maximum(v, 1e-32), s=14,
-                   color=figstyle.PALETTE[(2, 3)[j]])
+        ax.scatter(np.full(v.size, j) + np.linspace(-0.1, 0.1, v.size), v, s=14, color=figstyle.PALETTE[(2, 3)[j]])
     ax.axhline(cal["tol"], color="0.5", lw=0.8, ls="--", label=f"solved: ℓ ≤ {cal['tol']:.0e}")
     ax.set_xticks(range(len(groups)), [g[0] for g in groups])
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_yscale("log")
-    low = min(cal["tol"], *(max(float(np.min(v)), 1e-32) for _, v in groups))
-    ax.set_ylim(low / 10, max(float(np.max(v)) for _, v in groups) * 10)
+    losses = np.concatenate([v for _, v in groups] + [[cal["tol"]]])
+    ax.set_ylim(losses.min() / 10, losses.max() * 10)
     ax.set_ylabel("best relative loss ℓ (random starts)")
     ax.set_title("(e) search at depth: absorbable vs generic")
     ax.legend(loc="center right")
