@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from absorbjax import condition, dimension, fit, models, reproduce
+from absorbjax import condition, dimension, figstyle, fit, io, models, plotting, reproduce
 
 NAME = "depth"
 TITLE = "Beyond the paper: deep ReLU/GELU stacks (dimension count, search calibration)"
@@ -57,6 +57,7 @@ PRESETS = {
 }
 ACTIVATIONS = ("relu", "gelu")
 ACTIVATION_FIT = "gelu"
+STYLE = {"relu": {"color": figstyle.PALETTE[0], "marker": "o"}, "gelu": {"color": figstyle.PALETTE[1], "marker": "s"}}
 
 
 def table(config, key):
@@ -212,101 +213,134 @@ def _slope(eps, loss, floor):
     return float(np.polyfit(np.log10(eps[keep]), np.log10(med[keep]), 1)[0]), int(keep.sum())
 
 
-def _plot_grid(ax, rows, config):
-    for act, color, mk in zip(ACTIVATIONS, reproduce.PALETTE, "os"):
+def _plot_grid(ax, rows):
+    """Exact residual rank against the free bound b, one point per size of the grid."""
+    for act in ACTIVATIONS:
         sel = [r for r in rows if r["activation"] == act]
-        ax.scatter([r["free_bound"] for r in sel], [r["rank"] for r in sel], color=color, marker=mk,
-                   label=f"{act}: exact residual rank (mod p, a lower bound)")
+        ax.scatter([r["free_bound"] for r in sel], [r["rank"] for r in sel], s=14, **STYLE[act],
+                   label=f"{act}: exact rank (mod p)")
     top = max(r["maximum"] for r in rows)
-    ax.plot([1, top], [1, top], "k:", lw=0.8, label="rank = free bound b")
+    ax.plot([1, top], [1, top], "k:", lw=0.8, label="rank = b")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("free bound b = 2Lnd − (L−1)d² (− nL for ReLU)")
-    ax.set_ylabel("residual functional dimension (lower bound)")
+    ax.set_xlabel("free bound b = 2Lnd − (L−1)d² (− nL, ReLU)")
+    ax.set_ylabel("residual rank (lower bound)")
     cert = sum(r["status"] == "certified_disjoint" for r in rows)
-    ax.set_title(f"Grid: {cert}/{len(rows)} sizes certified disjoint\n"
-                 f"d ∈ {config['dims']}, n/d ∈ {config['widths']}, L ∈ {config['depths']}")
-    ax.legend(fontsize=7)
+    grid = [sorted({r["d"] for r in rows}), sorted({r["n"] // r["d"] for r in rows}), sorted({r["depth"] for r in rows})]
+    ax.set_title(f"(a) grid: {cert}/{len(rows)} sizes certified disjoint\n"
+                 f"d ∈ {grid[0]}, n/d ∈ {grid[1]}, L ∈ {grid[2]}")
+    ax.legend(loc="upper left")
 
 
 def _plot_atlas(ax_margin, ax_time, atlas):
-    if atlas is None:
-        for ax in (ax_margin, ax_time):
-            ax.text(0.5, 0.5, "no atlas record:\npython experiments/bench_atlas.py", ha="center", va="center",
-                    transform=ax.transAxes)
+    """The atlas benchmark's rows (``results["atlas"]["rows"]``): margin rank − b and wall time."""
+    if atlas is None or not isinstance(atlas.get("rows"), list):
+        for ax, tag in ((ax_margin, "(b)"), (ax_time, "(c)")):
+            ax.text(0.5, 0.5, "no atlas rows in this record:\npython experiments/bench_atlas.py,\nthen rerun depth",
+                    ha="center", va="center", transform=ax.transAxes)
+            ax.set_title(f"{tag} atlas")
+            ax.set_axis_off()
         return
-    rows = [r for r in atlas["rows"] if r["depth"] >= 2]
-    for act, color, mk in zip(("gelu", "relu"), reproduce.PALETTE, "os"):
+    every = atlas["rows"]
+    rows = [r for r in every if r["depth"] >= 2]
+    for act in ("gelu", "relu"):  # ReLU drawn hollow over GELU: both stay visible where they coincide
+        color, face = STYLE[act]["color"], STYLE[act]["color"] if act == "gelu" else "none"
         sel = [r for r in rows if r["activation"] == act]
-        gap = [(r["depth"] - 1) * r["d"] ** 2 for r in sel]
-        ax_margin.scatter(gap, [max(r["rank"] - r["free_bound"], 0.5) for r in sel], color=color, marker=mk, s=14,
-                          label=f"{act} ({len(sel)} sizes, L ≥ 2)")
-        every = [r for r in atlas["rows"] if r["activation"] == act]
-        ax_time.scatter([r["params"] for r in every], [max(r["seconds"], 1e-3) for r in every], color=color,
-                        marker=mk, s=12, label=act)
+        ax_margin.scatter([(r["depth"] - 1) * r["d"] ** 2 for r in sel],
+                          [max(r["rank"] - r["free_bound"], 0.5) for r in sel], marker=STYLE[act]["marker"],
+                          s=12, edgecolors=color, facecolors=face, linewidths=0.7, label=f"{act} ({len(sel)} sizes)")
+        mine = [r for r in every if r["activation"] == act]
+        ax_time.scatter([r["params"] for r in mine], [max(r["seconds"], 1e-3) for r in mine], s=8,
+                        marker=STYLE[act]["marker"], edgecolors=color, facecolors=face, linewidths=0.7, label=act)
         f = atlas["fits"][act]
-        P = np.geomspace(64, max(r["params"] for r in every), 50)
-        ax_time.plot(P, f["a"] * P ** f["k"], color=color, lw=0.8, label=f"{act}: {f['a']:.2g} · P^{f['k']:.2f}")
+        P = np.geomspace(64, max(r["params"] for r in mine), 50)
+        ax_time.plot(P, f["a"] * P ** f["k"], color=color, lw=0.8, label=f"fit {f['a']:.2g}·P^{f['k']:.2f}")
     top = max((r["depth"] - 1) * r["d"] ** 2 for r in rows)
-    ax_margin.plot([1, top], [1, top], "k:", lw=0.8, label="full rank: rank − b = (L−1)d²")
+    ax_margin.plot([1, top], [1, top], "k:", lw=0.8, label="full rank")
     for ax in (ax_margin, ax_time):
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.legend(fontsize=7)
-    ax_margin.set_xlabel("(L−1)d²: the margin at full rank")
+        ax.legend(loc="upper left")
+    ax_margin.set_xlabel("(L−1)d², the margin at full rank")
     ax_margin.set_ylabel("exact rank − free bound b")
-    ax_margin.set_title(f"Atlas (bench_atlas, d ≤ {atlas['max_d']}, n ∈ {{d,2d,4d}}, L ≤ 6)")
+    ax_margin.set_title(f"(b) atlas: d ≤ {atlas['max_d']}, n ∈ {{d, 2d, 4d}}, 2 ≤ L ≤ 6")
     ax_time.set_xlabel("parameters P = 2Lnd")
     ax_time.set_ylabel("certify wall time (s)")
-    ax_time.set_title(f"Atlas time, budget {atlas['budget_seconds']:.0f} s (shared 2-core CPU)")
+    ax_time.set_title(f"(c) atlas time, budget {atlas['budget_seconds']:.0f} s (2-core CPU)")
 
 
-def _plot_calibration(ax_ladder, ax_search, cal, cfg, eps, floor, slope):
-    for name, color, label in (("ladder_local", reproduce.PALETTE[2], "from the blockwise absorber"),
-                               ("ladder_random", reproduce.PALETTE[1], "random starts")):
-        loss = np.maximum(cal[name], 1e-32)
+def _plot_ladder(ax, cal, eps, fit_cfg, slope):
+    """Best loss on W_abs + εΔ from the blockwise absorber and from random starts."""
+    for name, color, label in (("ladder_local", figstyle.PALETTE[2], "from the blockwise absorber"),
+                               ("ladder_random", figstyle.PALETTE[3], "random starts")):
+        loss = np.maximum(np.asarray(cal[name], float), 1e-32)
         med = np.median(loss, 1)
-        ax_ladder.errorbar(eps, med, yerr=[med - loss.min(1), loss.max(1) - med], marker="o", capsize=3,
-                           color=color, label=label)
-    ref = np.median(cal["ladder_local"], 1)[0]
-    ax_ladder.plot(eps, ref * (eps / eps[0]) ** 2, "k:", lw=0.8, label="∝ ε²")
-    ax_ladder.axhline(floor, color="grey", lw=0.8, ls="--", label=f"resolution {floor:.0e}")
-    ax_ladder.set_xscale("log")
-    ax_ladder.set_yscale("log")
-    ax_ladder.set_xlabel("perturbation ε of an absorbable stack W_abs + εΔ")
-    ax_ladder.set_ylabel("best relative loss ℓ")
-    ax_ladder.set_title(f"Ladder, {ACTIVATION_FIT} (d,n,L) = ({cfg['d']},{cfg['n']},{cfg['depth']}): "
-                        f"slope {slope:.2f}\n{cfg['draws']} Δ per ε, {cfg['restarts']} restarts")
-    ax_ladder.legend(fontsize=7)
-    groups = (("absorbable\n(loss 0 exists)", cal["absorbable"]), ("generic", cal["generic"]))
-    for j, (label, v) in enumerate(groups):
-        ax_search.scatter(np.full(v.size, j) + np.linspace(-0.1, 0.1, v.size), np.maximum(v, 1e-32),
-                          color=reproduce.PALETTE[j])
-    ax_search.axhline(cal["tol"], color="grey", lw=0.8, ls="--", label=f"solved: ℓ ≤ {cal['tol']:.0e}")
-    ax_search.set_xticks(range(len(groups)), [g[0] for g in groups])
-    ax_search.set_yscale("log")
-    low = min(cal["tol"], *(max(float(np.min(v)), 1e-32) for _, v in groups))
-    ax_search.set_ylim(low / 10, max(float(np.max(v)) for _, v in groups) * 10)
-    ax_search.set_ylabel("best relative loss ℓ (random starts)")
-    ax_search.set_title("Search at depth: known-absorbable vs generic stacks")
-    ax_search.legend(fontsize=7)
+        ax.errorbar(eps, med, yerr=[med - loss.min(1), loss.max(1) - med], marker="o", ms=3, capsize=2,
+                    color=color, label=label)
+    ref = np.median(np.asarray(cal["ladder_local"], float), 1)[0]
+    ax.plot(eps, ref * (eps / eps[0]) ** 2, "k:", lw=0.8, label="∝ ε²")
+    floor = 1e3 * cal["tol"]
+    ax.axhline(floor, color="0.5", lw=0.8, ls="--", label=f"resolution {floor:.0e}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("perturbation ε of W_abs + εΔ")
+    ax.set_ylabel("best relative loss ℓ")
+    size = f" ({fit_cfg['d']},{fit_cfg['n']},{fit_cfg['depth']})" if fit_cfg else ""
+    ax.set_title(f"(d) ladder, {ACTIVATION_FIT}{size}: slope {slope:.2f}\n"
+                 f"{np.shape(cal['ladder_local'])[1]} Δ per ε" + (f", {fit_cfg['restarts']} restarts" if fit_cfg else ""))
+    ax.legend(loc="lower right")
+
+
+def _plot_search(ax, cal):
+    """Random-start search at depth: stacks absorbable by construction against generic ones."""
+    groups = [(label, np.asarray(cal[key], float)) for label, key in
+              (("absorbable\n(loss 0 exists)", "absorbable"), ("generic", "generic"))]
+    groups = [(label, np.maximum(v[np.isfinite(v)], 1e-32)) for label, v in groups]  # a missing loss (NaN) is not drawn
+    for j, (_, v) in enumerate(groups):
+        ax.scatter(np.full(v.size, j) + np.linspace(-0.1, 0.1, v.size), v, s=14, color=figstyle.PALETTE[(2, 3)[j]])
+    ax.axhline(cal["tol"], color="0.5", lw=0.8, ls="--", label=f"solved: ℓ ≤ {cal['tol']:.0e}")
+    ax.set_xticks(range(len(groups)), [g[0] for g in groups])
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_yscale("log")
+    losses = np.concatenate([v for _, v in groups] + [[cal["tol"]]])
+    ax.set_ylim(losses.min() / 10, losses.max() * 10)
+    ax.set_ylabel("best relative loss ℓ (random starts)")
+    ax.set_title("(e) search at depth: absorbable vs generic")
+    ax.legend(loc="center right")
 
 
 def _plot_coverage(ax, cov):
-    labels = [f"({r['d']},{r['n']},{r['depth']})" for r in cov]
+    """ReLU: the share of Gaussian draws certified by rank, per size, with a 95% lower bound."""
     x = np.arange(len(cov))
-    share = [r["certified_by_rank"] / r["draws"] for r in cov]
-    ax.bar(x - 0.2, share, 0.4, color=reproduce.PALETTE[0], label="certified by rank (rank > b)")
-    ax.bar(x + 0.2, [r["at_maximum"] / r["draws"] for r in cov], 0.4, color=reproduce.PALETTE[1],
+    ax.bar(x - 0.2, [r["certified_by_rank"] / r["draws"] for r in cov], 0.4, color=figstyle.PALETTE[0],
+           label="certified by rank (rank > b)")
+    ax.bar(x + 0.2, [r["at_maximum"] / r["draws"] for r in cov], 0.4, color=figstyle.PALETTE[1],
            label="rank = maximum 2Lnd − nL")
-    ax.scatter(x - 0.2, [r["lower95"] for r in cov], color="k", marker="_", s=200, zorder=3,
+    ax.scatter(x - 0.2, [r["lower95"] for r in cov], color="k", marker="_", s=60, zorder=3,
                label="95% lower bound (Clopper–Pearson)")
-    ax.set_xticks(x, labels)
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("ReLU (d, n, L)")
+    ax.set_xticks(x, [f"{r['d']},{r['n']},{r['depth']}" for r in cov])
+    ax.set_ylim(0, 1.45)
+    ax.set_yticks([0, 0.25, 0.5, 0.75, 1])
+    ax.set_xlabel("ReLU size d, n, L")
     ax.set_ylabel("share of Gaussian draws")
-    ax.set_title(f"ReLU: Gaussian weights in the certified open set\n{cov[0]['draws']} draws per size")
-    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title(f"(f) ReLU: Gaussian draws in the certified open set\n{cov[0]['draws']} draws per size")
+    ax.legend(loc="upper center", ncol=1)
+
+
+def figure(results):
+    """The depth figure from a record's ``results`` (:func:`run`'s return, as saved): (a) the grid's
+    exact ranks against the free bound, (b, c) the atlas, (d) the perturbation ladder, (e) the
+    search at depth, (f) ReLU coverage; 7 in wide in the project style."""
+    cal = results["calibration"]
+    with figstyle.context():
+        fig, axes = figstyle.subplots(3, 2, width=figstyle.DOUBLE, height=8.4)
+        _plot_grid(axes[0, 0], results["table"])
+        _plot_atlas(axes[0, 1], axes[1, 0], results.get("atlas"))
+        _plot_ladder(axes[1, 1], cal, np.asarray(results["eps"], float), results.get("fit"),
+                     results["ladder_slope"] if results["ladder_slope"] is not None else float("nan"))
+        _plot_search(axes[2, 0], cal)
+        _plot_coverage(axes[2, 1], results["coverage"])
+    return fig
 
 
 def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
@@ -380,6 +414,18 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
     return claims
 
 
+ATLAS_FIELDS = ("activation", "d", "n", "depth", "params", "status", "method", "rank", "free_bound", "seconds")
+
+
+def _atlas_summary(atlas):
+    """What the record keeps of the atlas benchmark's record: its rows (the fields the figure
+    draws), fits, budget and largest ``d``; ``None`` without an atlas."""
+    if atlas is None:
+        return None
+    return {"rows": [{k: r[k] for k in ATLAS_FIELDS} for r in atlas["rows"]], "fits": atlas["fits"],
+            "budget_seconds": atlas["budget_seconds"], "max_d": atlas["max_d"]}
+
+
 def run(config, out, seed):
     key = jax.random.key(seed)
     rows = table(config, jax.random.fold_in(key, 0))
@@ -392,19 +438,14 @@ def run(config, out, seed):
     floor = 1e3 * cal["tol"]  # losses this small are at the search's resolution
     slope, used = _slope(eps, cal["ladder_local"], floor)
 
-    fig, axes = reproduce.subplots(2, 3, figsize=(17, 9.5))
-    _plot_grid(axes[0, 0], rows, config)
-    _plot_atlas(axes[0, 1], axes[0, 2], atlas)
-    _plot_calibration(axes[1, 0], axes[1, 1], cal, cfg, eps, floor, slope)
-    _plot_coverage(axes[1, 2], cov)
-    fig.tight_layout()
-    figure = reproduce.save_figure(fig, out, NAME)
+    results = {"table": rows, "near_identity": near, "coverage": cov, "atlas": _atlas_summary(atlas),
+               "calibration": {k: np.asarray(v) for k, v in cal.items()}, "eps": eps, "ladder_slope": slope,
+               "fit": {k: cfg[k] for k in ("d", "n", "depth", "draws", "restarts")}}
+    name = plotting.save_figure(figure(io.to_jsonable(results)), out, NAME)
     if atlas is not None:
         (Path(out) / f"{NAME}.atlas.md").write_text(atlas_markdown(atlas))
-    return {"table": rows, "near_identity": near, "coverage": cov, "atlas": None if atlas is None else
-            {"rows": len(atlas["rows"]), "fits": atlas["fits"], "budget_seconds": atlas["budget_seconds"]},
-            "calibration": {k: np.asarray(v) for k, v in cal.items()}, "eps": eps, "ladder_slope": slope,
-            "claims": _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure)}
+    results["claims"] = _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, name)
+    return results
 
 
 DOCS_INTRO = """# Results: depth

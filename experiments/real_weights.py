@@ -23,7 +23,7 @@ import time
 import jax
 import numpy as np
 
-from absorbjax import condition, models, reproduce, weights
+from absorbjax import condition, figstyle, io, models, plotting, reproduce, weights
 
 NAME = "real_weights"
 TITLE = "Real checkpoints: trained MLP blocks vs Gaussian and initialised blocks"
@@ -88,38 +88,59 @@ def _checked(result, U, D):
             "seconds": result.seconds, **_structure(U, D, S)}
 
 
-def _figure(out, layers, trained, gaussian, init, first):
-    """Distances per layer (trained, Gaussian, initialised) and the layer's unit self-alignment."""
-    fig, axes = reproduce.subplots(1, 2, figsize=(12, 4.4))
-    ax = axes[0]
-    x = np.asarray(layers)
-    for label, rows, color, dx in (("trained (MiniLM-L6)", {k: [v] for k, v in trained.items()}, reproduce.PALETTE[0], 0),
-                                   ("Gaussian, matched shape and norms", gaussian, reproduce.PALETTE[1], 0.12),
-                                   ("BERT init (std 0.02)", init, reproduce.PALETTE[2], -0.12)):
+POPULATIONS = (("trained", "trained (MiniLM-L6)", 0.0), ("gaussian", "Gaussian, matched shape and norms", 0.2),
+               ("init", "BERT init (std 0.02)", -0.2))
+
+
+def _plot_distances(ax, results, layers):
+    """Per layer and population: the attained distance (marker) and a bar down to the certified lower
+    bound (over the population's draws: the smallest lower, the largest attained)."""
+    for (key, label, dx), color, mk in zip(POPULATIONS, figstyle.PALETTE, "osD"):
+        rows = {k: v if isinstance(v, list) else [v] for k, v in results[key].items()}
         lo = np.array([min(r["lower"] for r in rows[k]) for k in layers])
         up = np.array([max(r["upper"] for r in rows[k]) for k in layers])
-        ax.vlines(x + dx, lo, up, color=color, lw=3)
-        ax.plot(x + dx, lo, "v", color=color, ms=5)
-        ax.plot(x + dx, up, "^", color=color, ms=5, label=label)
-    ax.set_xticks(layers)
+        ax.errorbar(np.arange(len(layers)) + dx, up, yerr=[up - lo, np.zeros_like(up)], fmt=mk, ms=3.5,
+                    color=color, elinewidth=1.2, capsize=2, label=label)
+    ax.axhline(1.0, color="0.6", lw=0.6, ls=":")
+    ax.set_xticks(range(len(layers)), layers)
     ax.set_xlabel("layer")
     ax.set_ylabel("min_S ‖W_down[:,S] W_up[S,:] + I‖_F / √d")
-    ax.set_title("distance per layer: ▼ certified lower, ▲ attained", fontsize=10)
-    ax.axhline(1.0, color="0.6", lw=0.8, ls=":")
-    ax.legend(fontsize=8, loc="lower right")
-    ax = axes[1]
-    k0 = layers[0]
-    U0, D0, Ug, Dg = first
-    a, ag = np.einsum("ki,ik->i", D0, U0), np.einsum("ki,ik->i", Dg, Ug)
-    bins = np.linspace(min(a.min(), ag.min()), max(a.max(), ag.max()), 60)
-    ax.hist(ag, bins=bins, color=reproduce.PALETTE[1], alpha=0.6, label="Gaussian, matched")
-    ax.hist(a, bins=bins, color=reproduce.PALETTE[0], alpha=0.6, label=f"trained, layer {k0}")
-    ax.set_xlabel("a_i = ⟨W_down[:,i], W_up[i,:]⟩ (unit i's share of tr W_down W_up)")
-    ax.set_ylabel("units")
-    ax.set_title(f"unit self-alignment, layer {k0} (−I needs Σ_S a_i = −{U0.shape[1]})", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.suptitle("Trained BERT MLPs sit closer to absorbing their skip than random blocks (measured)", y=1.03)
-    return reproduce.save_figure(fig, out, NAME)
+    ax.set_title("distance per layer: marker attained (best S),\nbar down to the certified lower bound")
+    ax.legend(loc="lower right")
+
+
+def _plot_alignment(ax, results, layers):
+    """Per layer: the fraction of units with ``a_i < 0`` (trained, Gaussian), of the best S's units
+    with ``a_i < 0`` (trained), and of the eigenvalues of ``W_down W_up`` with negative real part."""
+    x = np.arange(len(layers))
+    trained = [results["trained"][k] for k in layers]
+    gauss = [np.mean([r["frac_units_a_negative"] for r in results["gaussian"][k]]) for k in layers]
+    series = (([r.get("frac_S_a_negative", np.nan) for r in trained], "trained: units of the best S, a_i < 0", "s",
+               figstyle.PALETTE[3]),
+              ([r["frac_units_a_negative"] for r in trained], "trained: all units, a_i < 0", "o", figstyle.PALETTE[0]),
+              (gauss, "Gaussian, matched: all units, a_i < 0", "o", figstyle.PALETTE[1]),
+              ([r["frac_eig_re_negative"] for r in trained], "trained: eigenvalues, Re λ(W_down W_up) < 0", "^",
+               figstyle.PALETTE[7]))
+    for values, label, mk, color in series:
+        ax.plot(x, np.asarray(values, float), mk + "-", ms=3.5, lw=0.8, color=color, label=label)
+    ax.axhline(0.5, color="0.6", lw=0.6, ls=":")
+    ax.set_xticks(x, layers)
+    ax.set_ylim(0, 1.04)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("fraction of units / eigenvalues")
+    ax.set_title("unit self-alignment a_i = ⟨W_down[:,i], W_up[i,:]⟩\n(−I needs Σ_S a_i = −d)")
+    ax.legend(loc="lower left")
+
+
+def figure(results):
+    """The figure from a record's ``results`` (:func:`run`'s return, as saved): the distance of each
+    MiniLM layer beside Gaussian and initialised blocks, and the anti-alignment behind it; 7 in wide."""
+    layers = list(results["trained"])
+    with figstyle.context():
+        fig, (left, right) = figstyle.subplots(1, 2, width=figstyle.DOUBLE, height=3.0)
+        _plot_distances(left, results, layers)
+        _plot_alignment(right, results, layers)
+    return fig
 
 
 def run(config, out, seed):
@@ -135,8 +156,6 @@ def run(config, out, seed):
         gaussian[layer], init[layer] = [], []
         for i in range(config["gaussian"]):
             Ug, Dg = _gaussian(jax.random.fold_in(key, 1000 * layer + i), U, D)
-            if layer == config["layers"][0] and i == 0:
-                first = (U, D, Ug, Dg)
             gaussian[layer].append(_row(*_distance(Ug, Dg), Ug, Dg))
         for i in range(config["init"]):
             ku, kd = jax.random.split(jax.random.fold_in(key, 1000 * layer + 500 + i))
@@ -151,7 +170,9 @@ def run(config, out, seed):
     smol_seconds = time.perf_counter() - start
 
     layers = config["layers"]
-    figure = _figure(out, layers, trained, gaussian, init, first)
+    results = {"minilm": str(minilm), "smollm2": str(smollm2), "trained": trained, "gaussian": gaussian,
+               "init": init, "smollm2_layers": smol}
+    figure_name = plotting.save_figure(figure(io.to_jsonable(results)), out, NAME)
 
     t_up = {k: trained[k]["upper"] for k in layers}
     g_lo = {k: min(r["lower"] for r in gaussian[k]) for k in layers}
@@ -168,7 +189,7 @@ def run(config, out, seed):
             f"attained {fmt(t_up.values())} (lower/upper {fmt(ratios)}); status with the hidden "
             f"biases: {sorted({trained[k]['status'] for k in layers})}",
             holds=all(trained[k]["lower"] > 0 for k in layers),
-            criterion="certified lower bound > 0 in every layer", figure=figure),
+            criterion="certified lower bound > 0 in every layer", figure=figure_name),
         reproduce.Claim(
             "trained MiniLM layers are closer to absorbing than Gaussian blocks of matched shape and norms",
             f"trained attained {fmt(t_up.values())} vs Gaussian certified lower {fmt(g_lo.values())} "
@@ -177,11 +198,11 @@ def run(config, out, seed):
             holds=len(certified_closer) == len(layers),
             criterion="in every layer the trained block's attained distance is below every Gaussian draw's "
                       "certified lower bound (a certified separation)",
-            figure=figure),
+            figure=figure_name),
         reproduce.Claim(
             "at BERT initialisation (std 0.02) a block is as far as the zero map",
             f"smallest certified lower bound over {sum(len(v) for v in init.values())} initialised blocks: {i_lo:.6f}",
-            holds=i_lo > 0.99, criterion="every certified lower bound above 0.99", figure=figure),
+            holds=i_lo > 0.99, criterion="every certified lower bound above 0.99", figure=figure_name),
         reproduce.Claim(
             "measured: the best S found is made of anti-aligned units (a_i = ⟨W_down[:,i], W_up[i,:]⟩ < 0)",
             f"fraction of S with a_i < 0 per layer: {fmt(fr_s)}; fraction of all units with a_i < 0: "
@@ -192,16 +213,15 @@ def run(config, out, seed):
             f"negative real part: {fmt(trained[k]['frac_eig_re_negative'] for k in layers)}",
             holds=all(f >= 0.9 for f in fr_s),
             criterion="at least 90% of the units in each layer's best S have a_i < 0 (an observation, "
-                      "not a theorem)", figure=figure),
+                      "not a theorem)", figure=figure_name),
         reproduce.Claim(
             "SmolLM2 (SwiGLU): every layer never absorbs by Prop 6, decided without reading a weight",
             f"{sum(r['status'] == 'not_absorbable' for r in smol)} of {len(smol)} layers not_absorbable "
             f"(d = {smol[0]['d']}, n = {smol[0]['n']}, {smol[0]['dtype']}), {smol_seconds:.2f} s for the file",
             holds=len(smol) > 0 and all(r["status"] == "not_absorbable" for r in smol),
-            criterion="every layer not_absorbable", figure=figure),
+            criterion="every layer not_absorbable", figure=figure_name),
     ]
-    return {"minilm": str(minilm), "smollm2": str(smollm2), "trained": trained, "gaussian": gaussian,
-            "init": init, "smollm2_layers": smol, "claims": claims}
+    return {**results, "claims": claims}
 
 
 if __name__ == "__main__":

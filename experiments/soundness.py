@@ -30,7 +30,7 @@ import sys
 
 import numpy as np
 
-from absorbjax import condition, reproduce, testing
+from absorbjax import condition, figstyle, io, plotting, reproduce, testing
 
 NAME = "soundness"
 TITLE = "Certificates on adversarial weights (soundness)"
@@ -40,11 +40,6 @@ PRESETS = {
     "full": {"per_family": 1000},
 }
 OUTCOMES = ("absorbable", "not_absorbable", "degenerate", "undecided", "refused", "wrong")
-
-
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
@@ -81,23 +76,37 @@ def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
             "seconds": sum(r["seconds"] for r in rows)}
 
 
+COLORS = dict(zip(OUTCOMES, (figstyle.PALETTE[2], figstyle.PALETTE[0], figstyle.PALETTE[4], figstyle.PALETTE[5],
+                             figstyle.PALETTE[3], figstyle.PALETTE[1])))
+
+
+def figure(results):
+    """The soundness figure from a record's ``results`` (:func:`run`'s return, as saved): the
+    outcome of every instance per family, stacked; wrong answers in red. 7 in wide."""
+    families = results["families"]
+    names = list(families)
+    left = np.zeros(len(names))
+    per = sorted({len(r["rows"]) for r in families.values()})
+    with figstyle.context():
+        fig, ax = figstyle.subplots(width=figstyle.DOUBLE, height=0.9 + 0.17 * len(names))
+        for outcome in OUTCOMES:
+            widths = np.array([families[f]["counts"][outcome] for f in names], float)
+            ax.barh(names, widths, left=left, height=0.75, color=COLORS[outcome], label=outcome)
+            left += widths
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(left))
+        ax.set_xlabel(f"instances ({', '.join(map(str, per))} per family)")
+        fig.suptitle("Certificates on adversarial weights, judged in exact arithmetic (red: wrong answers)")
+        fig.legend(loc="outside lower center", ncol=len(OUTCOMES))
+    return fig
+
+
 def run(config, out, seed):
     results = {family: audit(family, config["per_family"], seed) for family in testing.FAMILIES}
 
-    fig, ax = reproduce.subplots(figsize=(10, 4.2))
-    names = list(results)
-    left = np.zeros(len(names))
-    colors = dict(zip(OUTCOMES, (reproduce.PALETTE[2], reproduce.PALETTE[0], reproduce.PALETTE[4],
-                                 reproduce.PALETTE[5], reproduce.PALETTE[3], reproduce.PALETTE[1])))
-    for outcome in OUTCOMES:
-        widths = np.array([results[f]["counts"][outcome] for f in names], float)
-        ax.barh(names, widths, left=left, color=colors[outcome], label=outcome)
-        left += widths
-    ax.invert_yaxis()
-    ax.set_xlabel(f"instances ({config['per_family']} per family)")
-    ax.set_title("Certificates on adversarial weights, judged independently (red: wrong answers)")
-    ax.legend(fontsize=8, ncol=5, loc="lower center", bbox_to_anchor=(0.5, -0.32))
-    figure = reproduce.save_figure(fig, out, NAME)
+    record = {"families": {f: {"counts": r["counts"], "max_seconds": r["max_seconds"], "rows": r["rows"]}
+                           for f, r in results.items()}}
+    figure_name = plotting.save_figure(figure(io.to_jsonable(record)), out, NAME)
 
     total = sum(sum(r["counts"][o] for o in OUTCOMES) for r in results.values())
     wrong = sum(r["counts"]["wrong"] for r in results.values())
@@ -116,10 +125,9 @@ def run(config, out, seed):
             "in exact rational arithmetic",
             f"{wrong} wrong ({crashes} crashes) of {total} ({undecided} undecided); {table}; first wrong: {first_wrong}",
             holds=wrong == 0, criterion="zero wrong answers and crashes; undecided and one-line refusals allowed, counted",
-            figure=figure),
+            figure=figure_name),
     ]
-    return {"families": {f: {"counts": r["counts"], "max_seconds": r["max_seconds"], "rows": r["rows"]}
-                         for f, r in results.items()}, "claims": claims}
+    return {**record, "claims": claims}
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 import jax
 import numpy as np
 
-from absorbjax import condition, fit, models, reproduce
+from absorbjax import condition, figstyle, fit, io, models, plotting, reproduce
 
 NAME = "width"
 TITLE = "Beyond the paper: minimal extra width"
@@ -30,6 +30,7 @@ PRESETS = {
              "search_sizes": [[2, 4], [3, 6], [4, 8]], "search_draws": 32, "offsets": [-1, 0], "restarts": None,
              "steps": None},
 }
+COLORS = dict(zip(range(2, 10), figstyle.PALETTE))  # one colour per d = 2 … 9
 SOLVED = 1e-20
 MAX_ERROR = 1e-12
 
@@ -81,33 +82,64 @@ def _searches(key, config, gauss):
     return search
 
 
-def _figure(out, config, rows, search):
-    """Fraction absorbable at width n + k, one panel per distribution; the search beside."""
-    dists, ds = config["dists"], config["ds"]
-    fig, axes = reproduce.subplots(1, len(dists) + 1, figsize=(3.6 * (len(dists) + 1), 3.4), squeeze=False)
-    for ax, dist in zip(axes[0], dists):
-        for d, color in zip(ds, reproduce.PALETTE * 2):
-            ks = np.array([r["k"] if r["k"] is not None else np.inf for r in rows[(dist, d)]], float)
-            kk = np.arange(0, d + 1)
-            ax.plot(kk / d, [(ks <= k).mean() for k in kk], "o-", ms=3, color=color, label=f"d={d}")
-        ax.set_title(f"{dist}: {config['draws']} draws per d, n = 2d")
-        ax.set_xlabel("extra width k / d")
-        ax.set_ylabel("fraction absorbable at width n + k")
-        ax.set_ylim(-0.03, 1.03)
-        ax.legend(fontsize=6, ncol=2)
-    ax = axes[0, -1]
+def _plot_fraction(ax, title, by_d):
+    """Fraction of draws absorbable at width ``n + k`` against ``k / d``, one line per ``d``
+    (``by_d``: ``{d: rows of decide}``; a draw without a certified ``k*`` never counts)."""
+    for d, rows in by_d.items():
+        ks = np.array([r["k"] if r["k"] is not None else np.inf for r in rows], float)
+        kk = np.arange(0, d + 1)
+        ax.plot(kk / d, [(ks <= k).mean() for k in kk], "o-", ms=2.5, lw=1, color=COLORS[d], label=f"d = {d}")
+    ax.set_title(title)
+    ax.set_ylim(-0.03, 1.03)
+
+
+def _plot_search(ax, search, threshold):
+    """Best loss of the random-init search at widths n + k* − 1 and n + k*, one column per setting."""
     floor = 1e-32
-    for j, ((d, n, offset), r) in enumerate(search.items()):
-        loss = np.log10(np.maximum(r["best_loss"], floor))
-        ax.scatter(np.full(loss.size, j) + np.linspace(-0.2, 0.2, loss.size), loss, s=10,
-                   color=reproduce.PALETTE[1 if offset else 2])
-    ax.set_xticks(range(len(search)), [f"d={d},n={n}\nw=n+{r['width'] - n}" for (d, n, _), r in search.items()],
-                  fontsize=6)
-    ax.axhline(np.log10(SOLVED), color="k", lw=0.8, ls="--")
-    ax.set_ylabel("log10 best search loss (floored at 1e-32)")
-    ax.set_title("search: n + k* − 1 (orange), n + k* (green)", fontsize=9)
-    fig.tight_layout()
-    return reproduce.save_figure(fig, out, NAME)
+    for j, r in enumerate(search):
+        loss = np.log10(np.maximum(np.asarray(r["best_loss"], float), floor))
+        below = r["offset"] < 0
+        ax.scatter(np.full(loss.size, j) + np.linspace(-0.2, 0.2, loss.size), loss, s=8,
+                   color=figstyle.PALETTE[1 if below else 2], label="width n + k* − 1" if below else "width n + k*")
+    ax.set_xticks(range(len(search)), [f"{r['d']},{r['n']}\nn+{r['width'] - r['n']}" for r in search])
+    ax.set_xlim(-0.5, len(search) - 0.5)
+    ax.set_ylim(-34, 1)
+    ax.set_xlabel("d, n (top); search width (bottom)")
+    ax.axhline(np.log10(threshold), color="k", lw=0.8, ls="--", label="solved")
+    ax.set_ylabel("log10 best search loss")
+    ax.set_title("random-init search (floor 1e-32)")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    ax.legend(unique.values(), unique.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.74))
+
+
+def figure(results):
+    """The width figure from a record's ``results`` (:func:`run`'s return, as saved): the fraction
+    of blocks absorbable at width ``n + k`` per distribution and with a skip ``A`` (Lemma 4), and
+    the search beside; 7 in wide in the project style, one legend for ``d`` below."""
+    by_dist = {}
+    for row in results["decisions"]:
+        by_dist.setdefault(row["dist"], {})[row["d"]] = row["rows"]
+    panels = [(dist, by_d) for dist, by_d in by_dist.items()]
+    if results["skip"]:
+        panels.append(("gaussian, skip A (Lemma 4)", {row["d"]: row["rows"] for row in results["skip"]}))
+    cols = 3
+    rows = -(-(len(panels) + 1) // cols)
+    with figstyle.context():
+        fig, axes = figstyle.subplots(rows, cols, width=figstyle.DOUBLE, height=2.2 * rows + 0.4, squeeze=False)
+        for ax, (title, by_d) in zip(axes.flat, panels):
+            draws = len(next(iter(by_d.values())))
+            _plot_fraction(ax, f"{title}\n{draws} draws per d", by_d)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("fraction absorbable\nat width n + k")
+        for ax in axes.flat[: len(panels)]:
+            ax.set_xlabel("extra width k / d (n = 2d)")
+        _plot_search(axes.flat[len(panels)], results["search"], results["solved_threshold"])
+        for ax in axes.flat[len(panels) + 1 :]:
+            ax.set_visible(False)
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=len(labels))
+    return fig
 
 
 def run(config, out, seed):
@@ -136,11 +168,21 @@ def run(config, out, seed):
                 for act in RAY for d in config["ds"][:2]}
 
     search = _searches(key, config, gauss)
+    results = {
+        "decisions": [{"dist": dist, "d": d, "n": 2 * d, "rows": rs} for (dist, d), rs in rows.items()],
+        "skip": [{"d": d, "rows": rs} for d, rs in skip_rows.items()],
+        "search": [{"d": d, "n": n, "offset": off, **r} for (d, n, off), r in search.items()],
+        "solved_threshold": SOLVED,
+    }
+    name = plotting.save_figure(figure(io.to_jsonable(results)), out, NAME)
+    results["claims"] = claims(config, rows, skip_rows, ray_rows, search, name)
+    return results
 
-    figure = _figure(out, config, rows, search)
+
+def claims(config, rows, skip_rows, ray_rows, search, figure_name):
+    """The claims, judged from the numbers: ``rows[(dist, d)]``, ``skip_rows[d]``, ``ray_rows[(act,
+    d)]`` (lists of :func:`decide` rows), ``search[(d, n, offset)]`` (:func:`_searches`)."""
     dists, ds = config["dists"], config["ds"]
-
-    # Claims, judged from the numbers.
     every = [r for rs in rows.values() for r in rs] + [r for rs in skip_rows.values() for r in rs]
     gauss = [(d, r) for (dist, d), rs in rows.items() if dist == "gaussian" for r in rs]
     g_ok = sum(r["status"] == "certified" and r["k"] == d for d, r in gauss)
@@ -163,48 +205,41 @@ def run(config, out, seed):
                          for (d, n, off), r in search.items() if off == 0) or "not run at this preset"
     ray_ok = sum(r["status"] == "certified" and r["k"] == d for (act, d), rs in ray_rows.items() for r in rs)
     ray_total = sum(len(rs) for rs in ray_rows.values())
-    claims = [
+    return [
         reproduce.Claim(
             "Gaussian blocks need exactly d extra hidden units (k* = d), certified for every draw",
             f"{g_ok}/{len(gauss)} draws certified k* = d (d = {ds[0]}…{ds[-1]}, n = 2d, {config['draws']} per d)",
-            holds=g_ok == len(gauss), criterion="every draw certified with k* = d", figure=figure),
+            holds=g_ok == len(gauss), criterion="every draw certified with k* = d", figure=figure_name),
         reproduce.Claim(
             "quantised blocks: k* decided exactly (integer arithmetic) for every draw",
             f"{q_ok}/{q_total} certified exactly; k* values per d: {spread}",
-            holds=q_ok == q_total, criterion="every quantised draw certified in exact arithmetic", figure=figure),
+            holds=q_ok == q_total, criterion="every quantised draw certified in exact arithmetic", figure=figure_name),
         reproduce.Claim(
             "with a random invertible skip A (Lemma 4) Gaussian blocks also need k* = d",
             f"{skip_ok}/{skip_total} draws certified k* = d",
-            holds=skip_ok == skip_total, criterion="every draw certified with k* = d", figure=figure),
+            holds=skip_ok == skip_total, criterion="every draw certified with k* = d", figure=figure_name),
         reproduce.Claim(
             "gelu_tanh, silu, softplus Gaussian blocks: k* = d, the ReLU lower bound (ray limit, proved beyond "
             "the paper) met by the construction",
             f"{ray_ok}/{ray_total} draws certified k* = d (d = {', '.join(map(str, ds[:2]))})",
-            holds=ray_ok == ray_total, criterion="every draw certified with k* = d", figure=figure),
+            holds=ray_ok == ray_total, criterion="every draw certified with k* = d", figure=figure_name),
         reproduce.Claim(
             "the constructed absorbers of width n + k* reproduce the block (float64)",
             f"largest relative error {worst:.2g} over {len(every)} blocks",
             holds=worst <= MAX_ERROR, criterion=f"every error <= {MAX_ERROR:g} (relative to the skip's output ‖A x‖)",
-            figure=figure),
+            figure=figure_name),
         reproduce.Claim(
             "a random-init search at width n + k* − 1 never finds an exact absorber (no contradiction)",
             f"{below_solved}/{sum(r['solved'].size for r in below)} solved; smallest loss {below_min:.2g}",
             holds=below_solved == 0 and below_min > SOLVED,
-            criterion=f"no draw with loss <= {SOLVED:g}", figure=figure),
+            criterion=f"no draw with loss <= {SOLVED:g}", figure=figure_name),
         reproduce.Claim(
             "at width n + k* the same search finds an exact absorber in most draws",
             f"{at_solved}/{at_total} ({per_size})",
             holds=at_solved >= 0.5 * at_total if at_total >= 8 else None,
             criterion="at least half solved" if at_total >= 8 else f"not judged: {at_total} draws are too few for a rate",
-            figure=figure),
+            figure=figure_name),
     ]
-    return {
-        "decisions": [{"dist": dist, "d": d, "n": 2 * d, "rows": rs} for (dist, d), rs in rows.items()],
-        "skip": [{"d": d, "rows": rs} for d, rs in skip_rows.items()],
-        "search": [{"d": d, "n": n, "offset": off, **r} for (d, n, off), r in search.items()],
-        "solved_threshold": SOLVED,
-        "claims": claims,
-    }
 
 
 if __name__ == "__main__":

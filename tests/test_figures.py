@@ -73,11 +73,119 @@ def _committed(name):
     return json.loads(path.read_text())["results"]
 
 
+# part B: depth, real_weights, soundness, training, width (small records built by hand)
+
+
+def depth_results(atlas=True):
+    """A record's ``results`` for ``experiments/depth.py``: a 4-size grid, 2 coverage sizes, a ladder."""
+    table = [{"activation": act, "d": d, "n": w * d, "depth": 2, "status": "certified_disjoint", "method": "rank",
+              "rank": 4 * w * d * d - (w * d * 2 if act == "relu" else 0) - 1, "maximum": 4 * w * d * d,
+              "free_bound": 4 * w * d * d - d * d - (2 * w * d if act == "relu" else 0), "params": 4 * w * d * d}
+             for act in ("relu", "gelu") for d in (2, 4) for w in (1, 2)]
+    coverage = [{"d": d, "n": n, "depth": 2, "draws": 8, "certified_by_rank": 8, "at_maximum": 7, "lower95": 0.69,
+                 "min_rank": 10, "maximum": 12, "free_bound": 8} for d, n in ((2, 2), (2, 4))]
+    eps = [1e-1, 1e-2, 1e-3, 1e-4]
+    cal = {"absorbable": [1e-30, 1e-5, None], "absorbable_solved": [True, False, False],
+           "absorbable_norm_ratio": [1.0, 2.0, 3.0], "ladder_local": [[e * e, 2 * e * e, e * e] for e in eps],
+           "ladder_random": [[1e-4, 1e-5, 1e-3] for _ in eps], "generic": [1e-4, 2e-4, 3e-4],
+           "generic_norm_ratio": [1.0, 1.0, 1.0], "tol": 1e-20}
+    rows = [{"activation": act, "d": d, "n": d * w, "depth": L, "params": 2 * L * d * d * w,
+             "status": "certified_disjoint", "method": "rank", "rank": 2 * L * d * d * w,
+             "free_bound": 2 * L * d * d * w - (L - 1) * d * d, "seconds": 0.001 * L * d * d * w}
+            for act in ("gelu", "relu") for d in (2, 4, 8) for w in (1, 2) for L in (1, 2, 3)]
+    fits = {act: {"a": 1e-5, "k": 2.0, "sizes": 18, "skipped": 0, "largest": rows[-1]} for act in ("gelu", "relu")}
+    return {"table": table, "near_identity": [], "coverage": coverage, "calibration": cal, "eps": eps,
+            "ladder_slope": 2.01, "fit": {"d": 2, "n": 4, "depth": 2, "draws": 3, "restarts": 4},
+            "atlas": {"rows": rows, "fits": fits, "budget_seconds": 60.0, "max_d": 8} if atlas else None}
+
+
+def _distance_row(lower, upper, frac):
+    return {"lower": lower, "upper": upper, "ratio": lower / upper, "S_size": 10, "status": "not_absorbable",
+            "method": "local", "seconds": 1.0, "trace_over_d": -0.5, "frac_units_a_negative": frac,
+            "frac_eig_re_negative": frac + 0.05, "mean_eig_re": -0.5, "eig_re_quantiles": [-1, -0.5, 0, 0.5, 1]}
+
+
+def real_weights_results():
+    """A record's ``results`` for ``experiments/real_weights.py``: three layers (JSON keys are strings)."""
+    trained = {str(k): dict(_distance_row(0.6 + 0.1 * k, 0.75 + 0.1 * k, 0.65), frac_S_a_negative=0.98)
+               for k in range(3)}
+    gaussian = {str(k): [_distance_row(0.997, 1.0, 0.5), _distance_row(0.996, 1.0, 0.51)] for k in range(3)}
+    init = {str(k): [_distance_row(0.998, 0.999, 0.5)] for k in range(3)}
+    smol = [{"layer": 0, "d": 576, "n": 1536, "activation": "swiglu", "dtype": "Q4_1", "status": "not_absorbable"}]
+    return {"minilm": "x", "smollm2": "y", "trained": trained, "gaussian": gaussian, "init": init,
+            "smollm2_layers": smol}
+
+
+def soundness_results():
+    """A record's ``results`` for ``experiments/soundness.py``: three families, one with a wrong answer."""
+    def family(absorbable, undecided, wrong):
+        rest = 10 - absorbable - undecided - wrong
+        counts = {"absorbable": absorbable, "not_absorbable": rest, "degenerate": 0, "undecided": undecided,
+                  "refused": 0, "wrong": wrong, "crashes": 0, "rounding_yes": 0}
+        return {"counts": counts, "max_seconds": 0.1, "rows": [{"note": "x", "status": "absorbable"}] * 10}
+
+    return {"families": {"float16 / bfloat16 storage": family(5, 0, 0),
+                         "d = 2, n = 25…80, large planted S, magnitudes 10^U(−2.5,2.5)": family(3, 2, 0),
+                         "near misses ε = 1e-6 … 1e-14": family(0, 1, 1)}}
+
+
+def _training_setting(depth, runs, steps=(0, 10, 20)):
+    """One setting's compact record: ``runs`` dicts, ``depth`` blocks, every field ``(C, R, L)``."""
+    C, R = len(steps), len(runs)
+    up = [[[0.95 + 0.01 * c + 0.001 * b for b in range(depth)] for _ in range(R)] for c in range(C)]
+    eig = [[{"real": [-1.0, 0.5, 1.5], "imag": [0.0, 0.2, -0.2]} for _ in range(depth)] for _ in range(R)]
+    return {"steps": list(steps), "runs": runs, "lower": up, "upper": up, "final_eigenvalues": eig,
+            "norm_matched": [[0.97] * depth for _ in range(R)], "loss": [[0.5 / (c + 1)] * R for c in range(C - 1)],
+            "test_accuracy": [[0.1 + 0.4 * c] * R for c in range(C)], "statuses": {"not_absorbable": C * R * depth}}
+
+
+def training_results():
+    """A record's ``results`` for ``experiments/training.py``: 2 activations × 2 sizes, a 2-activation teacher."""
+    runs = [{"decay": w, "seed": s} for w in (0.0, 0.1) for s in range(2)]
+    digits = {f"{act} n={n} L={L} {kind}": _training_setting(L, runs)
+              for act in ("relu", "gelu") for n, L in ((8, 1), (16, 2)) for kind in ("residual", "free")}
+    truns = [{"task": t, "decay": w, "seed": s} for t in ("cancel", "keep") for w in (0.0, 0.1) for s in range(2)]
+    teacher = {act: dict(_training_setting(1, truns), width=7) for act in ("relu", "gelu")}
+    for rec in teacher.values():
+        del rec["test_accuracy"]
+    return {"digits": digits, "teacher": teacher}
+
+
+def width_results():
+    """A record's ``results`` for ``experiments/width.py``: 2 distributions × d = 2, 3, a skip, the search."""
+    def rows(d, ks):
+        return [{"status": "certified", "k": k, "lower": k, "upper": k, "error": 1e-16, "exact": False, "atoms": d,
+                 "seconds": 0.01} for k in ks]
+
+    decisions = [{"dist": dist, "d": d, "n": 2 * d, "rows": rows(d, [d, d - 1 if dist == "ternary" else d, None])}
+                 for dist in ("gaussian", "ternary") for d in (2, 3)]
+    search = [{"d": 2, "n": 4, "offset": off, "k": 2, "width": 6 + off, "best_loss": [1e-6, 2e-7 if off else 1e-32],
+               "solved": [False, not off], "restarts": 4} for off in (-1, 0)]
+    return {"decisions": decisions, "skip": [{"d": d, "rows": rows(d, [d, d])} for d in (2, 3)], "search": search,
+            "solved_threshold": 1e-20}
+
+
+def _figure_of(name, results):
+    return _experiment(name).figure(results)
+
+
 FIGURES = [
     ("trained_blocks", lambda: _trained_blocks_figure(trained_blocks_results())),
     ("trained_blocks, committed record", lambda: _trained_blocks_figure(_committed("trained_blocks"))),
     ("check --plot, 6 layers", lambda: _check_plot_figure(6)),
     ("check --plot, 24 layers", lambda: _check_plot_figure(24)),
+    # part B
+    ("depth", lambda: _figure_of("depth", depth_results())),
+    ("depth, no atlas", lambda: _figure_of("depth", depth_results(atlas=False))),
+    ("depth, committed record", lambda: _figure_of("depth", _committed("depth"))),
+    ("real_weights", lambda: _figure_of("real_weights", real_weights_results())),
+    ("real_weights, committed record", lambda: _figure_of("real_weights", _committed("real_weights"))),
+    ("soundness", lambda: _figure_of("soundness", soundness_results())),
+    ("soundness, committed record", lambda: _figure_of("soundness", _committed("soundness"))),
+    ("training", lambda: _figure_of("training", training_results())),
+    ("training, committed record", lambda: _figure_of("training", _committed("training"))),
+    ("width", lambda: _figure_of("width", width_results())),
+    ("width, committed record", lambda: _figure_of("width", _committed("width"))),
 ]
 
 
