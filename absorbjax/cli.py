@@ -31,6 +31,8 @@ def _reproduce(args) -> int:
                   f"known: {', '.join(everything)}", file=sys.stderr)
             return 2
         modules = {k: v for k, v in everything.items() if k in args.only}
+    if args.replot:
+        return _replot(reproduce, args.out, modules)
     missing = reproduce.missing_packages(modules)
     if missing:  # before the first experiment, not as a traceback halfway through
         print(f"absorbjax reproduce: {missing}", file=sys.stderr)
@@ -52,6 +54,15 @@ def _reproduce(args) -> int:
     if failed:
         print(f"absorbjax reproduce: {len(failed)} claim(s) NOT HELD: " + "; ".join(failed), file=sys.stderr)
         return 1
+    return 0
+
+
+def _replot(reproduce, out, modules) -> int:
+    """``reproduce --replot``: the figures redrawn from the records in ``out``, nothing computed."""
+    drawn, skipped = reproduce.replot(out, modules)
+    print(f"replotted from the records in {out}: {', '.join(drawn) or 'none'}")
+    if skipped:
+        print("skipped: " + ", ".join(f"{name} ({why})" for name, why in skipped.items()))
     return 0
 
 
@@ -229,6 +240,8 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--seed", type=int, default=0)
     rep.add_argument("--force", action="store_true", help="recompute finished experiments")
     rep.add_argument("--experiments", default=None, help="folder of experiment scripts")
+    rep.add_argument("--replot", action="store_true",
+                     help="only redraw the figures from the records in --out (OUT/NAME.json), computing nothing")
     rep.set_defaults(func=_reproduce)
 
     chk = sub.add_parser("check", help="decide the absorption condition for every MLP block of a checkpoint")

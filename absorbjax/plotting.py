@@ -11,7 +11,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["PALETTE", "figure", "subplots", "save_figure", "plot_profiles"]
+__all__ = ["DPI", "PALETTE", "figure", "subplots", "save_figure", "plot_profiles"]
+
+DPI = 200
+"""Pixels per inch of the saved PNG: a 7 in (two-column) figure is 1400 px wide (the PDF is vector)."""
 
 # Okabe–Ito: distinguishable under the common colour-vision deficiencies.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
@@ -41,28 +44,44 @@ def subplots(*args, figsize=None, **kwargs):
 
 
 def save_figure(fig, out: str | Path, name: str) -> str:
-    """Save ``fig`` as ``out/name.png`` and ``out/name.pdf`` without timestamps; returns ``name``
-    (see :func:`subplots` for an example). Rerunning gives byte-identical files."""
+    """Save ``fig`` as ``out/name.png`` (:data:`DPI` pixels per inch) and ``out/name.pdf`` at the
+    figure's own size, without timestamps; returns ``name`` (see :func:`subplots` for an example).
+
+    Nothing is cropped or padded (whatever ``savefig.bbox`` says): a figure drawn 3.5 × 2.4 in is
+    saved 3.5 × 2.4 in, a PNG of ``700 × 480`` pixels, the size a paper prints it at; a constrained
+    layout (:func:`absorbjax.figstyle.subplots`) is what fits its parts inside. Rerunning gives
+    byte-identical files.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out / f"{name}.png", dpi=130, bbox_inches="tight", metadata={"Software": None})
-    fig.savefig(out / f"{name}.pdf", bbox_inches="tight", metadata={"CreationDate": None, "Producer": None})
+    whole = fig.bbox_inches.frozen()  # the full page: no tight crop, no padding
+    fig.savefig(out / f"{name}.png", dpi=DPI, bbox_inches=whole, metadata={"Software": None})
+    fig.savefig(out / f"{name}.pdf", bbox_inches=whole, metadata={"CreationDate": None, "Producer": None})
     return name
 
 
-def plot_profiles(ax, results: dict, title: str | None = None) -> None:
-    """Relative error ``√profile`` of each :class:`absorbjax.fit.SearchResult` per radius decade.
+def _field(result, name: str):
+    """``result.name`` of a :class:`absorbjax.fit.SearchResult`, or ``result[name]`` of its
+    ``to_dict()`` (as a record keeps it), as a NumPy array."""
+    return np.asarray(result[name] if isinstance(result, dict) else getattr(result, name))
 
-    Median over draws as a line, min..max as a band; a dotted line at 0.5. ``title`` defaults
-    to the number of draws and restarts of the first result.
+
+def plot_profiles(ax, results: dict, title: str | None = None) -> None:
+    """Relative error ``√profile`` of each search per radius decade.
+
+    ``results`` maps a label to a :class:`absorbjax.fit.SearchResult` or to its ``to_dict()`` (a
+    record's ``results``): ``edges`` ``(B + 1,)``, ``profile`` ``(draws, B)``, ``losses``
+    ``(draws, restarts)``. Median over draws as a line, min..max as a band; a dotted line at 0.5.
+    ``title`` defaults to the number of draws and restarts of the first result.
     """
     for (label, r), color in zip(results.items(), PALETTE):
-        centers = np.sqrt(r.edges[1:] * r.edges[:-1])
-        rel = np.sqrt(r.profile)
+        edges = _field(r, "edges")
+        centers = np.sqrt(edges[1:] * edges[:-1])
+        rel = np.sqrt(_field(r, "profile"))
         ax.plot(centers, np.median(rel, 0), "o-", color=color, label=f"{label} (median)")
         ax.fill_between(centers, rel.min(0), rel.max(0), color=color, alpha=0.2)
     if title is None:
-        draws, restarts = np.shape(next(iter(results.values())).losses)
+        draws, restarts = np.shape(_field(next(iter(results.values())), "losses"))
         title = f"Best search error by radius\n{draws} draws × {restarts} restarts, band = min..max"
     ax.axhline(0.5, color="k", lw=0.8, ls=":")
     ax.set_xscale("log")
@@ -70,4 +89,4 @@ def plot_profiles(ax, results: dict, title: str | None = None) -> None:
     ax.set_xlabel("input radius ‖x‖ (decade centre)")
     ax.set_ylabel("relative error of best residual-free fit")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend()

@@ -6,13 +6,16 @@ An experiment is a module in ``experiments/`` that defines
 - ``PRESETS``: ``{"smoke": config, "quick": config, "full": config}``;
 - ``run(config, out, seed) -> dict``: computes, saves its figures with :func:`save_figure`
   and returns the numbers behind them, including ``"claims"``: a list of :class:`Claim`, each
-  judged from the measurement (``holds``) against a stated ``criterion``.
+  judged from the measurement (``holds``) against a stated ``criterion``;
+- optionally ``figure(results) -> matplotlib.figure.Figure``: its figure drawn from those
+  returned numbers alone (the record's ``"results"``), so that :func:`replot` redraws it from
+  the committed record without recomputing.
 
 :func:`run_experiment` runs ``run`` with float64 enabled for that call only (the experiments
 make exactness claims; the process-wide ``jax_enable_x64`` is left as it was) and writes the
 record (config, seed, versions, device, time taken) under ``out/NAME.json``; a rerun with the
 same preset and seed is skipped unless ``force``. :func:`write_summary` regenerates
-``out/README.md`` from the records. Importing this module changes no global state (matplotlib's
+``out/README.md`` from the records; :func:`replot` redraws the figures from them. Importing this module changes no global state (matplotlib's
 backend included): figures are drawn on ``matplotlib.figure.Figure`` objects, which need no
 backend (:mod:`absorbjax.plotting`). :func:`missing_packages` names the data packages the chosen
 experiments need and lack, so a run can stop before its first experiment with the pip command.
@@ -73,6 +76,7 @@ __all__ = [
     "run_experiment",
     "finished",
     "write_summary",
+    "replot",
     "save_figure",
     "subplots",
     "verdict",
@@ -298,6 +302,43 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
     path = out / "README.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def replot(out: str | Path, modules: dict[str, ModuleType]) -> tuple[list[str], dict[str, str]]:
+    """Redraw figures from the records in ``out`` without recomputing anything.
+
+    For each experiment of ``modules`` that defines ``figure(results)`` and has a record
+    ``out/NAME.json``, the figure drawn from the record's ``results`` is saved as ``out/NAME.png``
+    and ``out/NAME.pdf`` (:func:`absorbjax.plotting.save_figure`). Returns the names redrawn and
+    ``{name: why skipped}`` for the others (``"no figure(results)"`` or ``"no record"``).
+
+    Examples:
+      >>> import tempfile, types
+      >>> from absorbjax import figstyle, io, reproduce
+      >>> demo = types.ModuleType("demo")
+      >>> demo.NAME = "demo"
+      >>> def figure(results):
+      ...     with figstyle.context():
+      ...         fig, ax = figstyle.subplots(width=figstyle.SINGLE, height=2.0)
+      ...         _ = ax.plot(results["x"], results["y"])
+      ...     return fig
+      >>> demo.figure = figure
+      >>> with tempfile.TemporaryDirectory() as out:
+      ...     _ = io.save_record(f"{out}/demo.json", name="demo", seed=0, config={}, results={"x": [0, 1], "y": [1, 0]})
+      ...     print(reproduce.replot(out, {"demo": demo, "other": types.ModuleType("other")}))
+      (['demo'], {'other': 'no figure(results)'})
+    """
+    out = Path(out)
+    drawn, skipped = [], {}
+    for name, module in modules.items():
+        path = out / f"{name}.json"
+        if not callable(getattr(module, "figure", None)):
+            skipped[name] = "no figure(results)"
+        elif not path.exists():
+            skipped[name] = "no record"
+        else:
+            drawn.append(save_figure(module.figure(io.load_record(path)["results"]), out, name))
+    return drawn, skipped
 
 
 def script_main(module: ModuleType, argv: list[str] | None = None) -> int:

@@ -1,13 +1,15 @@
 """Generate the docs pages that show recorded numbers: nothing in them is written by hand.
 
 - ``docs/results/index.md`` from the experiment records ``figures/*.json`` (written by
-  ``absorbjax reproduce``): every claim, what was measured, the verdict, the command.
+  ``absorbjax reproduce``): every claim, what was measured, the verdict, the command, and the
+  experiment's figure, copied from ``figures/NAME.png`` to ``docs/results/NAME.png`` (the docs
+  site serves only what is inside ``docs/``).
 - ``docs/benchmarks/index.md`` from the benchmark records ``docs/benchmarks/records/*.json``
   (written by ``python experiments/bench_*.py --out docs/benchmarks/records/NAME.json``): the
   machine, the configuration and every measured number, flattened.
 
     python docs/gen_pages.py            # rewrite both pages
-    python docs/gen_pages.py --check    # exit 1 if a page is not what the records give (the tests run this)
+    python docs/gen_pages.py --check    # exit 1 if a page or figure copy is not what the records give (tests run this)
 
 Table cells are cut at 300 characters (the record keeps the full text).
 """
@@ -19,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["ROOT", "PAGES", "results_page", "benchmarks_page", "measured_tables", "pages", "main"]
+__all__ = ["ROOT", "PAGES", "results_page", "result_figures", "benchmarks_page", "measured_tables", "pages", "main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"results": ROOT / "docs" / "results" / "index.md", "benchmarks": ROOT / "docs" / "benchmarks" / "index.md"}
@@ -55,9 +57,11 @@ def results_page(figures: Path) -> str:
         "Each row is one claim of an experiment script, what its last run measured and whether the",
         "measurement met the stated criterion. Regenerate the records with `absorbjax reproduce` (or",
         "`python experiments/NAME.py --preset P --out figures`), then this page with",
-        "`python docs/gen_pages.py`. The figures are in `figures/`.",
+        "`python docs/gen_pages.py`. Each figure is drawn from its record (`absorbjax reproduce --replot`",
+        "redraws them all without recomputing); the PNG and PDF files are in `figures/`.",
         "",
     ]
+    shown = result_figures(figures)
     for path in sorted(figures.glob("*.json")):
         record = json.loads(path.read_text())
         claims = record.get("results", {}).get("claims", [])
@@ -70,6 +74,7 @@ def results_page(figures: Path) -> str:
             f"`python experiments/{name}.py --preset {preset} --seed {record.get('seed')}` · "
             f"record `figures/{path.name}` · {machine(record)}",
             "",
+            *(line for fig in _figure_names(claims) if fig in shown for line in (f"![{fig}]({fig}.png)", "")),
             "| claim | measured | verdict (criterion) |",
             "|---|---|---|",
         ]
@@ -79,6 +84,23 @@ def results_page(figures: Path) -> str:
         ]
         lines.append("")
     return "\n".join(lines)
+
+
+def _figure_names(claims: list[dict]) -> list[str]:
+    """The figures the claims name, in order, each once."""
+    return list(dict.fromkeys(c["figure"] for c in claims if c.get("figure")))
+
+
+def result_figures(figures: Path) -> dict[str, bytes]:
+    """``{name: PNG bytes}`` of every figure a record's claims name that ``figures/name.png`` holds:
+    what ``docs/results/name.png`` must be."""
+    found = {}
+    for path in sorted(figures.glob("*.json")):
+        claims = json.loads(path.read_text()).get("results", {}).get("claims", [])
+        for name in _figure_names(claims):
+            if (figures / f"{name}.png").is_file():
+                found[name] = (figures / f"{name}.png").read_bytes()
+    return found
 
 
 def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
@@ -165,11 +187,14 @@ def benchmarks_page(records: Path) -> str:
     return "\n".join(lines)
 
 
-def pages() -> dict[Path, str]:
-    """``{page: text}`` as the records give them now."""
+def pages() -> dict[Path, str | bytes]:
+    """``{page: text}`` as the records give them now, and ``{docs/results/NAME.png: bytes}`` for
+    the figures the results page shows."""
+    figures = {PAGES["results"].parent / f"{name}.png": png for name, png in result_figures(ROOT / "figures").items()}
     return {
         PAGES["results"]: results_page(ROOT / "figures"),
         PAGES["benchmarks"]: benchmarks_page(ROOT / "docs" / "benchmarks" / "records"),
+        **figures,
     }
 
 
@@ -178,13 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if a page differs from what the records give")
     args = parser.parse_args(argv)
     stale = []
-    for page, text in pages().items():
+    for page, content in pages().items():
+        binary = isinstance(content, bytes)
         if args.check:
-            if not page.is_file() or page.read_text() != text:
+            if not page.is_file() or (page.read_bytes() if binary else page.read_text()) != content:
                 stale.append(page.relative_to(ROOT))
         else:
             page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(text)
+            page.write_bytes(content) if binary else page.write_text(content)
     if stale:
         print(f"stale: {', '.join(map(str, stale))}; run `python docs/gen_pages.py`", file=sys.stderr)
         return 1

@@ -8,12 +8,13 @@ has the parity of ``|S|`` and must be −1 (odd), the off-diagonal must be 0 (ev
 Every count below is an exact decision by :func:`absorbjax.condition.find_absorbing_sets`.
 """
 
+import re
 import sys
 
 import jax
 import numpy as np
 
-from absorbjax import condition, models, reproduce
+from absorbjax import condition, figstyle, models, plotting, reproduce
 
 NAME = "cor11"
 TITLE = "Cor 11: generic disjointness vs quantised weights"
@@ -44,6 +45,54 @@ def _rate(c):
     return p, np.sqrt(max(p * (1 - p), 1 / c["draws"]) / c["draws"])
 
 
+def _series(rows):
+    """Sorted keys (a record's JSON turns int keys into strings), the rates and their standard errors."""
+    keys = sorted(rows, key=int)
+    p, e = np.array([_rate(rows[k]) for k in keys]).T
+    return [int(k) for k in keys], p, e
+
+
+def figure(results):
+    """Fraction of draws with an absorbing ``S`` by width (``d = 2``, per distribution), by
+    dimension (``n = 2d``) and by the bits of the integer grid, from a record's ``results``
+    (a zero drawn at ``1/(10·draws)`` on the log panels); two columns wide, one legend below."""
+    by_bits_key = next(k for k in results if k.startswith("by_bits_d"))
+    d_b, n_b = map(int, re.fullmatch(r"by_bits_d(\d+)_n(\d+)", by_bits_key).groups())
+    draws = next(iter(results["continuous"].values()))["draws"]
+    floor = 1 / (10 * draws)
+    colors = dict(zip(results["by_width_d2"], figstyle.PALETTE))
+    bar = {"marker": "o", "ms": 3, "capsize": 2, "lw": 1}
+    with figstyle.context():
+        fig, axes = figstyle.subplots(1, 3, width=figstyle.DOUBLE, height=2.6)
+        ax = axes[0]
+        for label, rows in results["by_width_d2"].items():
+            ns, p, e = _series(rows)
+            ax.errorbar(ns, p, yerr=e, color=colors[label], label=label, **bar)
+        ax.set_xlabel("width n")
+        ax.set_ylabel("fraction of draws absorbable")
+        ax.set_title("d = 2, by weight distribution")
+        ax = axes[1]
+        for label, rows in results["by_dim"].items():
+            ds, p, e = _series(rows)
+            ax.errorbar(ds, np.maximum(p, floor), yerr=e, color=colors.get(label, "k"), **bar)
+        ax.set_xticks(ds)
+        ax.set_xlabel("dimension d (n = 2d)")
+        ax.set_title("by dimension")
+        ax = axes[2]
+        bs, p, e = _series(results[by_bits_key])
+        ax.errorbar(bs, np.maximum(p, floor), yerr=e, color=figstyle.PALETTE[7], **bar)
+        ax.set_xticks(bs)
+        ax.set_xlabel("bits of the grid (2: ternary)")
+        ax.set_title(f"integer grids, d = {d_b}, n = {n_b}")
+        for ax in axes[1:]:
+            ax.set_yscale("log")
+            ax.set_ylim(floor / 2, 1)
+            ax.set_ylabel(f"fraction absorbable (0 at {floor:.2g})")
+        fig.legend(loc="outside lower center", ncol=len(colors),
+                   title=f"{draws} draws a point, every one decided exactly; bars: one standard error")
+    return fig
+
+
 def run(config, out, seed):
     key = jax.random.key(seed)
     draws = config["draws"]
@@ -69,38 +118,8 @@ def run(config, out, seed):
     d_b, n_b = config["bits_dn"]
     by_bits = {b: frequencies(jax.random.fold_in(key, next(sub)), draws, d_b, n_b, "grid", b) for b in config["bits"]}
 
-    fig, axes = reproduce.subplots(1, 3, figsize=(14, 4.2))
-    ax = axes[0]
-    for (label, rows), color in zip(by_width.items(), reproduce.PALETTE):
-        ns = list(rows)
-        p, e = np.array([_rate(rows[n]) for n in ns]).T
-        ax.errorbar(ns, p, yerr=e, marker="o", ms=4, capsize=2, color=color, label=label)
-    ax.set_xlabel("width n")
-    ax.set_ylabel("fraction of draws with an absorbing S")
-    ax.set_title(f"d = 2, by distribution\n{draws} draws per point, exact decisions")
-    ax.legend(fontsize=8)
-    ax = axes[1]
-    for (label, rows), color in zip(by_dim.items(), reproduce.PALETTE[2:]):
-        ds = list(rows)
-        p, e = np.array([_rate(rows[d]) for d in ds]).T
-        ax.errorbar(ds, np.maximum(p, 1 / (10 * draws)), yerr=e, marker="o", ms=4, capsize=2, color=color, label=label)
-    ax.set_yscale("log")
-    ax.set_xticks(config["dims"])
-    ax.set_xlabel("dimension d (n = 2d)")
-    ax.set_ylabel("fraction absorbable (0 drawn at 1/(10·draws))")
-    ax.set_title(f"by dimension\n{draws} draws per point")
-    ax.legend(fontsize=8)
-    ax = axes[2]
-    bs = list(by_bits)
-    p, e = np.array([_rate(by_bits[b]) for b in bs]).T
-    ax.errorbar(bs, np.maximum(p, 1 / (10 * draws)), yerr=e, marker="o", ms=4, capsize=2, color=reproduce.PALETTE[4])
-    ax.set_yscale("log")
-    ax.set_xticks(bs)
-    ax.set_xlabel("bits of the integer grid (2 = ternary)")
-    ax.set_ylabel("fraction absorbable")
-    ax.set_title(f"by resolution, d = {d_b}, n = {n_b}\n{draws} draws per point")
-    fig.suptitle("Cor 11: continuous weights never absorb; quantised weights sometimes do", y=1.03)
-    figure = reproduce.save_figure(fig, out, NAME)
+    results = {"continuous": continuous, "by_width_d2": by_width, "by_dim": by_dim, f"by_bits_d{d_b}_n{n_b}": by_bits}
+    saved = plotting.save_figure(figure(results), out, NAME)
 
     cont_abs = sum(c["absorbable"] for c in continuous.values())
     cont_total = sum(c["draws"] for c in continuous.values())
@@ -114,20 +133,19 @@ def run(config, out, seed):
             f"{cont_abs} absorbable of {cont_total} draws; {cont_no} certified not_absorbable, "
             f"{cont_total - cont_abs - cont_no} degenerate/undecided",
             holds=cont_abs == 0 and cont_no == cont_total,
-            criterion="every draw certified not_absorbable", figure=figure),
+            criterion="every draw certified not_absorbable", figure=saved),
         reproduce.Claim(
             "quantised (ternary) weights absorb with positive frequency at small d",
             f"d=2, n={best_n}: {tern[best_n]['absorbable']}/{draws} absorbable; d=2..{config['dims'][-1]} (n=2d): "
             + ", ".join(f"{c['absorbable']}/{draws}" for c in by_dim["ternary"].values()),
             holds=tern[best_n]["absorbable"] > 0, criterion="at least one certified absorbable ternary draw at d = 2",
-            figure=figure),
+            figure=saved),
         reproduce.Claim(
             "Rademacher ±1 weights never absorb for d ≥ 2 (parity)",
             f"{rad} absorbable of {draws * len(config['widths'])} draws",
-            holds=rad == 0, criterion="no draw absorbable", figure=figure),
+            holds=rad == 0, criterion="no draw absorbable", figure=saved),
     ]
-    return {"continuous": continuous, "by_width_d2": by_width, "by_dim": by_dim,
-            f"by_bits_d{d_b}_n{n_b}": by_bits, "claims": claims}
+    return {**results, "claims": claims}
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import models, reproduce
+from absorbjax import figstyle, models, plotting, reproduce
 
 NAME = "lemma4"
 TITLE = "Lemma 4: invertible skips"
@@ -67,6 +67,58 @@ def reduction_error(A, params, xs):
     return float(jnp.max(jnp.linalg.norm(lhs - rhs, axis=1) / jnp.linalg.norm(xs, axis=1)))
 
 
+def figure(results):
+    """Reduction error ``max ‖A x + W_down σ(W_up x) − A·reduced(x)‖ / ‖x‖`` against ``cond(A)``
+    (log–log) for the three kinds of skip, the refused ones at error 1e-3 (an infinite condition
+    number drawn at 1e13) and the ``cond(A) · eps`` line, from a record's ``results``; one column
+    wide, the legend below the axes."""
+    max_cond = results["max_cond"]
+    kinds = (
+        ("random", "random A", 0, "o"),
+        ("hyper_connection", "Hyper-Connection H_res ⊗ I", 2, "s"),
+        ("sinkhorn", "Sinkhorn (doubly stochastic) H_res ⊗ I", 3, "^"),
+    )
+    refused = [c for key, *_ in kinds for c, e in results[key] if e is None]
+    with figstyle.context():
+        fig, ax = figstyle.subplots(width=figstyle.SINGLE, height=3.6)
+        for key, label, color, marker in kinds:
+            ok = [(c, e) for c, e in results[key] if e is not None]
+            if ok:
+                c, e = np.array(ok).T
+                ax.plot(
+                    c,
+                    np.maximum(e, 1e-18),
+                    marker,
+                    ms=3,
+                    alpha=0.7,
+                    mew=0,
+                    ls="none",
+                    color=figstyle.PALETTE[color],
+                    label=label,
+                )
+        if refused:
+            ax.plot(
+                np.minimum(refused, 1e13),
+                np.full(len(refused), 1e-3),
+                "x",
+                ms=4,
+                ls="none",
+                color=figstyle.PALETTE[1],
+                label=f"refused: cond(A) > {max_cond:.1e} ({len(refused)} skips)",
+            )
+        grid = np.logspace(0, 12, 50)
+        ax.plot(grid, grid * np.finfo(np.float64).eps, color="k", lw=0.8, ls="--", label="cond(A) · eps")
+        ax.axvline(max_cond, color=figstyle.PALETTE[1], lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        infinite = " (∞ drawn at 1e13)" if any(c > 1e13 for c in refused) else ""
+        ax.set_xlabel("condition number of A" + infinite)
+        ax.set_ylabel("max reduction error / ‖x‖ (refused: at 1e-3)")
+        ax.set_title("Lemma 4: reduction to the identity skip (float64)")
+        fig.legend(loc="outside lower center", ncol=1)
+    return fig
+
+
 def run(config, out, seed):
     d, n, ns = config["d"], config["n"], config["streams"]
     key = jax.random.key(seed)
@@ -97,37 +149,14 @@ def run(config, out, seed):
     uniform = jnp.full((ns, ns), 1.0 / ns)
     uniform_refused = reduction_error(jnp.kron(uniform, jnp.eye(d)), hyper_block(key, d, n, ns), xs_hc) is None
 
-    fig, ax = reproduce.subplots(figsize=(6.5, 4.5))
-    for rows, label, color, marker in (
-        (random_rows, f"random A (d={d})", reproduce.PALETTE[0], "o"),
-        (hc_rows, f"Hyper-Connection H_res⊗I (n_s={ns})", reproduce.PALETTE[2], "s"),
-        (mhc_rows, "Sinkhorn (doubly stochastic) H_res⊗I", reproduce.PALETTE[3], "^"),
-    ):
-        ok = [(c, e) for c, e in rows if e is not None]
-        if ok:
-            c, e = np.array(ok).T
-            ax.scatter(c, np.maximum(e, 1e-18), s=14, alpha=0.7, color=color, marker=marker, label=label)
-    refused = [c for rows in (random_rows, hc_rows, mhc_rows) for c, e in rows if e is None]
-    if refused:
-        ax.scatter(
-            np.minimum(refused, 1e13),
-            np.full(len(refused), 1e-3),
-            marker="x",
-            color=reproduce.PALETTE[1],
-            label=f"refused: cond > {max_cond:.1e} ({len(refused)}; ∞ drawn at 1e13)",
-        )
-    grid = np.logspace(0, 12, 50)
-    ax.plot(grid, grid * np.finfo(np.float64).eps, color="k", lw=0.8, ls="--", label="cond(A) · eps")
-    ax.axvline(max_cond, color=reproduce.PALETTE[1], lw=0.8, ls=":")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("condition number of A")
-    ax.set_ylabel("max reduction error / ‖x‖ (float64)")
-    ax.set_title(
-        f"Lemma 4: A x + Dσ(Ux) = A(x + A⁻¹Dσ(Ux))\n{len(random_rows) + len(hc_rows) + len(mhc_rows)} skips × {len(xs)} inputs, {ACTIVATION}"
-    )
-    ax.legend(fontsize=7, loc="upper left")
-    figure = reproduce.save_figure(fig, out, NAME)
+    results = {
+        "random": random_rows,
+        "hyper_connection": hc_rows,
+        "sinkhorn": mhc_rows,
+        "uniform_refused": uniform_refused,
+        "max_cond": max_cond,
+    }
+    saved = plotting.save_figure(figure(results), out, NAME)
 
     ok = [(c, e) for c, e in random_rows if e is not None]
     worst_ratio = max(e / (c * np.finfo(np.float64).eps) for c, e in ok)
@@ -140,31 +169,24 @@ def run(config, out, seed):
             f"{sum(e is None for _, e in random_rows)} with cond > {max_cond:.1e} refused",
             holds=worst_ratio <= 100,
             criterion="error ≤ 100 · cond(A) · eps for every accepted A",
-            figure=figure,
+            figure=saved,
         ),
         reproduce.Claim(
             "static Hyper-Connection skips H_res ⊗ I_d reduce",
             f"{len(hc_ok)}/{len(hc_rows)} reduced, max error {max(hc_ok):.1e}" if hc_ok else "none reduced",
             holds=len(hc_ok) == len(hc_rows) and max(hc_ok, default=1.0) <= 1e-12,
             criterion="every static skip reduced with error ≤ 1e-12",
-            figure=figure,
+            figure=saved,
         ),
         reproduce.Claim(
             "doubly-stochastic (Sinkhorn) H_res can be singular: flagged, not reduced",
             f"uniform J/n_s refused: {uniform_refused}; {mhc_refused}/{len(mhc_rows)} Sinkhorn draws refused",
             holds=bool(uniform_refused),
             criterion="the singular uniform J/n_s is refused",
-            figure=figure,
+            figure=saved,
         ),
     ]
-    return {
-        "random": random_rows,
-        "hyper_connection": hc_rows,
-        "sinkhorn": mhc_rows,
-        "uniform_refused": uniform_refused,
-        "max_cond": max_cond,
-        "claims": claims,
-    }
+    return {**results, "claims": claims}
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import models, probes, reproduce
+from absorbjax import figstyle, models, origin, plotting, probes, reproduce
+from absorbjax.io import subkey
 
 NAME = "prop5"
 TITLE = "Prop 5: homogeneous blocks (ReLU², ReGLU)"
@@ -56,8 +57,8 @@ ACTIVATIONS = ("relu2", "reglu", "relu")
 def exponents(activation, d, n, draws, ts, key):
     """Local scaling exponents ``(draws, len(ts) − 1)`` of residual and residual-free blocks:
     weights from ``subkey(key, 0)``, unit inputs from ``subkey(key, 1)``."""
-    params = models.sample(reproduce.subkey(key, 0), draws, d, n, activation)
-    xs = jax.random.normal(reproduce.subkey(key, 1), (draws, d))
+    params = models.sample(subkey(key, 0), draws, d, n, activation)
+    xs = jax.random.normal(subkey(key, 1), (draws, d))
     xs = xs / jnp.linalg.norm(xs, axis=1, keepdims=True)
 
     @jax.jit
@@ -69,14 +70,50 @@ def exponents(activation, d, n, draws, ts, key):
     return jax.vmap(both)(params, xs)
 
 
+def _quantiles(res, free) -> dict:
+    """Median and 5 / 95 % quantiles over draws of the local slopes ``(draws, scales − 1)`` of the
+    residual and residual-free blocks (``nan``, a ray where the free block vanishes, left out)."""
+    out = {}
+    for kind, s in (("residual", np.asarray(res)), ("free", np.asarray(free))):
+        out[kind] = np.nanmedian(s, 0)
+        out[f"{kind}_q05"], out[f"{kind}_q95"] = np.nanquantile(s, 0.05, 0), np.nanquantile(s, 0.95, 0)
+    return out
+
+
+def figure(results):
+    """Left: local scaling exponents ``d log‖f(t x)‖ / d log t`` against ``t`` (median over draws,
+    5–95 % band) of residual (solid) and residual-free (dashed) blocks; right: the best search
+    error per radius decade (:func:`absorbjax.plotting.plot_profiles`). From a record's
+    ``results``; two columns wide."""
+    ts = np.asarray(results["scales"])
+    mid = np.sqrt(ts[1:] * ts[:-1])
+    with figstyle.context():
+        fig, (ax1, ax2) = figstyle.subplots(1, 2, width=figstyle.DOUBLE, height=2.9)
+        for (a, s), color in zip(results["slopes"].items(), figstyle.PALETTE):
+            for kind, ls, word in (("residual", "-", "residual"), ("free", "--", "residual-free")):
+                ax1.plot(mid, s[kind], ls, color=color, label=f"{a} {word}")
+                if f"{kind}_q05" in s:
+                    ax1.fill_between(mid, s[f"{kind}_q05"], s[f"{kind}_q95"], color=color, alpha=0.15, lw=0)
+        ax1.set_xscale("log")
+        ax1.set_xlabel("scale t")
+        ax1.set_ylabel("local slope d log‖f(t x)‖ / d log t")
+        size = f"d = {results['d']}, n = {results['n']}, " if "d" in results else ""
+        draws = f"{results['draws']} draws, " if "draws" in results else ""
+        ax1.set_title(f"Scaling exponents ({size}{draws}median, 5–95 %)")
+        ax1.legend(ncol=2, loc="upper left")
+        ax1.set_ylim(top=2.75)
+        plotting.plot_profiles(ax2, results["search"])
+    return fig
+
+
 def run(config, out, seed):
     d, n, draws = config["d"], config["n"], config["draws"]
     key = jax.random.key(seed)
     ts = jnp.logspace(-3, 3, config["scales"])
     mid = np.sqrt(np.asarray(ts[1:] * ts[:-1]))
-    slopes = {a: exponents(a, d, n, draws, ts, reproduce.subkey(key, 0, i)) for i, a in enumerate(ACTIVATIONS)}
-    searches = reproduce.origin_searches(
-        reproduce.subkey(key, 1),
+    slopes = {a: exponents(a, d, n, draws, ts, subkey(key, 0, i)) for i, a in enumerate(ACTIVATIONS)}
+    searches = origin.origin_searches(
+        subkey(key, 1),
         ACTIVATIONS[:2],
         d,
         n,
@@ -85,20 +122,6 @@ def run(config, out, seed):
         steps=config["steps"],
         polish=config["polish"],
     )
-
-    fig, (ax1, ax2) = reproduce.subplots(1, 2, figsize=(12, 4.3))
-    for (a, (res, free)), color in zip(slopes.items(), reproduce.PALETTE):
-        for s, ls, kind in ((res, "-", "residual"), (free, "--", "residual-free")):
-            s = np.asarray(s)  # nan on a ray where f vanishes (see below)
-            ax1.plot(mid, np.nanmedian(s, 0), ls, color=color, label=f"{a} {kind}")
-            ax1.fill_between(mid, np.nanquantile(s, 0.05, 0), np.nanquantile(s, 0.95, 0), color=color, alpha=0.15)
-    ax1.set_xscale("log")
-    ax1.set_xlabel("scale t")
-    ax1.set_ylabel("local slope d log‖f(t x)‖ / d log t")
-    ax1.set_title(f"Scaling exponents, d={d}, n={n}\nmedian and 5–95% over {draws} draws")
-    ax1.legend(fontsize=7, ncol=2)
-    reproduce.plot_profiles(ax2, searches)
-    figure = reproduce.save_figure(fig, out, NAME)
 
     small, large = mid < 1e-2, mid > 1e2
     stats = {}
@@ -115,7 +138,17 @@ def run(config, out, seed):
             "residual_small_t_median": float(np.median(res[:, small])),
             "residual_large_t_median": float(np.median(res[:, large])),
         }
-    near0 = {a: reproduce.near_origin_error(r) for a, r in searches.items()}
+    results = {
+        "d": d,
+        "n": n,
+        "draws": draws,
+        "scales": ts,
+        "slopes": {a: _quantiles(r, f) for a, (r, f) in slopes.items()},
+        "stats": stats,
+        "search": {a: r.to_dict(params=False) for a, r in searches.items()},
+    }
+    saved = plotting.save_figure(figure(results), out, NAME)
+    near0 = {a: origin.near_origin_error(r) for a, r in searches.items()}
     homog = ("relu2", "reglu")
     claims = [
         reproduce.Claim(
@@ -128,7 +161,7 @@ def run(config, out, seed):
             holds=all(abs(stats[a][k] - 2) <= 1e-6 for a in homog for k in ("free_min", "free_max"))
             and all(stats[a]["free_vanishing_draws"] <= draws // 2 for a in homog),
             criterion="every local slope within 1e-6 of 2, on at least half the draws (the rest vanish on the ray)",
-            figure=figure,
+            figure=saved,
         ),
         reproduce.Claim(
             "residual relu2/reglu blocks scale with exponent 1 near 0 and 2 far out",
@@ -143,7 +176,7 @@ def run(config, out, seed):
                 for a in homog
             ),
             criterion="median slopes within 0.05 of 1 (t < 1e-2) and of 2 (t > 1e2)",
-            figure=figure,
+            figure=saved,
         ),
         reproduce.Claim(
             "no search closes the gap near the origin (relative error ≥ 0.5 in the smallest decade)",
@@ -151,19 +184,10 @@ def run(config, out, seed):
             + f" ({config['search_draws']} draws × {config['restarts']} restarts)",
             holds=min(near0.values()) >= 0.5,
             criterion="every draw's smallest-decade error ≥ 0.5",
-            figure=figure,
+            figure=saved,
         ),
     ]
-    return {
-        "scales": ts,
-        "slopes": {
-            a: {"residual": np.median(np.asarray(r), 0), "free": np.nanmedian(np.asarray(f), 0)}
-            for a, (r, f) in slopes.items()
-        },
-        "stats": stats,
-        "search": {a: r.to_dict(params=False) for a, r in searches.items()},
-        "claims": claims,
-    }
+    return {**results, "claims": claims}
 
 
 if __name__ == "__main__":

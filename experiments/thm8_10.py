@@ -13,8 +13,9 @@ import sys
 
 import jax
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
-from absorbjax import condition, fit, models, reproduce
+from absorbjax import condition, figstyle, fit, models, plotting, reproduce
 
 NAME = "thm8_10"
 TITLE = "Thm 8 / Thm 10: ReLU and GELU"
@@ -39,6 +40,58 @@ def population(kind, activation, d, n, draws, key):
     return models.sample(key, draws, d, n, activation)
 
 
+def figure(results):
+    """Histograms of ``log10`` of the best search loss (floored at 1e-32), one panel per
+    activation (rows) and size (columns), split by population (constructed absorbable, generic
+    Gaussian) and by the exact decision (certified yes solid, certified no hatched), the solved
+    threshold dashed; from a record's ``results``, two columns wide, one legend below."""
+    rows = results["rows"]
+    acts = list(dict.fromkeys(r["activation"] for r in rows))
+    sizes = list(dict.fromkeys((r["d"], r["n"]) for r in rows))
+    floor = 1e-32
+    bins = np.linspace(np.log10(floor), 1, 34)
+    colors = {"absorbable": figstyle.PALETTE[0], "generic": figstyle.PALETTE[1]}
+    words = {"absorbable": "constructed with S", "generic": "Gaussian"}
+    with figstyle.context():
+        fig, axes = figstyle.subplots(
+            len(acts), len(sizes), width=figstyle.DOUBLE, height=0.4 + 1.9 * len(acts), squeeze=False, sharex=True
+        )
+        for r in rows:
+            ax = axes[acts.index(r["activation"]), sizes.index((r["d"], r["n"]))]
+            loss = np.log10(np.maximum(np.asarray(r["best_loss"], dtype=float), floor))
+            yes = np.array([s == "absorbable" for s in r["status"]])
+            color, word = colors[r["kind"]], words[r["kind"]]
+            if yes.any():
+                ax.hist(loss[yes], bins=bins, color=color, alpha=0.75, label=f"{word}: certified absorbable")
+            if (~yes).any():
+                ax.hist(
+                    loss[~yes],
+                    bins=bins,
+                    color=color,
+                    alpha=0.4,
+                    hatch="////",
+                    edgecolor=color,
+                    lw=0.5,
+                    label=f"{word}: certified not absorbable",
+                )
+        for (i, activation), (j, (d, n)) in ((x, y) for x in enumerate(acts) for y in enumerate(sizes)):
+            ax = axes[i, j]
+            ax.axvline(np.log10(results["solved_threshold"]), color="k", lw=0.8, ls="--", label="solved (loss ≤ 1e-20)")
+            draws = [len(r["status"]) for r in rows if (r["activation"], r["d"], r["n"]) == (activation, d, n)]
+            ax.set_title(f"{activation}, d = {d}, n = {n} ({' + '.join(map(str, draws))} draws)")
+            if i == len(acts) - 1:
+                ax.set_xlabel("log10 best relative loss (floor 1e-32)")
+            if j == 0:
+                ax.set_ylabel("draws")
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        seen = dict(zip(labels, handles))
+        for ax in axes.flat:
+            seen.update({lab: h for h, lab in zip(*ax.get_legend_handles_labels()) if lab not in seen})
+        fig.legend(seen.values(), seen.keys(), loc="outside lower center", ncol=3)
+    return fig
+
+
 def run(config, out, seed):
     key = jax.random.key(seed)
     options = {k: config[k] for k in ("restarts", "steps") if config[k] is not None}
@@ -60,35 +113,11 @@ def run(config, out, seed):
                 }
 
     acts, sizes = config["activations"], config["sizes"]
-    fig, axes = reproduce.subplots(len(acts), len(sizes), figsize=(4.6 * len(sizes), 3.4 * len(acts)), squeeze=False)
-    floor = 1e-32
-    bins = np.linspace(np.log10(floor), 1, 34)
-    for (a_i, activation), (s_i, (d, n)) in ((x, y) for x in enumerate(acts) for y in enumerate(sizes)):
-        ax = axes[a_i, s_i]
-        for kind, color in (("absorbable", reproduce.PALETTE[0]), ("generic", reproduce.PALETTE[1])):
-            r = rows[(activation, d, n, kind)]
-            loss = np.log10(np.maximum(r["best_loss"], floor))
-            yes = np.array([s == "absorbable" for s in r["status"]])
-            if yes.any():
-                ax.hist(loss[yes], bins=bins, color=color, alpha=0.75, label=f"{kind}: certified yes ({yes.sum()})")
-            if (~yes).any():
-                ax.hist(
-                    loss[~yes],
-                    bins=bins,
-                    color=color,
-                    alpha=0.45,
-                    hatch="//",
-                    edgecolor=color,
-                    label=f"{kind}: certified no ({(~yes).sum()})",
-                )
-        ax.axvline(np.log10(SOLVED), color="k", lw=0.8, ls="--")
-        ax.set_title(f"{activation}, d={d}, n={n}: {config['draws']} + {config['draws']} draws")
-        ax.set_xlabel("log10 best relative loss (floored at 1e-32)")
-        ax.set_ylabel("draws")
-        ax.legend(fontsize=7)
-    fig.suptitle("Search loss vs exact decision (float64, random init)", y=1.0)
-    fig.tight_layout()
-    figure = reproduce.save_figure(fig, out, NAME)
+    results = {
+        "rows": [{"activation": a, "d": d, "n": n, "kind": kind, **r} for (a, d, n, kind), r in rows.items()],
+        "solved_threshold": SOLVED,
+    }
+    saved = plotting.save_figure(figure(results), out, NAME)
 
     def agg(kind, pred):
         vals = [(pred(r), len(r["status"])) for key_, r in rows.items() if key_[3] == kind]
@@ -106,7 +135,7 @@ def run(config, out, seed):
             f"{cert_yes}/{total_abs} certified absorbable",
             holds=cert_yes == total_abs,
             criterion="every constructed draw certified absorbable",
-            figure=figure,
+            figure=saved,
         ),
         reproduce.Claim(
             "a random-init search finds the absorber where the condition holds (loss ≤ 1e-20 on training "
@@ -114,21 +143,17 @@ def run(config, out, seed):
             f"{recall}/{total_abs} draws ({per_cell})",
             holds=recall >= 0.9 * total_abs if total_abs >= 16 else None,
             criterion="recall ≥ 90%" if total_abs >= 16 else f"not judged: {total_abs} draws are too few for a rate",
-            figure=figure,
+            figure=saved,
         ),
         reproduce.Claim(
             "Gaussian draws are certified not absorbable and the search stays away",
             f"{cert_no}/{total_gen} certified not_absorbable; smallest search loss {gen_min:.2g}",
             holds=cert_no == total_gen and gen_min > 1e-12,
             criterion="every draw not_absorbable and every search loss > 1e-12",
-            figure=figure,
+            figure=saved,
         ),
     ]
-    return {
-        "rows": [{"activation": a, "d": d, "n": n, "kind": kind, **r} for (a, d, n, kind), r in rows.items()],
-        "solved_threshold": SOLVED,
-        "claims": claims,
-    }
+    return {**results, "claims": claims}
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from absorbjax import condition, figstyle, models, reproduce, weights
+from absorbjax import condition, figstyle, models, plotting, reproduce, weights
 
 NAME = "trained_blocks"
 TITLE = "Trained MLP blocks across models vs Gaussian and initialised blocks"
@@ -331,7 +331,7 @@ def run(config, out, seed):
     name = None
     if any(not e["gated"] and e["layers"] for e in found.values()):
         with figstyle.context():
-            name = reproduce.save_figure(figure(results), out, NAME)
+            name = plotting.save_figure(figure(results), out, NAME)
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / f"{NAME}.md").write_text(table(results))
     results["claims"] = claims(results, name)

@@ -208,3 +208,34 @@ def test_reproduce_names_missing_data_packages_before_running(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert "pip install --no-deps no-such-absorbjax-data" in err
+
+
+def test_reproduce_replot_redraws_figures_from_the_records_only(tmp_path, capsys):
+    """``reproduce --replot``: figure(results) of each record saved at the figure's own size; run()
+    is never called; experiments without figure(results) or without a record are skipped in one line."""
+    from absorbjax import io, plotting
+
+    folder, out = tmp_path / "experiments", tmp_path / "out"
+    folder.mkdir()
+    head = 'TITLE = "t"\nPRESETS = {"quick": {}}\ndef run(config, out, seed):\n    raise AssertionError("computed")\n'
+    (folder / "drawn.py").write_text(
+        'NAME = "drawn"\n' + head + "from absorbjax import figstyle\n"
+        "def figure(results):\n"
+        "    with figstyle.context():\n"
+        "        fig, ax = figstyle.subplots(width=figstyle.SINGLE, height=2.0)\n"
+        '        ax.plot(results["x"], results["y"])\n'
+        "    return fig\n"
+    )
+    (folder / "nofigure.py").write_text('NAME = "nofigure"\n' + head)
+    (folder / "norecord.py").write_text('NAME = "norecord"\n' + head + "def figure(results):\n    raise AssertionError\n")
+    for name in ("drawn", "nofigure"):
+        io.save_record(out / f"{name}.json", name=name, seed=0, config={}, results={"x": [0, 1], "y": [1, 3]})
+    assert cli.main(["reproduce", "--replot", "--experiments", str(folder), "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == [f"replotted from the records in {out}: drawn",
+                     "skipped: nofigure (no figure(results)), norecord (no record)"]
+    png = (out / "drawn.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and (out / "drawn.pdf").stat().st_size > 1000
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (
+        round(3.5 * plotting.DPI), round(2.0 * plotting.DPI))
+    assert sorted(p.name for p in out.iterdir()) == ["drawn.json", "drawn.pdf", "drawn.png", "nofigure.json"]

@@ -179,6 +179,26 @@ def test_generated_pages_are_what_the_records_give():
     assert proc.returncode == 0, proc.stderr
 
 
+def test_results_page_shows_every_recorded_figure():
+    """Each figure a record's claims name is embedded under its experiment, beside the page (a copy
+    of figures/NAME.png: the site serves only docs/)."""
+    import json
+
+    page = (DOCS / "results" / "index.md").read_text()
+    names = {
+        c["figure"]
+        for path in (ROOT / "figures").glob("*.json")
+        for c in json.loads(path.read_text()).get("results", {}).get("claims", [])
+        if c.get("figure")
+    }
+    names = {n for n in names if (ROOT / "figures" / f"{n}.png").is_file()}
+    assert {"absorber", "lemma4", "cor11", "prop5", "prop6", "thm8_10"} <= names
+    for name in names:
+        section = page.split(f"\n## {name}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"![{name}]({name}.png)" in section, name
+        assert (DOCS / "results" / f"{name}.png").read_bytes() == (ROOT / "figures" / f"{name}.png").read_bytes()
+
+
 def test_every_experiment_script_is_grouped_in_the_docs():
     listed = (DOCS / "experiments.md").read_text()
     scripts = sorted(p.name for p in (ROOT / "experiments").glob("*.py"))

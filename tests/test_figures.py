@@ -9,12 +9,14 @@ and append the pair.
 
 import importlib.util
 import json
+import re
+import struct
 from pathlib import Path
 
 import matplotlib.text
 import pytest
 
-from absorbjax import figstyle
+from absorbjax import figstyle, plotting
 from absorbjax.weights.check import BlockCheck
 from absorbjax.weights.plot import distance_figure
 
@@ -169,6 +171,75 @@ def _figure_of(name, results):
     return _experiment(name).figure(results)
 
 
+# part A: the figures of absorber, lemma4, cor11, prop5, prop6, thm8_10, each from a small record
+# built here and from the committed one
+
+
+def _search(d=4, draws=3, restarts=2, level=0.9):
+    """A record's ``SearchResult.to_dict(params=False)``: what ``plotting.plot_profiles`` reads."""
+    return {"edges": [0.01, 0.1, 1.0, 10.0, 100.0], "profile": [[level, level, 0.8, 3.0]] * draws,
+            "losses": [[0.8] * restarts] * draws, "config": {"d": d}}
+
+
+def absorber_results():
+    row = lambda err, odd: {"max_abs_error": err, "max_rel_error": err, "odd_part_half": odd}
+    names = ("relu", "gelu", "gelu_tanh", "silu", "softplus")
+    return {"ungated": {**{k: row(1e-14, True) for k in names}, "relu2": row(6e3, False)}}
+
+
+def lemma4_results():
+    return {"random": [[1.0, 7e-16], [1e6, 1e-11], [1e9, None]], "hyper_connection": [[3.3, 3e-16]],
+            "sinkhorn": [[4.1, 2.6e-16], [1e17, None]], "uniform_refused": True, "max_cond": 6.7e7}
+
+
+def cor11_results():
+    counts = lambda k, draws=400: {"absorbable": k, "not_absorbable": draws - k, "degenerate": 0, "undecided": 0,
+                                   "draws": draws, "methods": ["exhaustive"]}
+    widths = {"gaussian": 0, "rademacher (±1)": 0, "ternary": 20, "3-bit grid": 1, "4-bit grid": 0}
+    return {"continuous": {"gaussian d=2 n=4": counts(0)},
+            "by_width_d2": {label: {str(n): counts(k * n // 4) for n in (2, 4, 8)} for label, k in widths.items()},
+            "by_dim": {"ternary": {"2": counts(25), "3": counts(0)}, "3-bit grid": {"2": counts(0), "3": counts(0)}},
+            "by_bits_d2_n4": {"2": counts(16), "3": counts(0), "4": counts(0)}}
+
+
+def prop5_results():
+    scales = [1e-3, 1e-1, 1e1, 1e3]
+    slope = lambda lo, hi: {"residual": [lo, 1.5, hi], "residual_q05": [lo, 1.2, hi], "residual_q95": [lo, 1.8, hi],
+                            "free": [hi] * 3, "free_q05": [hi] * 3, "free_q95": [hi] * 3}
+    return {"d": 4, "n": 16, "draws": 10, "scales": scales,
+            "slopes": {"relu2": slope(1.0, 2.0), "reglu": slope(1.0, 2.0), "relu": slope(1.0, 1.0)},
+            "search": {"relu2": _search(), "reglu": _search()}}
+
+
+def prop6_results():
+    jac = lambda norm: {"free_norm_max": norm, "free_norm_min": norm / 2, "residual_minus_I_max": 0.0,
+                        "formula_err_max": 0.0}
+    orders = lambda free: {str(L): {"free": [free(L)] * 4, "residual": [1] * 4} for L in (1, 2)}
+    return {"jacobian": {"swiglu": jac(0.0), "geglu": jac(0.0), "glu": jac(1.8)},
+            "orders": {"swiglu": orders(lambda L: 2**L), "geglu": orders(lambda L: 2**L), "glu": orders(lambda L: 1)},
+            "search": {"swiglu": _search(), "geglu": _search(), "glu": _search(level=1e-3)}}
+
+
+def thm8_10_results():
+    rows = []
+    for activation in ("relu", "gelu", "silu"):  # a 3 × 2 grid of panels
+        for d, n in ((2, 4), (3, 6)):
+            rows.append({"activation": activation, "d": d, "n": n, "kind": "absorbable",
+                         "status": ["absorbable"] * 3, "best_loss": [1e-31, 1e-29, 1e-8]})
+            rows.append({"activation": activation, "d": d, "n": n, "kind": "generic",
+                         "status": ["not_absorbable"] * 3, "best_loss": [1e-3, 1e-4, 0.02]})
+    return {"rows": rows, "solved_threshold": 1e-20}
+
+
+PART_A = {"absorber": absorber_results, "lemma4": lemma4_results, "cor11": cor11_results, "prop5": prop5_results,
+          "prop6": prop6_results, "thm8_10": thm8_10_results}
+
+
+def _drawn_by(name, results=None):
+    """The figure of experiment ``name`` from ``results``, or from its committed record."""
+    return lambda: _experiment(name).figure(_committed(name) if results is None else results())
+
+
 FIGURES = [
     ("trained_blocks", lambda: _trained_blocks_figure(trained_blocks_results())),
     ("trained_blocks, committed record", lambda: _trained_blocks_figure(_committed("trained_blocks"))),
@@ -186,6 +257,9 @@ FIGURES = [
     ("training, committed record", lambda: _figure_of("training", _committed("training"))),
     ("width", lambda: _figure_of("width", width_results())),
     ("width, committed record", lambda: _figure_of("width", _committed("width"))),
+    # part A
+    *((name, _drawn_by(name, small)) for name, small in PART_A.items()),
+    *((f"{name}, committed record", _drawn_by(name)) for name in PART_A),
 ]
 
 
@@ -212,6 +286,28 @@ def test_the_checks_can_fail():
     assert [side for side in figstyle.outside(fig) if side.startswith("right")]
     texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
     assert "tiny" in texts
+
+
+def _png_size(path):
+    """``(width, height)`` in pixels from a PNG's IHDR chunk."""
+    return struct.unpack(">II", path.read_bytes()[16:24])
+
+
+def test_saved_files_have_the_figures_own_size(tmp_path):
+    """PNG pixels = inches × plotting.DPI and the PDF page = inches × 72 pt, even where the user's
+    rcParams ask for a tight crop; a rerun writes the same bytes."""
+    import matplotlib
+
+    fig = _drawn_by("absorber", absorber_results)()
+    width, height = fig.get_size_inches()
+    with matplotlib.rc_context({"savefig.bbox": "tight"}):
+        plotting.save_figure(fig, tmp_path, "a")
+    assert _png_size(tmp_path / "a.png") == (round(width * plotting.DPI), round(height * plotting.DPI))
+    box = re.search(rb"/MediaBox \[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", (tmp_path / "a.pdf").read_bytes())
+    assert (float(box[1]), float(box[2])) == pytest.approx((width * 72, height * 72))
+    plotting.save_figure(_drawn_by("absorber", absorber_results)(), tmp_path, "b")
+    for ext in ("png", "pdf"):
+        assert (tmp_path / f"a.{ext}").read_bytes() == (tmp_path / f"b.{ext}").read_bytes()
 
 
 def test_style_ships_with_the_package():
