@@ -15,9 +15,9 @@ An experiment is a module in ``experiments/`` that defines
 make exactness claims; the process-wide ``jax_enable_x64`` is left as it was) and writes the
 record (config, seed, versions, device, time taken) under ``out/NAME.json``; a rerun with the
 same preset and seed is skipped unless ``force``. :func:`write_summary` regenerates
-``out/README.md`` from the records; :func:`replot` redraws the figures from them. Importing this module changes no global state (matplotlib's
-backend included): figures are drawn on ``matplotlib.figure.Figure`` objects, which need no
-backend (:mod:`absorbjax.plotting`). :func:`missing_packages` names the data packages the chosen
+``out/README.md`` from the records; :func:`replot` redraws the figures from them. Importing
+this module changes no global state (matplotlib's backend included): figures are drawn on
+``matplotlib.figure.Figure`` objects, which need no backend (:mod:`absorbjax.plotting`). :func:`missing_packages` names the data packages the chosen
 experiments need and lack, so a run can stop before its first experiment with the pip command.
 
 The plotting helpers (:mod:`absorbjax.plotting`), :func:`absorbjax.io.subkey` and the near-origin
