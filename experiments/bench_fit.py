@@ -346,7 +346,8 @@ def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=Non
 # ---------------------------------------------------------------------------------------------
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the speed benchmarks 1–3 by default, ``--claims`` or ``--sizes`` instead."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short smoke run (CI)")
     ap.add_argument("--out", default=None, help="write a JSON record here")
@@ -370,10 +371,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=None, metavar="R",
                     help="with --strategy expand: expand_search's rounds (default: expand_search's)")
     ap.add_argument("--scaling-child", nargs=3, type=int, metavar=("DRAWS", "STEPS", "BATCH"), help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.scaling_child:
-        print(json.dumps(scaling_child(*args.scaling_child)))
-        return 0
+    return ap
+
+
+def _float64_run(args) -> bool:
+    """Run the ``--claims`` or ``--sizes`` measurement if one was asked for (and write its record to
+    ``--out``); whether one ran."""
     float64_runs = {"claims": (claims, "fit_claims", 2024), "sizes": (recall_by_size, "fit_recall_by_size", 5)}
     for flag, (measure, name, seed) in float64_runs.items():
         draws = getattr(args, flag)
@@ -388,12 +391,15 @@ def main(argv=None) -> int:
                                                "rounds": args.rounds}
                                               if flag == "sizes" else {})}
                 io.save_record(args.out, name=name, seed=seed, config=config, results=results)
-            return 0
+            return True
+    return False
 
-    print(f"device: {device_line()}  (jax {jax.__version__})", flush=True)
+
+def _speed_benchmarks(quick: bool) -> dict:
+    """Benchmarks 1–3 (vmap vs loop, compute efficiency, scaling), each printed as it finishes."""
     results = {}
 
-    r = results["vmap_vs_loop"] = bench_vmap_vs_loop(args.quick)
+    r = results["vmap_vs_loop"] = bench_vmap_vs_loop(quick)
     print(f"[1] vmapped search vs per-draw loop, (d,n)=({r['d']},{r['n']}), {r['draws']} draws x {r['restarts']} "
           f"restarts, {r['inputs']} inputs, {r['dtype']}; loop: {r['loop_steps_per_s']:.3g} restart-steps/s", flush=True)
     for b, v in r["vmapped_steps_per_s"].items():
@@ -404,17 +410,29 @@ def main(argv=None) -> int:
           f"inputs at once (no vmap): {r['hand_batched_steps_per_s']:.3g} restart-steps/s -> ratio "
           f"{r['hand_batched_ratio']:.1f}x", flush=True)
 
-    r = results["efficiency"] = bench_efficiency(args.quick)
+    r = results["efficiency"] = bench_efficiency(quick)
     print(f"[2] compute efficiency, (d,n)=({r['d']},{r['n']}), {r['draws']} draws x {r['restarts']} restarts, "
           f"{r['inputs']} inputs, {r['dtype']}: {r['achieved_flops'] / 1e9:.3g} GFLOP/s vs dense matmul "
           f"{r['matmul_flops'] / 1e9:.3g} GFLOP/s -> {100 * r['fraction']:.0f}% (target >= 30%)", flush=True)
 
-    r = results["scaling"] = bench_scaling(args.quick)
+    r = results["scaling"] = bench_scaling(quick)
     a, b = r["runs"]
     print(f"[3] scaling, (d,n)=(4,16) x {r['restarts']} restarts, {r['steps']} Adam steps, batch {r['batch_size']}: "
           f"{a['draws']} draws {a['seconds']:.1f}s, {b['draws']} draws {b['seconds']:.1f}s -> time ratio "
           f"{r['time_ratio']:.2f} for {r['draw_ratio']:.0f}x draws; peak memory {r['peak_gib']:.2f} GiB "
           f"({r['peak_is']}; target < 2 GiB)", flush=True)
+    return results
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    if args.scaling_child:
+        print(json.dumps(scaling_child(*args.scaling_child)))
+        return 0
+    if _float64_run(args):
+        return 0
+    print(f"device: {device_line()}  (jax {jax.__version__})", flush=True)
+    results = _speed_benchmarks(args.quick)
 
     print("[4] condition.find_absorbing_set at d=384, n=1536: see experiments/bench_condition.py")
 

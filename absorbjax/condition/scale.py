@@ -480,6 +480,21 @@ def verify_set(U, D, A, S, rtol: float) -> SetCheck:
 # The screen
 
 
+def _verified_planted(U, D, A, rtol: float, block: int, verify: Callable) -> SetCheck | None:
+    """The :func:`planted_candidates` set ``S`` checked by ``verify``: its :class:`SetCheck` if accepted, else
+    ``None``."""
+    cand = planted_candidates(U, D, A, block=block)
+    if cand is None:
+        return None
+    chk = verify(U, D, A, cand, rtol)
+    return chk if chk.accepted else None
+
+
+def _absent_reason(test: str, lower: float, tau: float) -> str:
+    """The reason of an ``"absent"`` :class:`Screen`: ``test`` certified every miss ``>= lower > tau``."""
+    return f"{test}: every S misses −A by >= {lower:.6g} (Frobenius), an accepted S by <= {tau:.3g}"
+
+
 def screen(U, D, A, *, tau: float, rtol: float, steps: int = 2, block: int = BLOCK,
            verify: Callable | None = None, find: bool = True) -> Screen:
     """Decide ``∃S: W_down[:,S] W_up[S,:] = −A`` cheaply, or say that it cannot.
@@ -514,10 +529,10 @@ def screen(U, D, A, *, tau: float, rtol: float, steps: int = 2, block: int = BLO
             if chk.accepted:
                 found.append(chk)
 
-    def done(status, reason, method, lower, upper, upper_S, steps_taken=0):
+    def done(status, reason, method, bounds, steps_taken=0):  # bounds: (lower, upper, upper_S)
         chk = found[0] if found else None
-        return Screen(status, reason, method, tau, lower, upper, upper_S, None if chk is None else chk.S,
-                      chk, failed, checked, steps_taken, time.perf_counter() - t0, timings)
+        S, elapsed = None if chk is None else chk.S, time.perf_counter() - t0
+        return Screen(status, reason, method, tau, *bounds, S, chk, failed, checked, steps_taken, elapsed, timings)
 
     t = time.perf_counter()
     lower = dual_lower(U, D, A, A, block=block, scales=k)
@@ -525,30 +540,28 @@ def screen(U, D, A, *, tau: float, rtol: float, steps: int = 2, block: int = BLO
     norm_a = float(np.linalg.norm(A)) * (1 + _gamma(d * d + 2))
     empty = np.zeros(0, np.int64)
     if lower > tau:
-        return done("absent", f"trace test (Z = A, bound (D)): every S misses −A by >= {lower:.6g} "
-                    f"(Frobenius), an accepted S by <= {tau:.3g}", "trace", lower, norm_a, empty)
+        reason = _absent_reason("trace test (Z = A, bound (D))", lower, tau)
+        return done("absent", reason, "trace", (lower, norm_a, empty))
     if find:
         t = time.perf_counter()
-        cand = planted_candidates(U, D, A, block=block)
-        if cand is not None:
-            chk = verify(U, D, A, cand, rtol)
-            if chk.accepted:
-                found.append(chk)
+        chk = _verified_planted(U, D, A, rtol, block, verify)
+        if chk is not None:
+            found.append(chk)
         timings["planted"] = time.perf_counter() - t
         if found:
-            return done("found", f"|S| = {found[0].S.size} units with W_up[i,:] A⁻¹ W_down[:,i] = −1 and no "
-                        "cross terms; S verified", "planted", 0.0, found[0].miss_frobenius, found[0].S)
+            reason = f"|S| = {chk.S.size} units with W_up[i,:] A⁻¹ W_down[:,i] = −1 and no cross terms; S verified"
+            return done("found", reason, "planted", (0.0, chk.miss_frobenius, chk.S))
     t = time.perf_counter()
     lower2, upper, upper_S, taken = box_bounds(U, D, A, steps=steps, target=tau, block=block,
                                                scales=k, on_set=consider)
     timings["frank-wolfe"] = time.perf_counter() - t
     lower = max(lower, lower2)
     if found:
-        return done("found", "a Frank–Wolfe sign set {z_i < 0} verified", "sign-set", 0.0,
-                    found[0].miss_frobenius, found[0].S, taken)
+        reason = "a Frank–Wolfe sign set {z_i < 0} verified"
+        return done("found", reason, "sign-set", (0.0, found[0].miss_frobenius, found[0].S), taken)
     if lower > tau:
-        return done("absent", f"Frank–Wolfe test matrix after {taken} steps (bound (D)): every S misses "
-                    f"−A by >= {lower:.6g} (Frobenius), an accepted S by <= {tau:.3g}", "frank-wolfe",
-                    lower, upper, upper_S, taken)
-    return done("undecided", f"no cheap decision: bound (D) reaches {lower:.3g} <= tau {tau:.3g} after "
-                f"{taken} Frank–Wolfe steps and no planted set verified", "none", lower, upper, upper_S, taken)
+        reason = _absent_reason(f"Frank–Wolfe test matrix after {taken} steps (bound (D))", lower, tau)
+        return done("absent", reason, "frank-wolfe", (lower, upper, upper_S), taken)
+    reason = (f"no cheap decision: bound (D) reaches {lower:.3g} <= tau {tau:.3g} after {taken} Frank–Wolfe "
+              "steps and no planted set verified")
+    return done("undecided", reason, "none", (lower, upper, upper_S), taken)

@@ -189,6 +189,18 @@ def _verdict(name: str, d: int, n: int, depth: int, residual: bool, rank: int, b
     return "undecided", "none", reason, "nothing is claimed"
 
 
+def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | None, prime) -> tuple[int, int]:
+    """The first and the largest jet order tried (GELU; 1 and 1 for ReLU); ``prime`` must exceed the largest."""
+    if name != "gelu":
+        return 1, 1
+    order = _default_order(d, P) if order is None else order
+    max_order = max(order, order + 4 if max_order is None else max_order)
+    if isinstance(prime, (int, np.integer)) and prime <= max_order:
+        raise ValueError(f"prime must exceed the largest jet order (the Taylor denominators must be units mod "
+                         f"p), got prime={prime} <= max_order={max_order}: use a larger prime such as {PRIME}")
+    return order, max_order
+
+
 def certify(activation: str, d: int, n: int, depth: int, *, key: jax.Array, residual: bool = True,
             order: int | None = None, inputs: int | None = None, denominator: int = 256,
             prime: int = PRIME, float_check: bool = True, subfamily: np.ndarray | None = None,
@@ -236,14 +248,7 @@ def certify(activation: str, d: int, n: int, depth: int, *, key: jax.Array, resi
             raise ValueError(f"subfamily must be an integer matrix of shape ({P}, m), got {np.shape(subfamily)}")
         P = np.shape(subfamily)[1]
         maximum = min(maximum, P)
-    if name == "gelu":
-        order = _default_order(d, P) if order is None else order
-        max_order = max(order, order + 4 if max_order is None else max_order)
-        if isinstance(prime, (int, np.integer)) and prime <= max_order:
-            raise ValueError(f"prime must exceed the largest jet order (the Taylor denominators must be units mod "
-                             f"p), got prime={prime} <= max_order={max_order}: use a larger prime such as {PRIME}")
-    else:
-        order = max_order = 1
+    order, max_order = _jet_orders(name, d, P, order, max_order, prime)
     k_inputs = inputs if inputs is not None else _default_inputs(name, d, n, depth, order)
     # The float check needs K d >= P outputs; the jets use the first k_inputs directions.
     k_float = max(k_inputs, math.ceil(2 * param_count(d, n, depth) / d)) if float_check else k_inputs
@@ -255,10 +260,8 @@ def certify(activation: str, d: int, n: int, depth: int, *, key: jax.Array, resi
     fr = float_rank(full, name, residual=residual) if float_check and subfamily is None else None
     probes = (f"Taylor coefficients of t -> f(t x_k) at t = 0, orders 1..{best.order}" if name == "gelu" else
               "values f(x_k) at rational inputs off every kink (checked exactly)")
-    status, method, reason, scope = _verdict(name, d, n, depth, residual, best.rank, bound, narrow,
-                                             _scope(name, P, subfamily is not None))
-    return DepthCertificate(
-        status, method, reason, scope, name, d, n, depth, residual, P,
-        best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs,
-        best.dropped, point, None if fr is None else fr.rank, None if fr is None else fr.gap,
-        time.perf_counter() - start)
+    verdict = _verdict(name, d, n, depth, residual, best.rank, bound, narrow, _scope(name, P, subfamily is not None))
+    # DepthCertificate's fields in order: (status, method, reason, scope), the size, the exact rank, the float rank.
+    exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
+    floats = (None, None) if fr is None else (fr.rank, fr.gap)
+    return DepthCertificate(*verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start)

@@ -50,7 +50,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -331,34 +331,72 @@ def min_extra_width(
     t0 = time.perf_counter()
     act = _check_width_activation(activation)
     _check_budget(max_bits=max_bits, max_flats=max_flats)
+    w = _prepare(params, act, skip, rtol, max_flats)
+    best, lower, proof, info = _bounds(params, w, act, skip=skip, max_bits=max_bits, max_flats=max_flats,
+                                       time_limit=time_limit)
+    return _conclude(w.U, w.D, w.A, act, best, W=w.W, Uc=w.Uc, Ap=w.Ap, groups=w.groups, lower=lower, tol=w.tol,
+                     proof=proof, info=info, t0=t0)
+
+
+class _Prepared(NamedTuple):
+    """The float64 weights of :func:`min_extra_width`, their live atoms (``parts.atoms``) and the search."""
+
+    U: np.ndarray  # W_up (n, d)
+    D: np.ndarray  # W_down (d, n)
+    A: np.ndarray  # the skip (d, d)
+    dtype: Any  # the input dtype
+    rtol: float  # rule (★)'s slack
+    tol: float  # the Frobenius bound of every miss rule (★) accepts
+    exact: bool  # decided in exact integer arithmetic
+    W: np.ndarray  # Ŵ (L, d)
+    Uc: np.ndarray  # Ũ (d, L)
+    Ap: np.ndarray  # A' (d, d)
+    groups: list  # the units of each atom
+    nondegenerate: bool  # the hypotheses of Thm 8/10 hold and no units merged
+    err: float  # rounding of M_S and the merge, 2-norm
+    thr: float  # the rank threshold
+    rank_W: int
+    rank_hi: int
+    search: Search
+
+
+def _prepare(params: MLPParams, act: str, skip, rtol: float | None, max_flats: int) -> _Prepared:
+    """Read the block in float64, check ``skip`` and ``rtol``, merge the units into atoms, set up the search."""
     U, D, dtype = float_weights(params, batched=False)
     n, d = U.shape
     A = skip_matrix(skip, d)
     rtol = check_rtol(rtol)
     tol = threshold_of(U, D, A, rtol)
-    skip_kind = "identity" if skip is None else "matrix"
     exact = act in PROVED and all(
         np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= EXACT_MAX for X in (U, D, A))
     W, Uc, Ap, groups = atoms(U, D, A, act, exact)
     L = W.shape[0]
     failed, _ = hypotheses(U, D, U @ U.T, dtype)
     nondegenerate = not failed and L == n
-    proved = act in PROVED
-    proof: list[str] = []
-
-    err = 0.0 if exact else 4 * (n + d + 2) * EPS * float(  # rounding of M_S and the merge, 2-norm
-        np.linalg.norm(np.abs(A) + np.abs(D) @ np.abs(U)) + np.linalg.norm(np.abs(Ap)))
+    rounding = np.linalg.norm(np.abs(A) + np.abs(D) @ np.abs(U)) + np.linalg.norm(np.abs(Ap))
+    err = 0.0 if exact else 4 * (n + d + 2) * EPS * float(rounding)  # rounding of M_S and the merge, 2-norm
     thr = 0.0 if exact else tol
     rank_W = exact_rank(W) if exact else numeric_rank(W, thr)
     rank_hi = rank_W if exact else min(L, d)
     search = Search(W, Uc, Ap, exact, thr, err, rank_hi, max_flats)
+    return _Prepared(U, D, A, dtype, rtol, tol, exact, W, Uc, Ap, groups, nondegenerate, err, thr, rank_W, rank_hi,
+                     search)
 
+
+def _bounds(params: MLPParams, w: _Prepared, act: str, *, skip, max_bits: int, max_flats: int,
+            time_limit: float) -> tuple[tuple, int, list[str], dict]:
+    """The bounds on ``k*``: ``(best (cost, S, G, p) found (the upper bound), the proved lower bound, the proof
+    lines, the certificate's bookkeeping fields)``."""
+    n, d = w.U.shape
+    L = w.W.shape[0]
+    proved = act in PROVED
+    proof: list[str] = []
     # Upper bound from S = ∅ and the flats over M_∅ = A' (P = R^d gives 2d − rank Ŵ); then S = ∅'s lower.
-    best = search.flats(Ap, np.zeros(0, int), 2 * d + 1)[:4]
+    best = w.search.flats(w.Ap, np.zeros(0, int), 2 * d + 1)[:4]
     cond_cert = None
     lower_red = 0
-    if nondegenerate:
-        cond_cert = find_absorbing_set(params, skip=skip, rtol=rtol, activation=act if proved else None,
+    if w.nondegenerate:
+        cond_cert = find_absorbing_set(params, skip=skip, rtol=w.rtol, activation=act if proved else None,
                                        time_limit=time_limit)
         if cond_cert.absorbable:
             best = (0, cond_cert.S, np.zeros(0, int), 0)
@@ -371,17 +409,15 @@ def min_extra_width(
     subsets = 0
     if best[0] > 0 and proved:
         best, lower_red, subsets, method, lines = _enumerate(
-            W, Uc, Ap, search, best, lower_red, max_bits=max_bits, err=err, thr=thr,
-            margin_rank=(rank_hi, rank_W), exact=exact)
+            w.W, w.Uc, w.Ap, w.search, best, lower_red, max_bits=max_bits, err=w.err, thr=w.thr,
+            margin_rank=(w.rank_hi, w.rank_W), exact=w.exact)
         proof += lines
-    ray_lower = 0 if proved else _ray_lower(params, act, proof, skip=skip, rtol=rtol, max_bits=max_bits,
+    ray_lower = 0 if proved else _ray_lower(params, act, proof, skip=skip, rtol=w.rtol, max_bits=max_bits,
                                             max_flats=max_flats, time_limit=time_limit)
-
-    return _conclude(
-        U, D, A, act, best, W=W, Uc=Uc, Ap=Ap, groups=groups, lower=max(0, L + lower_red - n) if proved else ray_lower,
-        tol=tol, proof=proof, info=dict(exact=exact, method=method, subsets=subsets, nondegenerate=nondegenerate,
-                                        activation=act, skip=skip_kind, tol=tol, rtol=rtol, input_dtype=str(dtype),
-                                        condition=None if cond_cert is None else cond_cert.to_dict()), t0=t0)
+    info = dict(exact=w.exact, method=method, subsets=subsets, nondegenerate=w.nondegenerate, activation=act,
+                skip="identity" if skip is None else "matrix", tol=w.tol, rtol=w.rtol, input_dtype=str(w.dtype),
+                condition=None if cond_cert is None else cond_cert.to_dict())
+    return best, max(0, L + lower_red - n) if proved else ray_lower, proof, info
 
 
 def _conclude(U, D, A, act, best, *, W, Uc, Ap, groups, lower, tol, proof, info, t0) -> WidthCertificate:
