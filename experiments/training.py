@@ -211,7 +211,7 @@ def teacher_setting(key, activation, cfg):
     graphdef, _ = nnx.split(students[0])
     states = _stacked([nnx.split(m)[1] for m in students])
     keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(key, 10**6), s) for _, _, s in runs])
-    teachers = _stacked([models.init(jax.random.fold_in(key, 5000 + s), d, n_t, activation, dtype=DTYPE)
+    teachers = _stacked([models.init(activation, d, n_t, key=jax.random.fold_in(key, 5000 + s), dtype=DTYPE)
                          for _, _, s in runs])
     keep = jnp.asarray([task == "keep" for task, _, _ in runs], DTYPE)
 
