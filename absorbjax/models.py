@@ -204,7 +204,7 @@ def mlp(params: Params, x: jax.Array, activation: str, *, bias: dict | None = No
     Examples:
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import models
-      >>> params = models.init(jax.random.key(0), 2, 4, "gelu")
+      >>> params = models.init("gelu", 2, 4, key=jax.random.key(0))
       >>> models.mlp(params, jnp.ones(2), "gelu").shape
       (2,)
       >>> xs = jnp.ones((5, 2))  # a batch: vmap over x, not over the params
@@ -225,7 +225,7 @@ def skip_mlp(
     Examples:
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import models
-      >>> params = models.init(jax.random.key(0), 2, 4, "swiglu")
+      >>> params = models.init("swiglu", 2, 4, key=jax.random.key(0))
       >>> x = jnp.array([1.0, -2.0])
       >>> bool(jnp.allclose(models.skip_mlp(params, x, "swiglu") - models.mlp(params, x, "swiglu"), x))
       True
@@ -256,7 +256,7 @@ def stack(
     Examples:
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import models
-      >>> layers = models.init(jax.random.key(0), 2, 4, "relu", depth=3)
+      >>> layers = models.init("relu", 2, 4, key=jax.random.key(0), depth=3)
       >>> layers.up.shape  # (L, n, d)
       (3, 4, 2)
       >>> x = jnp.array([0.5, 1.0])
@@ -324,11 +324,11 @@ def _iid(key, size: int, dist: str, dtype, bits: int):
 
 
 def init(
-    key: jax.Array,
+    activation: str,
     d: int,
     n: int,
-    activation: str,
     *,
+    key: jax.Array,
     dist: str = "gaussian",
     dtype=None,
     depth: int | None = None,
@@ -337,10 +337,10 @@ def init(
     """Random weights of one block (or, with ``depth=L``, a stack with a leading ``L`` axis).
 
     Args:
-      key: PRNG key.
+      activation: registered name; gated names give :class:`GatedParams`.
       d: input/output dimension ``d``.
       n: hidden width ``n``.
-      activation: registered name; gated names give :class:`GatedParams`.
+      key: PRNG key.
       dist: ``"gaussian"`` and ``"uniform"`` (variance ``1/fan_in``), ``"orthogonal"``
         (orthonormal rows/columns), or discrete integer weights as in quantised networks with
         the per-tensor scale folded out: ``"rademacher"`` (±1), ``"ternary"`` ({−1, 0, 1}),
@@ -358,20 +358,30 @@ def init(
     Examples:
       >>> import jax
       >>> from absorbjax import models
-      >>> p = models.init(jax.random.key(0), 3, 8, "relu")
+      >>> p = models.init("relu", 3, 8, key=jax.random.key(0))
       >>> p.up.shape, p.down.shape, p.up.dtype  # float32 unless jax_enable_x64 is on
       ((8, 3), (3, 8), dtype('float32'))
-      >>> models.init(jax.random.key(0), 3, 8, "swiglu")._fields
+      >>> models.init("swiglu", 3, 8, key=jax.random.key(0))._fields
       ('gate', 'value', 'down')
     """
-    name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
+    law = _law(activation, d, n, dist=dist, dtype=dtype, depth=depth, bits=bits)
     if dist == "orthogonal":
-        return _orthogonal(key, d, n, name, dtype, depth)
-    return _draw(key[None], d, n, name, dist, dtype, depth, bits)
+        return _orthogonal(key, d, n, law.activation, law.dtype, depth)
+    return _draw(key[None], d, n, law)
 
 
-def _validated(d, n, activation, dist, dtype, depth, bits):
-    """Checks the arguments of :func:`init`; returns the activation name and the float dtype."""
+class _Law(NamedTuple):
+    """The checked options of :func:`init` (and of :func:`sample`, which takes the same)."""
+
+    activation: str
+    dist: str
+    dtype: jnp.dtype
+    depth: int | None
+    bits: int
+
+
+def _law(activation, d, n, *, dist="gaussian", dtype=None, depth=None, bits=3) -> _Law:
+    """The arguments of :func:`init`, checked; the activation's registered name, the float dtype."""
     act = activations.get(activation)
     for arg, v in (("d", d), ("n", n)):
         if not isinstance(v, (int, np.integer)) or v < 1:
@@ -382,7 +392,7 @@ def _validated(d, n, activation, dist, dtype, depth, bits):
         raise ValueError(f"bits must be an integer >= 2, got {bits!r}")
     if depth is not None and (not isinstance(depth, (int, np.integer)) or depth < 1):
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
-    return act.name, _float_dtype(dtype)
+    return _Law(act.name, dist, _float_dtype(dtype), depth, bits)
 
 
 def _fields(count: int, d: int, n: int) -> list[tuple[int, int]]:
@@ -442,31 +452,22 @@ def _matrices(entries, d, n, count, dist, dtype, draws):
     return (GatedParams if len(mats) == 3 else MLPParams)(*mats)
 
 
-def _draw(keys, d, n, activation, dist, dtype, depth, bits, draws=None):
+def _draw(keys, d, n, law: _Law, draws=None):
     """:func:`init` for each block key in ``keys (B,)`` (``draws=None``: ``B = 1``, no draws axis)."""
-    count = _field_count(activation)
-    entries = _entries(keys, depth, count, size_bucket(d * n, 65536), dist, dtype, bits if dist == "grid" else None)
-    return _matrices(entries, d, n, count, dist, dtype, draws)
+    count = _field_count(law.activation)
+    bits = law.bits if law.dist == "grid" else None
+    entries = _entries(keys, law.depth, count, size_bucket(d * n, 65536), law.dist, law.dtype, bits)
+    return _matrices(entries, d, n, count, law.dist, law.dtype, draws)
 
 
-def sample(
-    key: jax.Array,
-    draws: int,
-    d: int,
-    n: int,
-    activation: str,
-    *,
-    dist: str = "gaussian",
-    dtype=None,
-    depth: int | None = None,
-    bits: int = 3,
-    start: int = 0,
-) -> Params:
-    """``draws`` independent blocks with a leading draws axis; draw ``i`` is
-    ``init(fold_in(key, start + i), ...)``, so ``sample(key, 10)`` is a prefix of
-    ``sample(key, 100)`` and chunks ``start=0, 100, …`` concatenate to one big sample. Counts
-    share compiled programs: up to 16 draws one, then one per power of two up to 1024, then one
-    per multiple of 1024 (the extra draws are computed and dropped); so do shapes, except for
+def sample(activation: str, d: int, n: int, *, key: jax.Array, draws: int, start: int = 0, **options) -> Params:
+    """``draws`` independent blocks with a leading draws axis; ``options`` (``dist``, ``dtype``,
+    ``depth``, ``bits``) as for :func:`init`.
+
+    Draw ``i`` is ``init(..., key=fold_in(key, start + i))``, so ``draws=10`` is a prefix of
+    ``draws=100`` and chunks ``start=0, 100, …`` concatenate to one big sample. Counts share
+    compiled programs: up to 16 draws one, then one per power of two up to 1024, then one per
+    multiple of 1024 (the extra draws are computed and dropped); so do shapes, except for
     ``dist="orthogonal"``: the random program sees only how many entries a matrix has (bucketed
     the same way, up to 65536).
 
@@ -474,19 +475,19 @@ def sample(
       >>> import jax
       >>> from absorbjax import models
       >>> key = jax.random.key(0)
-      >>> draws = models.sample(key, 4, 2, 6, "gelu")
+      >>> draws = models.sample("gelu", 2, 6, key=key, draws=4)
       >>> draws.up.shape  # (draws, n, d)
       (4, 6, 2)
-      >>> more = models.sample(key, 4, 2, 6, "gelu", start=4)  # draws 4..7, no recompilation
+      >>> more = models.sample("gelu", 2, 6, key=key, draws=4, start=4)  # draws 4..7, no recompilation
     """
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    name, dtype = _validated(d, n, activation, dist, dtype, depth, bits)
+    law = _law(activation, d, n, **options)
     keys = _keys(key, start, size_bucket(draws))
-    if dist == "orthogonal":
-        out = jax.vmap(lambda k: _orthogonal(k, d, n, name, dtype, depth))(keys)
+    if law.dist == "orthogonal":
+        out = jax.vmap(lambda k: _orthogonal(k, d, n, law.activation, law.dtype, law.depth))(keys)
         return jax.tree.map(lambda a: a[:draws], out)
-    return _draw(keys, d, n, name, dist, dtype, depth, bits, draws)
+    return _draw(keys, d, n, law, draws)
 
 
 def size_bucket(count: int, cap: int = 1024) -> int:
@@ -511,11 +512,11 @@ def _keys(key, start, draws):
 
 
 def absorbable(
-    key: jax.Array,
+    activation: str,
     d: int,
     n: int,
-    activation: str,
     *,
+    key: jax.Array,
     size: int | None = None,
     dtype=None,
     depth: int | None = None,
@@ -535,7 +536,7 @@ def absorbable(
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import models
       >>> with jax.enable_x64(True):  # the identity is exact: check it in float64
-      ...     params, S = models.absorbable(jax.random.key(0), 2, 6, "gelu")
+      ...     params, S = models.absorbable("gelu", 2, 6, key=jax.random.key(0))
       ...     print(len(S), bool(jnp.abs(params.down[:, S] @ params.up[S] + jnp.eye(2)).max() < 1e-12))
       2 True
 
@@ -555,7 +556,7 @@ def absorbable(
         if not isinstance(depth, (int, np.integer)) or depth < 1:
             raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
         layers = [
-            absorbable(jax.random.fold_in(key, layer), d, n, activation, size=size, dtype=dtype)
+            absorbable(activation, d, n, key=jax.random.fold_in(key, layer), size=size, dtype=dtype)
             for layer in range(depth)
         ]
         return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in layers]), [S for _, S in layers]
@@ -563,7 +564,7 @@ def absorbable(
     if not isinstance(size, (int, np.integer)) or not d <= size <= n:
         raise ValueError(f"size must be an integer with d <= size <= n ({d} <= size <= {n}), got {size!r}")
     k0, ks, kz = jax.random.split(key, 3)
-    params = init(k0, d, n, act.name, dtype=dtype)
+    params = init(act.name, d, n, key=k0, dtype=dtype)
     S = np.sort(np.asarray(jax.random.permutation(ks, n)[:size]))
     up_s = params.up[S]  # (|S|, d), full column rank almost surely
     pinv = jnp.linalg.pinv(up_s)  # (d, |S|)
@@ -573,40 +574,41 @@ def absorbable(
 
 
 def absorbable_sample(
-    key: jax.Array,
-    draws: int,
+    activation: str,
     d: int,
     n: int,
-    activation: str,
     *,
+    key: jax.Array,
+    draws: int,
     size: int | None = None,
     dtype=None,
     depth: int | None = None,
 ) -> tuple[MLPParams, list]:
     """``draws`` blocks from :func:`absorbable`, draw ``i`` from ``fold_in(key, i)``: params with a
     leading draws axis (``up (draws, n, d)``, ``down (draws, d, n)``) and each draw's ``S``.
-    ``depth=L``: ``draws`` stacks (``up (draws, L, n, d)``), each draw's list of ``L`` sets.
+    ``depth=L``: ``draws`` stacks (``up (draws, L, n, d)``; layer ``l`` of draw ``i`` from
+    ``fold_in(fold_in(key, i), l)``), each draw's list of ``L`` sets.
 
     Examples:
       >>> import jax
       >>> from absorbjax import models
-      >>> params, sets = models.absorbable_sample(jax.random.key(0), 3, 2, 6, "relu", size=3)
+      >>> params, sets = models.absorbable_sample("relu", 2, 6, key=jax.random.key(0), draws=3, size=3)
       >>> params.down.shape, [len(S) for S in sets]
       ((3, 2, 6), [3, 3, 3])
     """
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     pairs = [
-        absorbable(jax.random.fold_in(key, i), d, n, activation, size=size, dtype=dtype, depth=depth)
+        absorbable(activation, d, n, key=jax.random.fold_in(key, i), size=size, dtype=dtype, depth=depth)
         for i in range(draws)
     ]
     return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in pairs]), [S for _, S in pairs]
 
 
-def reduce_skip(skip: jax.Array, params: Params, *, max_cond: float | None = None) -> Params:
+def reduce_skip(params: Params, skip: jax.Array, *, max_cond: float | None = None) -> Params:
     """Lemma 4: ``A x + D σ(U x) = A (x + A⁻¹D σ(U x))``; returns the params with ``down = A⁻¹ D``.
 
-    So ``skip_mlp(params, x, act, A) == A @ skip_mlp(reduce_skip(A, params), x, act)`` and a
+    So ``skip_mlp(params, x, act, A) == A @ skip_mlp(reduce_skip(params, A), x, act)`` and a
     residual-free ``V`` absorbs the ``A``-block iff ``(V_up, A⁻¹ V_down)`` absorbs the reduced one.
     ``skip`` is ``A``, ``(d, d)`` (or ``(..., d, d)`` matching leading axes of ``params``). Runs
     eagerly: a non-square ``A`` or one with condition number above ``max_cond`` (default
@@ -616,14 +618,14 @@ def reduce_skip(skip: jax.Array, params: Params, *, max_cond: float | None = Non
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import models
       >>> with jax.enable_x64(True):
-      ...     params = models.init(jax.random.key(0), 2, 4, "gelu")
+      ...     params = models.init("gelu", 2, 4, key=jax.random.key(0))
       ...     A = jnp.array([[2.0, 1.0], [0.0, 1.0]])
       ...     x = jnp.array([0.3, -1.2])
       ...     lhs = models.skip_mlp(params, x, "gelu", A)
-      ...     rhs = A @ models.skip_mlp(models.reduce_skip(A, params), x, "gelu")
+      ...     rhs = A @ models.skip_mlp(models.reduce_skip(params, A), x, "gelu")
       ...     print(bool(jnp.abs(lhs - rhs).max() < 1e-14))
       True
-      >>> models.reduce_skip(jnp.zeros((2, 2)), models.init(jax.random.key(0), 2, 4, "gelu"))
+      >>> models.reduce_skip(models.init("gelu", 2, 4, key=jax.random.key(0)), jnp.zeros((2, 2)))
       Traceback (most recent call last):
       ValueError: skip is singular or ill-conditioned (condition number inf > max_cond 2.9e+03); Lemma 4 needs an invertible skip
 

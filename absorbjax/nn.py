@@ -66,7 +66,7 @@ class _Blocks(nnx.Module):
                 raise ValueError(f"bias must be True or False, got {bias!r}")
             if not isinstance(rngs, nnx.Rngs):
                 raise ValueError(f"rngs must be flax.nnx.Rngs, got {type(rngs).__name__}")
-            params = models.init(rngs.params(), d, n, activation, dist=dist, dtype=dtype, depth=depth)
+            params = models.init(activation, d, n, key=rngs.params(), dist=dist, dtype=dtype, depth=depth)
             biases = None
             if bias:
                 lead = () if depth is None else (depth,)
@@ -183,7 +183,7 @@ class MLP(_OneBlock):
       d: input/output dimension ``d``.
       n: hidden width ``n``.
       activation: a name registered in :mod:`absorbjax.activations`.
-      rngs: ``flax.nnx.Rngs``; the weights are ``models.init(rngs.params(), d, n, activation)``.
+      rngs: ``flax.nnx.Rngs``; the weights are ``models.init(activation, d, n, key=rngs.params())``.
       bias: add biases (initialised to zero).
       dtype: float dtype of the weights; default follows ``jax_enable_x64``.
       dist: weight distribution, as in :func:`absorbjax.models.init`.
@@ -214,7 +214,7 @@ class ResidualMLP(_OneBlock):
       >>> from flax import nnx
       >>> from absorbjax import condition, models, nn
       >>> with jax.enable_x64(True):
-      ...     params, S = models.absorbable(jax.random.key(0), d=3, n=8, activation="relu")
+      ...     params, S = models.absorbable("relu", d=3, n=8, key=jax.random.key(0))
       ...     block = nn.ResidualMLP.from_params(params, "relu")
       ...     free = nn.MLP.from_params(condition.absorber(block.to_params(), S), "relu")
       ...     x = jax.random.normal(jax.random.key(1), (5, 3))   # any leading batch axes

@@ -18,13 +18,14 @@ __all__ = ["origin_searches", "near_origin_error"]
 
 
 def origin_searches(
-    key: jax.Array, names, d: int, n: int, *, draws: int, restarts: int, steps: int, polish: bool
+    names, d: int, n: int, *, key: jax.Array, draws: int, restarts: int, steps: int, polish: bool
 ) -> dict:
     """:func:`absorbjax.fit.search` for residual-free blocks that reproduce Gaussian residual blocks.
 
-    For activation ``names[i]``: ``draws`` targets ``models.sample(subkey(key, i, 0), draws, d,
-    n, name)``, searched with key ``subkey(key, i, 1)``. Returns ``{name: SearchResult}``; read
-    the near-origin gap with :func:`near_origin_error` and draw it with :func:`plot_profiles`.
+    For activation ``names[i]``: ``draws`` targets ``models.sample(name, d, n, key=subkey(key, i,
+    0), draws=draws)``, searched with key ``subkey(key, i, 1)``. Returns ``{name: SearchResult}``;
+    read the near-origin gap with :func:`near_origin_error` and draw it with
+    :func:`absorbjax.plotting.plot_profiles`.
 
     References:
       Prop 5 and Prop 6: no residual-free homogeneous (degree ≠ 1) or gated (``g(0) = 0``)
@@ -33,7 +34,7 @@ def origin_searches(
     """
     return {
         name: fit.search(
-            models.sample(subkey(key, i, 0), draws, d, n, name),
+            models.sample(name, d, n, key=subkey(key, i, 0), draws=draws),
             name,
             key=subkey(key, i, 1),
             restarts=restarts,

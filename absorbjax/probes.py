@@ -85,7 +85,7 @@ def jacobian_at_origin(f: Fn, d: int, dtype=None) -> jax.Array:
     Examples:
       >>> import jax
       >>> from absorbjax import models, probes
-      >>> p = models.init(jax.random.key(0), 3, 6, "swiglu")
+      >>> p = models.init("swiglu", 3, 6, key=jax.random.key(0))
       >>> probes.jacobian_at_origin(lambda x: models.mlp(p, x, "swiglu"), 3).tolist()
       [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
       >>> probes.jacobian_at_origin(lambda x: models.skip_mlp(p, x, "swiglu"), 3).tolist()
@@ -305,7 +305,7 @@ def _directions(key, d, directions, dtype):
     return v
 
 
-def taylor_norms(f: Fn, d: int, key: jax.Array, max_order: int = 8, *, directions=4, dtype=None) -> TaylorNorms:
+def taylor_norms(f: Fn, d: int, *, key: jax.Array, max_order: int = 8, directions=4, dtype=None) -> TaylorNorms:
     """The vmappable core of :func:`vanishing_order`.
 
     Args:
@@ -324,9 +324,9 @@ def taylor_norms(f: Fn, d: int, key: jax.Array, max_order: int = 8, *, direction
     Examples:
       >>> import jax
       >>> from absorbjax import models, probes
-      >>> ps = models.sample(jax.random.key(0), 16, 2, 4, "geglu")  # 16 draws
+      >>> ps = models.sample("geglu", 2, 4, key=jax.random.key(0), draws=16)  # 16 draws
       >>> norms = jax.jit(jax.vmap(lambda p: probes.taylor_norms(
-      ...     lambda x: models.mlp(p, x, "geglu"), 2, jax.random.key(1), 3)))(ps)
+      ...     lambda x: models.mlp(p, x, "geglu"), 2, key=jax.random.key(1), max_order=3)))(ps)
       >>> norms.coef.shape  # (draws, directions, K + 1)
       (16, 4, 4)
       >>> probes.orders_from_norms(norms).tolist() == [2] * 16
@@ -373,7 +373,7 @@ def vanishing_order(
     f: Fn,
     d: int,
     *,
-    key: jax.Array | None = None,
+    key: jax.Array,
     max_order: int = 8,
     directions=4,
     rtol: float | None = None,
@@ -383,8 +383,8 @@ def vanishing_order(
 
     ``0`` when ``f(0) ≠ 0``; ``1`` for any residual block (Jacobian ``I``); ``2`` for a
     residual-free SwiGLU/GeGLU block (Prop 6); ``2^L`` for a residual-free gated stack of depth
-    ``L`` (Cor 7). ``None`` when nothing up to ``max_order`` is nonzero. ``key`` defaults to
-    ``jax.random.key(0)``.
+    ``L`` (Cor 7). ``None`` when nothing up to ``max_order`` is nonzero. ``key``
+    draws the directions.
 
     This is :func:`orders_from_norms` (the decision and its tolerance) applied to
     :func:`taylor_norms`; for thousands of draws, ``jit(vmap(taylor_norms))`` and decide all at
@@ -393,17 +393,16 @@ def vanishing_order(
     Examples:
       >>> import jax
       >>> from absorbjax import models, probes
-      >>> p = models.init(jax.random.key(0), 3, 6, "swiglu")
-      >>> probes.vanishing_order(lambda x: models.mlp(p, x, "swiglu"), 3, max_order=3)
+      >>> p = models.init("swiglu", 3, 6, key=jax.random.key(0))
+      >>> probes.vanishing_order(lambda x: models.mlp(p, x, "swiglu"), 3, key=jax.random.key(1), max_order=3)
       2
-      >>> probes.vanishing_order(lambda x: models.skip_mlp(p, x, "swiglu"), 3, max_order=3)
+      >>> probes.vanishing_order(lambda x: models.skip_mlp(p, x, "swiglu"), 3, key=jax.random.key(1), max_order=3)
       1
 
     References:
       Prop 6 (order 2 against 1) and Cor 7 (order ``2^L`` against 1 at depth ``L``).
     """
-    key = jax.random.key(0) if key is None else key
-    norms = taylor_norms(f, d, key, max_order, directions=directions, dtype=dtype)
+    norms = taylor_norms(f, d, key=key, max_order=max_order, directions=directions, dtype=dtype)
     order = int(orders_from_norms(norms, rtol))
     return None if order > max_order else order
 
@@ -430,7 +429,7 @@ def scaling_exponent(f: Fn, x: jax.Array, ts: jax.Array) -> jax.Array:
     Examples:
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import models, probes
-      >>> p = models.init(jax.random.key(0), 3, 6, "relu2")
+      >>> p = models.init("relu2", 3, 6, key=jax.random.key(0))
       >>> x = jnp.array([1.0, 0.5, -1.0])
       >>> round(float(probes.scaling_exponent(lambda z: models.mlp(p, z, "relu2"), x,
       ...                                     jnp.geomspace(1e-3, 1e3, 7))), 4)
@@ -465,7 +464,7 @@ _TS = (0.1, 0.5, 2.0, 10.0)
 
 
 def homogeneity_fit(
-    f: Fn, d: int, key: jax.Array, *, ts=_TS, samples: int = 8, dtype=None
+    f: Fn, d: int, *, key: jax.Array, ts=_TS, samples: int = 8, dtype=None
 ) -> tuple[jax.Array, jax.Array]:
     """Best exponent ``k`` for ``f(t x) = t^k f(x)`` and how well it holds; vmappable.
 
@@ -478,8 +477,8 @@ def homogeneity_fit(
     Examples:
       >>> import jax
       >>> from absorbjax import models, probes
-      >>> p = models.init(jax.random.key(0), 3, 6, "reglu")
-      >>> k, err = probes.homogeneity_fit(lambda x: models.mlp(p, x, "reglu"), 3, jax.random.key(1))
+      >>> p = models.init("reglu", 3, 6, key=jax.random.key(0))
+      >>> k, err = probes.homogeneity_fit(lambda x: models.mlp(p, x, "reglu"), 3, key=jax.random.key(1))
       >>> round(float(k), 4), bool(err < 1e-4)
       (2.0, True)
     """
@@ -504,7 +503,7 @@ def homogeneity_fit(
 
 
 def homogeneity_degree(
-    f: Fn, d: int, key: jax.Array, *, ts=_TS, samples: int = 8, rtol: float | None = None, dtype=None
+    f: Fn, d: int, *, key: jax.Array, ts=_TS, samples: int = 8, rtol: float | None = None, dtype=None
 ) -> int | float | None:
     """Degree ``k`` with ``f(t x) = t^k f(x)`` for all sampled ``x`` and ``t ∈ ts``, else ``None``.
 
@@ -516,17 +515,17 @@ def homogeneity_degree(
     Examples:
       >>> import jax
       >>> from absorbjax import models, probes
-      >>> p = models.init(jax.random.key(0), 3, 6, "relu2")
+      >>> p = models.init("relu2", 3, 6, key=jax.random.key(0))
       >>> key = jax.random.key(1)
-      >>> probes.homogeneity_degree(lambda x: models.mlp(p, x, "relu2"), 3, key)
+      >>> probes.homogeneity_degree(lambda x: models.mlp(p, x, "relu2"), 3, key=key)
       2
-      >>> print(probes.homogeneity_degree(lambda x: models.skip_mlp(p, x, "relu2"), 3, key))
+      >>> print(probes.homogeneity_degree(lambda x: models.skip_mlp(p, x, "relu2"), 3, key=key))
       None
 
     References:
       Prop 5 (homogeneous blocks of degree ``k ≠ 1`` never absorb).
     """
-    k, err = homogeneity_fit(f, d, key, ts=ts, samples=samples, dtype=dtype)
+    k, err = homogeneity_fit(f, d, key=key, ts=ts, samples=samples, dtype=dtype)
     rtol = _rtol(rtol, err.dtype)
     k, err = float(k), float(err)
     if not (np.isfinite(k) and err <= rtol):
@@ -547,7 +546,7 @@ def parity(f: Fn) -> tuple[Fn, Fn]:
     Examples:
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import models, probes
-      >>> p = models.init(jax.random.key(0), 2, 4, "gelu")
+      >>> p = models.init("gelu", 2, 4, key=jax.random.key(0))
       >>> odd, even = probes.parity(lambda x: models.mlp(p, x, "gelu"))
       >>> x = jnp.array([0.7, -1.5])
       >>> bool(jnp.allclose(odd(x), 0.5 * p.down @ p.up @ x, atol=1e-6))

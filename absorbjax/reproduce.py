@@ -4,7 +4,7 @@ An experiment is a module in ``experiments/`` that defines
 
 - ``NAME`` (file stem), ``TITLE`` (the paper result it reproduces);
 - ``PRESETS``: ``{"smoke": config, "quick": config, "full": config}``;
-- ``run(config, out, seed) -> dict``: computes, saves its figures with :func:`save_figure`
+- ``run(config, out, seed) -> dict``: computes, saves its figures with :func:`absorbjax.plotting.save_figure`
   and returns the numbers behind them, including ``"claims"``: a list of :class:`Claim`, each
   judged from the measurement (``holds``) against a stated ``criterion``;
 - optionally ``figure(results) -> matplotlib.figure.Figure``: its figure drawn from those
@@ -20,8 +20,8 @@ this module changes no global state (matplotlib's backend included): figures are
 ``matplotlib.figure.Figure`` objects, which need no backend (:mod:`absorbjax.plotting`). :func:`missing_packages` names the data packages the chosen
 experiments need and lack, so a run can stop before its first experiment with the pip command.
 
-The plotting helpers (:mod:`absorbjax.plotting`), :func:`absorbjax.io.subkey` and the near-origin
-searches of Props 5/6 (:mod:`absorbjax.origin`) are re-exported here for the experiment scripts.
+The scripts take their plotting helpers from :mod:`absorbjax.plotting`, their keys from
+:func:`absorbjax.io.subkey` and the near-origin searches of Props 5/6 from :mod:`absorbjax.origin`.
 
 Examples:
   The whole protocol on a one-claim experiment (a module object stands in for a script):
@@ -60,32 +60,22 @@ from typing import NamedTuple
 
 import jax
 
-from absorbjax import io
-from absorbjax.io import subkey
-from absorbjax.origin import near_origin_error, origin_searches
-from absorbjax.plotting import PALETTE, figure, plot_profiles, save_figure, subplots
+from absorbjax import io, plotting
 
 __all__ = [
     "Claim",
     "NoExperiments",
-    "figure",
     "PRESETS",
-    "PALETTE",
     "experiments_dir",
     "discover",
     "run_experiment",
     "finished",
     "write_summary",
     "replot",
-    "save_figure",
-    "subplots",
     "verdict",
-    "subkey",
-    "origin_searches",
-    "near_origin_error",
-    "plot_profiles",
     "script_main",
     "DATA_PACKAGES",
+    "load_script",
     "missing_packages",
 ]
 
@@ -154,7 +144,11 @@ def experiments_dir() -> Path:
     )
 
 
-def _load(path: Path) -> ModuleType:
+def load_script(path: str | Path) -> ModuleType:
+    """The Python file ``path`` loaded as a module by its path (``experiments/`` is not a package
+    and need not be on ``sys.path``); experiments load their helper files beside them with
+    ``load_script(Path(__file__).with_name("_helper.py"))``."""
+    path = Path(path)
     spec = importlib.util.spec_from_file_location(f"absorbjax_experiments.{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -177,7 +171,7 @@ def discover(directory: str | Path | None = None) -> dict[str, ModuleType]:
     for path in sorted(directory.glob("*.py")):
         if path.stem.startswith(("_", "bench")):
             continue
-        module = _load(path)
+        module = load_script(path)
         if all(hasattr(module, a) for a in ("NAME", "TITLE", "PRESETS", "run")):
             found[module.NAME] = module
     return found
@@ -337,7 +331,7 @@ def replot(out: str | Path, modules: dict[str, ModuleType]) -> tuple[list[str], 
         elif not path.exists():
             skipped[name] = "no record"
         else:
-            drawn.append(save_figure(module.figure(io.load_record(path)["results"]), out, name))
+            drawn.append(plotting.save_figure(module.figure(io.load_record(path)["results"]), out, name))
     return drawn, skipped
 
 

@@ -26,7 +26,7 @@ PRESETS = {
 
 def absorber_errors(activation, d, n, draws, xs, key):
     """Max-abs and max-relative error of the sign-flip absorber over ``draws`` absorbable blocks."""
-    target, sets = models.absorbable_sample(key, draws, d, n, activation)
+    target, sets = models.absorbable_sample(activation, d, n, key=key, draws=draws)
     absorbed = jax.tree.map(
         lambda *a: jnp.stack(a),
         *[condition.absorber(jax.tree.map(lambda a: a[i], target), S) for i, S in enumerate(sets)],

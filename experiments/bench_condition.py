@@ -33,9 +33,9 @@ def dense_relaxation(params):
 
 def bench_block(kind, d, n, key, repeats):
     if kind == "gaussian":
-        params = models.init(key, d, n, "gelu")
+        params = models.init("gelu", d, n, key=key)
     else:
-        params, _ = models.absorbable(key, d, n, "gelu", size=d)
+        params, _ = models.absorbable("gelu", d, n, key=key, size=d)
     seconds, cert = timed(lambda: condition.find_absorbing_set(params), repeats)
     row = {"kind": kind, "d": d, "n": n, "seconds": seconds, "status": cert.status, "method": cert.method,
            "timings": dict(cert.timings)}
@@ -72,7 +72,7 @@ def _main(argv):
 
     draws, d, n = (200, 3, 12) if args.quick else (2000, 3, 12)
     for dist in ("gaussian", "ternary"):
-        params = models.sample(jax.random.fold_in(key, 99), draws, d, n, "relu", dist=dist)
+        params = models.sample("relu", d, n, key=jax.random.fold_in(key, 99), draws=draws, dist=dist)
         start = time.perf_counter()
         certs = condition.find_absorbing_sets(params, progress=False)
         seconds = time.perf_counter() - start

@@ -98,7 +98,7 @@ def loop_baseline(target, restarts: int, steps: int, draws: int, num: int) -> fl
     def prepare(w, key):
         xs, _ = fit.sample_inputs(key, d, spec, jnp.float32)
         ys = jax.vmap(lambda x: models.skip_mlp(w, x, ACT))(xs)
-        p = jax.vmap(lambda k: models.init(k, d, n, ACT, dtype=jnp.float32))(jax.random.split(key, restarts))
+        p = jax.vmap(lambda k: models.init(ACT, d, n, key=k, dtype=jnp.float32))(jax.random.split(key, restarts))
         return xs, ys, p, opt.init(p)
 
     @jax.jit
@@ -131,7 +131,7 @@ def hand_batched(target, restarts: int, steps: tuple[int, int], num: int) -> flo
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(SEED), i))(jnp.arange(draws))
     xs = jax.vmap(lambda k: fit.sample_inputs(k, d, fit.Inputs(num=num), jnp.float32)[0])(keys)
     ys = jax.vmap(jax.vmap(lambda w, x: models.skip_mlp(w, x, ACT), (None, 0)))(target, xs)
-    p0 = jax.vmap(lambda k: jax.vmap(lambda r: models.init(r, d, n, ACT, dtype=jnp.float32))(
+    p0 = jax.vmap(lambda k: jax.vmap(lambda r: models.init(ACT, d, n, key=r, dtype=jnp.float32))(
         jax.random.split(k, restarts)))(keys)
     inv_sq = 1.0 / (num * jnp.sum(xs**2, -1))  # (draws, inputs)
 
@@ -163,7 +163,7 @@ def bench_vmap_vs_loop(quick: bool) -> dict:
     draws = 64 if quick else 256
     steps = (10, 30) if quick else (50, 250)
     loop_draws = 2 if quick else 16
-    target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
+    target = f32(models.sample(ACT, d, n, key=jax.random.key(SEED), draws=draws))
     per_step, config = search_step_time(target, restarts, steps, batch_size=None)
     default_batch, num = config["batch_size"], config["num"]  # the search's own defaults
     vmapped = {default_batch: draws * restarts / per_step}
@@ -197,7 +197,7 @@ def bench_efficiency(quick: bool) -> dict:
     d, n, restarts = 64, 256, 8
     draws = 2 if quick else 8
     steps = (2, 6) if quick else (10, 40)
-    target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
+    target = f32(models.sample(ACT, d, n, key=jax.random.key(SEED), draws=draws))
     per_step, config = search_step_time(target, restarts, steps, batch_size=draws)
     num = config["num"]
     # Matmul FLOPs of one Adam step of one restart: forward W_up x and W_down h (4nd per input),
@@ -225,7 +225,7 @@ def peak_bytes() -> int:
 
 def scaling_child(draws: int, steps: int, batch_size: int) -> dict:
     d, n, restarts = 4, 16, 8
-    target = f32(models.sample(jax.random.key(SEED), draws, d, n, ACT))
+    target = f32(models.sample(ACT, d, n, key=jax.random.key(SEED), draws=draws))
     kw = dict(key=jax.random.key(SEED), restarts=restarts, steps=steps, polish=False,
               batch_size=batch_size, progress=False)
     fit.search(jax.tree.map(lambda a: a[:batch_size], target), ACT, **kw)  # compile
@@ -267,14 +267,14 @@ def claims(draws: int) -> dict:
     for i, act in enumerate(["relu", "gelu"]):
         for d, n in [(2, 4), (3, 6)]:
             k = jax.random.fold_in(jax.random.fold_in(base, d), i)
-            target, _ = models.absorbable_sample(k, draws, d, n, act)
+            target, _ = models.absorbable_sample(act, d, n, key=k, draws=draws)
             r = fit.recall(target, act, key=jax.random.key(7))
             rec = out["recall"][f"{act} ({d},{n})"] = {
                 "recall": r.rate, "train_only": float((r.best_loss <= r.tol).mean()), "seconds": r.seconds}
             print(f"recall     {act:6s} ({d},{n}) {draws} absorbable draws: {100 * rec['recall']:.0f}% reach "
                   f"loss <= 1e-20 on training and held-out inputs ({100 * rec['train_only']:.0f}% on training "
                   f"only), {rec['seconds']:.0f}s", flush=True)
-            g = fit.recall(models.sample(jax.random.fold_in(k, 10**6), draws, d, n, act), act, key=jax.random.key(7))
+            g = fit.recall(models.sample(act, d, n, key=jax.random.fold_in(k, 10**6), draws=draws), act, key=jax.random.key(7))
             q = np.quantile(g.best_loss, [0, 0.1, 0.5, 0.9, 1])
             sep = out["separation"][f"{act} ({d},{n})"] = {"quantiles": q, "below_1e-12": g.below(1e-12)}
             print(f"separation {act:6s} ({d},{n}) {draws} Gaussian draws: best loss min/10/50/90%/max "
@@ -283,7 +283,7 @@ def claims(draws: int) -> dict:
     out["near_origin_draws"] = few
     for i, act in enumerate(["swiglu", "geglu", "relu2", "reglu"]):
         for d, n in [(2, 4), (3, 6)]:
-            g = fit.search(models.sample(jax.random.fold_in(base, 100 + 10 * i + d), few, d, n, act), act,
+            g = fit.search(models.sample(act, d, n, key=jax.random.fold_in(base, 100 + 10 * i + d), draws=few), act,
                            key=jax.random.key(7), progress=False)
             row = out["near_origin"][f"{act} ({d},{n})"] = {
                 "smallest_decade_min": float(g.profile[:, 0].min()), "edges": g.edges[:2],
@@ -320,12 +320,12 @@ def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=Non
         for d, n, depth in cases:
             k = jax.random.fold_in(jax.random.fold_in(base, d), n)
             if generic:
-                target = models.sample(jax.random.fold_in(k, 2000), draws, d, n, act,
+                target = models.sample(act, d, n, key=jax.random.fold_in(k, 2000), draws=draws,
                                        **({"depth": depth} if depth > 1 else {}))
             elif depth == 1:
-                target, _ = models.absorbable_sample(k, draws, d, n, act)
+                target, _ = models.absorbable_sample(act, d, n, key=k, draws=draws)
             else:
-                target = models.absorbable_sample(jax.random.fold_in(k, 1000), draws, d, n, act, depth=depth)[0]
+                target = models.absorbable_sample(act, d, n, key=jax.random.fold_in(k, 1000), draws=draws, depth=depth)[0]
             search = fit.search
             if strategy == "expand":
                 search = fit.expand.expand_search

@@ -31,8 +31,8 @@ STATUSES = condition.STATUSES
 
 
 def frequencies(key, draws, d, n, dist, bits=3):
-    """Counts of each certificate status over ``draws`` blocks ``models.sample(key, draws, d, n)``."""
-    params = models.sample(key, draws, d, n, ACTIVATION, dist=dist, bits=bits)
+    """Counts of each certificate status over ``draws`` blocks ``models.sample(ACTIVATION, d, n, key=key, draws=draws)``."""
+    params = models.sample(ACTIVATION, d, n, key=key, draws=draws, dist=dist, bits=bits)
     certs = condition.find_absorbing_sets(params, activation=ACTIVATION, progress=False)
     counts = {s: sum(c.status == s for c in certs) for s in STATUSES}
     counts["draws"] = draws

@@ -36,6 +36,8 @@ from scipy import stats
 
 from absorbjax import condition, dimension, figstyle, fit, io, models, plotting, reproduce
 
+panels = reproduce.load_script(Path(__file__).with_name("_depth_figure.py"))
+
 NAME = "depth"
 TITLE = "Beyond the paper: deep ReLU/GELU stacks (dimension count, search calibration)"
 PRESETS = {
@@ -57,7 +59,6 @@ PRESETS = {
 }
 ACTIVATIONS = ("relu", "gelu")
 ACTIVATION_FIT = "gelu"
-STYLE = {"relu": {"color": figstyle.PALETTE[0], "marker": "o"}, "gelu": {"color": figstyle.PALETTE[1], "marker": "s"}}
 
 
 def table(config, key):
@@ -89,7 +90,7 @@ def near_identity(config, key):
     for i, act in enumerate(ACTIVATIONS):
         for d, n, L in config["near"]:
             P = dimension.param_count(d, n, L)
-            cert = dimension.certify(act, d, n, L, key=reproduce.subkey(key, i, 1000 * d + 10 * n + L), shrink=10,
+            cert = dimension.certify(act, d, n, L, key=io.subkey(key, i, 1000 * d + 10 * n + L), shrink=10,
                                      float_check=False, inputs=16 * P // d if act == "relu" else None)
             rows.append({"activation": act, "d": d, "n": n, "depth": L, "rank": cert.rank, "maximum": cert.maximum,
                          "free_bound": cert.free_bound, "status": cert.status})
@@ -109,7 +110,7 @@ def coverage(config, key):
     for d, n, L in config["coverage"]["sizes"]:
         m = config["coverage"]["draws"]
         P = dimension.param_count(d, n, L)
-        certs = [dimension.certify("relu", d, n, L, key=reproduce.subkey(key, 1000 * d + 10 * n + L, j),
+        certs = [dimension.certify("relu", d, n, L, key=io.subkey(key, 1000 * d + 10 * n + L, j),
                                    float_check=False, inputs=8 * P // d) for j in range(m)]
         by_rank = sum(c.status == "certified_disjoint" and c.method == "rank" for c in certs)
         at_max = sum(c.rank == c.maximum for c in certs)
@@ -157,26 +158,18 @@ def _stack(blocks):
     return jax.tree.map(lambda *a: jnp.stack(a), *blocks)
 
 
-def absorbable_stacks(key, draws, d, n, depth):
-    """``draws`` residual stacks whose every block satisfies the one-layer condition, and the
-    blockwise absorbers (free stacks equal to them)."""
-    targets, absorbers = [], []
-    for i in range(draws):
-        pairs = [models.absorbable(jax.random.fold_in(jax.random.fold_in(key, i), layer), d, n, ACTIVATION_FIT)
-                 for layer in range(depth)]
-        targets.append(_stack([p for p, _ in pairs]))
-        absorbers.append(_stack([condition.absorber(p, S) for p, S in pairs]))
-    return _stack(targets), _stack(absorbers)
-
-
 def calibration(cfg, key):
     """Best search losses: absorbable stacks, the ladder (random starts and from the absorber), generic."""
     d, n, L, draws, eps = cfg["d"], cfg["n"], cfg["depth"], cfg["draws"], cfg["eps"]
-    W_abs, V_abs = absorbable_stacks(jax.random.fold_in(key, 0), draws, d, n, L)
-    delta = models.sample(jax.random.fold_in(key, 1), draws, d, n, ACTIVATION_FIT, depth=L)
+    # Stacks absorbable block by block (draw i, layer l from fold_in(fold_in(key_0, i), l)), and
+    # their blockwise absorbers: free stacks equal to them.
+    W_abs, sets = models.absorbable_sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 0), draws=draws, depth=L)
+    V_abs = _stack([_stack([condition.absorber(jax.tree.map(lambda a, i=i, l=l: a[i, l], W_abs), S)
+                            for l, S in enumerate(layers)]) for i, layers in enumerate(sets)])
+    delta = models.sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 1), draws=draws, depth=L)
     ladder = _stack([jax.tree.map(lambda w, e, s=s: w + s * e, W_abs, delta) for s in eps])
     ladder = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), ladder)  # (eps · draws, L, ...)
-    generic = models.sample(jax.random.fold_in(key, 2), draws, d, n, ACTIVATION_FIT, depth=L)
+    generic = models.sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 2), draws=draws, depth=L)
     R = cfg["restarts"]
     kw = {"depth": L, "restarts": R, "steps": cfg["steps"], "progress": False, "polish": fit.Polish(**cfg["polish"])}
     # One search call (one compilation) for everything, with the starts given explicitly:
@@ -185,7 +178,7 @@ def calibration(cfg, key):
     # the unperturbed stack (the local solver).
     m = len(eps) * draws
     targets = jax.tree.map(lambda *a: jnp.concatenate(a), W_abs, ladder, generic, ladder)
-    rand = models.sample(jax.random.fold_in(key, 3), (2 * draws + m) * R, d, n, ACTIVATION_FIT, depth=L)
+    rand = models.sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 3), draws=(2 * draws + m) * R, depth=L)
     rand = jax.tree.map(lambda a: a.reshape(2 * draws + m, R, *a.shape[1:]), rand)
     local = jax.tree.map(lambda a: jnp.repeat(jnp.tile(a, (len(eps),) + (1,) * (a.ndim - 1))[:, None], R, axis=1),
                          V_abs)
@@ -213,120 +206,6 @@ def _slope(eps, loss, floor):
     return float(np.polyfit(np.log10(eps[keep]), np.log10(med[keep]), 1)[0]), int(keep.sum())
 
 
-def _plot_grid(ax, rows):
-    """Exact residual rank against the free bound b, one point per size of the grid."""
-    for act in ACTIVATIONS:
-        sel = [r for r in rows if r["activation"] == act]
-        ax.scatter([r["free_bound"] for r in sel], [r["rank"] for r in sel], s=14, **STYLE[act],
-                   label=f"{act}: exact rank (mod p)")
-    top = max(r["maximum"] for r in rows)
-    ax.plot([1, top], [1, top], "k:", lw=0.8, label="rank = b")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("free bound b = 2Lnd − (L−1)d² (− nL, ReLU)")
-    ax.set_ylabel("residual rank (lower bound)")
-    cert = sum(r["status"] == "certified_disjoint" for r in rows)
-    grid = [sorted({r["d"] for r in rows}), sorted({r["n"] // r["d"] for r in rows}), sorted({r["depth"] for r in rows})]
-    ax.set_title(f"(a) grid: {cert}/{len(rows)} sizes certified disjoint\n"
-                 f"d ∈ {grid[0]}, n/d ∈ {grid[1]}, L ∈ {grid[2]}")
-    ax.legend(loc="upper left")
-
-
-def _plot_atlas(ax_margin, ax_time, atlas):
-    """The atlas benchmark's rows (``results["atlas"]["rows"]``): margin rank − b and wall time."""
-    if atlas is None or not isinstance(atlas.get("rows"), list):
-        for ax, tag in ((ax_margin, "(b)"), (ax_time, "(c)")):
-            ax.text(0.5, 0.5, "no atlas rows in this record:\npython experiments/bench_atlas.py,\nthen rerun depth",
-                    ha="center", va="center", transform=ax.transAxes)
-            ax.set_title(f"{tag} atlas")
-            ax.set_axis_off()
-        return
-    every = atlas["rows"]
-    rows = [r for r in every if r["depth"] >= 2]
-    for act in ("gelu", "relu"):  # ReLU drawn hollow over GELU: both stay visible where they coincide
-        color, face = STYLE[act]["color"], STYLE[act]["color"] if act == "gelu" else "none"
-        sel = [r for r in rows if r["activation"] == act]
-        ax_margin.scatter([(r["depth"] - 1) * r["d"] ** 2 for r in sel],
-                          [max(r["rank"] - r["free_bound"], 0.5) for r in sel], marker=STYLE[act]["marker"],
-                          s=12, edgecolors=color, facecolors=face, linewidths=0.7, label=f"{act} ({len(sel)} sizes)")
-        mine = [r for r in every if r["activation"] == act]
-        ax_time.scatter([r["params"] for r in mine], [max(r["seconds"], 1e-3) for r in mine], s=8,
-                        marker=STYLE[act]["marker"], edgecolors=color, facecolors=face, linewidths=0.7, label=act)
-        f = atlas["fits"][act]
-        P = np.geomspace(64, max(r["params"] for r in mine), 50)
-        ax_time.plot(P, f["a"] * P ** f["k"], color=color, lw=0.8, label=f"fit {f['a']:.2g}·P^{f['k']:.2f}")
-    top = max((r["depth"] - 1) * r["d"] ** 2 for r in rows)
-    ax_margin.plot([1, top], [1, top], "k:", lw=0.8, label="full rank")
-    for ax in (ax_margin, ax_time):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.legend(loc="upper left")
-    ax_margin.set_xlabel("(L−1)d², the margin at full rank")
-    ax_margin.set_ylabel("exact rank − free bound b")
-    ax_margin.set_title(f"(b) atlas: d ≤ {atlas['max_d']}, n ∈ {{d, 2d, 4d}}, 2 ≤ L ≤ 6")
-    ax_time.set_xlabel("parameters P = 2Lnd")
-    ax_time.set_ylabel("certify wall time (s)")
-    ax_time.set_title(f"(c) atlas time, budget {atlas['budget_seconds']:.0f} s (2-core CPU)")
-
-
-def _plot_ladder(ax, cal, eps, fit_cfg, slope):
-    """Best loss on W_abs + εΔ from the blockwise absorber and from random starts."""
-    for name, color, label in (("ladder_local", figstyle.PALETTE[2], "from the blockwise absorber"),
-                               ("ladder_random", figstyle.PALETTE[3], "random starts")):
-        loss = np.maximum(np.asarray(cal[name], float), 1e-32)
-        med = np.median(loss, 1)
-        ax.errorbar(eps, med, yerr=[med - loss.min(1), loss.max(1) - med], marker="o", ms=3, capsize=2,
-                    color=color, label=label)
-    ref = np.median(np.asarray(cal["ladder_local"], float), 1)[0]
-    ax.plot(eps, ref * (eps / eps[0]) ** 2, "k:", lw=0.8, label="∝ ε²")
-    floor = 1e3 * cal["tol"]
-    ax.axhline(floor, color="0.5", lw=0.8, ls="--", label=f"resolution {floor:.0e}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("perturbation ε of W_abs + εΔ")
-    ax.set_ylabel("best relative loss ℓ")
-    size = f" ({fit_cfg['d']},{fit_cfg['n']},{fit_cfg['depth']})" if fit_cfg else ""
-    ax.set_title(f"(d) ladder, {ACTIVATION_FIT}{size}: slope {slope:.2f}\n"
-                 f"{np.shape(cal['ladder_local'])[1]} Δ per ε" + (f", {fit_cfg['restarts']} restarts" if fit_cfg else ""))
-    ax.legend(loc="lower right")
-
-
-def _plot_search(ax, cal):
-    """Random-start search at depth: stacks absorbable by construction against generic ones."""
-    groups = [(label, np.asarray(cal[key], float)) for label, key in
-              (("absorbable\n(loss 0 exists)", "absorbable"), ("generic", "generic"))]
-    groups = [(label, np.maximum(v[np.isfinite(v)], 1e-32)) for label, v in groups]  # a missing loss (NaN) is not drawn
-    for j, (_, v) in enumerate(groups):
-        ax.scatter(np.full(v.size, j) + np.linspace(-0.1, 0.1, v.size), v, s=14, color=figstyle.PALETTE[(2, 3)[j]])
-    ax.axhline(cal["tol"], color="0.5", lw=0.8, ls="--", label=f"solved: ℓ ≤ {cal['tol']:.0e}")
-    ax.set_xticks(range(len(groups)), [g[0] for g in groups])
-    ax.set_xlim(-0.6, len(groups) - 0.4)
-    ax.set_yscale("log")
-    losses = np.concatenate([v for _, v in groups] + [[cal["tol"]]])
-    ax.set_ylim(losses.min() / 10, losses.max() * 10)
-    ax.set_ylabel("best relative loss ℓ (random starts)")
-    ax.set_title("(e) search at depth: absorbable vs generic")
-    ax.legend(loc="center right")
-
-
-def _plot_coverage(ax, cov):
-    """ReLU: the share of Gaussian draws certified by rank, per size, with a 95% lower bound."""
-    x = np.arange(len(cov))
-    ax.bar(x - 0.2, [r["certified_by_rank"] / r["draws"] for r in cov], 0.4, color=figstyle.PALETTE[0],
-           label="certified by rank (rank > b)")
-    ax.bar(x + 0.2, [r["at_maximum"] / r["draws"] for r in cov], 0.4, color=figstyle.PALETTE[1],
-           label="rank = maximum 2Lnd − nL")
-    ax.scatter(x - 0.2, [r["lower95"] for r in cov], color="k", marker="_", s=60, zorder=3,
-               label="95% lower bound (Clopper–Pearson)")
-    ax.set_xticks(x, [f"{r['d']},{r['n']},{r['depth']}" for r in cov])
-    ax.set_ylim(0, 1.45)
-    ax.set_yticks([0, 0.25, 0.5, 0.75, 1])
-    ax.set_xlabel("ReLU size d, n, L")
-    ax.set_ylabel("share of Gaussian draws")
-    ax.set_title(f"(f) ReLU: Gaussian draws in the certified open set\n{cov[0]['draws']} draws per size")
-    ax.legend(loc="upper center", ncol=1)
-
-
 def figure(results):
     """The depth figure from a record's ``results`` (:func:`run`'s return, as saved): (a) the grid's
     exact ranks against the free bound, (b, c) the atlas, (d) the perturbation ladder, (e) the
@@ -334,12 +213,12 @@ def figure(results):
     cal = results["calibration"]
     with figstyle.context():
         fig, axes = figstyle.subplots(3, 2, width=figstyle.DOUBLE, height=8.4)
-        _plot_grid(axes[0, 0], results["table"])
-        _plot_atlas(axes[0, 1], axes[1, 0], results.get("atlas"))
-        _plot_ladder(axes[1, 1], cal, np.asarray(results["eps"], float), results.get("fit"),
-                     results["ladder_slope"] if results["ladder_slope"] is not None else float("nan"))
-        _plot_search(axes[2, 0], cal)
-        _plot_coverage(axes[2, 1], results["coverage"])
+        panels.grid(axes[0, 0], results["table"], ACTIVATIONS)
+        panels.atlas(axes[0, 1], axes[1, 0], results.get("atlas"))
+        panels.ladder(axes[1, 1], cal, np.asarray(results["eps"], float), results.get("fit"),
+                     results["ladder_slope"] if results["ladder_slope"] is not None else float("nan"), ACTIVATION_FIT)
+        panels.search(axes[2, 0], cal)
+        panels.coverage(axes[2, 1], results["coverage"])
     return fig
 
 

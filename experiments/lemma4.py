@@ -50,7 +50,7 @@ def hyper_block(key, d, n, streams):
     ``W_up' = W_up (βᵀ ⊗ I_d)``, ``W_down' = (α ⊗ I_d) W_down``.
     """
     kp, ka, kb = jax.random.split(key, 3)
-    p = models.init(kp, d, n, ACTIVATION)
+    p = models.init(ACTIVATION, d, n, key=kp)
     alpha = 1.0 + 0.1 * jax.random.normal(ka, (streams, 1))
     beta = 1.0 / streams + 0.1 * jax.random.normal(kb, (1, streams))
     return models.MLPParams(p.up @ jnp.kron(beta, jnp.eye(d)), jnp.kron(alpha, jnp.eye(d)) @ p.down)
@@ -59,7 +59,7 @@ def hyper_block(key, d, n, streams):
 def reduction_error(A, params, xs):
     """``max ‖A x + W_down σ(W_up x) − A·(x + A⁻¹W_down σ(W_up x))‖ / ‖x‖`` over ``xs``; None if refused."""
     try:
-        reduced = models.reduce_skip(A, params)
+        reduced = models.reduce_skip(params, A)
     except ValueError:
         return None
     lhs = jax.vmap(lambda x: models.skip_mlp(params, x, ACTIVATION, A))(xs)
@@ -132,7 +132,7 @@ def run(config, out, seed):
         for j in range(config["per_cond"]):
             k = jax.random.fold_in(jax.random.fold_in(key, 3), i * 10_000 + j)
             A = conditioned(k, d, c)
-            params = models.init(jax.random.fold_in(k, 1), d, n, ACTIVATION)
+            params = models.init(ACTIVATION, d, n, key=jax.random.fold_in(k, 1))
             random_rows.append((float(jnp.linalg.cond(A)), reduction_error(A, params, xs)))
 
     hc_rows, mhc_rows = [], []

@@ -57,7 +57,7 @@ ACTIVATIONS = ("relu2", "reglu", "relu")
 def exponents(activation, d, n, draws, ts, key):
     """Local scaling exponents ``(draws, len(ts) − 1)`` of residual and residual-free blocks:
     weights from ``subkey(key, 0)``, unit inputs from ``subkey(key, 1)``."""
-    params = models.sample(subkey(key, 0), draws, d, n, activation)
+    params = models.sample(activation, d, n, key=subkey(key, 0), draws=draws)
     xs = jax.random.normal(subkey(key, 1), (draws, d))
     xs = xs / jnp.linalg.norm(xs, axis=1, keepdims=True)
 
@@ -113,10 +113,10 @@ def run(config, out, seed):
     mid = np.sqrt(np.asarray(ts[1:] * ts[:-1]))
     slopes = {a: exponents(a, d, n, draws, ts, subkey(key, 0, i)) for i, a in enumerate(ACTIVATIONS)}
     searches = origin.origin_searches(
-        subkey(key, 1),
         ACTIVATIONS[:2],
         d,
         n,
+        key=subkey(key, 1),
         draws=config["search_draws"],
         restarts=config["restarts"],
         steps=config["steps"],

@@ -34,7 +34,7 @@ ACTIVATIONS = ("swiglu", "geglu", "glu")
 
 def jacobians(activation, d, n, draws, key):
     """``‖J_free(0)‖_F``, ``max|J_res(0) − I|`` and ``max|J_free(0) − g(0) W_down W_value|`` per draw."""
-    params = models.sample(key, draws, d, n, activation)
+    params = models.sample(activation, d, n, key=key, draws=draws)
     g0 = activations.get(activation).gate_at_zero
 
     @jax.jit
@@ -53,15 +53,15 @@ def jacobians(activation, d, n, draws, key):
 def orders(activation, d, n, depth, draws, key):
     """Vanishing orders at 0 of ``draws`` residual-free and residual depth-``L`` stacks: weights
     from ``subkey(key, 0)``, draw ``i``'s Taylor directions from ``subkey(key, 1, i)``."""
-    params = models.sample(subkey(key, 0), draws, d, n, activation, depth=depth)
+    params = models.sample(activation, d, n, key=subkey(key, 0), draws=draws, depth=depth)
 
     @jax.jit
     @jax.vmap
     def one(p, k):
         # up to order 2^L: an order of 2^L is seen as 2^L, anything higher as 2^L + 1 (K + 1); the
         # residual stack's order 1 needs only c_0 and c_1 (a higher one would read as 2)
-        free = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=False), d, k, 2**depth)
-        res = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=True), d, k, 1)
+        free = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=False), d, key=k, max_order=2**depth)
+        res = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=True), d, key=k, max_order=1)
         return probes.orders_from_norms(free), probes.orders_from_norms(res)
 
     directions = subkey(key, 1)
@@ -120,7 +120,7 @@ def run(config, out, seed):
     jac = {a: jacobians(a, d, n, draws, subkey(key, 0, i)) for i, a in enumerate(ACTIVATIONS)}
     order = {a: {L: orders(a, d, n, L, config["order_draws"], subkey(key, 1, i, L))
                  for L in config["depths"]} for i, a in enumerate(ACTIVATIONS)}
-    searches = origin.origin_searches(subkey(key, 2), ACTIVATIONS, d, n, draws=config["search_draws"],
+    searches = origin.origin_searches(ACTIVATIONS, d, n, key=subkey(key, 2), draws=config["search_draws"],
                                       restarts=config["restarts"], steps=config["steps"], polish=config["polish"])
 
     depths = config["depths"]

@@ -23,7 +23,7 @@ import time
 import jax
 import numpy as np
 
-from absorbjax import condition, figstyle, io, models, plotting, reproduce, weights
+from absorbjax import condition, figstyle, io, models, plotting, reproduce, stats, weights
 
 NAME = "real_weights"
 TITLE = "Real checkpoints: trained MLP blocks vs Gaussian and initialised blocks"
@@ -48,29 +48,15 @@ def _distance(U, D):
     return dist, time.perf_counter() - start
 
 
-def _gaussian(key, U, D):
-    """Gaussian ``(W_up, W_down)`` of the shapes of ``U``, ``D`` scaled to their Frobenius norms."""
-    ku, kd = jax.random.split(key)
-    Ug = np.asarray(jax.random.normal(ku, U.shape, dtype=np.float64))
-    Dg = np.asarray(jax.random.normal(kd, D.shape, dtype=np.float64))
-    return Ug * (np.linalg.norm(U) / np.linalg.norm(Ug)), Dg * (np.linalg.norm(D) / np.linalg.norm(Dg))
+# The fields of :func:`absorbjax.stats.block_structure` the record keeps (not the eigenvalues, gap or norms).
+STRUCTURE = ("trace_over_d", "frac_units_a_negative", "frac_eig_re_negative", "mean_eig_re", "eig_re_quantiles",
+             "frac_S_a_negative", "S_share_of_negative_a")
 
 
-def _structure(U, D, S=None) -> dict:
-    """Measured structure: self-alignments ``a_i`` and the spectrum of ``W_down W_up``."""
-    a = np.einsum("ki,ik->i", D, U)
-    lam = np.linalg.eigvals(D @ U)
-    out = {
-        "trace_over_d": float(a.sum() / U.shape[1]),
-        "frac_units_a_negative": float(np.mean(a < 0)),
-        "frac_eig_re_negative": float(np.mean(lam.real < 0)),
-        "mean_eig_re": float(lam.real.mean()),
-        "eig_re_quantiles": np.quantile(lam.real, [0.05, 0.25, 0.5, 0.75, 0.95]).tolist(),
-    }
-    if S is not None and len(S):
-        out["frac_S_a_negative"] = float(np.mean(a[S] < 0))
-        out["S_share_of_negative_a"] = float(np.sum(a[S] < 0) / max(np.sum(a < 0), 1))
-    return out
+def _structure(U, D, S) -> dict:
+    """Measured structure: self-alignments ``a_i`` and the spectrum of ``W_down W_up`` (the record's fields)."""
+    measured = stats.block_structure(models.MLPParams(U, D), S)
+    return {k: measured[k] for k in STRUCTURE if k in measured}
 
 
 def _row(dist, seconds, U, D):
@@ -143,10 +129,9 @@ def figure(results):
     return fig
 
 
-def run(config, out, seed):
-    minilm, smollm2 = _files()
-    key = jax.random.key(seed)
-    found = weights.blocks(minilm)
+def blocks(found, config, key):
+    """Per layer of ``config["layers"]``: the trained block's row, and rows of Gaussian blocks of matched
+    shape and norms and of blocks at BERT initialisation."""
     trained, gaussian, init = {}, {}, {}
     for layer in config["layers"]:
         block = found[layer].load()
@@ -155,13 +140,19 @@ def run(config, out, seed):
         trained[layer] = _checked(weights.check(block), U, D)
         gaussian[layer], init[layer] = [], []
         for i in range(config["gaussian"]):
-            Ug, Dg = _gaussian(jax.random.fold_in(key, 1000 * layer + i), U, D)
+            Ug, Dg = stats.norm_matched(models.MLPParams(U, D), key=jax.random.fold_in(key, 1000 * layer + i))
             gaussian[layer].append(_row(*_distance(Ug, Dg), Ug, Dg))
         for i in range(config["init"]):
             ku, kd = jax.random.split(jax.random.fold_in(key, 1000 * layer + 500 + i))
             Ui = INIT_STD * np.asarray(jax.random.normal(ku, (n, d), dtype=np.float64))
             Di = INIT_STD * np.asarray(jax.random.normal(kd, (d, n), dtype=np.float64))
             init[layer].append(_row(*_distance(Ui, Di), Ui, Di))
+    return trained, gaussian, init
+
+
+def run(config, out, seed):
+    minilm, smollm2 = _files()
+    trained, gaussian, init = blocks(weights.blocks(minilm), config, jax.random.key(seed))
 
     start = time.perf_counter()
     gated = weights.blocks(smollm2)

@@ -36,8 +36,8 @@ SOLVED = 1e-20
 def population(kind, activation, d, n, draws, key):
     """``draws`` weights of one population: ``"absorbable"`` or ``"generic"`` (Gaussian)."""
     if kind == "absorbable":
-        return models.absorbable_sample(key, draws, d, n, activation)[0]
-    return models.sample(key, draws, d, n, activation)
+        return models.absorbable_sample(activation, d, n, key=key, draws=draws)[0]
+    return models.sample(activation, d, n, key=key, draws=draws)
 
 
 def figure(results):

@@ -25,7 +25,6 @@ Training runs in float32 (the measurement converts to float64); the distance ``u
 block of width ``n ≤ 16`` is the exact minimum over all ``S``, above that a local search.
 """
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -213,7 +212,7 @@ def teacher_setting(key, activation, cfg):
     graphdef, _ = nnx.split(students[0])
     states = _stacked([nnx.split(m)[1] for m in students])
     keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(key, 10**6), s) for _, _, s in runs])
-    teachers = _stacked([models.init(jax.random.fold_in(key, 5000 + s), d, n_t, activation, dtype=DTYPE)
+    teachers = _stacked([models.init(activation, d, n_t, key=jax.random.fold_in(key, 5000 + s), dtype=DTYPE)
                          for _, _, s in runs])
     keep = jnp.asarray([task == "keep" for task, _, _ in runs], DTYPE)
 
@@ -293,15 +292,8 @@ def _compact(rec):
     return out
 
 
-def _beside(name: str):
-    """The module ``experiments/NAME.py`` beside this script, loaded by path (the folder is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"absorbjax_experiments.{name}", Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-figure = _beside("training_figure").figure  # figure(results): the study's figure, drawn from its record
+# figure(results): the study's figure, drawn from its record
+figure = reproduce.load_script(Path(__file__).with_name("_training_figure.py")).figure
 
 
 def measured(study, teacher, config) -> dict:

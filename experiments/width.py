@@ -38,7 +38,7 @@ MAX_ERROR = 1e-12
 def pool(key, draws, d_max, dist):
     """``draws`` blocks of ``d_max, n = 2 d_max`` (one compiled draw per distribution)."""
     kind, bits = DISTS[dist]
-    p = models.sample(key, draws, d_max, 2 * d_max, "relu", dist=kind, bits=bits)
+    p = models.sample("relu", d_max, 2 * d_max, key=key, draws=draws, dist=kind, bits=bits)
     return np.asarray(p.up), np.asarray(p.down)
 
 

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
 @pytest.fixture
 def block_files(tmp_path):
-    absorbing, S = models.absorbable(jax.random.key(0), 3, 8, "relu")
-    generic = models.init(jax.random.key(1), 3, 8, "relu")
+    absorbing, S = models.absorbable("relu", 3, 8, key=jax.random.key(0))
+    generic = models.init("relu", 3, 8, key=jax.random.key(1))
     paths = {}
     for name, p in (("absorbing", absorbing), ("generic", generic)):
         paths[name] = tmp_path / f"{name}.npz"
@@ -82,7 +82,7 @@ def test_check_whole_model_layer_by_layer(tmp_path, capsys):
 
 
 def test_check_gated_file_is_decided_by_prop6(tmp_path, capsys):
-    p = models.init(jax.random.key(0), 3, 8, "swiglu")
+    p = models.init("swiglu", 3, 8, key=jax.random.key(0))
     path = tmp_path / "gated.npz"
     np.savez(path, gate=np.asarray(p.gate), value=np.asarray(p.value), down=np.asarray(p.down))
     assert cli.main(["check", str(path), "--activation", "swiglu", "--json"]) == 0

@@ -20,8 +20,8 @@ KEY = jax.random.key(0)
 # A new weight shape costs a JAX compile, so the tests share a few blocks and take sub-blocks:
 # rows/columns of i.i.d. Gaussian (or ternary) weights are i.i.d. weights of the smaller shape.
 with jax.enable_x64(True):
-    GAUSS = models.sample(jax.random.fold_in(KEY, 1), 8, 4, 30, "relu")  # (8, 30, 4), (8, 4, 30)
-    TERNARY = models.sample(jax.random.fold_in(KEY, 2), 50, 2, 7, "relu", dist="ternary")
+    GAUSS = models.sample("relu", 4, 30, key=jax.random.fold_in(KEY, 1), draws=8)  # (8, 30, 4), (8, 4, 30)
+    TERNARY = models.sample("relu", 2, 7, key=jax.random.fold_in(KEY, 2), draws=50, dist="ternary")
 
 
 def gaussian(k, d, n):
@@ -32,7 +32,7 @@ def gaussian(k, d, n):
 @functools.cache
 def absorbable(d, n, size):
     """``models.absorbable`` weights (one draw per shape) and their hidden ``S``."""
-    return models.absorbable(jax.random.fold_in(KEY, 100 * d + n + size), d, n, "relu", size=size)
+    return models.absorbable("relu", d, n, key=jax.random.fold_in(KEY, 100 * d + n + size), size=size)
 
 
 @functools.partial(jax.jit, static_argnames="activation")
@@ -465,7 +465,7 @@ def test_box_bound_is_certified_and_tight(d, n):
 
 def test_float32_absorber_error_names_x64():
     with jax.enable_x64(False):
-        p, S = models.absorbable(jax.random.key(0), 3, 6, "relu")
+        p, S = models.absorbable("relu", 3, 6, key=jax.random.key(0))
     assert p.up.dtype == np.float32
     with pytest.raises(ValueError, match=r"jax_enable_x64"):
         condition.absorber(p, S)

@@ -235,7 +235,7 @@ def test_rank_at_a_degenerate_point_is_not_certified():
     """At the zero point every weight derivative vanishes (σ(0) = 0 and D = 0): rank 0, nothing claimed."""
     L, n, d = 2, 4, 2
     zero = models.MLPParams(np.zeros((L, n, d)), np.zeros((L, d, n)))
-    cert = dimension.certify("gelu", d, n, L, key=KEY, weights=zero, float_check=False)
+    cert = dimension.certify("gelu", d, n, L, key=KEY, params=zero, float_check=False)
     assert cert.rank == 0 and cert.status == "undecided"
 
 
@@ -310,7 +310,7 @@ def test_gelu_scaled_limit_is_relu():
     assert 0.16 < sup < 0.17
     for t in (1e1, 1e2, 1e3):
         assert float(jnp.max(jnp.abs(gelu(t * z) / t - jax.nn.relu(z)))) <= 0.17 / t
-    params = models.init(KEY, 3, 6, "gelu", depth=3, dtype=jnp.float64)
+    params = models.init("gelu", 3, 6, key=KEY, depth=3, dtype=jnp.float64)
     xs = jax.random.normal(jax.random.key(1), (64, 3), jnp.float64)
     relu = jax.vmap(lambda x: models.stack(params, x, "relu"))(xs)
     errs = [float(jnp.max(jnp.abs(jax.vmap(lambda x: models.stack(params, t * x, "gelu"))(xs) / t - relu)))
@@ -323,7 +323,7 @@ def test_narrow_relu_free_stacks_are_singular_on_sampled_regions():
     stack's first layer, and the free stack's Jacobian is singular there; a residual stack with
     every det(I + W_down[:,S] W_up[S,:]) != 0 has an invertible Jacobian at every sample."""
     d, n, L = 3, 5, 2
-    free = models.init(KEY, d, n, "relu", depth=L, dtype=jnp.float64)
+    free = models.init("relu", d, n, key=KEY, depth=L, dtype=jnp.float64)
     xs = jax.random.normal(jax.random.key(2), (200, d), jnp.float64)
     active = np.asarray(jnp.sum(xs @ free.up[0].T > 0, axis=1))
     assert np.all(np.minimum(active, n - active) < d)
@@ -345,7 +345,7 @@ def test_narrow_check_fails_on_an_absorbable_layer():
     """S = {0, 1} gives W_down[:,S] W_up[S,:] = −I, so det(I + W_down[:,S] W_up[S,:]) = 0."""
     up = np.array([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
     down = np.array([[[-1.0, 0.0, 0.5], [0.0, -1.0, 0.25]]])
-    pt = dimension.rational_point(2, 3, 1, key=KEY, inputs=1, weights=models.MLPParams(up, down))
+    pt = dimension.rational_point(2, 3, 1, key=KEY, inputs=1, params=models.MLPParams(up, down))
     assert not dimension.narrow_invertible(pt)
     assert dimension.narrow_invertible(pt._replace(down=pt.down // 2))
 

@@ -29,7 +29,7 @@ SMALL = dict(restarts=4, steps=50, polish=fit.Polish(steps=20, screen=5, top=2),
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_absorber_has_zero_loss(activation):
-    W, S = models.absorbable(KEY, 3, 6, activation)
+    W, S = models.absorbable(activation, 3, 6, key=KEY)
     V = W._replace(up=W.up.at[S].multiply(-1))
     xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
     assert fit.relative_loss(V, W, xs, activation) < 1e-28
@@ -38,7 +38,7 @@ def test_absorber_has_zero_loss(activation):
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 def test_dropping_the_skip_costs_exactly_one(activation):
     # V = W reproduces f(x) − x, so the relative error is ‖x‖²/‖x‖² = 1 at every input.
-    W = models.init(KEY, 3, 5, activation)
+    W = models.init(activation, 3, 5, key=KEY)
     xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=256), jnp.float64)
     np.testing.assert_allclose(fit.relative_loss(W, W, xs, activation), 1.0, rtol=1e-12)
 
@@ -62,7 +62,7 @@ def test_inputs_shapes_and_radii():
 
 
 def test_bad_arguments():
-    W = models.sample(KEY, 3, 2, 4, "relu")
+    W = models.sample("relu", 2, 4, key=KEY, draws=3)
     kw = dict(key=KEY, progress=False)
     with pytest.raises(ValueError, match="unknown activation"):
         fit.search(W, "nope", **kw)
@@ -85,10 +85,10 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="polish.method"):
         fit.search(W, "relu", polish=fit.Polish(method="newton"), **kw)
     with pytest.raises(ValueError, match="init.down must have shape"):
-        fit.search(W, "relu", init=models.sample(KEY, 5, 2, 4, "relu"), restarts=3, **kw)
+        fit.search(W, "relu", init=models.sample("relu", 2, 4, key=KEY, draws=5), restarts=3, **kw)
     with pytest.raises(ValueError, match="linear must be True or False"):
         fit.search(W, "relu", linear=1, **kw)
-    lin = fit.Linear(models.sample(KEY, 3, 2, 4, "relu"), jnp.zeros((3, 2, 2)))
+    lin = fit.Linear(models.sample("relu", 2, 4, key=KEY, draws=3), jnp.zeros((3, 2, 2)))
     with pytest.raises(ValueError, match="pass linear=True"):
         fit.search(W, "relu", init=lin, restarts=3, **kw)
     with pytest.raises(ValueError, match="init.linear must have shape"):
@@ -96,7 +96,7 @@ def test_bad_arguments():
 
 
 def test_float32_runs_with_its_own_tolerance():
-    W = jax.tree.map(lambda a: a.astype(jnp.float32), models.sample(KEY, 2, 2, 4, "gelu"))
+    W = jax.tree.map(lambda a: a.astype(jnp.float32), models.sample("gelu", 2, 4, key=KEY, draws=2))
     r = fit.search(W, "gelu", key=KEY, **SMALL)
     assert r.config["dtype"] == "float32" and r.config["tol"] == 1e-10
     assert r.best_params.down.dtype == jnp.float32 and np.all(np.isfinite(r.best_loss))
@@ -107,7 +107,7 @@ def test_float32_runs_with_its_own_tolerance():
 
 
 def test_result_shapes_and_record(tmp_path, capsys):
-    W = models.sample(KEY, 3, 2, 4, "gelu")
+    W = models.sample("gelu", 2, 4, key=KEY, draws=3)
     r = fit.search(W, "gelu", key=KEY, **SMALL)
     assert r.best_loss.shape == (3,) and r.losses.shape == r.failed.shape == (3, 4)
     assert r.best_params.up.shape == (3, 4, 2) and r.best_params.down.shape == (3, 2, 4)
@@ -134,7 +134,7 @@ def test_result_shapes_and_record(tmp_path, capsys):
 
 
 def test_deterministic_across_chunk_sizes():
-    W = models.sample(KEY, 7, 2, 4, "gelu")
+    W = models.sample("gelu", 2, 4, key=KEY, draws=7)
     runs = [fit.search(W, "gelu", key=KEY, chunk_size=c, **SMALL) for c in (8, 4, 2)]
     for r in runs[1:]:
         chex.assert_trees_all_equal(
@@ -150,7 +150,7 @@ def test_batch_step_is_traced_once_across_chunks(monkeypatch):
     steps = []
     real = fit.drawmap.compiled
     monkeypatch.setattr(fit.drawmap, "compiled", lambda *a: steps.append(real(*a)) or steps[-1])
-    W = models.sample(KEY, 7, 2, 4, "gelu")
+    W = models.sample("gelu", 2, 4, key=KEY, draws=7)
     r = fit.search(W, "gelu", key=KEY, chunk_size=2, **SMALL)
     assert r.config["chunk_size"] == 2 and len(steps) == 1
     assert steps[0]._cache_size() == 1
@@ -169,7 +169,7 @@ import numpy as np
 from absorbjax import condition, fit, models
 assert jax.device_count() == 4 and jax.process_count() == processes, (jax.devices(), jax.process_count())
 key = jax.random.key(0)
-W = models.sample(key, 7, 2, 4, "gelu")
+W = models.sample("gelu", 2, 4, key=key, draws=7)
 r = fit.search(W, "gelu", key=key, batch_size=2, restarts=4, steps=50,
                polish=fit.Polish(steps=20, screen=5, top=2), progress=False, checkpoint=out + ".ckpt")
 assert r.config["devices"] == 4 and r.config["chunk_size"] % 8 == 0
@@ -211,7 +211,7 @@ def test_deterministic_across_device_and_process_counts(tmp_path, processes):
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-3000:]
     assert jax.device_count() == 1
-    W = models.sample(KEY, 7, 2, 4, "gelu")
+    W = models.sample("gelu", 2, 4, key=KEY, draws=7)
     r = fit.search(W, "gelu", key=KEY, **SMALL)
     for out in outs:
         got = np.load(out)
@@ -224,8 +224,8 @@ def test_deterministic_across_device_and_process_counts(tmp_path, processes):
 
 
 def test_nan_restart_is_marked_failed_and_isolated():
-    W = models.sample(KEY, 3, 2, 4, "relu")
-    init = jax.vmap(lambda k: models.init(k, 2, 4, "relu"))(jax.random.split(KEY, 4))
+    W = models.sample("relu", 2, 4, key=KEY, draws=3)
+    init = jax.vmap(lambda k: models.init("relu", 2, 4, key=k))(jax.random.split(KEY, 4))
     bad = init._replace(up=init.up.at[1, 0, 0].set(jnp.nan))
     pol = fit.Polish(steps=10, screen=10)  # every restart polished: no selection couples them
     kw = dict(key=KEY, restarts=4, steps=30, polish=pol, progress=False)
@@ -246,13 +246,13 @@ def test_nan_restart_is_marked_failed_and_isolated():
 
 
 def test_diverging_optimizer_fails_cleanly():
-    W = models.sample(KEY, 2, 2, 4, "gelu")
+    W = models.sample("gelu", 2, 4, key=KEY, draws=2)
     r = fit.search(W, "gelu", key=KEY, restarts=3, steps=40, optimizer=optax.sgd(1e9), polish=False, progress=False)
     assert r.failed.all() and np.all(r.best_loss == np.inf)
 
 
 def test_resume_gives_the_same_result(tmp_path, monkeypatch):
-    W = models.sample(KEY, 7, 2, 4, "gelu")
+    W = models.sample("gelu", 2, 4, key=KEY, draws=7)
     kw = dict(key=KEY, chunk_size=2, **SMALL)
     fresh = fit.search(W, "gelu", **kw)
 
@@ -294,7 +294,7 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
 
 def test_linear_skip_target_is_absorbed():
     # Lemma 4: A x + A D σ(U x) = A (x + D σ(U x)) absorbs whenever the reduced block does.
-    W, _ = models.absorbable_sample(KEY, 2, 2, 4, "relu")
+    W, _ = models.absorbable_sample("relu", 2, 4, key=KEY, draws=2)
     A = jnp.array([[2.0, 0.5], [-0.3, 1.5]])
     target = W._replace(down=A @ W.down)
     r = fit.search(target, "relu", key=KEY, skip=A, init="warm", progress=False)
@@ -309,7 +309,7 @@ def test_d_extra_units_absorb_gaussian_relu_blocks():
     75–95% of draws (40 Gaussian draws each at (2,3), (2,4), (3,6)); here ≥ 70% of 10, while
     at width n no Gaussian draw gets below 1e-12 (test_separation_on_gaussian_draws)."""
     d, n = 2, 3
-    W = models.sample(jax.random.fold_in(KEY, 7), 10, d, n, "relu")
+    W = models.sample("relu", d, n, key=jax.random.fold_in(KEY, 7), draws=10)
     r = fit.search(W, "relu", key=KEY, width=n + d, progress=False)
     assert r.best_params.up.shape == (10, n + d, d)
     assert r.solved().mean() >= 0.7, r.summary()
@@ -320,7 +320,7 @@ def test_free_linear_term_fits_every_orientation():
     sign flips (no absorber among them for a generic block), ``L`` absorbs the flips exactly
     (``σ(z) − σ(−z) = z``) and comes back as ``best_linear``; the residual-free search from the same
     starts cannot get below 1e-6."""
-    W = models.sample(jax.random.fold_in(KEY, 3), 2, 2, 4, "gelu")
+    W = models.sample("gelu", 2, 4, key=jax.random.fold_in(KEY, 3), draws=2)
     signs = jnp.array([[1.0, -1, -1, 1], [-1, 1, 1, 1]])[:, None, :, None]  # (draws, restarts=1, n, 1)
     start = jax.tree.map(lambda a: a[:, None], W)._replace(up=W.up[:, None] * signs)
     kw = dict(key=KEY, restarts=1, steps=0, polish=fit.Polish(steps=30, screen=30, top=1), progress=False)
@@ -337,14 +337,14 @@ def test_free_linear_term_fits_every_orientation():
 
 
 def test_depth_two_stack_runs():
-    W = models.sample(KEY, 2, 2, 3, "gelu", depth=2)
+    W = models.sample("gelu", 2, 3, key=KEY, draws=2, depth=2)
     r = fit.search(W, "gelu", depth=2, key=KEY, **SMALL)
     assert r.best_params.up.shape == (2, 2, 3, 2) and np.all(np.isfinite(r.best_loss))
     assert np.all(r.best_loss > 1e-12)
 
 
 def test_lbfgs_polish_and_custom_optimizer():
-    W, _ = models.absorbable_sample(KEY, 2, 2, 4, "gelu")
+    W, _ = models.absorbable_sample("gelu", 2, 4, key=KEY, draws=2)
     r = fit.search(
         W,
         "gelu",
@@ -373,7 +373,7 @@ def test_recall_on_absorbable_draws(activation):
     measurement on 100 draws each is ``experiments/bench_fit.py --claims``."""
     solved = []
     for d, n, draws in [(2, 4, 20), (3, 6, 10)]:
-        W, _ = models.absorbable_sample(jax.random.fold_in(KEY, d), draws, d, n, activation)
+        W, _ = models.absorbable_sample(activation, d, n, key=jax.random.fold_in(KEY, d), draws=draws)
         r = fit.recall(W, activation, key=KEY)
         assert r.tol == 1e-20  # solved: loss <= 1e-20 on training and held-out inputs
         np.testing.assert_array_equal(r.solved, (r.best_loss <= 1e-20) & (r.holdout_loss <= 1e-20))
@@ -386,7 +386,7 @@ def test_recall_on_absorbable_draws(activation):
 def test_separation_on_gaussian_draws(activation):
     """Cor 11: no Gaussian draw (10 at (2, 4), 6 at (3, 6)) gets below loss 1e-12."""
     for d, n, draws in [(2, 4, 10), (3, 6, 6)]:
-        G = models.sample(jax.random.fold_in(KEY, 100 + d), draws, d, n, activation)
+        G = models.sample(activation, d, n, key=jax.random.fold_in(KEY, 100 + d), draws=draws)
         r = fit.recall(G, activation, key=KEY)
         assert r.below(1e-12) == 0 and r.best_loss.min() > 1e-12, r.result.summary()
         assert r.count == 0
@@ -398,7 +398,7 @@ def test_near_origin_error_of_gated_and_homogeneous_blocks(activation):
     """Props 5/6: in the smallest radius decade the mean relative squared error of the best
     fit stays ≥ 0.5 (4 draws at (2, 4)), and dropping the skip (V = W, loss 1) is not beaten
     by much: the best loss stays above 0.1."""
-    W = models.sample(KEY, 4, 2, 4, activation)
+    W = models.sample(activation, 2, 4, key=KEY, draws=4)
     r = fit.search(W, activation, key=KEY, progress=False)
     assert r.profile[:, 0].min() >= 0.5, r.summary()
     assert r.best_loss.min() > 0.1

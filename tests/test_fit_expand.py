@@ -22,7 +22,7 @@ def _split_absorber(activation):
     absorber with unit 0 split in two (ReLU: one copy rescaled by 1/2), a pair on ``−u_1`` that
     cancels, and a cancelling pair on a new direction."""
     d, n = 3, 6
-    W, S = models.absorbable(jax.random.fold_in(KEY, 11), d, n, activation)
+    W, S = models.absorbable(activation, d, n, key=jax.random.fold_in(KEY, 11))
     V = condition.absorber(W, S)
     up, down = np.asarray(V.up), np.asarray(V.down)
     c = 0.5 if activation == "relu" else 1.0  # ReLU: σ(c z) = c σ(z); GELU copies keep their scale
@@ -108,14 +108,14 @@ def test_absorber_on_inputs_is_exact_on_their_cone_only_where_needed():
     np.testing.assert_allclose(rewritten, g, rtol=0, atol=1e-12 * np.abs(g).max())
 
     everywhere = _directions(rng, 1024, -np.pi, np.pi)
-    W, _ = models.absorbable(KEY, 2, 4, "relu")
+    W, _ = models.absorbable("relu", 2, 4, key=KEY)
     W = models.MLPParams(*(np.asarray(a) for a in W))
     found = fit.convert.absorber_on_inputs(W, everywhere, linear=np.eye(2))
     x = rng.normal(size=(64, 2))
     np.testing.assert_allclose(
         np.maximum(x @ found.up.T, 0) @ found.down.T, x + np.maximum(x @ W.up.T, 0) @ W.down.T, atol=1e-12
     )
-    gaussian = models.MLPParams(*(np.asarray(a) for a in models.init(KEY, 2, 4, "relu")))
+    gaussian = models.MLPParams(*(np.asarray(a) for a in models.init("relu", 2, 4, key=KEY)))
     assert fit.convert.absorber_on_inputs(gaussian, everywhere, linear=np.eye(2)) is None
 
 
@@ -183,7 +183,7 @@ def test_a_wide_stack_s_units_that_are_linear_on_their_inputs_fold_into_L_before
 def test_expand_search_on_a_stack_keeps_the_better_block():
     """Depth 2: the expansion runs layer by layer and never returns a worse block than the
     first search (what it finds is judged by the final block's loss only)."""
-    W = models.sample(KEY, 2, 2, 3, "relu", depth=2)
+    W = models.sample("relu", 2, 3, key=KEY, draws=2, depth=2)
     kw = dict(restarts=4, steps=30, polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
     first = fit.search(W, "relu", key=KEY, depth=2, progress=False, **kw)
     r = fit.expand.expand_search(
@@ -210,7 +210,7 @@ def _unit_rows(a):
 def test_first_layer_lines_are_the_first_layers_and_no_later_kink(residual):
     """Every first-layer hyperplane of a Gaussian depth-2 ReLU stack in d = 3, to rounding, and
     nothing else: the second layer's kink surfaces do not recur at the antipode."""
-    W = models.sample(KEY, 1, 3, 5, "relu", depth=2)
+    W = models.sample("relu", 3, 5, key=KEY, draws=1, depth=2)
     W = jax.tree.map(lambda a: a[0], W)
     found = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu", residual=residual), 3, jax.random.key(4))
     cos = np.abs(found @ _unit_rows(W.up[0]).T)
@@ -222,7 +222,7 @@ def test_first_layer_lines_are_the_first_layers_and_no_later_kink(residual):
 def test_second_layer_lines_are_read_through_the_first_layer_and_give_an_exact_start():
     """A Gaussian d = 3 stack's second-layer hyperplanes, read from its kinks through its first
     layer, to rounding; with them and least squares for ``(D₂, L₂)`` the start is the stack."""
-    W = jax.tree.map(lambda a: a[0], models.sample(KEY, 1, 3, 5, "relu", depth=2))
+    W = jax.tree.map(lambda a: a[0], models.sample("relu", 3, 5, key=KEY, draws=1, depth=2))
     f = lambda x: models.stack(W, x, "relu")
     first = models.MLPParams(W.up[0], W.down[0])
     found = fit.lines.kinks(f, 3, jax.random.key(4))
@@ -244,7 +244,7 @@ def test_second_layer_lines_are_read_through_the_first_layer_and_give_an_exact_s
 def test_first_layer_from_kinks_is_the_first_layer_up_to_the_junction_gauge():
     """A Gaussian d = 3 stack's first layer ``h = x + W_down σ(W_up x)``, from its second layer's
     kinks and its lines alone: ``L₁ x + D₁ σ(ℓ x) = A h(x)`` for one ``A ∈ GL(3)``, to rounding."""
-    W = jax.tree.map(lambda a: a[0], models.sample(KEY, 1, 3, 5, "relu", depth=2))
+    W = jax.tree.map(lambda a: a[0], models.sample("relu", 3, 5, key=KEY, draws=1, depth=2))
     found = fit.lines.kinks(lambda x: models.stack(W, x, "relu"), 3, jax.random.key(4), segments=512)
     lines = fit.lines.lines_of(found)
     assert len(lines) == 5
@@ -262,7 +262,7 @@ def test_fit_with_lines_residual_free_first_holds_L_at_zero_and_tries_orientatio
     """With ``L₁ = 0`` held, the restarts orient the held lines at random; of the ``2⁴``
     orientations of an absorbable (2, 4) block's lines only the absorber's fits exactly
     (another one differs from it by a linear map ``Σ_F ±D_i ℓ_iᵀ ≠ 0``)."""
-    W, S = models.absorbable_sample(KEY, 1, 2, 4, "relu")
+    W, S = models.absorbable_sample("relu", 2, 4, key=KEY, draws=1)
     one = jax.tree.map(lambda a: a[0], W)
     found = fit.lines.first_layer_lines(lambda x: models.skip_mlp(one, x, "relu"), 2, jax.random.key(3))
     assert found.shape == (4, 2)
@@ -293,7 +293,7 @@ def test_fit_with_lines_residual_free_first_holds_L_at_zero_and_tries_orientatio
 def test_fit_with_lines_makes_an_absorbable_block_exact():
     """With ``U`` on an absorbable ReLU block's lines (n = 4d, where the default search mostly
     fails) the free-``L`` fit is exact and the condition finds the absorber's ``S``."""
-    W, S = models.absorbable_sample(KEY, 2, 2, 8, "relu")
+    W, S = models.absorbable_sample("relu", 2, 8, key=KEY, draws=2)
     found = np.stack(
         [
             fit.lines.first_layer_lines(

@@ -45,7 +45,7 @@ ABSORBER_CASES = [("gelu", 2, 4, None), ("gelu", 4, 16, None)] + [
 @pytest.mark.x64
 @pytest.mark.parametrize("activation,d,n,size", ABSORBER_CASES)
 def test_absorber_identity(activation, d, n, size):
-    params, S = models.absorbable(jax.random.fold_in(KEY, d * n), d, n, activation, size=size)
+    params, S = models.absorbable(activation, d, n, key=jax.random.fold_in(KEY, d * n), size=size)
     chex.assert_type(params.up, jnp.float64)
     assert len(S) == (size or d) and len(set(S.tolist())) == len(S)
     np.testing.assert_allclose(params.down[:, S] @ params.up[S], -np.eye(d), atol=1e-12)
@@ -56,7 +56,7 @@ def test_absorber_identity(activation, d, n, size):
 def test_absorbable_relu_blocks_vanish_where_exactly_S_is_active():
     """Where the active units are exactly ``S`` the block is ``x + W_down[:,S] W_up[S,:] x = 0``;
     the cone is not empty in some of 8 draws at (2, 4) (catches: the docstring's claim false)."""
-    W, sets = models.absorbable_sample(KEY, 8, 2, 4, "relu")
+    W, sets = models.absorbable_sample("relu", 2, 4, key=KEY, draws=8)
     x = np.asarray(jax.random.normal(KEY, (4096, 2), jnp.float64))
     found = 0
     block = jax.vmap(lambda p, v: models.skip_mlp(p, v, "relu"), in_axes=(None, 0))
@@ -71,7 +71,7 @@ def test_absorbable_relu_blocks_vanish_where_exactly_S_is_active():
 
 @pytest.mark.x64
 def test_absorber_fails_for_relu2():
-    params, S = models.absorbable(KEY, 3, 8, "relu2")
+    params, S = models.absorbable("relu2", 3, 8, key=KEY)
     assert float(relative_gap(params, flip(params, S), inputs(KEY, 1000, 3), "relu2")) > 1e-3
 
 
@@ -80,22 +80,22 @@ def _programs():
 
 
 def test_draw_i_is_init_of_fold_in_key_i_in_any_chunk_without_retracing():
-    first = models.sample(KEY, 4, 3, 5, "swiglu")
+    first = models.sample("swiglu", 3, 5, key=KEY, draws=4)
     compiled = _programs()
-    second = models.sample(KEY, 4, 3, 5, "swiglu", start=4)
+    second = models.sample("swiglu", 3, 5, key=KEY, draws=4, start=4)
     assert _programs() == compiled  # start is traced: a new chunk compiles no random program
     chex.assert_shape(first.gate, (4, 5, 3))
     draws = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), first, second)
     for i in range(8):
         chex.assert_trees_all_equal(
-            models.init(jax.random.fold_in(KEY, i), 3, 5, "swiglu"), jax.tree.map(lambda a: a[i], draws)
+            models.init("swiglu", 3, 5, key=jax.random.fold_in(KEY, i)), jax.tree.map(lambda a: a[i], draws)
         )
 
 
 def test_nearby_draw_counts_share_one_program_and_agree():
-    few = models.sample(KEY, 3, 2, 5, "relu", dtype=jnp.float32)
+    few = models.sample("relu", 2, 5, key=KEY, draws=3, dtype=jnp.float32)
     compiled = _programs()
-    more = models.sample(KEY, 11, 2, 5, "relu", dtype=jnp.float32)
+    more = models.sample("relu", 2, 5, key=KEY, draws=11, dtype=jnp.float32)
     assert _programs() == compiled  # 3 and 11 draws: one program of 16
     chex.assert_shape((few.up, more.up), [(3, 5, 2), (11, 5, 2)])
     chex.assert_trees_all_equal(few, jax.tree.map(lambda a: a[:3], more))
@@ -106,10 +106,10 @@ def test_nearby_draw_counts_share_one_program_and_agree():
 def test_blocks_of_nearby_shapes_share_one_random_program():
     """The random numbers depend only on how many entries a matrix has (bucketed): (2, 5), (3, 4)
     and (4, 3) blocks of any ungated activation draw from one compiled program."""
-    models.sample(KEY, 3, 2, 5, "relu", dtype=jnp.float32)
+    models.sample("relu", 2, 5, key=KEY, draws=3, dtype=jnp.float32)
     compiled = _programs()
-    models.sample(KEY, 3, 3, 4, "gelu", dtype=jnp.float32)
-    models.sample(KEY, 3, 4, 3, "silu", dtype=jnp.float32)
+    models.sample("gelu", 3, 4, key=KEY, draws=3, dtype=jnp.float32)
+    models.sample("silu", 4, 3, key=KEY, draws=3, dtype=jnp.float32)
     assert _programs() == compiled
 
 
@@ -118,7 +118,7 @@ def test_blocks_of_nearby_shapes_share_one_random_program():
 def test_gaussian_and_uniform_weights_are_the_variance_scaling_initializer(activation, dist, law):
     """Each field is ``variance_scaling(1, "fan_in", law)`` (fan_in = columns) applied, outside
     jit, to its key of ``split(key, fields)``, bit for bit."""
-    p = models.init(KEY, 3, 7, activation, dist=dist)
+    p = models.init(activation, 3, 7, key=KEY, dist=dist)
     initializer = jax.nn.initializers.variance_scaling(1.0, "fan_in", law, in_axis=-1, out_axis=-2)
     keys = jax.random.split(KEY, len(p))
     chex.assert_trees_all_equal(tuple(p), tuple(initializer(k, a.shape, a.dtype) for k, a in zip(keys, p)))
@@ -127,19 +127,19 @@ def test_gaussian_and_uniform_weights_are_the_variance_scaling_initializer(activ
 @pytest.mark.x64
 def test_dtype_follows_x64_and_is_never_flipped():
     assert jax.config.jax_enable_x64
-    assert models.init(KEY, 2, 3, "relu").up.dtype == jnp.float64
-    assert models.init(KEY, 2, 3, "relu", dtype=jnp.float32).up.dtype == jnp.float32
+    assert models.init("relu", 2, 3, key=KEY).up.dtype == jnp.float64
+    assert models.init("relu", 2, 3, key=KEY, dtype=jnp.float32).up.dtype == jnp.float32
     with jax.enable_x64(False):
-        assert models.init(KEY, 2, 3, "relu").up.dtype == jnp.float32
+        assert models.init("relu", 2, 3, key=KEY).up.dtype == jnp.float32
         with pytest.raises(ValueError, match="jax_enable_x64"):
-            models.init(KEY, 2, 3, "relu", dtype=jnp.float64)
+            models.init("relu", 2, 3, key=KEY, dtype=jnp.float64)
         assert not jax.config.jax_enable_x64
 
 
 @pytest.mark.parametrize("dist", models.DISTS)
 def test_distributions(dist):
     d, n = 4, 64
-    p = models.init(KEY, d, n, "relu", dist=dist, bits=3)
+    p = models.init("relu", d, n, key=KEY, dist=dist, bits=3)
     chex.assert_shape((p.up, p.down), [(n, d), (d, n)])
     chex.assert_type((p.up, p.down), jnp.float32)
     values = np.unique(np.concatenate([np.ravel(p.up), np.ravel(p.down)]))
@@ -160,9 +160,9 @@ def test_distributions(dist):
 
 @pytest.mark.x64
 def test_lemma4_reduction():
-    params = models.init(KEY, 4, 12, "gelu")
+    params = models.init("gelu", 4, 12, key=KEY)
     A = jax.random.normal(jax.random.fold_in(KEY, 1), (4, 4)) + 2 * jnp.eye(4)
-    reduced = models.reduce_skip(A, params)
+    reduced = models.reduce_skip(params, A)
     chex.assert_trees_all_equal(reduced.up, params.up)
     xs = inputs(KEY, 200, 4)
     lhs = jax.vmap(models.skip_mlp, (None, 0, None, None))(params, xs, "gelu", A)
@@ -175,20 +175,20 @@ def test_lemma4_reduction():
 )
 def test_lemma4_rejects_singular_skip(A):
     with pytest.raises(ValueError, match="skip is singular or ill-conditioned"):
-        models.reduce_skip(A, models.init(KEY, 3, 6, "relu"))
+        models.reduce_skip(models.init("relu", 3, 6, key=KEY), A)
 
 
 def test_lemma4_max_cond_is_the_threshold():
     A = jnp.diag(jnp.array([1.0, 1.0, 1e-2]))  # condition number 100
-    params = models.init(KEY, 3, 6, "relu")
-    models.reduce_skip(A, params, max_cond=101.0)
+    params = models.init("relu", 3, 6, key=KEY)
+    models.reduce_skip(params, A, max_cond=101.0)
     with pytest.raises(ValueError, match="condition number 100 > max_cond 99"):
-        models.reduce_skip(A, params, max_cond=99.0)
+        models.reduce_skip(params, A, max_cond=99.0)
 
 
 def test_skip_mlp_vmapped_over_4096_draws_and_a_batch():
     draws, batch, d, n = 4096, 8, 3, 6
-    params = models.sample(KEY, draws, d, n, "silu")
+    params = models.sample("silu", d, n, key=KEY, draws=draws)
     xs = jax.random.normal(KEY, (batch, d))
     per_input = jax.vmap(models.skip_mlp, (None, 0, None))
     out = jax.jit(jax.vmap(per_input, (0, None, None)), static_argnums=2)(params, xs, "silu")
@@ -199,7 +199,7 @@ def test_skip_mlp_vmapped_over_4096_draws_and_a_batch():
 
 
 def test_stack_matches_a_python_loop():
-    p = models.init(KEY, 3, 5, "swiglu", depth=4)
+    p = models.init("swiglu", 3, 5, key=KEY, depth=4)
     chex.assert_shape(p.down, (4, 3, 5))
     x = jnp.arange(3.0)
     for residual in (True, False):
@@ -211,7 +211,7 @@ def test_stack_matches_a_python_loop():
 
 
 def test_stack_with_per_layer_skips_matches_a_python_loop():
-    p = models.init(KEY, 3, 5, "gelu", depth=2)
+    p = models.init("gelu", 3, 5, key=KEY, depth=2)
     A = jax.random.normal(jax.random.fold_in(KEY, 1), (2, 3, 3))
     x = jnp.arange(3.0)
     h = x
@@ -226,7 +226,7 @@ def test_stack_with_per_layer_skips_matches_a_python_loop():
 
 @pytest.mark.x64
 def test_stack_promotes_the_input_like_one_block():
-    p = models.init(KEY, 3, 5, "relu", depth=2, dtype=jnp.float64)
+    p = models.init("relu", 3, 5, key=KEY, depth=2, dtype=jnp.float64)
     x = jnp.arange(3.0, dtype=jnp.float32)
     y = models.stack(p, x, "relu")
     assert y.dtype == jnp.float64 == models.skip_mlp(jax.tree.map(lambda a: a[0], p), x, "relu").dtype
@@ -234,7 +234,7 @@ def test_stack_promotes_the_input_like_one_block():
 
 
 def test_bad_input_names_the_argument():
-    p = models.init(KEY, 3, 6, "relu")
+    p = models.init("relu", 3, 6, key=KEY)
     with pytest.raises(ValueError, match=r"x must have shape \(3,\)"):
         models.mlp(p, jnp.ones(4), "relu")
     with pytest.raises(ValueError, match=r"params.up must have shape \(\.\.\., 6, 3\)"):
@@ -244,37 +244,37 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match=r"skip must have shape \(3, 3\)"):
         models.skip_mlp(p, jnp.ones(3), "relu", jnp.eye(2))
     with pytest.raises(ValueError, match=r"skip must have shape \(\.\.\., 3, 3\)"):
-        models.reduce_skip(jnp.eye(4), p)
+        models.reduce_skip(p, jnp.eye(4))
     with pytest.raises(ValueError, match="unknown activation"):
-        models.init(KEY, 3, 6, "tanhh")
+        models.init("tanhh", 3, 6, key=KEY)
     with pytest.raises(ValueError, match="dist must be one of"):
-        models.init(KEY, 3, 6, "relu", dist="cauchy")
+        models.init("relu", 3, 6, key=KEY, dist="cauchy")
     with pytest.raises(ValueError, match="bits must be an integer >= 2"):
-        models.init(KEY, 3, 6, "relu", dist="grid", bits=1)
+        models.init("relu", 3, 6, key=KEY, dist="grid", bits=1)
     with pytest.raises(ValueError, match="d must be a positive integer"):
-        models.init(KEY, 0, 6, "relu")
+        models.init("relu", 0, 6, key=KEY)
     with pytest.raises(ValueError, match="depth must be a positive integer"):
-        models.init(KEY, 3, 6, "relu", depth=0)
+        models.init("relu", 3, 6, key=KEY, depth=0)
     with pytest.raises(ValueError, match="size must be"):
-        models.absorbable(KEY, 3, 6, "relu", size=2)
+        models.absorbable("relu", 3, 6, key=KEY, size=2)
     with pytest.raises(ValueError, match="ungated"):
-        models.absorbable(KEY, 3, 6, "swiglu")
+        models.absorbable("swiglu", 3, 6, key=KEY)
     with pytest.raises(ValueError, match="leading depth axis"):
         models.stack(p, jnp.ones(3), "relu")
     with pytest.raises(ValueError, match="draws must be a positive integer"):
-        models.sample(KEY, 0, 3, 6, "relu")
+        models.sample("relu", 3, 6, key=KEY, draws=0)
 
 
 def test_absorbable_sample_stacks_the_single_draws():
-    W, sets = models.absorbable_sample(KEY, 3, 2, 6, "gelu", size=3)
+    W, sets = models.absorbable_sample("gelu", 2, 6, key=KEY, draws=3, size=3)
     chex.assert_shape((W.up, W.down), [(3, 6, 2), (3, 2, 6)])
     assert len(sets) == 3
     for i, S in enumerate(sets):
-        one, S_one = models.absorbable(jax.random.fold_in(KEY, i), 2, 6, "gelu", size=3)
+        one, S_one = models.absorbable("gelu", 2, 6, key=jax.random.fold_in(KEY, i), size=3)
         chex.assert_trees_all_equal(jax.tree.map(lambda a: a[i], W), one)
         np.testing.assert_array_equal(S, S_one)
     with pytest.raises(ValueError, match="draws must be a positive integer"):
-        models.absorbable_sample(KEY, 0, 2, 6, "gelu")
+        models.absorbable_sample("gelu", 2, 6, key=KEY, draws=0)
 
 
 @pytest.mark.x64
@@ -283,9 +283,9 @@ def test_absorbable_stack_equals_the_stack_of_its_blockwise_absorbers(activation
     """``absorbable(..., depth=L)``: layer ``l`` from ``fold_in(key, l)``, each with its own ``S``;
     the residual-free stack of the absorbers is the residual stack (float64, to 1e-12)."""
     key = jax.random.key(3)
-    params, sets = models.absorbable(key, 3, 6, activation, depth=3)
+    params, sets = models.absorbable(activation, 3, 6, key=key, depth=3)
     assert params.up.shape == (3, 6, 3) and len(sets) == 3
-    first, S0 = models.absorbable(jax.random.fold_in(key, 0), 3, 6, activation)
+    first, S0 = models.absorbable(activation, 3, 6, key=jax.random.fold_in(key, 0))
     np.testing.assert_array_equal(params.up[0], first.up)
     np.testing.assert_array_equal(sets[0], S0)
     V = [condition.absorber(models.MLPParams(params.up[l], params.down[l]), S) for l, S in enumerate(sets)]
@@ -294,5 +294,5 @@ def test_absorbable_stack_equals_the_stack_of_its_blockwise_absorbers(activation
     res = jax.vmap(lambda x: models.stack(params, x, activation))(xs)
     free = jax.vmap(lambda x: models.stack(V, x, activation, residual=False))(xs)
     assert float(jnp.abs(res - free).max() / jnp.abs(res).max()) < 1e-12
-    stacks, per_draw = models.absorbable_sample(key, 2, 3, 6, activation, depth=2)
+    stacks, per_draw = models.absorbable_sample(activation, 3, 6, key=key, draws=2, depth=2)
     assert stacks.down.shape == (2, 2, 3, 6) and [len(s) for s in per_draw] == [2, 2]

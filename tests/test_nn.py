@@ -40,7 +40,7 @@ def test_block_round_trip_matches_pure_block(activation, cls, residual):
 
 @X64
 def test_pure_params_into_module_and_back():
-    params = models.init(jax.random.key(4), 4, 9, "gelu_tanh")
+    params = models.init("gelu_tanh", 4, 9, key=jax.random.key(4))
     module = nn.ResidualMLP.from_params(params, "gelu_tanh")
     assert all(np.array_equal(a, b) for a, b in zip(module.to_params(), params))
     x = _xs(4, 1)[0]
@@ -55,8 +55,8 @@ def test_stack_round_trip_matches_models_stack(activation, residual):
     net = nn.Stack(3, 5, activation, depth=4, residual=residual, rngs=nnx.Rngs(2))
     params = net.to_params()
     assert params.down.shape == (4, 3, 5)
-    # Layer l is models.init(fold_in(key, l)): the same weights models.init(depth=L) draws.
-    again = models.init(nnx.Rngs(2).params(), 3, 5, activation, depth=4)
+    # Layer l is models.init(..., key=fold_in(key, l)): the same weights models.init(..., depth=L) draws.
+    again = models.init(activation, 3, 5, key=nnx.Rngs(2).params(), depth=4)
     assert all(np.array_equal(a, b) for a, b in zip(params, again))
     xs = _xs(3)
     want = jax.vmap(lambda x: models.stack(params, x, activation, residual=residual))(xs)
@@ -78,7 +78,7 @@ def _random_biases(params, key):
 @X64
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 def test_biased_block_is_the_explicit_formula(activation):
-    params = models.init(jax.random.key(5), 3, 6, activation)
+    params = models.init(activation, 3, 6, key=jax.random.key(5))
     b = _random_biases(params, jax.random.key(6))
     module = nn.ResidualMLP.from_params(params, activation, biases=b)
     assert set(module.to_biases()) == set(params._fields)
@@ -110,7 +110,7 @@ def test_biased_stack_matches_layer_by_layer_blocks():
 def test_sign_flip_absorber_with_biases(activation):
     """σ(−z) = σ(z) − z: negating (w_i, b_i) for i ∈ S turns x + W_down σ(W_up x + b) + c into a
     residual-free block with output bias c + W_down[:,S] b_S when W_down[:,S] W_up[S,:] = −I."""
-    params, S = models.absorbable(jax.random.key(3), 3, 8, activation)
+    params, S = models.absorbable(activation, 3, 8, key=jax.random.key(3))
     b = _random_biases(params, jax.random.key(4))
     residual = nn.ResidualMLP.from_params(params, activation, biases=b)
     flip = jnp.ones(8).at[S].set(-1.0)

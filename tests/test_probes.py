@@ -157,16 +157,16 @@ def test_taylor_coefficients_softplus_honours_custom_rule():
 def test_vanishing_order_stacks(act):
     for L in (1, 2, 3):
         p = params(act, L)
-        assert probes.vanishing_order(deep(p, act, True), D, max_order=2) == 1
-        assert probes.vanishing_order(deep(p, act, False), D, max_order=2**L) == 2**L
-    assert probes.vanishing_order(deep(params(act, 2), act, False), D, max_order=3) is None
+        assert probes.vanishing_order(deep(p, act, True), D, key=KEY, max_order=2) == 1
+        assert probes.vanishing_order(deep(p, act, False), D, key=KEY, max_order=2**L) == 2**L
+    assert probes.vanishing_order(deep(params(act, 2), act, False), D, key=KEY, max_order=3) is None
 
 
 def test_vanishing_order_other_cases():
-    assert probes.vanishing_order(block(params("glu"), "glu"), D, max_order=3) == 1
-    assert probes.vanishing_order(block(params("gelu"), "gelu"), D, max_order=3) == 1
-    assert probes.vanishing_order(block(params("softplus"), "softplus"), D, max_order=3) == 0
-    assert probes.vanishing_order(lambda x: jnp.zeros_like(x), D) is None
+    assert probes.vanishing_order(block(params("glu"), "glu"), D, key=KEY, max_order=3) == 1
+    assert probes.vanishing_order(block(params("gelu"), "gelu"), D, key=KEY, max_order=3) == 1
+    assert probes.vanishing_order(block(params("softplus"), "softplus"), D, key=KEY, max_order=3) == 0
+    assert probes.vanishing_order(lambda x: jnp.zeros_like(x), D, key=KEY) is None
 
 
 @pytest.mark.x64
@@ -176,11 +176,11 @@ def test_float32_params_get_float32_tolerances():
     p = params("swiglu", 2, dtype=np.float32)
     f = deep(p, "swiglu", False)
     assert probes.jacobian_at_origin(f, D).dtype == jnp.float32
-    tn = jax.jit(lambda k: probes.taylor_norms(f, D, k, 4))(KEY)
+    tn = jax.jit(lambda k: probes.taylor_norms(f, D, key=k, max_order=4))(KEY)
     assert tn.coef.dtype == jnp.float32 and tn.coef.shape == (4, 5) and tn.value.shape == (4,)
     assert int(probes.orders_from_norms(tn)) == 4
     q = params("relu2", dtype=np.float32)
-    assert probes.homogeneity_degree(block(q, "relu2"), D, KEY) == 2
+    assert probes.homogeneity_degree(block(q, "relu2"), D, key=KEY) == 2
 
 
 @pytest.mark.x64
@@ -214,7 +214,7 @@ def test_taylor_coefficients_errors():
     with pytest.raises(ValueError, match="d must"):
         probes.jacobian_at_origin(jnp.sin, 0)
     with pytest.raises(ValueError, match="directions"):
-        probes.taylor_norms(jnp.sin, 3, KEY, 2, directions=jnp.ones((2, 4)))
+        probes.taylor_norms(jnp.sin, 3, key=KEY, max_order=2, directions=jnp.ones((2, 4)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,16 +234,16 @@ def test_taylor_coefficients_errors():
 )
 def test_homogeneity_degree(act, residual, degree):
     p = params(act)
-    k = probes.homogeneity_degree(block(p, act, residual), D, jax.random.fold_in(KEY, 3))
+    k = probes.homogeneity_degree(block(p, act, residual), D, key=jax.random.fold_in(KEY, 3))
     assert k == degree and type(k) is type(degree)
 
 
 def test_homogeneity_fit_skips_samples_where_f_vanishes():
     # d = 1: relu(x)³ vanishes on every negative sample; those pairs must be left out of the
     # fit (kept in, they would pull k towards 0 or make it nan)
-    k, err = probes.homogeneity_fit(lambda x: jax.nn.relu(x) ** 3, 1, KEY, samples=16)
+    k, err = probes.homogeneity_fit(lambda x: jax.nn.relu(x) ** 3, 1, key=KEY, samples=16)
     assert abs(float(k) - 3) < 1e-4 and float(err) < 1e-4
-    k0, _ = probes.homogeneity_fit(lambda x: jnp.zeros_like(x), 2, KEY)
+    k0, _ = probes.homogeneity_fit(lambda x: jnp.zeros_like(x), 2, key=KEY)
     assert np.isnan(float(k0))
 
 
@@ -305,8 +305,8 @@ def test_vmapped_vanishing_orders_over_draws():
     @jax.jit
     def norms(ps):
         def one(p):
-            res = probes.taylor_norms(deep(p, "swiglu", True), D, KEY, 2, directions=2)
-            free = probes.taylor_norms(deep(p, "swiglu", False), D, KEY, 8, directions=2)
+            res = probes.taylor_norms(deep(p, "swiglu", True), D, key=KEY, max_order=2, directions=2)
+            free = probes.taylor_norms(deep(p, "swiglu", False), D, key=KEY, max_order=8, directions=2)
             return res, free
 
         return jax.vmap(one)(ps)
@@ -322,6 +322,6 @@ def test_vmapped_vanishing_orders_over_draws():
 @pytest.mark.x64
 def test_vmapped_homogeneity_fit_over_draws():
     ps = params("reglu", draws=DRAWS)
-    k, err = jax.jit(jax.vmap(lambda p: probes.homogeneity_fit(block(p, "reglu"), D, KEY)))(ps)
+    k, err = jax.jit(jax.vmap(lambda p: probes.homogeneity_fit(block(p, "reglu"), D, key=KEY)))(ps)
     np.testing.assert_allclose(k, 2.0, atol=1e-12)
     assert float(err.max()) < 1e-12

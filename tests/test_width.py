@@ -27,7 +27,7 @@ def _pool(dist, bits):
     """One compiled draw per distribution: 1800 blocks of d = 8, n = 24, cut to smaller shapes
     (rows/columns of i.i.d. weights are i.i.d. weights of the smaller shape, up to scale)."""
     with jax.enable_x64(True):
-        p = models.sample(jax.random.fold_in(KEY, bits), 1800, 8, 24, "relu", dist=dist, bits=bits)
+        p = models.sample("relu", 8, 24, key=jax.random.fold_in(KEY, bits), draws=1800, dist=dist, bits=bits)
     return np.asarray(p.up), np.asarray(p.down)
 
 
@@ -172,7 +172,7 @@ def test_fewer_units_than_d():
 
 @pytest.mark.parametrize("size", [5])
 def test_absorbable_blocks_have_k_zero(size):
-    params, S = models.absorbable(jax.random.fold_in(KEY, size), 3, 8, "relu", size=size)
+    params, S = models.absorbable("relu", 3, 8, key=jax.random.fold_in(KEY, size), size=size)
     cert = condition.min_extra_width(params, activation="relu")
     assert (cert.status, cert.k, cert.method) == ("certified", 0, "find_absorbing_set")
     np.testing.assert_array_equal(cert.S, S)

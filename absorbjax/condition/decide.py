@@ -351,8 +351,8 @@ def find_absorbing_set(
       >>> import jax
       >>> from absorbjax import condition, models
       >>> with jax.enable_x64(True):
-      ...     params, S = models.absorbable(jax.random.key(0), 2, 4, "relu")
-      ...     generic = models.init(jax.random.key(1), 2, 4, "relu")
+      ...     params, S = models.absorbable("relu", 2, 4, key=jax.random.key(0))
+      ...     generic = models.init("relu", 2, 4, key=jax.random.key(1))
       >>> cert = condition.find_absorbing_set(params, activation="relu")
       >>> cert.status, cert.S.tolist() == S.tolist()
       ('absorbable', True)
@@ -451,7 +451,7 @@ def absorber(
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import condition, models
       >>> with jax.enable_x64(True):
-      ...     params, S = models.absorbable(jax.random.key(0), 3, 6, "gelu")
+      ...     params, S = models.absorbable("gelu", 3, 6, key=jax.random.key(0))
       ...     V = condition.absorber(params, S)
       ...     x = jnp.array([0.3, -1.2, 2.0])
       ...     gap = models.skip_mlp(params, x, "gelu") - models.mlp(V, x, "gelu")

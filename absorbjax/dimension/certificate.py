@@ -204,7 +204,7 @@ def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | N
 def certify(activation: str, d: int, n: int, depth: int, *, key: jax.Array, residual: bool = True,
             order: int | None = None, inputs: int | None = None, denominator: int = 256,
             prime: int = PRIME, float_check: bool = True, subfamily: np.ndarray | None = None,
-            weights: models.MLPParams | None = None, max_order: int | None = None,
+            params: models.MLPParams | None = None, max_order: int | None = None,
             shrink: int = 0) -> DepthCertificate:
     """Certify (or not) that almost all residual stacks of this size are reproduced by no free
     stack of the same width and depth.
@@ -227,7 +227,7 @@ def certify(activation: str, d: int, n: int, depth: int, *, key: jax.Array, resi
       prime: modulus of the exact rank; for GELU it must exceed ``max_order``.
       float_check: also compute the float64 SVD rank at the same point (needs float64).
       subfamily: integer ``(P, m)`` matrix ``B``: certify the affine family ``W_0 + B θ``.
-      weights: round these ``MLPParams`` (leading ``L`` axis) instead of drawing the point.
+      params: round these ``MLPParams`` (leading ``L`` axis) instead of drawing the point.
       max_order: largest GELU jet order tried.
       shrink: scale every ``W_down^ℓ`` by ``2^-shrink`` (a near-identity point, step 4).
 
@@ -252,7 +252,7 @@ def certify(activation: str, d: int, n: int, depth: int, *, key: jax.Array, resi
     k_inputs = inputs if inputs is not None else _default_inputs(name, d, n, depth, order)
     # The float check needs K d >= P outputs; the jets use the first k_inputs directions.
     k_float = max(k_inputs, math.ceil(2 * param_count(d, n, depth) / d)) if float_check else k_inputs
-    full = rational_point(d, n, depth, key=key, inputs=k_float, denominator=denominator, weights=weights,
+    full = rational_point(d, n, depth, key=key, inputs=k_float, denominator=denominator, params=params,
                           shrink=shrink)
     point = full._replace(inputs=full.inputs[:k_inputs])
     best = _best_rank(point, name, residual, order, max_order, maximum, prime, subfamily)

@@ -41,7 +41,7 @@ class RationalPoint(NamedTuple):
 
 
 def rational_point(d: int, n: int, depth: int, *, key: jax.Array, inputs: int, denominator: int = 256,
-                   weights: models.MLPParams | None = None, shrink: int = 0) -> RationalPoint:
+                   params: models.MLPParams | None = None, shrink: int = 0) -> RationalPoint:
     """Gaussian weights (variance ``1/fan_in``) and standard Gaussian inputs rounded to multiples of
     ``1/denominator``; the inputs are a prefix-stable stream (``inputs=K`` is a prefix of ``inputs=2K``).
 
@@ -50,7 +50,7 @@ def rational_point(d: int, n: int, depth: int, *, key: jax.Array, inputs: int, d
       key: PRNG key; its data seeds NumPy generators (weights, then inputs).
       inputs: number ``K`` of probe inputs.
       denominator: a power of two ``Q``.
-      weights: round these ``MLPParams`` (``(L,n,d)``, ``(L,d,n)``) instead of drawing new ones.
+      params: round these ``MLPParams`` (``(L,n,d)``, ``(L,d,n)``) instead of drawing new ones.
       shrink: multiply every ``W_down^ℓ`` by ``2^-shrink`` after rounding, exactly (the common
         denominator becomes ``Q · 2^shrink``): the near-identity stacks of the depth theorem
         (``docs/theory/depth.md``, step 4).
@@ -75,14 +75,14 @@ def rational_point(d: int, n: int, depth: int, *, key: jax.Array, inputs: int, d
     # NumPy's generator seeded by the key's data: exact, and no compilation per draw.
     typed = jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key)
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key) if typed else key).ravel().tolist())
-    if weights is None:
+    if params is None:
         up = rng.standard_normal((depth, n, d)) / math.sqrt(d)
         down = rng.standard_normal((depth, d, n)) / math.sqrt(n)
     else:
-        if np.shape(weights.up) != (depth, n, d) or np.shape(weights.down) != (depth, d, n):
-            raise ValueError(f"weights must have up ({depth}, {n}, {d}) and down ({depth}, {d}, {n}), "
-                             f"got {np.shape(weights.up)} and {np.shape(weights.down)}")
-        up, down = np.asarray(weights.up, np.float64), np.asarray(weights.down, np.float64)
+        if np.shape(params.up) != (depth, n, d) or np.shape(params.down) != (depth, d, n):
+            raise ValueError(f"params must have up ({depth}, {n}, {d}) and down ({depth}, {d}, {n}), "
+                             f"got {np.shape(params.up)} and {np.shape(params.down)}")
+        up, down = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
     xs = np.random.default_rng([*rng.bit_generator.seed_seq.entropy, 1]).standard_normal((inputs, d))
     q = int(denominator)
     up, down, xs = (np.rint(np.asarray(a, np.float64) * q).astype(np.int64) for a in (up, down, xs))

@@ -137,7 +137,7 @@ def first_layer_lines(
       >>> import jax, numpy as np
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
-      ...     W = models.init(jax.random.key(0), 2, 4, "relu", depth=2)
+      ...     W = models.init("relu", 2, 4, key=jax.random.key(0), depth=2)
       ...     lines = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu"), 2, jax.random.key(1))
       >>> u = np.asarray(W.up[0]) / np.linalg.norm(W.up[0], axis=1, keepdims=True)
       >>> len(lines), bool(np.allclose(np.abs(lines @ u.T).max(1), 1.0))

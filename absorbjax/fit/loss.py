@@ -125,7 +125,7 @@ def relative_loss(
 
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import fit, models
-      >>> W = models.init(jax.random.key(0), 3, 5, "gelu")
+      >>> W = models.init("gelu", 3, 5, key=jax.random.key(0))
       >>> xs, _ = fit.sample_inputs(jax.random.key(1), 3, fit.Inputs(num=64), jnp.float32)
       >>> round(float(fit.relative_loss(W, W, xs, "gelu")), 4)
       1.0
