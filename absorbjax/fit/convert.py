@@ -51,7 +51,7 @@ def absorber_from_units(
     for units, skip in ((MLPParams(U, D), L), (MLPParams(-U, D), L + D @ U)):
         try:
             cert = condition.find_absorbing_set(
-                units, skip=skip, rtol=tol, activation=activation, time_limit=time_limit
+                units, activation, skip=skip, rtol=tol, time_limit=time_limit
             )
         except ValueError:  # singular skip or degenerate units
             continue
