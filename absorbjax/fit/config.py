@@ -299,28 +299,28 @@ def check_target(target, activation: str, depth: int):
     act = activations.get(activation)
     if not isinstance(depth, (int, np.integer)) or depth < 1:
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
-    target = as_params(target, "target")
+    target = as_params(target, "params")
     want = GatedParams if act.gated else MLPParams
     if not isinstance(target, want):
-        raise ValueError(f"activation {act.name!r} needs target {want.__name__}, got {type(target).__name__}")
+        raise ValueError(f"activation {act.name!r} needs params {want.__name__}, got {type(target).__name__}")
     d, n = models.dims(target)
     core = 2 if depth == 1 else 3
     nd = target.down.ndim
     if nd not in (core, core + 1):
         raise ValueError(
-            f"target.down must have shape {'(d, n)' if depth == 1 else '(L, d, n)'} or with a leading "
+            f"params.down must have shape {'(d, n)' if depth == 1 else '(L, d, n)'} or with a leading "
             f"draws axis for depth={depth}; got {target.down.shape}"
         )
     if depth > 1 and target.down.shape[-3] != depth:
-        raise ValueError(f"target has {target.down.shape[-3]} layers on its depth axis, expected depth={depth}")
+        raise ValueError(f"params have {target.down.shape[-3]} layers on its depth axis, expected depth={depth}")
     if any(a.shape[:-2] != target.down.shape[:-2] for a in target):
-        raise ValueError(f"target fields disagree on leading axes: {[a.shape for a in target]}")
+        raise ValueError(f"params fields disagree on leading axes: {[a.shape for a in target]}")
     single = nd == core
     if single:
         target = jax.tree.map(lambda a: a[None], target)
     bad = [f for f, a in zip(target._fields, target) if not np.all(np.isfinite(np.asarray(a)))]
     if bad:
-        raise ValueError(f"target.{bad[0]} contains NaN or Inf")
+        raise ValueError(f"params.{bad[0]} contains NaN or Inf")
     return act, target, d, n, single
 
 

@@ -70,7 +70,7 @@ LINES_SEED = 2**31 - 1  # expand_search's line step: fold_in(key, LINES_SEED)
 
 
 def expand_search(
-    target: MLPParams,
+    params: MLPParams,
     activation: str,
     *,
     key: jax.Array,
@@ -99,7 +99,7 @@ def expand_search(
     The steps, the line step and what happens in a stack are described in the module docstring.
 
     Args:
-      target: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
+      params: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
         axis for ``depth > 1``).
       activation: ``"relu"`` or ``"gelu"``.
       key: base PRNG key; the first search and the final polish use it as :func:`search` does
@@ -144,9 +144,9 @@ def expand_search(
     """
     check_activation(activation)
     common = dict(tol=tol, progress=progress, **search_kwargs)
-    first = search(target, activation, key=key, restarts=restarts, steps=steps, polish=polish, inputs=inputs, **common)
+    first = search(params, activation, key=key, restarts=restarts, steps=steps, polish=polish, inputs=inputs, **common)
     single = first.config.get("single", False)
-    target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), target)
+    target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), params)
     record = {
         "factor": factor,
         "wide_restarts": wide_restarts or restarts,
@@ -370,7 +370,7 @@ def _line_proposals(
     for j in range(draws):
         W = jax.tree.map(lambda a: a[j], sub)
         f = (lambda x: skip_mlp(W, x, "relu")) if depth == 1 else (lambda x: stack(W, x, "relu"))
-        kinks.append(_lines.kinks(f, d, jax.random.fold_in(jax.random.fold_in(key, 0), j), segments=segments))
+        kinks.append(_lines.kinks(f, d, key=jax.random.fold_in(jax.random.fold_in(key, 0), j), segments=segments))
         got = _lines.lines_of(kinks[-1])[:n]
         found[j, : len(got)], mask[j, : len(got)] = got, True
     if depth == 1 and mask.all():  # U held whole: least squares in (D, L), which one start solves
