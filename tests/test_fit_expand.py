@@ -212,7 +212,9 @@ def test_first_layer_lines_are_the_first_layers_and_no_later_kink(residual):
     nothing else: the second layer's kink surfaces do not recur at the antipode."""
     W = models.sample(KEY, 1, 3, 5, "relu", depth=2)
     W = jax.tree.map(lambda a: a[0], W)
-    found = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu", residual=residual), 3, key=jax.random.key(4))
+    found = fit.lines.first_layer_lines(
+        lambda x: models.stack(W, x, "relu", residual=residual), 3, key=jax.random.key(4)
+    )
     cos = np.abs(found @ _unit_rows(W.up[0]).T)
     assert found.shape == (5, 3)
     np.testing.assert_allclose(np.sort(cos.max(0)), 1.0, rtol=0, atol=1e-12)  # each line found once
