@@ -330,7 +330,7 @@ def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=Non
             if strategy == "expand":
                 search = fit.expand.expand_search
                 if rounds is not None:
-                    search = functools.partial(search, rounds=rounds)
+                    search = functools.partial(search, wide=fit.Wide(rounds=rounds))
             r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search)
             name = f"{act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
             row = out["recall"][name] = {

@@ -186,9 +186,8 @@ def test_expand_search_on_a_stack_keeps_the_better_block():
     W = models.sample(KEY, 2, 2, 3, "relu", depth=2)
     kw = dict(restarts=4, steps=30, polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
     first = fit.search(W, "relu", key=KEY, depth=2, progress=False, **kw)
-    r = fit.expand.expand_search(
-        W, "relu", key=KEY, depth=2, factor=2, proposals_per_draw=2, rounds=1, lines_restarts=4, **kw
-    )
+    wide = fit.Wide(factor=2, proposals=2, rounds=1)
+    r = fit.expand.expand_search(W, "relu", key=KEY, depth=2, wide=wide, line_step=fit.LineStep(restarts=4), **kw)
     rec = r.config["expand"]
     assert rec["unsolved"] == 2 and rec["improved"] <= rec["proposed"] <= 6  # 2 line rounds, 1 wide round
     assert rec["lines"]["restarts"] == 4 and rec["lines"]["rounds"] == 2 and rec["lines"]["segments"] == [128, 2048]

@@ -23,8 +23,10 @@ __all__ = [
     "INITS",
     "POLISH_METHODS",
     "Inputs",
+    "LineStep",
     "Linear",
     "Polish",
+    "Wide",
     "default_optimizer",
     "min_tol",
     "log_bounds",
@@ -123,6 +125,47 @@ class Polish(NamedTuple):
             method = "gauss_newton" if params <= self.max_dense else "lbfgs"
         steps = self.steps if self.steps is not None else 300
         return self._replace(method=method, steps=int(steps))
+
+
+class Wide(NamedTuple):
+    """The wide rounds of :func:`absorbjax.fit.expand.expand_search` (steps 1–5 of its module).
+
+    Attributes:
+      factor: the wide search's width ``m = factor · n``.
+      restarts, steps: the wide search's (``None``: the first search's ``restarts``; its
+        ``steps`` for one layer, ``5 · steps`` for a stack).
+      polish: the wide search's :class:`Polish` (short: the wide fit only proposes).
+      proposals: width-``n`` starts merged from the wide fit per draw (:func:`fit.merge.proposals`).
+      dense: the wide search and the width-``n`` polish use ``dense`` times the first search's
+        training inputs (a ReLU kink is placed only as finely as the inputs' directions resolve it).
+      rounds: steps 1–5 run up to ``rounds`` times on the draws still unsolved.
+      merge_tol: ``rtol`` of the condition on the polished width-``n`` fit.
+    """
+
+    factor: int = 4
+    restarts: int | None = None
+    steps: int | None = None
+    polish: Polish = Polish(steps=100, screen=20, top=4)
+    proposals: int = 8
+    dense: int = 4
+    rounds: int = 3
+    merge_tol: float = 1e-6
+
+
+class LineStep(NamedTuple):
+    """The line step of :func:`absorbjax.fit.expand.expand_search` (ReLU without a skip).
+
+    Attributes:
+      restarts: restarts of each fit with the first layer held on the kink lines.
+      rounds: how many times the step runs on the draws still unsolved.
+      segments: the random segments the kinks are read on (:func:`absorbjax.fit.lines.kinks`),
+        for one layer and for a stack: a second-layer unit that bends only in a thin cone shows
+        on few of them.
+    """
+
+    restarts: int = 256
+    rounds: int = 2
+    segments: tuple[int, int] = (128, 2048)
 
 
 @functools.lru_cache(maxsize=32)
