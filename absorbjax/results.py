@@ -14,7 +14,8 @@ The word for "no proof either way" is :data:`UNDECIDED` in every vocabulary.
 
 This module sits low in the import graph (it imports only :mod:`absorbjax.io`), so any module
 may adopt the base. It works with ``typing.NamedTuple`` (subclass the named tuple together
-with :class:`Result`, ``__slots__ = ()``) and with dataclasses.
+with :class:`Result`, ``__slots__ = ()``) and with dataclasses; :class:`Verdict` is the frozen
+dataclass base of the certificates (``status``, ``method``, ``reason`` first).
 
 Examples:
   >>> from typing import NamedTuple
@@ -43,7 +44,7 @@ from typing import Any, ClassVar
 
 from absorbjax import io
 
-__all__ = ["Result", "UNDECIDED", "fields_of"]
+__all__ = ["Result", "UNDECIDED", "Verdict", "fields_of"]
 
 UNDECIDED = "undecided"
 """The one word for "no proof either way", in every result's vocabulary."""
@@ -81,3 +82,20 @@ class Result:
         """One line: the type and its scalar fields."""
         scalars = {k: v for k, v in fields_of(self).items() if isinstance(v, (str, int, float, bool, type(None)))}
         return f"{type(self).__name__}: " + ", ".join(f"{k}={v}" for k, v in scalars.items())
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Verdict(Result):
+    """Dataclass base of a certificate: what it says, how it was decided and why.
+
+    Attributes:
+      status: the answer, in the certificate's vocabulary (:data:`UNDECIDED` for no proof).
+      method: what decided it.
+      reason: one sentence saying why.
+
+    Subclasses (frozen dataclasses, ``eq=False``) add their fields after these three.
+    """
+
+    status: str
+    method: str
+    reason: str

@@ -68,7 +68,7 @@ def run(config, out, seed):
     key = jax.random.key(seed)
     # directions uniform on the sphere, radii log-uniform on [1e-2, 1e2]
     xs, _ = fit.sample_inputs(
-        subkey(key, 0), d, fit.Inputs(num=config["inputs"], low=1e-2, high=1e2), jnp.result_type(float)
+        fit.Inputs(num=config["inputs"], low=1e-2, high=1e2), d, key=subkey(key, 0), dtype=jnp.result_type(float)
     )
     ungated = {}
     for i, name in enumerate(activations.names(gated=False)):

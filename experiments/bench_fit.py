@@ -96,7 +96,7 @@ def loop_baseline(target, restarts: int, steps: int, draws: int, num: int) -> fl
 
     @jax.jit
     def prepare(w, key):
-        xs, _ = fit.sample_inputs(key, d, spec, jnp.float32)
+        xs, _ = fit.sample_inputs(spec, d, key=key, dtype=jnp.float32)
         ys = jax.vmap(lambda x: models.skip_mlp(w, x, ACT))(xs)
         p = jax.vmap(lambda k: models.init(ACT, d, n, key=k, dtype=jnp.float32))(jax.random.split(key, restarts))
         return xs, ys, p, opt.init(p)
@@ -129,7 +129,7 @@ def hand_batched(target, restarts: int, steps: tuple[int, int], num: int) -> flo
     draws = target.down.shape[0]
     act = activations.get(ACT).fn
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(SEED), i))(jnp.arange(draws))
-    xs = jax.vmap(lambda k: fit.sample_inputs(k, d, fit.Inputs(num=num), jnp.float32)[0])(keys)
+    xs = jax.vmap(lambda k: fit.sample_inputs(fit.Inputs(num=num), d, key=k, dtype=jnp.float32)[0])(keys)
     ys = jax.vmap(jax.vmap(lambda w, x: models.skip_mlp(w, x, ACT), (None, 0)))(target, xs)
     p0 = jax.vmap(lambda k: jax.vmap(lambda r: models.init(ACT, d, n, key=r, dtype=jnp.float32))(
         jax.random.split(k, restarts)))(keys)
@@ -330,7 +330,7 @@ def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=Non
             if strategy == "expand":
                 search = fit.expand.expand_search
                 if rounds is not None:
-                    search = functools.partial(search, rounds=rounds)
+                    search = functools.partial(search, wide=fit.Wide(rounds=rounds))
             r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search)
             name = f"{act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
             row = out["recall"][name] = {

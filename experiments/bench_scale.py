@@ -66,11 +66,11 @@ def run_case(case):
     params, act = models.MLPParams(U, D), case["act"] or None
     cpu, wall = time.process_time(), time.perf_counter()
     if task == "distance":
-        dist = condition.distance(params, activation=act)
+        dist = condition.distance(params, act)
         cert = dist.certificate
         out = {"lower": dist.lower, "upper": dist.upper, "S_size": int(dist.S.size), "how": dist.method}
     else:
-        cert = condition.find_absorbing_set(params, activation=act,
+        cert = condition.find_absorbing_set(params, act,
                                             method="relaxation" if task == "gram" else "auto")
         out = {"lower": cert.lower_bound / math.sqrt(d)}
     out.update(status=cert.status, method=cert.method, reason=cert.reason, timings=cert.timings,

@@ -33,7 +33,7 @@ STATUSES = condition.STATUSES
 def frequencies(key, draws, d, n, dist, bits=3):
     """Counts of each certificate status over ``draws`` blocks ``models.sample(ACTIVATION, d, n, key=key, draws=draws)``."""
     params = models.sample(ACTIVATION, d, n, key=key, draws=draws, dist=dist, bits=bits)
-    certs = condition.find_absorbing_sets(params, activation=ACTIVATION, progress=False)
+    certs = condition.find_absorbing_sets(params, ACTIVATION, progress=False)
     counts = {s: sum(c.status == s for c in certs) for s in STATUSES}
     counts["draws"] = draws
     counts["methods"] = sorted({c.method for c in certs})

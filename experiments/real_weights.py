@@ -44,7 +44,7 @@ def _files():
 
 def _distance(U, D):
     start = time.perf_counter()
-    dist = condition.distance(models.MLPParams(U, D), activation="gelu")
+    dist = condition.distance(models.MLPParams(U, D), "gelu")
     return dist, time.perf_counter() - start
 
 

@@ -101,7 +101,7 @@ def run(config, out, seed):
             for k, kind in enumerate(("absorbable", "generic")):
                 sub = jax.random.fold_in(key, 100 * i + 10 * j + k)
                 params = population(kind, activation, d, n, config["draws"], sub)
-                certs = condition.find_absorbing_sets(params, activation=activation, progress=False)
+                certs = condition.find_absorbing_sets(params, activation, progress=False)
                 found = fit.recall(params, activation, key=jax.random.fold_in(sub, 1), tol=SOLVED, **options)
                 rows[(activation, d, n, kind)] = {
                     "status": [c.status for c in certs],

@@ -95,7 +95,7 @@ def _f64(params):
 
 def _reference(params, activation: str) -> dict:
     """Distance bounds and structure of a reference (Gaussian or initialised) block, no bias."""
-    dist = condition.distance(params, activation=activation)
+    dist = condition.distance(params, activation)
     return {"lower": dist.lower, "upper": dist.upper, "S_size": int(dist.S.size), **structure(*_f64(params))}
 
 

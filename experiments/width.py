@@ -56,7 +56,7 @@ RAY = ("gelu_tanh", "silu", "softplus")  # Thm 8 via the ray limit: the ReLU k* 
 
 
 def decide(up, down, activation="relu", **kwargs):
-    cert = condition.min_extra_width(models.MLPParams(up, down), activation=activation, **kwargs)
+    cert = condition.min_extra_width(models.MLPParams(up, down), activation, **kwargs)
     return {"status": cert.status, "k": cert.k, "lower": cert.lower, "upper": cert.upper,
             "error": cert.error, "exact": cert.exact, "atoms": len(cert.atoms), "seconds": cert.seconds}
 
@@ -70,7 +70,7 @@ def _searches(key, config, gauss):
         sub = jax.random.fold_in(key, 2000 + j)
         up, down = cut(searched, d, "gaussian", config["search_draws"])
         params = models.MLPParams(up, down)
-        ks = [condition.min_extra_width(models.MLPParams(u, w), activation="relu").k for u, w in zip(up, down)]
+        ks = [condition.min_extra_width(models.MLPParams(u, w), "relu").k for u, w in zip(up, down)]
         if len(set(ks)) != 1 or ks[0] is None:
             raise RuntimeError(f"Gaussian draws at d={d}, n={n} did not all certify one k*: {ks}")
         k = ks[0]

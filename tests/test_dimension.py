@@ -389,7 +389,7 @@ def test_relu_subfamily_scope_keeps_the_open_region():
 def test_certificate_is_not_truthy():
     cert = dimension.certify("gelu", 2, 4, 1, key=KEY, float_check=False)
     assert cert.status == "undecided" and cert.status in dimension.STATUSES and not cert.certified
-    with pytest.raises(TypeError, match="cert.status"):
+    with pytest.raises(TypeError, match=r"result\.status"):
         bool(cert)
     with pytest.raises(TypeError):
         dimension.certify("gelu", 2, 2, 2, jax.random.key(0))  # key is keyword-only

@@ -31,7 +31,7 @@ SMALL = dict(restarts=4, steps=50, polish=fit.Polish(steps=20, screen=5, top=2),
 def test_absorber_has_zero_loss(activation):
     W, S = models.absorbable(activation, 3, 6, key=KEY)
     V = W._replace(up=W.up.at[S].multiply(-1))
-    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
+    xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
     assert fit.relative_loss(V, W, xs, activation) < 1e-28
 
 
@@ -39,13 +39,13 @@ def test_absorber_has_zero_loss(activation):
 def test_dropping_the_skip_costs_exactly_one(activation):
     # V = W reproduces f(x) − x, so the relative error is ‖x‖²/‖x‖² = 1 at every input.
     W = models.init(activation, 3, 5, key=KEY)
-    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=256), jnp.float64)
+    xs, _ = fit.sample_inputs(fit.Inputs(num=256), 3, key=KEY, dtype=jnp.float64)
     np.testing.assert_allclose(fit.relative_loss(W, W, xs, activation), 1.0, rtol=1e-12)
 
 
 def test_inputs_shapes_and_radii():
     spec = fit.Inputs(num=1000, low=1e-3, high=1e2, holdout=50)
-    xs, xh = fit.sample_inputs(KEY, 4, spec, jnp.float64)
+    xs, xh = fit.sample_inputs(spec, 4, key=KEY, dtype=jnp.float64)
     edges = fit.decade_edges(spec.low, spec.high)
     assert xs.shape == (1000, 4) and xh.shape == (5, 50, 4)
     r = np.linalg.norm(xs, axis=-1)
@@ -66,7 +66,7 @@ def test_bad_arguments():
     kw = dict(key=KEY, progress=False)
     with pytest.raises(ValueError, match="unknown activation"):
         fit.search(W, "nope", **kw)
-    with pytest.raises(ValueError, match="needs target GatedParams"):
+    with pytest.raises(ValueError, match="needs params GatedParams"):
         fit.search(W, "swiglu", **kw)
     with pytest.raises(ValueError, match=r"params.up must have shape"):
         fit.search(W._replace(up=W.up[:, :3]), "relu", **kw)
@@ -115,7 +115,7 @@ def test_result_shapes_and_record(tmp_path, capsys):
     np.testing.assert_array_equal(r.best_loss, np.nanmin(r.losses, 1))
     for i in range(3):  # best_params really has best_loss on draw i's inputs
         xs, _ = fit.sample_inputs(
-            jax.random.split(jax.random.fold_in(KEY, i))[0], 2, fit.Inputs(r.config["num"]), jnp.float64
+            fit.Inputs(r.config["num"]), 2, key=jax.random.split(jax.random.fold_in(KEY, i))[0], dtype=jnp.float64
         )
         V, Wi = (jax.tree.map(lambda a: a[i], p) for p in (r.best_params, W))
         np.testing.assert_allclose(fit.relative_loss(V, Wi, xs, "gelu"), r.best_loss[i], rtol=1e-10)

@@ -38,7 +38,7 @@ def _split_absorber(activation):
 def test_merged_units_reproduce_the_wide_block(activation):
     """``L x + D σ(U x)`` from :func:`fit.merge.merge_units`, all clusters kept, is the wide block."""
     W, wide = _split_absorber(activation)
-    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
+    xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
     merged, L = fit.merge.merge_units(wide, activation, 100)
     assert merged.up.shape == (7, 3)  # the 6 target directions and the new one (a zero cluster)
     g = jax.vmap(lambda x: models.mlp(wide, x, activation))(xs)
@@ -56,7 +56,7 @@ def test_condition_on_merged_units_proposes_the_absorber(activation):
     merged, L = fit.merge.merge_units(wide, activation, 6)
     V = fit.convert.absorber_from_units(merged, activation, linear=L)
     assert V is not None and V.up.shape == (6, 3)
-    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
+    xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
     assert fit.relative_loss(V, W, xs, activation) < 1e-26
 
 
@@ -65,7 +65,7 @@ def test_a_proposal_of_an_exact_wide_block_is_that_block(activation):
     """Cutting the line tree at the right height merges the wide block exactly (the cancelling
     pair's cluster is the one dropped), and the condition on that proposal gives the absorber."""
     W, wide = _split_absorber(activation)
-    xs, _ = fit.sample_inputs(KEY, 3, fit.Inputs(num=512), jnp.float64)
+    xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
     g = jax.vmap(lambda x: models.mlp(wide, x, activation))(xs)
     found = []
     for block, L in fit.merge.proposals(wide, np.zeros((3, 3)), activation, 6, count=8):
@@ -186,9 +186,8 @@ def test_expand_search_on_a_stack_keeps_the_better_block():
     W = models.sample("relu", 2, 3, key=KEY, draws=2, depth=2)
     kw = dict(restarts=4, steps=30, polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
     first = fit.search(W, "relu", key=KEY, depth=2, progress=False, **kw)
-    r = fit.expand.expand_search(
-        W, "relu", key=KEY, depth=2, factor=2, proposals_per_draw=2, rounds=1, lines_restarts=4, **kw
-    )
+    wide = fit.Wide(factor=2, proposals=2, rounds=1)
+    r = fit.expand.expand_search(W, "relu", key=KEY, depth=2, wide=wide, line_step=fit.LineStep(restarts=4), **kw)
     rec = r.config["expand"]
     assert rec["unsolved"] == 2 and rec["improved"] <= rec["proposed"] <= 6  # 2 line rounds, 1 wide round
     assert rec["lines"]["restarts"] == 4 and rec["lines"]["rounds"] == 2 and rec["lines"]["segments"] == [128, 2048]
@@ -212,7 +211,9 @@ def test_first_layer_lines_are_the_first_layers_and_no_later_kink(residual):
     nothing else: the second layer's kink surfaces do not recur at the antipode."""
     W = models.sample("relu", 3, 5, key=KEY, draws=1, depth=2)
     W = jax.tree.map(lambda a: a[0], W)
-    found = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu", residual=residual), 3, jax.random.key(4))
+    found = fit.lines.first_layer_lines(
+        lambda x: models.stack(W, x, "relu", residual=residual), 3, key=jax.random.key(4)
+    )
     cos = np.abs(found @ _unit_rows(W.up[0]).T)
     assert found.shape == (5, 3)
     np.testing.assert_allclose(np.sort(cos.max(0)), 1.0, rtol=0, atol=1e-12)  # each line found once
@@ -225,7 +226,7 @@ def test_second_layer_lines_are_read_through_the_first_layer_and_give_an_exact_s
     W = jax.tree.map(lambda a: a[0], models.sample("relu", 3, 5, key=KEY, draws=1, depth=2))
     f = lambda x: models.stack(W, x, "relu")
     first = models.MLPParams(W.up[0], W.down[0])
-    found = fit.lines.kinks(f, 3, jax.random.key(4))
+    found = fit.lines.kinks(f, 3, key=jax.random.key(4))
     lines = fit.lines.lines_of(found)
     u2, counts = fit.lines.second_layer_lines(found, first, np.eye(3), lines)
     assert len(lines) == 5 and np.all(np.diff(counts) <= 0)
@@ -245,7 +246,7 @@ def test_first_layer_from_kinks_is_the_first_layer_up_to_the_junction_gauge():
     """A Gaussian d = 3 stack's first layer ``h = x + W_down σ(W_up x)``, from its second layer's
     kinks and its lines alone: ``L₁ x + D₁ σ(ℓ x) = A h(x)`` for one ``A ∈ GL(3)``, to rounding."""
     W = jax.tree.map(lambda a: a[0], models.sample("relu", 3, 5, key=KEY, draws=1, depth=2))
-    found = fit.lines.kinks(lambda x: models.stack(W, x, "relu"), 3, jax.random.key(4), segments=512)
+    found = fit.lines.kinks(lambda x: models.stack(W, x, "relu"), 3, key=jax.random.key(4), segments=512)
     lines = fit.lines.lines_of(found)
     assert len(lines) == 5
     D1, L1 = fit.lines.first_layer_from_kinks(found, lines)
@@ -264,7 +265,7 @@ def test_fit_with_lines_residual_free_first_holds_L_at_zero_and_tries_orientatio
     (another one differs from it by a linear map ``Σ_F ±D_i ℓ_iᵀ ≠ 0``)."""
     W, S = models.absorbable_sample("relu", 2, 4, key=KEY, draws=1)
     one = jax.tree.map(lambda a: a[0], W)
-    found = fit.lines.first_layer_lines(lambda x: models.skip_mlp(one, x, "relu"), 2, jax.random.key(3))
+    found = fit.lines.first_layer_lines(lambda x: models.skip_mlp(one, x, "relu"), 2, key=jax.random.key(3))
     assert found.shape == (4, 2)
     fitted, loss = fit.lines.fit_with_lines(
         W,
@@ -297,7 +298,7 @@ def test_fit_with_lines_makes_an_absorbable_block_exact():
     found = np.stack(
         [
             fit.lines.first_layer_lines(
-                lambda x: models.skip_mlp(jax.tree.map(lambda a: a[j], W), x, "relu"), 2, jax.random.key(j)
+                lambda x: models.skip_mlp(jax.tree.map(lambda a: a[j], W), x, "relu"), 2, key=jax.random.key(j)
             )
             for j in range(2)
         ]

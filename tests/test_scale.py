@@ -191,24 +191,24 @@ def test_large_certificate_statuses(screen_all):
     from absorbjax import condition, models
 
     U, D = gaussian(11, 8, 32)
-    cert = condition.find_absorbing_set(models.MLPParams(U, D), activation="relu")
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
     assert (cert.status, cert.method, cert.within_rounding, cert.rank) == ("not_absorbable", "trace", "n/a", -1)
     assert "Thm 8" in cert.reason and cert.lower_bound > cert.threshold
-    silu = condition.find_absorbing_set(models.MLPParams(U, D), activation="silu")
+    silu = condition.find_absorbing_set(models.MLPParams(U, D), "silu")
     assert silu.status == "not_absorbable" and silu.theorem == "Thm 8 via the ray limit"
-    biased = condition.find_absorbing_set(models.MLPParams(U, D), activation="gelu", bias=np.ones(32))
+    biased = condition.find_absorbing_set(models.MLPParams(U, D), "gelu", bias=np.ones(32))
     assert biased.status == "not_absorbable" and biased.theorem == "Thm 8 via the ray limit"
     f32 = condition.find_absorbing_set(models.MLPParams(U.astype(np.float32), D.astype(np.float32)))
     assert f32.within_rounding == "no" and f32.rounding_rtol > f32.rtol
     U[5] = 0.5 * U[3]
-    assert condition.find_absorbing_set(models.MLPParams(U, D), activation="relu").status == "degenerate"
+    assert condition.find_absorbing_set(models.MLPParams(U, D), "relu").status == "degenerate"
 
 
 def test_large_certificate_absorbable_and_distance(screen_all):
     from absorbjax import condition, models
 
     U, D, A, S = planted(12, 6, 30)
-    cert = condition.find_absorbing_set(models.MLPParams(U, D), activation="gelu", skip=A)
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "gelu", skip=A)
     assert cert.status == "absorbable" and cert.S.tolist() == S.tolist() and cert.miss_bound < 1e-6
     dist = large.distance_bounds(U, D, A, cert)
     assert dist.lower == 0.0 and exact_miss(U, D, A, S) / np.linalg.norm(A) <= dist.upper < 1e-12
@@ -245,7 +245,7 @@ def test_entry_points_screen_wide_blocks():
 
     d, n = 64, large.SCREEN_MIN_N
     U, D = gaussian(15, d, n)
-    cert = condition.find_absorbing_set(models.MLPParams(U, D), activation="relu")
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
     assert (cert.status, cert.method, cert.rank) == ("not_absorbable", "trace", -1)
     dist = condition.distance(models.MLPParams(U, D))
     assert dist.method == "frank-wolfe" and 0.8 < dist.lower <= dist.upper <= 1 + 1e-12

@@ -22,7 +22,7 @@ def test_no_wrong_certificate(family, seed, index):
     params, activation, planted, note, *bias = testing.FAMILIES[family](np.random.default_rng(seed), index)
     bias = bias[0] if bias else None
     try:
-        cert = condition.find_absorbing_set(params, activation=activation, time_limit=3.0, bias=bias)
+        cert = condition.find_absorbing_set(params, activation, time_limit=3.0, bias=bias)
     except ValueError as err:
         assert "float64" in str(err) and "\n" not in str(err), note
         return
@@ -40,7 +40,7 @@ def test_cancellation_never_certifies_a_far_absorber(seed, log_l, shift):
     L, w, y = 10.0**log_l, rng.normal(size=d), rng.normal(size=d)
     e = rng.normal(size=d) * L * 2.0**-shift
     p = models.MLPParams(np.vstack([up, L * w, L * w + e]), np.hstack([down, y[:, None], -y[:, None]]))
-    cert = condition.find_absorbing_set(p, activation="relu")
+    cert = condition.find_absorbing_set(p, "relu")
     assert testing.judge(cert, p, "relu") == "", str(cert)
     dist = condition.distance(p)
     exact = testing.frobenius(testing.exact_miss(p, dist.S)) / np.sqrt(d)
@@ -53,10 +53,9 @@ def test_power_of_two_unit_scaling_changes_nothing(seed, k):
     """Rescaling units by 2^±k is exact and leaves every M_i unchanged: the same answer, no crash."""
     rng = np.random.default_rng(seed)
     up, down, S = testing.planted(rng, 3, 8) if seed % 2 else (rng.normal(size=(8, 3)), rng.normal(size=(3, 8)), None)
-    base = condition.find_absorbing_set(models.MLPParams(up, down), activation="gelu")
+    base = condition.find_absorbing_set(models.MLPParams(up, down), "gelu")
     ks = rng.choice([-k, k], 8)
-    moved = condition.find_absorbing_set(models.MLPParams(np.ldexp(up, ks[:, None]), np.ldexp(down, -ks[None, :])),
-                                         activation="gelu")
+    moved = condition.find_absorbing_set(models.MLPParams(np.ldexp(up, ks[:, None]), np.ldexp(down, -ks[None, :])), "gelu")
     assert moved.status == base.status and moved.failed == base.failed
 
 
@@ -84,9 +83,8 @@ def test_hypotheses_are_invariant_under_coordinate_changes(seed, log_cond):
     q1, _ = np.linalg.qr(rng.normal(size=(d, d)))
     q2, _ = np.linalg.qr(rng.normal(size=(d, d)))
     P = q1 @ np.diag(np.geomspace(1, 10.0**log_cond, d)) @ q2
-    base = condition.find_absorbing_set(models.MLPParams(up, down), activation="relu")
-    moved = condition.find_absorbing_set(models.MLPParams(np.linalg.solve(P.T, up.T).T, P @ down),
-                                         activation="relu")
+    base = condition.find_absorbing_set(models.MLPParams(up, down), "relu")
+    moved = condition.find_absorbing_set(models.MLPParams(np.linalg.solve(P.T, up.T).T, P @ down), "relu")
     assert base.nondegenerate and moved.nondegenerate, moved.failed
     assert moved.status in (base.status, "undecided")
 
@@ -97,7 +95,7 @@ def test_planted_sets_survive_a_coordinate_change(seed):
     stored numbers, and is certified so (float64 ``P`` would break the set by ``~ε cond(P)``)."""
     params, activation, planted, note = testing.coordinate_change(np.random.default_rng(seed), 2 * seed + 1)
     assert testing.frobenius(testing.exact_miss(params, planted)) == 0, note
-    cert = condition.find_absorbing_set(params, activation=activation, time_limit=30.0)
+    cert = condition.find_absorbing_set(params, activation, time_limit=30.0)
     assert cert.status == "absorbable" and testing.judge(cert, params, activation, planted) == "", (note, str(cert))
 
 

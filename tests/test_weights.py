@@ -454,9 +454,9 @@ def test_check_passes_the_hidden_bias_and_names_both(tmp_path, monkeypatch):
     seen = []
     real = condition.distance
 
-    def spy(params, **kw):
-        seen.append(kw)
-        return real(params, **kw)
+    def spy(params, activation=None, **kw):
+        seen.append(dict(kw, activation=activation))
+        return real(params, activation, **kw)
 
     monkeypatch.setattr(condition, "distance", spy)
     result = weights.check(block)

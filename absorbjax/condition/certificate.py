@@ -10,6 +10,7 @@ import numpy as np
 
 from absorbjax import activations
 from absorbjax.io import to_jsonable
+from absorbjax.results import Result, Verdict
 
 __all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "few", "fmt"]
 
@@ -26,7 +27,7 @@ def fmt(x: float | None) -> str:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Certificate:
+class Certificate(Verdict):
     """The answer of :func:`find_absorbing_set` and the numbers that justify it.
 
     Attributes:
@@ -66,10 +67,7 @@ class Certificate:
       seconds, timings: wall time, total and per phase.
     """
 
-    status: str
     S: np.ndarray | None
-    method: str
-    reason: str
     d: int
     n: int
     rtol: float
@@ -101,9 +99,6 @@ class Certificate:
     @property
     def absorbable(self) -> bool:
         return self.status == "absorbable"
-
-    def __bool__(self):
-        raise TypeError("a Certificate is not a truth value; read cert.status (or cert.absorbable)")
 
     def summary(self) -> str:
         target = "I" if self.skip == "identity" else "A"
@@ -145,13 +140,9 @@ class Certificate:
 
     __str__ = summary
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values (non-finite floats become ``None``)."""
-        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Distance:
+class Distance(Result):
     """How far a block is from absorbing, relative to ``‖A‖_F`` (``√d`` for ``A = I``).
 
     ``lower ≤ min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F ≤ upper``; ``upper`` is attained by ``S``
@@ -169,9 +160,7 @@ class Distance:
     relaxation: float
     box: float
     certificate: Certificate
-
-    def __bool__(self):
-        raise TypeError("a Distance is not a truth value; read dist.upper or dist.lower")
+    truth_field = "upper"
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}

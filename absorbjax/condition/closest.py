@@ -24,12 +24,12 @@ __all__ = ["distance"]
 
 def distance(
     params: MLPParams,
+    activation: str | None = None,
     *,
     skip=None,
     rtol: float | None = None,
     time_limit: float = 10.0,
     bias=None,
-    activation: str | None = None,
 ) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
 

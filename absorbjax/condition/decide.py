@@ -306,12 +306,12 @@ def bias_vector(bias, n: int) -> np.ndarray | None:
 
 def find_absorbing_set(
     params: MLPParams,
+    activation: str | None = None,
     *,
     skip=None,
     rtol: float | None = None,
     time_limit: float = 60.0,
     method: str = "auto",
-    activation: str | None = None,
     bias=None,
     skip_rtol: float | None = None,
 ) -> Certificate:
@@ -322,6 +322,11 @@ def find_absorbing_set(
       params: one ungated block, ``up`` = ``W_up`` ``(n, d)``, ``down`` = ``W_down`` ``(d, n)``
         (NumPy or JAX, any real dtype; decided in float64 on the stored values, the stored dtype is
         recorded). A leading draws axis belongs to :func:`find_absorbing_sets`; gated params raise.
+      activation: optional name; gated and homogeneous activations raise, since other results
+        decide them. The theorem that reads "no S" is :meth:`activations.Activation.converse`:
+        Thm 8 (relu), Thm 10 (gelu), Thm 8 via the ray limit (gelu_tanh, silu, softplus, and every
+        biased block of these five); an activation without a declared ray limit gets ``undecided``.
+        Without a name, "no S" is read with these theorems (the five activations).
       skip: ``A`` ``(d, d)``; ``None`` is ``I``. Singular or ill-conditioned (condition number
         above ``1/√eps``) raises ``ValueError``.
       rtol: the slack of rule (★) (module docstring), in ``[0, 0.5)``; default ``1e3·eps64``.
@@ -329,11 +334,6 @@ def find_absorbing_set(
       method: ``"auto"`` (relaxations, rounding, then enumeration or MILP), ``"relaxation"``
         (relaxations and rounding only), ``"milp"`` (straight to the MILP; an infeasible verdict is
         confirmed by enumeration for ``n ≤ 24``) or ``"exhaustive"`` (all ``2^n`` subsets, ``n ≤ 24``).
-      activation: optional name; gated and homogeneous activations raise, since other results
-        decide them. The theorem that reads "no S" is :meth:`activations.Activation.converse`:
-        Thm 8 (relu), Thm 10 (gelu), Thm 8 via the ray limit (gelu_tanh, silu, softplus, and every
-        biased block of these five); an activation without a declared ray limit gets ``undecided``.
-        Without a name, "no S" is read with these theorems (the five activations).
       bias: the hidden bias ``b`` ``(n,)`` of ``σ(W_up x + b)``, if the block has one (an all-zero
         ``b`` is bias-free). An ``S`` gives the absorber (flip ``(w_i, b_i)`` for ``i ∈ S``; the
         output bias ``c`` becomes ``c + W_down[:,S] b[S]``: :func:`absorber_biases`); "no S" is
@@ -353,10 +353,10 @@ def find_absorbing_set(
       >>> with jax.enable_x64(True):
       ...     params, S = models.absorbable("relu", 2, 4, key=jax.random.key(0))
       ...     generic = models.init("relu", 2, 4, key=jax.random.key(1))
-      >>> cert = condition.find_absorbing_set(params, activation="relu")
+      >>> cert = condition.find_absorbing_set(params, "relu")
       >>> cert.status, cert.S.tolist() == S.tolist()
       ('absorbable', True)
-      >>> condition.find_absorbing_set(generic, activation="relu").status
+      >>> condition.find_absorbing_set(generic, "relu").status
       'not_absorbable'
 
     References:
@@ -372,46 +372,45 @@ def find_absorbing_set(
 
 
 def find_absorbing_sets(
-    params: MLPParams,
-    *,
-    skip=None,
-    rtol: float | None = None,
-    time_limit: float = 60.0,
-    method: str = "auto",
-    activation: str | None = None,
-    progress: bool = True,
-    skip_rtol: float | None = None,
+    params: MLPParams, activation: str | None = None, *, progress: bool = True, **options
 ) -> list[Certificate]:
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
-    ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``; ``skip`` is ``None``,
-    one ``(d, d)`` matrix for all draws, or ``(draws, d, d)``.
+    ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. ``options``: ``skip``,
+    ``rtol``, ``time_limit``, ``method``, ``bias``, ``skip_rtol``, as for
+    :func:`find_absorbing_set` and validated by it; ``skip`` is ``None``, one ``(d, d)`` matrix
+    for all draws or ``(draws, d, d)``, and ``bias`` one ``(n,)`` or ``(draws, n)``.
     A plain loop: small blocks take about a millisecond each (``d = 3, n = 12``: over a thousand
     draws per second on two cores, see ``experiments/bench_condition.py``), so a batched
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
     ``progress`` shows a tqdm bar over the draws (the MILP can take up to ``time_limit`` each).
     """
-    _check_method(method, time_limit)
-    act = check_activation(activation)
-    rtol = check_rtol(rtol)
-    U, D, _ = float_weights(params, batched=True)
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise ValueError(f"find_absorbing_sets takes the options {_OPTIONS} of find_absorbing_set, got {unknown}")
+    U, _, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
-    dtypes = storage_dtypes(params)
-    sk = None if skip is None else np.asarray(skip)
-    if sk is None or sk.shape == (d, d):
-        skips = [skip_matrix(sk, d)] * draws  # one A, checked once
-    elif sk.shape == (draws, d, d):
-        skips = [skip_matrix(a, d) for a in sk]
-    else:
-        raise ValueError(f"skip must have shape ({d}, {d}) or ({draws}, {d}, {d}), got {sk.shape}")
-    kind = "identity" if skip is None else "matrix"
+    skips = _per_draw(options.pop("skip", None), (d, d), draws, "skip")
+    biases = _per_draw(options.pop("bias", None), (n,), draws, "bias")
     from tqdm.auto import tqdm
 
     return [
-        decide(U[k], D[k], skips[k], Inputs(dtypes, None, act, kind), rtol=rtol, method=method,
-               time_limit=time_limit, skip_rtol=skip_rtol)[0]
+        find_absorbing_set(MLPParams(params.up[k], params.down[k]), activation, skip=skips[k], bias=biases[k],
+                           **options)
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]
+
+
+_OPTIONS = ("skip", "rtol", "time_limit", "method", "bias", "skip_rtol")
+
+
+def _per_draw(value, shape: tuple[int, ...], draws: int, name: str) -> list:
+    """``value`` for each draw: ``None`` or one array of ``shape`` for all, or ``(draws, *shape)``."""
+    if value is None or np.shape(value) == shape:
+        return [value] * draws
+    if np.shape(value) == (draws, *shape):
+        return list(np.asarray(value))
+    raise ValueError(f"{name} must have shape {shape} or {(draws, *shape)}, got {np.shape(value)}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from absorbjax.dimension.ranks import (
     narrow_invertible,
 )
 from absorbjax.io import to_jsonable
+from absorbjax.results import Verdict
 
 __all__ = ["DepthCertificate", "certify"]
 
@@ -38,7 +39,7 @@ def _fmt(x) -> str:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class DepthCertificate:
+class DepthCertificate(Verdict):
     """Whether residual stacks of one size are generically disjoint from free stacks of the same size.
 
     Attributes:
@@ -64,9 +65,6 @@ class DepthCertificate:
       seconds: wall time.
     """
 
-    status: str
-    method: str
-    reason: str
     scope: str
     activation: str
     d: int
@@ -93,10 +91,6 @@ class DepthCertificate:
     def certified(self) -> bool:
         """``status == "certified_disjoint"``."""
         return self.status == "certified_disjoint"
-
-    def __bool__(self):
-        raise TypeError("a DepthCertificate has no truth value: read cert.status "
-                        "('certified_disjoint' or 'undecided') or cert.certified")
 
     def summary(self) -> str:
         fam = "residual" if self.residual else "free (control)"

@@ -46,7 +46,7 @@ targets).
 """
 
 from absorbjax.fit import config, convert, draw, drawmap, driver, expand, lines, loss, measure, merge, result, solvers
-from absorbjax.fit.config import Inputs, Linear, Polish, default_optimizer, min_tol
+from absorbjax.fit.config import Inputs, Linear, LineStep, Polish, Wide, default_optimizer, min_tol
 from absorbjax.fit.driver import search
 from absorbjax.fit.expand import expand_search
 from absorbjax.fit.loss import decade_edges, relative_loss, sample_inputs
@@ -62,6 +62,8 @@ __all__ = [
     "Inputs",
     "Linear",
     "Polish",
+    "Wide",
+    "LineStep",
     "default_optimizer",
     "min_tol",
     "relative_loss",

@@ -23,8 +23,10 @@ __all__ = [
     "INITS",
     "POLISH_METHODS",
     "Inputs",
+    "LineStep",
     "Linear",
     "Polish",
+    "Wide",
     "default_optimizer",
     "min_tol",
     "log_bounds",
@@ -123,6 +125,47 @@ class Polish(NamedTuple):
             method = "gauss_newton" if params <= self.max_dense else "lbfgs"
         steps = self.steps if self.steps is not None else 300
         return self._replace(method=method, steps=int(steps))
+
+
+class Wide(NamedTuple):
+    """The wide rounds of :func:`absorbjax.fit.expand.expand_search` (steps 1–5 of its module).
+
+    Attributes:
+      factor: the wide search's width ``m = factor · n``.
+      restarts, steps: the wide search's (``None``: the first search's ``restarts``; its
+        ``steps`` for one layer, ``5 · steps`` for a stack).
+      polish: the wide search's :class:`Polish` (short: the wide fit only proposes).
+      proposals: width-``n`` starts merged from the wide fit per draw (:func:`fit.merge.proposals`).
+      dense: the wide search and the width-``n`` polish use ``dense`` times the first search's
+        training inputs (a ReLU kink is placed only as finely as the inputs' directions resolve it).
+      rounds: steps 1–5 run up to ``rounds`` times on the draws still unsolved.
+      merge_tol: ``rtol`` of the condition on the polished width-``n`` fit.
+    """
+
+    factor: int = 4
+    restarts: int | None = None
+    steps: int | None = None
+    polish: Polish = Polish(steps=100, screen=20, top=4)
+    proposals: int = 8
+    dense: int = 4
+    rounds: int = 3
+    merge_tol: float = 1e-6
+
+
+class LineStep(NamedTuple):
+    """The line step of :func:`absorbjax.fit.expand.expand_search` (ReLU without a skip).
+
+    Attributes:
+      restarts: restarts of each fit with the first layer held on the kink lines.
+      rounds: how many times the step runs on the draws still unsolved.
+      segments: the random segments the kinks are read on (:func:`absorbjax.fit.lines.kinks`),
+        for one layer and for a stack: a second-layer unit that bends only in a thin cone shows
+        on few of them.
+    """
+
+    restarts: int = 256
+    rounds: int = 2
+    segments: tuple[int, int] = (128, 2048)
 
 
 @functools.lru_cache(maxsize=32)
@@ -299,28 +342,28 @@ def check_target(target, activation: str, depth: int):
     act = activations.get(activation)
     if not isinstance(depth, (int, np.integer)) or depth < 1:
         raise ValueError(f"depth must be a positive integer, got {depth!r}")
-    target = as_params(target, "target")
+    target = as_params(target, "params")
     want = GatedParams if act.gated else MLPParams
     if not isinstance(target, want):
-        raise ValueError(f"activation {act.name!r} needs target {want.__name__}, got {type(target).__name__}")
+        raise ValueError(f"activation {act.name!r} needs params {want.__name__}, got {type(target).__name__}")
     d, n = models.dims(target)
     core = 2 if depth == 1 else 3
     nd = target.down.ndim
     if nd not in (core, core + 1):
         raise ValueError(
-            f"target.down must have shape {'(d, n)' if depth == 1 else '(L, d, n)'} or with a leading "
+            f"params.down must have shape {'(d, n)' if depth == 1 else '(L, d, n)'} or with a leading "
             f"draws axis for depth={depth}; got {target.down.shape}"
         )
     if depth > 1 and target.down.shape[-3] != depth:
-        raise ValueError(f"target has {target.down.shape[-3]} layers on its depth axis, expected depth={depth}")
+        raise ValueError(f"params have {target.down.shape[-3]} layers on its depth axis, expected depth={depth}")
     if any(a.shape[:-2] != target.down.shape[:-2] for a in target):
-        raise ValueError(f"target fields disagree on leading axes: {[a.shape for a in target]}")
+        raise ValueError(f"params fields disagree on leading axes: {[a.shape for a in target]}")
     single = nd == core
     if single:
         target = jax.tree.map(lambda a: a[None], target)
     bad = [f for f, a in zip(target._fields, target) if not np.all(np.isfinite(np.asarray(a)))]
     if bad:
-        raise ValueError(f"target.{bad[0]} contains NaN or Inf")
+        raise ValueError(f"params.{bad[0]} contains NaN or Inf")
     return act, target, d, n, single
 
 

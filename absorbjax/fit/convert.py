@@ -50,9 +50,7 @@ def absorber_from_units(
     L = np.zeros((U.shape[1],) * 2) if linear is None else np.asarray(linear, np.float64)
     for units, skip in ((MLPParams(U, D), L), (MLPParams(-U, D), L + D @ U)):
         try:
-            cert = condition.find_absorbing_set(
-                units, skip=skip, rtol=tol, activation=activation, time_limit=time_limit
-            )
+            cert = condition.find_absorbing_set(units, activation, skip=skip, rtol=tol, time_limit=time_limit)
         except ValueError:  # singular skip or degenerate units
             continue
         if cert.status == "absorbable":

@@ -106,7 +106,7 @@ def one_draw(
     dtype = target.down.dtype
     key = jax.random.fold_in(base_key, index)
     k_in, k_init = jax.random.split(key)
-    xs, xh = sample_inputs(k_in, cfg.d, Inputs(cfg.num, cfg.low, cfg.high, cfg.holdout), dtype)
+    xs, xh = sample_inputs(Inputs(cfg.num, cfg.low, cfg.high, cfg.holdout), cfg.d, key=k_in, dtype=dtype)
     A = skip if cfg.has_skip else None
     tgt = jax.vmap(target_fn, (None, 0, None, None, None))
     ys = tgt(target, xs, cfg.activation, cfg.depth, A)

@@ -19,7 +19,7 @@ __all__ = ["search"]
 
 
 def search(
-    target: Params,
+    params: Params,
     activation: str,
     *,
     key: jax.Array,
@@ -43,7 +43,7 @@ def search(
     """Search for residual-free blocks ``g_V`` that reproduce residual blocks ``f_W``.
 
     Args:
-      target: residual block weights ``W`` (``MLPParams`` ``(W_up (n,d), W_down (d,n))`` or
+      params: residual block weights ``W`` (``MLPParams`` ``(W_up (n,d), W_down (d,n))`` or
         ``GatedParams``), optionally with a leading draws axis; for ``depth=L`` each field has
         an ``L`` axis after the draws axis (``models.stack`` layout).
       activation: registered name (``σ``, or the gate ``g`` for gated blocks); static.
@@ -101,7 +101,7 @@ def search(
       ([True, True], True)
     """
     options = dict(skip=skip, depth=depth, width=width, restarts=restarts, steps=steps, inputs=inputs, init=init)
-    setup = _config.validate(target, activation, optimizer=optimizer, polish=polish, tol=tol, linear=linear, **options)
+    setup = _config.validate(params, activation, optimizer=optimizer, polish=polish, tol=tol, linear=linear, **options)
     return _run(
         setup, key, batch_size=batch_size, chunk_size=chunk_size, mesh=mesh, checkpoint=checkpoint, progress=progress
     )

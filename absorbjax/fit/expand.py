@@ -13,7 +13,7 @@ stack where that fails, again after refitting from the second layer's lines read
 first layer or through the first layer read from the second layer's kinks, and then on a fit whose
 first layer is residual-free, ``L₁ = 0``); on the draws still unsolved,
 
-1. searches ``L x + V_down σ(V_up x)`` at width ``m = factor · n`` from random init
+1. searches ``L x + V_down σ(V_up x)`` at width ``m = wide.factor · n`` from random init
    (``search(..., linear=True)``; the wide block knows nothing of the target but its values);
 2. merges the wide units by line (ReLU: ``u`` and ``c u``, ``c ≠ 0``; GELU: ``±u``) into ``n`` units
    several ways (:func:`proposals`: the ``n`` largest clusters of the line tree cut at several
@@ -27,7 +27,7 @@ first layer is residual-free, ``L₁ = 0``); on the draws still unsolved,
    inputs it ever sees (:func:`absorber_on_inputs`);
 5. polishes that block against the target on the first search's training inputs.
 
-The line step (ReLU without a skip; ``lines=True``) fits each unsolved draw at width ``n`` with
+The line step (ReLU without a skip; ``line_step``, a :class:`~absorbjax.fit.LineStep`) fits each unsolved draw at width ``n`` with
 free ``L_l`` and ``U₁``'s rows held on the target's first-layer kink lines
 (:func:`absorbjax.fit.lines.first_layer_lines`, :func:`absorbjax.fit.lines.fit_with_lines`, on
 ``dense`` times the first search's inputs, one restart for a single layer with every line found),
@@ -35,7 +35,7 @@ decides the condition on the best restarts (step 4) and polishes (step 5). At de
 no restart converts is refitted from each best restart's layer 1 with the second layer's lines read
 through it (:func:`absorbjax.fit.lines.second_layer_lines`; one of them through the layer 1 that
 :func:`absorbjax.fit.lines.first_layer_from_kinks` reads from the second layer's kinks), and failing
-that fitted with layer 1 residual-free (``L₁ = 0``). It runs ``lines_rounds`` times on the draws
+that fitted with layer 1 residual-free (``L₁ = 0``). It runs ``line_step.rounds`` times on the draws
 still unsolved, with fresh restarts and inputs.
 
 In a stack (``depth=L``) every layer gets its own ``L_l``, its units are merged layer by layer and
@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax.fit import lines as _lines
-from absorbjax.fit.config import Inputs, Linear, Polish
+from absorbjax.fit.config import Inputs, Linear, LineStep, Polish, Wide
 from absorbjax.fit.convert import decided, fold_stack, layer_image, unstack
 from absorbjax.fit.driver import search
 from absorbjax.fit.merge import check_activation, stack_proposals
@@ -70,58 +70,38 @@ LINES_SEED = 2**31 - 1  # expand_search's line step: fold_in(key, LINES_SEED)
 
 
 def expand_search(
-    target: MLPParams,
+    params: MLPParams,
     activation: str,
     *,
     key: jax.Array,
-    factor: int = 4,
+    wide: Wide = Wide(),
+    line_step: LineStep | None = LineStep(),
     restarts: int = 32,
     steps: int = 200,
-    wide_restarts: int | None = None,
-    wide_steps: int | None = None,
-    wide_polish: Polish = Polish(steps=100, screen=20, top=4),
-    proposals_per_draw: int = 8,
-    dense: int = 4,
-    rounds: int = 3,
-    lines: bool = True,
-    lines_restarts: int = 256,
-    lines_rounds: int = 2,
-    lines_segments: tuple[int, int] = (128, 2048),
-    merge_tol: float = 1e-6,
-    tol: float | None = None,
-    inputs: Inputs = Inputs(),
     polish: bool | Polish = True,
+    inputs: Inputs = Inputs(),
     progress: bool = False,
-    **search_kwargs,
+    **search_options,
 ) -> SearchResult:
     """:func:`absorbjax.fit.search`, then expand–merge–decide–polish on the draws it leaves unsolved.
 
     The steps, the line step and what happens in a stack are described in the module docstring.
 
     Args:
-      target: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
+      params: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
         axis for ``depth > 1``).
       activation: ``"relu"`` or ``"gelu"``.
       key: base PRNG key; the first search and the final polish use it as :func:`search` does
         (the same training and held-out inputs per draw), the wide search ``fold_in(key, 1)``,
-        the width-``n`` polish ``fold_in(key, 2)`` (in the first round; see ``rounds``).
-      factor: the wide search's width ``m = factor · n``.
-      restarts, steps, polish, tol, inputs, search_kwargs: the first search's settings (as
-        :func:`search`).
-      wide_restarts, wide_steps, wide_polish: the wide search's (default: ``restarts``; ``steps``
-        for one layer, ``5 · steps`` for a stack; a short polish: the wide fit only proposes).
-      proposals_per_draw: width-``n`` starts merged from the wide fit (:func:`proposals`).
-      dense: the wide search and the width-``n`` polish use ``dense`` times the first search's
-        training inputs (a ReLU kink is placed only as finely as the inputs' directions resolve it).
-      merge_tol: ``rtol`` of the condition on the polished width-``n`` fit.
-      rounds: steps 1–5 run up to ``rounds`` times on the draws still unsolved (round ``r``: keys
+        the width-``n`` polish ``fold_in(key, 2)`` (in the first round; round ``r``: keys
         ``fold_in(key, 1 + 2r)``, ``fold_in(key, 2 + 2r)``).
-      lines, lines_restarts, lines_rounds: ReLU without ``skip`` only: the line step (module
-        docstring) with ``lines_restarts`` restarts, run ``lines_rounds`` times before the rounds
-        (key ``fold_in(key, LINES_SEED)``, round ``i ≥ 1``: ``fold_in(fold_in(key, LINES_SEED), i)``).
-      lines_segments: the random segments the kinks are read on (:func:`absorbjax.fit.lines.kinks`),
-        for one layer and for a stack: a second-layer unit that bends only in a thin cone shows
-        on few of them.
+      wide: the wide rounds' settings (:class:`~absorbjax.fit.Wide`: width factor, restarts,
+        steps, polish, proposals per draw, input density, rounds, the condition's ``rtol``).
+      line_step: ReLU without ``skip`` only: the line step's settings
+        (:class:`~absorbjax.fit.LineStep`; ``None``: no line step), run before the rounds (key
+        ``fold_in(key, LINES_SEED)``, round ``i ≥ 1``: ``fold_in(fold_in(key, LINES_SEED), i)``).
+      restarts, steps, polish, inputs, progress, search_options: the first search's settings (as
+        :func:`search`; ``progress`` defaults to ``False`` here).
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
@@ -137,34 +117,36 @@ def expand_search(
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
       ...     W, _ = models.absorbable_sample("relu", 2, 8, key=jax.random.key(0), draws=2)
-      ...     r = fit.expand.expand_search(W, "relu", key=jax.random.key(1), restarts=8, rounds=1)
+      ...     r = fit.expand.expand_search(W, "relu", key=jax.random.key(1), restarts=8, wide=fit.Wide(rounds=1))
       >>> e = r.config["expand"]
       >>> e["unsolved"], e["improved"], r.solved().tolist()
       (2, 2, [True, True])
     """
     check_activation(activation)
-    common = dict(tol=tol, progress=progress, **search_kwargs)
-    first = search(target, activation, key=key, restarts=restarts, steps=steps, polish=polish, inputs=inputs, **common)
+    if not isinstance(wide, Wide) or not (line_step is None or isinstance(line_step, LineStep)):
+        raise ValueError(f"wide must be a fit.Wide and line_step a fit.LineStep or None, got {wide!r}, {line_step!r}")
+    common = dict(progress=progress, **search_options)
+    first = search(params, activation, key=key, restarts=restarts, steps=steps, polish=polish, inputs=inputs, **common)
     single = first.config.get("single", False)
-    target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), target)
+    target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), params)
     record = {
-        "factor": factor,
-        "wide_restarts": wide_restarts or restarts,
-        "wide_steps": (steps if first.config["depth"] == 1 else 5 * steps) if wide_steps is None else wide_steps,
-        "wide_polish": wide_polish._asdict(),
-        "rounds": rounds,
-        "proposals_per_draw": proposals_per_draw,
-        "dense": dense,
-        "merge_tol": merge_tol,
+        "factor": wide.factor,
+        "wide_restarts": wide.restarts or restarts,
+        "wide_steps": (steps if first.config["depth"] == 1 else 5 * steps) if wide.steps is None else wide.steps,
+        "wide_polish": wide.polish._asdict(),
+        "rounds": wide.rounds,
+        "proposals_per_draw": wide.proposals,
+        "dense": wide.dense,
+        "merge_tol": wide.merge_tol,
         "unsolved": int((~first.solved()).sum()),
         "proposed": 0,
         "improved": 0,
     }
-    if lines and activation == "relu" and search_kwargs.get("skip") is None:
+    if line_step is not None and activation == "relu" and search_options.get("skip") is None:
         record["lines"] = {
-            "restarts": lines_restarts,
-            "rounds": lines_rounds,
-            "segments": list(lines_segments),
+            "restarts": line_step.restarts,
+            "rounds": line_step.rounds,
+            "segments": list(line_step.segments),
             "proposed": 0,
             "improved": 0,
         }
@@ -370,7 +352,7 @@ def _line_proposals(
     for j in range(draws):
         W = jax.tree.map(lambda a: a[j], sub)
         f = (lambda x: skip_mlp(W, x, "relu")) if depth == 1 else (lambda x: stack(W, x, "relu"))
-        kinks.append(_lines.kinks(f, d, jax.random.fold_in(jax.random.fold_in(key, 0), j), segments=segments))
+        kinks.append(_lines.kinks(f, d, key=jax.random.fold_in(jax.random.fold_in(key, 0), j), segments=segments))
         got = _lines.lines_of(kinks[-1])[:n]
         found[j, : len(got)], mask[j, : len(got)] = got, True
     if depth == 1 and mask.all():  # U held whole: least squares in (D, L), which one start solves

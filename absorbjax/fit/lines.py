@@ -71,8 +71,8 @@ class Kinks(NamedTuple):
 def kinks(
     f: Callable[[jax.Array], jax.Array],
     d: int,
-    key: jax.Array,
     *,
+    key: jax.Array,
     segments: int = 128,
     grid: int = 65,
     bisect: int = 60,
@@ -124,7 +124,7 @@ def kinks(
 
 
 def first_layer_lines(
-    f: Callable[[jax.Array], jax.Array], d: int, key: jax.Array, *, tol: float = 1e-8, **kw
+    f: Callable[[jax.Array], jax.Array], d: int, *, key: jax.Array, tol: float = 1e-8, **kw
 ) -> np.ndarray:
     """Unit normals ``(k, d)`` of the first-layer kink hyperplanes of a ReLU stack ``f: ℝ^d → ℝ^d``:
     the antipodal :func:`kinks` (``kw``: its settings), normals within ``1 − |cos| ≤ tol`` of
@@ -138,12 +138,12 @@ def first_layer_lines(
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
       ...     W = models.init("relu", 2, 4, key=jax.random.key(0), depth=2)
-      ...     lines = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu"), 2, jax.random.key(1))
+      ...     lines = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu"), 2, key=jax.random.key(1))
       >>> u = np.asarray(W.up[0]) / np.linalg.norm(W.up[0], axis=1, keepdims=True)
       >>> len(lines), bool(np.allclose(np.abs(lines @ u.T).max(1), 1.0))
       (4, True)
     """
-    return lines_of(kinks(f, d, key, **kw), tol=tol)
+    return lines_of(kinks(f, d, key=key, **kw), tol=tol)
 
 
 def lines_of(found: Kinks, *, tol: float = 1e-8) -> np.ndarray:
@@ -278,7 +278,7 @@ def first_layer_from_kinks(
 
 
 def fit_with_lines(
-    target: MLPParams,
+    params: MLPParams,
     lines: np.ndarray,
     mask: np.ndarray,
     *,
@@ -292,7 +292,7 @@ def fit_with_lines(
     residual_free_first: bool = False,
 ):
     """Free-``L`` ReLU stacks ``L_l h + D_l σ(U_l h)`` of width ``n`` fitted to residual ReLU
-    stacks ``target`` with ``U₁``'s rows fixed on ``lines`` where ``mask``.
+    stacks ``params`` with ``U₁``'s rows fixed on ``lines`` where ``mask``.
 
     Per draw ``j`` (key ``fold_in(key, j)``): training inputs as :func:`absorbjax.fit.sample_inputs`
     draws them, ``restarts`` random starts (Gaussian weights of variance ``1/fan_in``, ``L_l = 0``),
@@ -302,7 +302,7 @@ def fit_with_lines(
     :func:`absorbjax.fit.drawmap.memory_budget`.
 
     Args:
-      target: residual blocks ``W`` with a leading draws axis (and a layer axis for ``depth > 1``).
+      params: residual blocks ``W`` with a leading draws axis (and a layer axis for ``depth > 1``).
       lines: ``(draws, n, d)`` unit normals (rows where ``mask`` is False are ignored).
       mask: ``(draws, n)`` bool: row ``i`` of ``U₁`` is held at ``lines[j, i]``.
       depth: stack depth ``L`` (1: one block).
@@ -324,10 +324,10 @@ def fit_with_lines(
     draws, n, d = lines.shape
     lead = () if depth == 1 else (depth,)
     if starts is not None:
-        starts = jax.tree.map(lambda a: jnp.asarray(a, target.down.dtype), starts)
+        starts = jax.tree.map(lambda a: jnp.asarray(a, params.down.dtype), starts)
         restarts = starts.linear.shape[1]
     opt = default_optimizer(steps)
-    lines, mask = jnp.asarray(lines, target.down.dtype), jnp.asarray(mask)
+    lines, mask = jnp.asarray(lines, params.down.dtype), jnp.asarray(mask)
 
     def place(p: Linear, fixed, on) -> Linear:
         first = p.block.up if depth == 1 else p.block.up[0]
@@ -354,7 +354,7 @@ def fit_with_lines(
     def one_draw(args):
         j, W, fixed, on, start = args
         kx, kr = jax.random.split(jax.random.fold_in(key, j))
-        xs, _ = sample_inputs(kx, d, inputs, lines.dtype)
+        xs, _ = sample_inputs(inputs, d, key=kx, dtype=lines.dtype)
         ys = jax.vmap(lambda x: target_fn(W, x, "relu", depth, None))(xs)
         w = residual_weights(xs)
         model = lambda p, x: candidate_fn(place(p, fixed, on), x, "relu", depth)
@@ -376,4 +376,4 @@ def fit_with_lines(
         order = jnp.argsort(finite(sv))
         return jax.vmap(lambda q: place(q, fixed, on))(jax.tree.map(lambda a: a[order], sel)), sv[order]
 
-    return jax.jit(lambda *a: lax.map(one_draw, a))(jnp.arange(draws), target, lines, mask, starts)
+    return jax.jit(lambda *a: lax.map(one_draw, a))(jnp.arange(draws), params, lines, mask, starts)

@@ -38,19 +38,19 @@ def decade_edges(low: float, high: float) -> np.ndarray:
     return 10.0 ** np.concatenate([[lo], inner, [hi]])
 
 
-def sample_inputs(key: jax.Array, d: int, inputs: Inputs, dtype, num: int | None = None):
+def sample_inputs(inputs: Inputs, d: int, *, key: jax.Array, dtype, num: int | None = None):
     """Training and held-out inputs for one draw.
 
     Directions are uniform on the sphere ``S^{d−1}``; training radii are log-uniform on
     ``[inputs.low, inputs.high]``, held-out radii log-uniform within each decade bin of
     :func:`decade_edges`. Returns ``xs (num, d)`` and ``xh (bins, inputs.holdout, d)``.
     One normal and one uniform draw cover both sets (a single random op of each kind keeps
-    compilation short).
+    compilation short). ``num`` overrides ``inputs.num``.
 
     Examples:
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import fit
-      >>> xs, xh = fit.sample_inputs(jax.random.key(0), 3, fit.Inputs(num=100, holdout=8), jnp.float32)
+      >>> xs, xh = fit.sample_inputs(fit.Inputs(num=100, holdout=8), 3, key=jax.random.key(0), dtype=jnp.float32)
       >>> xs.shape, xh.shape
       ((100, 3), (4, 8, 3))
     """
@@ -108,7 +108,7 @@ def residuals(cand: Params, xs, ys, activation: str, depth: int):
 
 def relative_loss(
     candidate: Params,
-    target: Params,
+    params: Params,
     xs: jax.Array,
     activation: str,
     *,
@@ -117,7 +117,7 @@ def relative_loss(
 ) -> jax.Array:
     """``mean_k ‖f(x_k) − g_V(x_k)‖² / ‖x_k‖²`` for one target ``f`` and one candidate ``g_V``.
 
-    ``candidate`` = ``V`` (residual-free), ``target`` = ``W`` (residual, skip ``A`` = ``skip``
+    ``candidate`` = ``V`` (residual-free), ``params`` = ``W`` (residual, skip ``A`` = ``skip``
     or ``I``); ``xs`` is ``(K, d)``. Stacks (``depth > 1``) carry a leading ``L`` axis.
 
     Examples:
@@ -126,9 +126,9 @@ def relative_loss(
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import fit, models
       >>> W = models.init("gelu", 3, 5, key=jax.random.key(0))
-      >>> xs, _ = fit.sample_inputs(jax.random.key(1), 3, fit.Inputs(num=64), jnp.float32)
+      >>> xs, _ = fit.sample_inputs(fit.Inputs(num=64), 3, key=jax.random.key(1), dtype=jnp.float32)
       >>> round(float(fit.relative_loss(W, W, xs, "gelu")), 4)
       1.0
     """
-    ys = jax.vmap(target_fn, (None, 0, None, None, None))(target, xs, activation, depth, skip)
+    ys = jax.vmap(target_fn, (None, 0, None, None, None))(params, xs, activation, depth, skip)
     return jnp.mean(pointwise(candidate, xs, ys, activation, depth))

@@ -76,11 +76,11 @@ class Recall(_RecallFields, Result):
         )
 
 
-def recall(target, activation: str, *, key, search: Callable[..., SearchResult] = search, **search_kwargs) -> Recall:
-    """Search every draw of ``target`` and count the solved ones.
+def recall(params, activation: str, *, key, search: Callable[..., SearchResult] = search, **search_kwargs) -> Recall:
+    """Search every draw of ``params`` and count the solved ones.
 
     Args:
-      target: a population of blocks with a leading draws axis (as :func:`search` takes it).
+      params: a population of blocks with a leading draws axis (as :func:`search` takes it).
       activation, key, search_kwargs: passed to ``search`` (``progress`` defaults to off).
       search: the search measured: :func:`absorbjax.fit.search` or one with its signature and
         result, such as :func:`absorbjax.fit.expand.expand_search`.
@@ -96,6 +96,6 @@ def recall(target, activation: str, *, key, search: Callable[..., SearchResult] 
     """
     search_kwargs.setdefault("progress", False)
     t = time.perf_counter()
-    result = search(target, activation, key=key, **search_kwargs)
+    result = search(params, activation, key=key, **search_kwargs)
     seconds = time.perf_counter() - t
     return Recall(result.solved(), result.best_loss, result.holdout_loss, float(result.config["tol"]), seconds, result)

@@ -27,13 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from absorbjax.results import Verdict
 from absorbjax.weights.model import Block
 
 __all__ = ["BlockCheck", "check", "gaussian_like"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
-class BlockCheck:
+class BlockCheck(Verdict):
     """The answer for one block.
 
     ``status`` / ``method`` / ``reason``: as in :class:`absorbjax.condition.Certificate`
@@ -57,11 +58,7 @@ class BlockCheck:
     activation: str
     activation_source: str
     """The registered activation name and where it was read from."""
-    # the answer
-    status: str
-    method: str
-    reason: str
-    """``absorbable`` / ``not_absorbable`` / ``degenerate`` / ``undecided``, how, and why."""
+    # the answer: status, method, reason (from Verdict), and
     lower: float | None = None
     upper: float | None = None
     S: list[int] | None = None
@@ -73,15 +70,6 @@ class BlockCheck:
     hidden_bias: str | None = None
     hidden_bias_nonzero: bool = False
     output_bias: str | None = None
-
-    def __bool__(self):
-        raise TypeError("a BlockCheck is not a truth value; read .status")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON values."""
-        out = dataclasses.asdict(self)
-        out["unread"] = list(self.unread)
-        return out
 
 
 def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
@@ -100,12 +88,12 @@ def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
 
     bias = block.hidden_bias
     if distance:
-        dist = condition.distance(block.params, skip=skip, bias=bias, activation=block.activation,
+        dist = condition.distance(block.params, block.activation, skip=skip, bias=bias,
                                   time_limit=time_limit)
         cert = dist.certificate
         out = {"lower": dist.lower, "upper": dist.upper, "S": dist.S.tolist(), "S_method": dist.method}
     else:
-        cert = condition.find_absorbing_set(block.params, skip=skip, bias=bias, activation=block.activation,
+        cert = condition.find_absorbing_set(block.params, block.activation, skip=skip, bias=bias,
                                             time_limit=time_limit)
         out = {"S": None if cert.S is None else cert.S.tolist()}
     out.update(status=cert.status, method=cert.method, reason=cert.reason, within_rounding=cert.within_rounding,

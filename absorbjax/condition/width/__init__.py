@@ -82,6 +82,7 @@ from absorbjax.condition.width.parts import (
 )
 from absorbjax.io import to_jsonable
 from absorbjax.models import MLPParams
+from absorbjax.results import Verdict
 
 __all__ = ["WIDTH_STATUSES", "WidthCertificate", "min_extra_width", "wide_absorber"]
 
@@ -94,7 +95,7 @@ EXACT_MAX = 2.0**20  # integer weights up to this size are decided in exact inte
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class WidthCertificate:
+class WidthCertificate(Verdict):
     """The answer of :func:`min_extra_width` and what justifies it.
 
     Attributes:
@@ -130,7 +131,6 @@ class WidthCertificate:
       condition: :func:`find_absorbing_set`'s certificate (nondegenerate weights), as a dict.
     """
 
-    status: str
     k: int | None
     lower: int
     upper: int
@@ -147,10 +147,8 @@ class WidthCertificate:
     residual: float
     error: float
     exact: bool
-    method: str
     subsets: int
     proof: tuple
-    reason: str
     nondegenerate: bool
     activation: str
     skip: str
@@ -159,9 +157,6 @@ class WidthCertificate:
     input_dtype: str
     seconds: float = 0.0
     condition: dict | None = None
-
-    def __bool__(self):
-        raise TypeError("a WidthCertificate is not a truth value; read cert.status (or cert.k)")
 
     @property
     def width(self) -> int | None:
@@ -276,7 +271,7 @@ def _ray_lower(params, act, proof, **kwargs) -> int:
     if activations.get(act).ray_limit != "relu":
         proof.append(f"no lower bound: {act} has no declared ray limit")
         return 0
-    relu = min_extra_width(params, activation="relu", **kwargs)
+    relu = min_extra_width(params, "relu", **kwargs)
     proof.append(f"k* >= {relu.lower}: the ReLU bound on the same (W_up, W_down) ({relu.status}); by the ray "
                  f"limit a width n + k absorber for {act} gives a ReLU one (proved, beyond the paper)")
     return relu.lower
@@ -284,8 +279,8 @@ def _ray_lower(params, act, proof, **kwargs) -> int:
 
 def min_extra_width(
     params: MLPParams,
-    *,
     activation: str,
+    *,
     skip=None,
     rtol: float | None = None,
     max_bits: int = 20,
@@ -320,12 +315,12 @@ def min_extra_width(
       >>> from absorbjax import condition, models
       >>> rng = np.random.default_rng(0)
       >>> p = models.MLPParams(rng.normal(size=(6, 3)), rng.normal(size=(3, 6)) / 2)
-      >>> cert = condition.min_extra_width(p, activation="relu")
+      >>> cert = condition.min_extra_width(p, "relu")
       >>> cert.status, cert.k, cert.width, cert.error < 1e-12
       ('certified', 3, 9, True)
       >>> up = np.array([[1., 0.], [0., 1.], [1., 1.]])
       >>> down = np.array([[-1., 0., 0.], [0., -1., 1.]])   # W_down[:,S] W_up[S,:] = −I, S = {0, 1}
-      >>> condition.min_extra_width(models.MLPParams(up, down), activation="gelu").k
+      >>> condition.min_extra_width(models.MLPParams(up, down), "gelu").k
       0
     """
     t0 = time.perf_counter()
