@@ -193,8 +193,7 @@ def register(
             raise ValueError("ray_limit is a fact about ungated activations; pass gated=False")
         _check_ray_limit(name, fn)
     gate_at_zero = float(fn(jnp.zeros(()))) if gated else None
-    entry = Activation(name, fn, gated, degree, odd_part_half, gate_at_zero, smooth_at_zero, ray_limit,
-                       paper_theorem)
+    entry = Activation(name, fn, gated, degree, odd_part_half, gate_at_zero, smooth_at_zero, ray_limit, paper_theorem)
     _REGISTRY[name] = entry
     return entry
 
@@ -242,8 +241,9 @@ def names(*, gated: bool | None = None) -> tuple[str, ...]:
 # Ungated activations σ.
 # σ − relu is bounded for these five: 0, −|z|Φ(−|z|), −|z|(1 − tanh(·))/2, −|z|·sigmoid(−|z|),
 # log(1 + e^{−|z|}); hence the declared ray limit relu.
-register("relu", jax.nn.relu, degree=1, odd_part_half=True, smooth_at_zero=False, ray_limit="relu",
-         paper_theorem="Thm 8")
+register(
+    "relu", jax.nn.relu, degree=1, odd_part_half=True, smooth_at_zero=False, ray_limit="relu", paper_theorem="Thm 8"
+)
 register("gelu", _gelu, odd_part_half=True, ray_limit="relu", paper_theorem="Thm 10")  # exact z Φ(z)
 register("gelu_tanh", _gelu_tanh, odd_part_half=True, ray_limit="relu")  # jax.nn.gelu's default
 register("silu", jax.nn.silu, odd_part_half=True, ray_limit="relu")

@@ -27,8 +27,10 @@ def _reproduce(args) -> int:
     if args.only:
         unknown = sorted(set(args.only) - set(everything))
         if unknown:
-            print(f"absorbjax reproduce: unknown experiment(s) {', '.join(unknown)}; "
-                  f"known: {', '.join(everything)}", file=sys.stderr)
+            print(
+                f"absorbjax reproduce: unknown experiment(s) {', '.join(unknown)}; known: {', '.join(everything)}",
+                file=sys.stderr,
+            )
             return 2
         modules = {k: v for k, v in everything.items() if k in args.only}
     if args.replot:
@@ -76,9 +78,11 @@ def _early(path: str) -> str | None:
     if not os.path.exists(path):
         return f"{path}: no such file or directory"
     if os.path.isfile(path) and not path.lower().endswith(_SUFFIXES):
-        return (f"{path}: unknown format {os.path.splitext(path)[1] or '(no suffix)'!r}; use .safetensors "
-                "(or its .index.json), .npz, .gguf, .onnx, a PyTorch .bin/.pt/.pth, a CTranslate2 model.bin, "
-                "or a model directory")
+        return (
+            f"{path}: unknown format {os.path.splitext(path)[1] or '(no suffix)'!r}; use .safetensors "
+            "(or its .index.json), .npz, .gguf, .onnx, a PyTorch .bin/.pt/.pth, a CTranslate2 model.bin, "
+            "or a model directory"
+        )
     return None
 
 
@@ -95,8 +99,10 @@ def _select(model, wanted):
         elif w in by_name:
             out.append(by_name[w])
         else:
-            raise ValueError(f"{model.path}: no layer {w}; the file holds layers 0–{len(found) - 1} "
-                             f"({found[0].name} … {found[-1].name}) (choose with --layer)")
+            raise ValueError(
+                f"{model.path}: no layer {w}; the file holds layers 0–{len(found) - 1} "
+                f"({found[0].name} … {found[-1].name}) (choose with --layer)"
+            )
     return out
 
 
@@ -113,17 +119,22 @@ def _check(args) -> int:
 
     rows, gaussian = [], {}
     try:
-        model = weights.scan(args.model, args.activation, transpose=args.transpose,
-                             allow_narrow=args.allow_narrow, fused=args.fused)
+        model = weights.scan(
+            args.model, args.activation, transpose=args.transpose, allow_narrow=args.allow_narrow, fused=args.fused
+        )
         found = _select(model, args.layer)
         skip = weights.load_skip(args.skip) if args.skip else None
         for block in tqdm(found, desc="check", unit="block", file=sys.stderr, disable=None):
             rows.append(weights.check(block, skip=skip, time_limit=args.time_limit))
             if args.plot and rows[-1].lower is not None:  # the norm-matched Gaussian reference
                 read = block.load()
-                ref = dataclasses.replace(read, params=weights.gaussian_like(read.params, seed=block.layer),
-                                          biases={}, tensors={k: v for k, v in read.tensors.items()
-                                                              if not k.endswith("_bias")}, unread=())
+                ref = dataclasses.replace(
+                    read,
+                    params=weights.gaussian_like(read.params, seed=block.layer),
+                    biases={},
+                    tensors={k: v for k, v in read.tensors.items() if not k.endswith("_bias")},
+                    unread=(),
+                )
                 gaussian[block.layer] = weights.check(ref, skip=skip, time_limit=args.time_limit)
     except ValueError as err:
         print(f"absorbjax check: {' '.join(str(err).split())}", file=sys.stderr)
@@ -135,13 +146,22 @@ def _check(args) -> int:
             plot_distances(rows, gaussian, args.plot, title=f"{model.path.name}: distance per layer")
             print(f"figure: {args.plot}", file=sys.stderr)
         else:
-            print("absorbjax check: --plot: no block has distances (gated blocks are decided by theorem)",
-                  file=sys.stderr)
+            print(
+                "absorbjax check: --plot: no block has distances (gated blocks are decided by theorem)", file=sys.stderr
+            )
     if args.json:
-        print(json.dumps({"file": str(model.path), "format": model.format,
-                          "blocks": [r.to_dict() for r in rows],
-                          "gaussian": {k: v.to_dict() for k, v in gaussian.items()},
-                          "unused": {k: list(v) for k, v in model.unused.items()}}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "file": str(model.path),
+                    "format": model.format,
+                    "blocks": [r.to_dict() for r in rows],
+                    "gaussian": {k: v.to_dict() for k, v in gaussian.items()},
+                    "unused": {k: list(v) for k, v in model.unused.items()},
+                },
+                indent=2,
+            )
+        )
         return 0
     _table(model, rows)
     return 0
@@ -157,9 +177,23 @@ def _table(model, rows) -> None:
     act = ", ".join(f"{a} ({s})" for a, s in sorted(acts))
     print(f"{model.path}: {model.format}, {len(rows)} MLP block(s), activation {act}")
     head = ("layer", "name", "d", "n", "dtype", "bias", "status", "method", "lower", "upper", "|S|", "s")
-    table = [[str(r.layer), r.name or "-", str(r.d), str(r.n), r.dtype, _biases(r), r.status, r.method,
-              _num(r.lower), _num(r.upper), "-" if r.S is None else str(len(r.S)), f"{r.seconds:.2f}"]
-             for r in rows]
+    table = [
+        [
+            str(r.layer),
+            r.name or "-",
+            str(r.d),
+            str(r.n),
+            r.dtype,
+            _biases(r),
+            r.status,
+            r.method,
+            _num(r.lower),
+            _num(r.upper),
+            "-" if r.S is None else str(len(r.S)),
+            f"{r.seconds:.2f}",
+        ]
+        for r in rows
+    ]
     widths = [max(len(x) for x in col) for col in zip(head, *table)]
     for line in (head, *table):
         print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
@@ -167,25 +201,34 @@ def _table(model, rows) -> None:
     for r in rows:
         by_status.setdefault(r.status, []).append(r)
     for status, group in by_status.items():  # one reason per status; every reason is in --json
-        print(f"  {status} (layer {_ranges([r.layer for r in group])}): {group[0].reason}"
-              + (f" (layer {group[0].layer}; the others alike, see --json)" if len(group) > 1 else ""))
+        print(
+            f"  {status} (layer {_ranges([r.layer for r in group])}): {group[0].reason}"
+            + (f" (layer {group[0].layer}; the others alike, see --json)" if len(group) > 1 else "")
+        )
     for r in rows:
         if r.within_rounding == "yes" and r.status != "absorbable":
-            print(f"  layer {r.layer}: absorbable within {r.dtype} storage rounding "
-                  f"({r.certificate['rounding_reason']})")
+            print(
+                f"  layer {r.layer}: absorbable within {r.dtype} storage rounding ({r.certificate['rounding_reason']})"
+            )
         if r.unread:
             print(f"  layer {r.layer}: unread tensor(s) beside the block that may be biases: {', '.join(r.unread)}")
         if r.residual is False:
             print(f"  layer {r.layer}: the graph shows no residual Add of the block's input")
-    print("  bias: b = hidden bias read (passed to the decision), c = output bias read (never used: a "
-          "residual-free block has its own), ? = unread 1-D tensors beside the block, - = none in the file")
+    print(
+        "  bias: b = hidden bias read (passed to the decision), c = output bias read (never used: a "
+        "residual-free block has its own), ? = unread 1-D tensors beside the block, - = none in the file"
+    )
     if any(r.lower is not None for r in rows):
-        print("  lower/upper: certified lower bound and attained upper bound on "
-              "min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F (A = I without --skip); |S|: size of the best S found")
+        print(
+            "  lower/upper: certified lower bound and attained upper bound on "
+            "min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F (A = I without --skip); |S|: size of the best S found"
+        )
     if model.unused:
         names = sorted(model.unused)
-        print(f"  not used: {len(names)} tensor(s) (attention, norms, embeddings, …), e.g. "
-              f"{', '.join(names[:4])}; --json lists them all")
+        print(
+            f"  not used: {len(names)} tensor(s) (attention, norms, embeddings, …), e.g. "
+            f"{', '.join(names[:4])}; --json lists them all"
+        )
 
 
 def _ranges(layers: list[int]) -> str:
@@ -210,8 +253,10 @@ def _info(args) -> int:
     import absorbjax
     from absorbjax import activations
 
-    print(f"absorbjax {absorbjax.__version__}, jax {jax.__version__}, backend {jax.default_backend()}, "
-          f"devices {jax.devices()}")
+    print(
+        f"absorbjax {absorbjax.__version__}, jax {jax.__version__}, backend {jax.default_backend()}, "
+        f"devices {jax.devices()}"
+    )
     print(f"{'activation':<10} {'family':<12} {'odd part z/2':<13} result")
     for name in activations.names():
         a = activations.get(name)
@@ -240,27 +285,47 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--seed", type=int, default=0)
     rep.add_argument("--force", action="store_true", help="recompute finished experiments")
     rep.add_argument("--experiments", default=None, help="folder of experiment scripts")
-    rep.add_argument("--replot", action="store_true",
-                     help="only redraw the figures from the records in --out (OUT/NAME.json), computing nothing")
+    rep.add_argument(
+        "--replot",
+        action="store_true",
+        help="only redraw the figures from the records in --out (OUT/NAME.json), computing nothing",
+    )
     rep.set_defaults(func=_reproduce)
 
     chk = sub.add_parser("check", help="decide the absorption condition for every MLP block of a checkpoint")
-    chk.add_argument("model", help="a checkpoint file (.safetensors or its .index.json, .npz, .gguf, .onnx, PyTorch "
-                                   ".bin/.pt/.pth, CTranslate2 model.bin) or a model directory")
-    chk.add_argument("--activation", default=None,
-                     help="activation name (default: from config.json beside the file, GGUF metadata, the ONNX "
-                          "graph or the file)")
-    chk.add_argument("--layer", action="append", metavar="N|NAME",
-                     help="check only this block: its position or its name in the file (repeatable)")
+    chk.add_argument(
+        "model",
+        help="a checkpoint file (.safetensors or its .index.json, .npz, .gguf, .onnx, PyTorch "
+        ".bin/.pt/.pth, CTranslate2 model.bin) or a model directory",
+    )
+    chk.add_argument(
+        "--activation",
+        default=None,
+        help="activation name (default: from config.json beside the file, GGUF metadata, the ONNX graph or the file)",
+    )
+    chk.add_argument(
+        "--layer",
+        action="append",
+        metavar="N|NAME",
+        help="check only this block: its position or its name in the file (repeatable)",
+    )
     chk.add_argument("--skip", default=None, help="file holding the skip matrix A (d, d)")
     chk.add_argument("--transpose", action="store_true", help="matrices are stored (in, out) (Flax/JAX layout)")
     chk.add_argument("--allow-narrow", action="store_true", help="accept width n < d")
-    chk.add_argument("--fused", choices=("gate-value", "value-gate"), default=None,
-                     help="each block's up tensor (2n, d) stacks W_gate and W_value in this order")
+    chk.add_argument(
+        "--fused",
+        choices=("gate-value", "value-gate"),
+        default=None,
+        help="each block's up tensor (2n, d) stacks W_gate and W_value in this order",
+    )
     chk.add_argument("--time-limit", type=float, default=60.0, help="seconds for a MILP, per layer (default 60)")
     chk.add_argument("--json", action="store_true", help="print every field as JSON")
-    chk.add_argument("--plot", default=None, metavar="FILE",
-                     help="draw per-layer distances, trained vs a norm-matched Gaussian block, to FILE")
+    chk.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE",
+        help="draw per-layer distances, trained vs a norm-matched Gaussian block, to FILE",
+    )
     chk.set_defaults(func=_check)
 
     info = sub.add_parser("info", help="versions, devices and the activation registry")

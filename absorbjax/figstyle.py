@@ -97,6 +97,10 @@ def outside(fig, slack: float = 0.01) -> list[str]:
     not fit on the page at the figure's size (``[]`` when everything fits)."""
     renderer = _drawn(fig)
     tight, page = fig.get_tightbbox(renderer), fig.bbox_inches
-    over = {"left": page.x0 - tight.x0, "bottom": page.y0 - tight.y0,
-            "right": tight.x1 - page.x1, "top": tight.y1 - page.y1}
+    over = {
+        "left": page.x0 - tight.x0,
+        "bottom": page.y0 - tight.y0,
+        "right": tight.x1 - page.x1,
+        "top": tight.y1 - page.y1,
+    }
     return [f"{side} by {v:.2f} in" for side, v in over.items() if v > slack]

@@ -19,8 +19,19 @@ import numpy as np
 
 from absorbjax import activations, models
 
-__all__ = ["BRUTE_MAX_N", "FAMILIES", "absorber_gap", "exact_miss", "judge", "nondegenerate", "passes",
-           "passing_sets", "planted", "storage_passes", "frobenius"]
+__all__ = [
+    "BRUTE_MAX_N",
+    "FAMILIES",
+    "absorber_gap",
+    "exact_miss",
+    "judge",
+    "nondegenerate",
+    "passes",
+    "passing_sets",
+    "planted",
+    "storage_passes",
+    "frobenius",
+]
 
 BRUTE_MAX_N = 18
 _U = 2.0**-53
@@ -39,13 +50,20 @@ def exact_miss(params, S, skip=None) -> list[list[Fraction]]:
     U, D, A = _arrays(params, skip)
     S = [int(i) for i in np.atleast_1d(np.asarray(S, int))]
     d = U.shape[1]
-    return [[Fraction(float(A[k, j])) + sum((Fraction(float(D[k, i])) * Fraction(float(U[i, j])) for i in S),
-                                            Fraction(0)) for j in range(d)] for k in range(d)]
+    return [
+        [
+            Fraction(float(A[k, j]))
+            + sum((Fraction(float(D[k, i])) * Fraction(float(U[i, j])) for i in S), Fraction(0))
+            for j in range(d)
+        ]
+        for k in range(d)
+    ]
 
 
 def _abs_sum(U, D, A, S, k, j) -> Fraction:
     return abs(Fraction(float(A[k, j]))) + sum(
-        (abs(Fraction(float(D[k, i])) * Fraction(float(U[i, j]))) for i in S), Fraction(0))
+        (abs(Fraction(float(D[k, i])) * Fraction(float(U[i, j]))) for i in S), Fraction(0)
+    )
 
 
 def passes(params, S, r: float, skip=None, extra=None) -> bool:
@@ -55,8 +73,11 @@ def passes(params, S, r: float, skip=None, extra=None) -> bool:
     M = exact_miss(params, S, skip)
     rq = Fraction(r)
     d = U.shape[1]
-    return all(abs(M[k][j]) <= rq * _abs_sum(U, D, A, S, k, j) + (0 if extra is None else Fraction(extra[k][j]))
-               for k in range(d) for j in range(d))
+    return all(
+        abs(M[k][j]) <= rq * _abs_sum(U, D, A, S, k, j) + (0 if extra is None else Fraction(extra[k][j]))
+        for k in range(d)
+        for j in range(d)
+    )
 
 
 def frobenius(M) -> float:
@@ -109,8 +130,21 @@ def storage_passes(params, S, rounding_rtol: float) -> bool:
     eu, ed = half
     S = [int(i) for i in np.atleast_1d(np.asarray(S, int))]
     d = U.shape[1]
-    extra = [[sum((Fraction(ed) * abs(Fraction(float(U[i, j]))) + abs(Fraction(float(D[k, i]))) * Fraction(eu)
-                   + Fraction(ed) * Fraction(eu) for i in S), Fraction(0)) for j in range(d)] for k in range(d)]
+    extra = [
+        [
+            sum(
+                (
+                    Fraction(ed) * abs(Fraction(float(U[i, j])))
+                    + abs(Fraction(float(D[k, i]))) * Fraction(eu)
+                    + Fraction(ed) * Fraction(eu)
+                    for i in S
+                ),
+                Fraction(0),
+            )
+            for j in range(d)
+        ]
+        for k in range(d)
+    ]
     r = rounding_rtol + 2 * (len(S) + 1) * _U / (1 - (len(S) + 1) * _U)
     return passes(params, S, r, extra=extra)
 
@@ -239,8 +273,12 @@ def low_precision(rng, i):
 def scaled_float32(rng, i):
     d, n = int(rng.integers(2, 5)), int(rng.integers(6, 15))
     up, down = _gaussian(rng, d, n)
-    return models.MLPParams((100 * up).astype(np.float32), (100 * down).astype(np.float32)), "relu", None, \
-        f"float32 ×100 d={d} n={n}"
+    return (
+        models.MLPParams((100 * up).astype(np.float32), (100 * down).astype(np.float32)),
+        "relu",
+        None,
+        f"float32 ×100 d={d} n={n}",
+    )
 
 
 def huge_unit(rng, i):
@@ -294,8 +332,7 @@ def coordinate_change(rng, i):
         q2, _ = np.linalg.qr(rng.normal(size=(d, d)))
         cond = 10.0 ** rng.uniform(0, 12)
         P = q1 @ np.diag(np.geomspace(1, cond, d)) @ q2
-        return models.MLPParams(np.linalg.solve(P.T, up.T).T, P @ down), "relu", None, \
-            f"cond(P)={cond:.1e} d={d} n={n}"
+        return models.MLPParams(np.linalg.solve(P.T, up.T).T, P @ down), "relu", None, f"cond(P)={cond:.1e} d={d} n={n}"
     up, down = _gaussian(rng, d, n)
     S = np.sort(rng.choice(n, d, replace=False))
     W0, inv0 = _unimodular(rng, d)
@@ -347,7 +384,7 @@ def cancellation(rng, i):
     L = 10.0 ** rng.uniform(11, 13)
     w = rng.normal(size=d)
     y = rng.normal(size=d)
-    e = rng.normal(size=d) * L * 2.0**-int(rng.integers(38, 44))
+    e = rng.normal(size=d) * L * 2.0 ** -int(rng.integers(38, 44))
     up = np.vstack([up, L * w, L * w + e])
     down = np.hstack([down, y[:, None], -y[:, None]])
     return models.MLPParams(up, down), "relu", S, f"L={L:.1e} d={d} n={n0 + 2}"
@@ -376,8 +413,12 @@ def overflow(rng, i):
     d, n = int(rng.integers(2, 4)), int(rng.integers(6, 12))
     up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
     k = rng.integers(500, 560, n) * rng.choice([-1, 1], n)
-    return models.MLPParams(np.ldexp(up, k[:, None]), np.ldexp(down, -k[None, :])), "relu", S, \
-        f"units ×2^±(500–560) d={d} n={n}"
+    return (
+        models.MLPParams(np.ldexp(up, k[:, None]), np.ldexp(down, -k[None, :])),
+        "relu",
+        S,
+        f"units ×2^±(500–560) d={d} n={n}",
+    )
 
 
 def tiny_parallel(rng, i):
@@ -409,8 +450,12 @@ def float16_subnormal(rng, i):
     up, down, S = planted(rng, d, n)
     t = 2.0 ** -int(rng.integers(9, 13))  # some |W_up| entries fall below 2^-14
     low = np.float16 if np.max(np.abs(down)) / t < 6e4 else np.float32  # W_down / t must stay finite
-    return models.MLPParams((up * t).astype(np.float16), (down / t).astype(low)), "relu", S, \
-        f"float16 W_up × {t:.1e}, W_down {np.dtype(low).name} d={d} n={n}"
+    return (
+        models.MLPParams((up * t).astype(np.float16), (down / t).astype(low)),
+        "relu",
+        S,
+        f"float16 W_up × {t:.1e}, W_down {np.dtype(low).name} d={d} n={n}",
+    )
 
 
 def biased(rng, i):
@@ -428,8 +473,7 @@ def parallel_biased(rng, i):
     up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
     free = np.setdiff1d(np.arange(n), [] if S is None else S)
     up[free[1]] = 0.5 * up[free[0]]
-    return models.MLPParams(up, down), act, S, f"{act} parallel rows, distinct biases d={d} n={n}", \
-        rng.normal(size=n)
+    return models.MLPParams(up, down), act, S, f"{act} parallel rows, distinct biases d={d} n={n}", rng.normal(size=n)
 
 
 FAMILIES = {

@@ -18,8 +18,13 @@ def grid(ax, rows, activations):
     """Exact residual rank against the free bound b, one point per size of the grid."""
     for act in activations:
         sel = [r for r in rows if r["activation"] == act]
-        ax.scatter([r["free_bound"] for r in sel], [r["rank"] for r in sel], s=14, **STYLE[act],
-                   label=f"{act}: exact rank (mod p)")
+        ax.scatter(
+            [r["free_bound"] for r in sel],
+            [r["rank"] for r in sel],
+            s=14,
+            **STYLE[act],
+            label=f"{act}: exact rank (mod p)",
+        )
     top = max(r["maximum"] for r in rows)
     ax.plot([1, top], [1, top], "k:", lw=0.8, label="rank = b")
     ax.set_xscale("log")
@@ -27,9 +32,14 @@ def grid(ax, rows, activations):
     ax.set_xlabel("free bound b = 2Lnd − (L−1)d² (− nL, ReLU)")
     ax.set_ylabel("residual rank (lower bound)")
     cert = sum(r["status"] == "certified_disjoint" for r in rows)
-    grid = [sorted({r["d"] for r in rows}), sorted({r["n"] // r["d"] for r in rows}), sorted({r["depth"] for r in rows})]
-    ax.set_title(f"(a) grid: {cert}/{len(rows)} sizes certified disjoint\n"
-                 f"d ∈ {grid[0]}, n/d ∈ {grid[1]}, L ∈ {grid[2]}")
+    grid = [
+        sorted({r["d"] for r in rows}),
+        sorted({r["n"] // r["d"] for r in rows}),
+        sorted({r["depth"] for r in rows}),
+    ]
+    ax.set_title(
+        f"(a) grid: {cert}/{len(rows)} sizes certified disjoint\nd ∈ {grid[0]}, n/d ∈ {grid[1]}, L ∈ {grid[2]}"
+    )
     ax.legend(loc="upper left")
 
 
@@ -37,8 +47,14 @@ def atlas(ax_margin, ax_time, atlas):
     """The atlas benchmark's rows (``results["atlas"]["rows"]``): margin rank − b and wall time."""
     if atlas is None or not isinstance(atlas.get("rows"), list):
         for ax, tag in ((ax_margin, "(b)"), (ax_time, "(c)")):
-            ax.text(0.5, 0.5, "no atlas rows in this record:\npython experiments/bench_atlas.py,\nthen rerun depth",
-                    ha="center", va="center", transform=ax.transAxes)
+            ax.text(
+                0.5,
+                0.5,
+                "no atlas rows in this record:\npython experiments/bench_atlas.py,\nthen rerun depth",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+            )
             ax.set_title(f"{tag} atlas")
             ax.set_axis_off()
         return
@@ -47,12 +63,27 @@ def atlas(ax_margin, ax_time, atlas):
     for act in ("gelu", "relu"):  # ReLU drawn hollow over GELU: both stay visible where they coincide
         color, face = STYLE[act]["color"], STYLE[act]["color"] if act == "gelu" else "none"
         sel = [r for r in rows if r["activation"] == act]
-        ax_margin.scatter([(r["depth"] - 1) * r["d"] ** 2 for r in sel],
-                          [max(r["rank"] - r["free_bound"], 0.5) for r in sel], marker=STYLE[act]["marker"],
-                          s=12, edgecolors=color, facecolors=face, linewidths=0.7, label=f"{act} ({len(sel)} sizes)")
+        ax_margin.scatter(
+            [(r["depth"] - 1) * r["d"] ** 2 for r in sel],
+            [max(r["rank"] - r["free_bound"], 0.5) for r in sel],
+            marker=STYLE[act]["marker"],
+            s=12,
+            edgecolors=color,
+            facecolors=face,
+            linewidths=0.7,
+            label=f"{act} ({len(sel)} sizes)",
+        )
         mine = [r for r in every if r["activation"] == act]
-        ax_time.scatter([r["params"] for r in mine], [max(r["seconds"], 1e-3) for r in mine], s=8,
-                        marker=STYLE[act]["marker"], edgecolors=color, facecolors=face, linewidths=0.7, label=act)
+        ax_time.scatter(
+            [r["params"] for r in mine],
+            [max(r["seconds"], 1e-3) for r in mine],
+            s=8,
+            marker=STYLE[act]["marker"],
+            edgecolors=color,
+            facecolors=face,
+            linewidths=0.7,
+            label=act,
+        )
         f = atlas["fits"][act]
         P = np.geomspace(64, max(r["params"] for r in mine), 50)
         ax_time.plot(P, f["a"] * P ** f["k"], color=color, lw=0.8, label=f"fit {f['a']:.2g}·P^{f['k']:.2f}")
@@ -72,12 +103,15 @@ def atlas(ax_margin, ax_time, atlas):
 
 def ladder(ax, cal, eps, fit_cfg, slope, activation):
     """Best loss on W_abs + εΔ from the blockwise absorber and from random starts."""
-    for name, color, label in (("ladder_local", figstyle.PALETTE[2], "from the blockwise absorber"),
-                               ("ladder_random", figstyle.PALETTE[3], "random starts")):
+    for name, color, label in (
+        ("ladder_local", figstyle.PALETTE[2], "from the blockwise absorber"),
+        ("ladder_random", figstyle.PALETTE[3], "random starts"),
+    ):
         loss = np.maximum(np.asarray(cal[name], float), 1e-32)
         med = np.median(loss, 1)
-        ax.errorbar(eps, med, yerr=[med - loss.min(1), loss.max(1) - med], marker="o", ms=3, capsize=2,
-                    color=color, label=label)
+        ax.errorbar(
+            eps, med, yerr=[med - loss.min(1), loss.max(1) - med], marker="o", ms=3, capsize=2, color=color, label=label
+        )
     ref = np.median(np.asarray(cal["ladder_local"], float), 1)[0]
     ax.plot(eps, ref * (eps / eps[0]) ** 2, "k:", lw=0.8, label="∝ ε²")
     floor = 1e3 * cal["tol"]
@@ -87,15 +121,19 @@ def ladder(ax, cal, eps, fit_cfg, slope, activation):
     ax.set_xlabel("perturbation ε of W_abs + εΔ")
     ax.set_ylabel("best relative loss ℓ")
     size = f" ({fit_cfg['d']},{fit_cfg['n']},{fit_cfg['depth']})" if fit_cfg else ""
-    ax.set_title(f"(d) ladder, {activation}{size}: slope {slope:.2f}\n"
-                 f"{np.shape(cal['ladder_local'])[1]} Δ per ε" + (f", {fit_cfg['restarts']} restarts" if fit_cfg else ""))
+    ax.set_title(
+        f"(d) ladder, {activation}{size}: slope {slope:.2f}\n"
+        f"{np.shape(cal['ladder_local'])[1]} Δ per ε" + (f", {fit_cfg['restarts']} restarts" if fit_cfg else "")
+    )
     ax.legend(loc="lower right")
 
 
 def search(ax, cal):
     """Random-start search at depth: stacks absorbable by construction against generic ones."""
-    groups = [(label, np.asarray(cal[key], float)) for label, key in
-              (("absorbable\n(loss 0 exists)", "absorbable"), ("generic", "generic"))]
+    groups = [
+        (label, np.asarray(cal[key], float))
+        for label, key in (("absorbable\n(loss 0 exists)", "absorbable"), ("generic", "generic"))
+    ]
     groups = [(label, np.maximum(v[np.isfinite(v)], 1e-32)) for label, v in groups]  # a missing loss (NaN) is not drawn
     for j, (_, v) in enumerate(groups):
         ax.scatter(np.full(v.size, j) + np.linspace(-0.1, 0.1, v.size), v, s=14, color=figstyle.PALETTE[(2, 3)[j]])
@@ -113,12 +151,29 @@ def search(ax, cal):
 def coverage(ax, cov):
     """ReLU: the share of Gaussian draws certified by rank, per size, with a 95% lower bound."""
     x = np.arange(len(cov))
-    ax.bar(x - 0.2, [r["certified_by_rank"] / r["draws"] for r in cov], 0.4, color=figstyle.PALETTE[0],
-           label="certified by rank (rank > b)")
-    ax.bar(x + 0.2, [r["at_maximum"] / r["draws"] for r in cov], 0.4, color=figstyle.PALETTE[1],
-           label="rank = maximum 2Lnd − nL")
-    ax.scatter(x - 0.2, [r["lower95"] for r in cov], color="k", marker="_", s=60, zorder=3,
-               label="95% lower bound (Clopper–Pearson)")
+    ax.bar(
+        x - 0.2,
+        [r["certified_by_rank"] / r["draws"] for r in cov],
+        0.4,
+        color=figstyle.PALETTE[0],
+        label="certified by rank (rank > b)",
+    )
+    ax.bar(
+        x + 0.2,
+        [r["at_maximum"] / r["draws"] for r in cov],
+        0.4,
+        color=figstyle.PALETTE[1],
+        label="rank = maximum 2Lnd − nL",
+    )
+    ax.scatter(
+        x - 0.2,
+        [r["lower95"] for r in cov],
+        color="k",
+        marker="_",
+        s=60,
+        zorder=3,
+        label="95% lower bound (Clopper–Pearson)",
+    )
     ax.set_xticks(x, [f"{r['d']},{r['n']},{r['depth']}" for r in cov])
     ax.set_ylim(0, 1.45)
     ax.set_yticks([0, 0.25, 0.5, 0.75, 1])

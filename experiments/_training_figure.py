@@ -97,14 +97,21 @@ def _plot_teacher(ax, teacher):
     for act, rec in teacher.items():
         up = np.asarray(rec["upper"], float)[:, :, 0]
         for r, run in enumerate(rec["runs"]):
-            ax.plot(rec["steps"], up[:, r], "-" if run["task"] == "cancel" else "--", color=TEACHER.get(act, "k"),
-                    lw=1.2 if run["decay"] == 0 else 0.5)
+            ax.plot(
+                rec["steps"],
+                up[:, r],
+                "-" if run["task"] == "cancel" else "--",
+                color=TEACHER.get(act, "k"),
+                lw=1.2 if run["decay"] == 0 else 0.5,
+            )
     ax.set_xlabel("training step")
     ax.set_ylabel("distance (upper)")
     rec = next(iter(teacher.values()))
     d = len(rec["final_eigenvalues"][0][0]["real"])
-    ax.set_title(f"(e) controlled: one residual block (d = {d}, n = {rec['width']})\n"
-                 "fitted to T(x) (cancel) or x + T(x) (keep), every run")
+    ax.set_title(
+        f"(e) controlled: one residual block (d = {d}, n = {rec['width']})\n"
+        "fitted to T(x) (cancel) or x + T(x) (keep), every run"
+    )
 
 
 def _plot_teacher_loss(ax, teacher):
@@ -127,12 +134,16 @@ def _legends(fig, colors, decays, teacher_decays, teacher):
 
     digits = [Line2D([], [], color=c, label=size) for size, c in colors.items()]
     digits += [Line2D([], [], color="0.3", ls=ls, label=f"decay {w:g}") for w, ls in zip(decays, ("-", "--", ":"))]
-    digits += [Line2D([], [], color="0.3", lw=0.5, label=f"residual-free control (decay {decays[0]:g})"),
-               Line2D([], [], color="0.3", lw=0.8, ls=(0, (1, 2)), label="norm-matched Gaussian")]
+    digits += [
+        Line2D([], [], color="0.3", lw=0.5, label=f"residual-free control (decay {decays[0]:g})"),
+        Line2D([], [], color="0.3", lw=0.8, ls=(0, (1, 2)), label="norm-matched Gaussian"),
+    ]
     fig.legend(handles=digits, loc="outside upper center", ncol=4, title="digits (a–c)")
     ctrl = [Line2D([], [], color=TEACHER.get(a, "k"), label=f"teacher {a}") for a in teacher]
-    ctrl += [Line2D([], [], color="0.3", ls="-", label="cancel: target T(x)"),
-             Line2D([], [], color="0.3", ls="--", label="keep: target x + T(x)")]
+    ctrl += [
+        Line2D([], [], color="0.3", ls="-", label="cancel: target T(x)"),
+        Line2D([], [], color="0.3", ls="--", label="keep: target x + T(x)"),
+    ]
     ctrl += [Line2D([], [], color="0.3", lw=1.2 if w == 0 else 0.5, label=f"decay {w:g}") for w in teacher_decays]
     fig.legend(handles=ctrl, loc="outside lower center", ncol=len(ctrl), title="controlled run (d–f)")
 
@@ -150,7 +161,7 @@ def figure(results):
         fig, axes = figstyle.subplots(3, 2, width=figstyle.DOUBLE, height=8.2)
         for ax, tag, act in zip(axes[0], "ab", acts):
             _plot_digits(ax, tag, act, residual, free, colors)
-        for ax in axes[0, len(acts):]:
+        for ax in axes[0, len(acts) :]:
             ax.set_visible(False)
         _plot_accuracy(axes[1, 0], residual, free, colors)
         _plot_spectra(axes[1, 1], residual, teacher)

@@ -36,8 +36,7 @@ WARMUP = 6  # sizes per activation that always run (the fit needs them)
 
 def grid(max_d: int) -> list[tuple[str, int, int, int]]:
     """Every ``(activation, d, n, L)`` of the atlas, by parameter count ``P = 2Lnd``."""
-    sizes = [(act, d, w * d, L) for act in ACTIVATIONS for d in range(2, max_d + 1) for w in WIDTHS
-             for L in DEPTHS]
+    sizes = [(act, d, w * d, L) for act in ACTIVATIONS for d in range(2, max_d + 1) for w in WIDTHS for L in DEPTHS]
     return sorted(sizes, key=lambda s: (dimension.param_count(*s[1:]), s))
 
 
@@ -61,9 +60,21 @@ def certify_row(act: str, d: int, n: int, L: int, key: jax.Array) -> dict:
             break
         cert = dimension.certify(act, d, n, L, key=key, float_check=False, inputs=more * cert.inputs)
         seconds += cert.seconds
-    return {"activation": act, "d": d, "n": n, "depth": L, "params": cert.params, "status": cert.status,
-            "method": cert.method, "rank": cert.rank, "free_bound": cert.free_bound, "maximum": cert.maximum,
-            "order": cert.order, "inputs": cert.inputs, "seconds": round(seconds, 3)}
+    return {
+        "activation": act,
+        "d": d,
+        "n": n,
+        "depth": L,
+        "params": cert.params,
+        "status": cert.status,
+        "method": cert.method,
+        "rank": cert.rank,
+        "free_bound": cert.free_bound,
+        "maximum": cert.maximum,
+        "order": cert.order,
+        "inputs": cert.inputs,
+        "seconds": round(seconds, 3),
+    }
 
 
 def run(budget: float, max_d: int, seed: int = 0) -> dict:
@@ -78,25 +89,45 @@ def run(budget: float, max_d: int, seed: int = 0) -> dict:
         predicted = a * P**k if len(done) >= WARMUP else 0.0
         left = budget - (time.perf_counter() - start)
         if predicted > left:
-            skipped.append({"activation": act, "d": d, "n": n, "depth": L, "params": P,
-                            "predicted_seconds": round(predicted, 1)})
+            skipped.append(
+                {"activation": act, "d": d, "n": n, "depth": L, "params": P, "predicted_seconds": round(predicted, 1)}
+            )
             continue
         k_size = jax.random.fold_in(jax.random.fold_in(key, ACTIVATIONS.index(act)), 10000 * d + 100 * n + L)
         rows.append(certify_row(act, d, n, L, k_size))
         r = rows[-1]
-        print(f"{act} ({d},{n},{L}) P={P}: {r['status']} rank {r['rank']} vs b {r['free_bound']} "
-              f"(max {r['maximum']}) {r['seconds']} s", flush=True)
+        print(
+            f"{act} ({d},{n},{L}) P={P}: {r['status']} rank {r['rank']} vs b {r['free_bound']} "
+            f"(max {r['maximum']}) {r['seconds']} s",
+            flush=True,
+        )
     fits = {}
     for act in ACTIVATIONS:
         done = [r for r in rows if r["activation"] == act]
-        a, k = power_fit([r["params"] for r in done if r["params"] >= 64], [r["seconds"] for r in done
-                                                                             if r["params"] >= 64])
+        a, k = power_fit(
+            [r["params"] for r in done if r["params"] >= 64], [r["seconds"] for r in done if r["params"] >= 64]
+        )
         largest = max(done, key=lambda r: (r["params"], r["seconds"]), default=None)
-        fits[act] = {"a": a, "k": k, "sizes": len(done), "largest": largest,
-                     "skipped": sum(s["activation"] == act for s in skipped)}
-    return {"budget_seconds": budget, "max_d": max_d, "seed": seed, "widths": list(WIDTHS), "depths": list(DEPTHS),
-            "seconds": round(time.perf_counter() - start, 1), "rows": rows, "skipped": skipped, "fits": fits,
-            "machine": _bench.machine(), "environment": io.environment()}
+        fits[act] = {
+            "a": a,
+            "k": k,
+            "sizes": len(done),
+            "largest": largest,
+            "skipped": sum(s["activation"] == act for s in skipped),
+        }
+    return {
+        "budget_seconds": budget,
+        "max_d": max_d,
+        "seed": seed,
+        "widths": list(WIDTHS),
+        "depths": list(DEPTHS),
+        "seconds": round(time.perf_counter() - start, 1),
+        "rows": rows,
+        "skipped": skipped,
+        "fits": fits,
+        "machine": _bench.machine(),
+        "environment": io.environment(),
+    }
 
 
 def main(argv=None) -> int:
@@ -111,8 +142,10 @@ def main(argv=None) -> int:
     Path(args.out).write_text(json.dumps(io.to_jsonable(record), indent=1) + "\n")
     for act, f in record["fits"].items():
         big = f["largest"]
-        print(f"{act}: {f['sizes']} sizes, {f['skipped']} skipped; seconds ≈ {f['a']:.3g} · P^{f['k']:.2f}; largest "
-              f"(d,n,L) = ({big['d']},{big['n']},{big['depth']}), P = {big['params']}, {big['seconds']} s")
+        print(
+            f"{act}: {f['sizes']} sizes, {f['skipped']} skipped; seconds ≈ {f['a']:.3g} · P^{f['k']:.2f}; largest "
+            f"(d,n,L) = ({big['d']},{big['n']},{big['depth']}), P = {big['params']}, {big['seconds']} s"
+        )
     print(record["machine"])
     return 0
 

@@ -37,11 +37,17 @@ def bench_block(kind, d, n, key, repeats):
     else:
         params, _ = models.absorbable("gelu", d, n, key=key, size=d)
     seconds, cert = timed(lambda: condition.find_absorbing_set(params), repeats)
-    row = {"kind": kind, "d": d, "n": n, "seconds": seconds, "status": cert.status, "method": cert.method,
-           "timings": dict(cert.timings)}
+    row = {
+        "kind": kind,
+        "d": d,
+        "n": n,
+        "seconds": seconds,
+        "status": cert.status,
+        "method": cert.method,
+        "timings": dict(cert.timings),
+    }
     phases = ", ".join(f"{k} {v:.3f}" for k, v in cert.timings.items())
-    line = (f"{kind:<10} d={d:<4} n={n:<5} {seconds:7.3f} s  {cert.status:<14} by {cert.method:<10} "
-            f"[{phases}]")
+    line = f"{kind:<10} d={d:<4} n={n:<5} {seconds:7.3f} s  {cert.status:<14} by {cert.method:<10} [{phases}]"
     if kind == "gaussian" and d * d * n <= DENSE_MAX:
         dense, rho = timed(lambda: dense_relaxation(params), 1)
         assert np.isclose(rho, cert.relaxation_residual, rtol=1e-6)
@@ -66,8 +72,11 @@ def _main(argv):
     sizes = [(32, 128), (64, 256), (128, 512)] + ([] if args.quick else [(256, 1024), (384, 1536)])
     print(machine())
     print(f"seed {args.seed}; find_absorbing_set, float64, best of 2 (1 for the largest); phases in s")
-    blocks = [bench_block(kind, d, n, jax.random.fold_in(key, i), 1 if d >= 384 else 2)
-              for i, (d, n) in enumerate(sizes) for kind in ("gaussian", "absorbable")]
+    blocks = [
+        bench_block(kind, d, n, jax.random.fold_in(key, i), 1 if d >= 384 else 2)
+        for i, (d, n) in enumerate(sizes)
+        for kind in ("gaussian", "absorbable")
+    ]
     many = []
 
     draws, d, n = (200, 3, 12) if args.quick else (2000, 3, 12)
@@ -78,13 +87,21 @@ def _main(argv):
         seconds = time.perf_counter() - start
         counts = {s: sum(c.status == s for c in certs) for s in condition.STATUSES}
         methods = {m: sum(c.method == m for c in certs) for m in sorted({c.method for c in certs})}
-        print(f"many draws: {draws} {dist} blocks d={d} n={n} (n > d²) in {seconds:.2f} s "
-              f"({draws / seconds:.0f} per s); {counts}; methods {methods}")
-        many.append({"dist": dist, "draws": draws, "d": d, "n": n, "seconds": seconds, "statuses": counts,
-                     "methods": methods})
+        print(
+            f"many draws: {draws} {dist} blocks d={d} n={n} (n > d²) in {seconds:.2f} s "
+            f"({draws / seconds:.0f} per s); {counts}; methods {methods}"
+        )
+        many.append(
+            {"dist": dist, "draws": draws, "d": d, "n": n, "seconds": seconds, "statuses": counts, "methods": methods}
+        )
     if args.out:
-        io.save_record(args.out, name="bench_condition", seed=args.seed, config={"quick": args.quick},
-                       results={"blocks": blocks, "many_draws": many})
+        io.save_record(
+            args.out,
+            name="bench_condition",
+            seed=args.seed,
+            config={"quick": args.quick},
+            results={"blocks": blocks, "many_draws": many},
+        )
 
 
 if __name__ == "__main__":

@@ -45,9 +45,12 @@ def main(argv=None) -> None:
         wall, c = time.perf_counter() - wall, cpu() - c
         n, d = np.shape(U)
         phases = ", ".join(f"{k} {v:.2f}" for k, v in r.certificate.timings.items())
-        print(f"{label} (d = {d}, n = {n}): {wall:.2f} s wall, {c:.2f} s cpu; lower {r.lower:.4f}, upper "
-              f"{r.upper:.4f}, lower/upper {r.lower / r.upper:.3f}; {r.certificate.status} "
-              f"({r.certificate.method}); decision phases (s): {phases}", flush=True)
+        print(
+            f"{label} (d = {d}, n = {n}): {wall:.2f} s wall, {c:.2f} s cpu; lower {r.lower:.4f}, upper "
+            f"{r.upper:.4f}, lower/upper {r.lower / r.upper:.3f}; {r.certificate.status} "
+            f"({r.certificate.method}); decision phases (s): {phases}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

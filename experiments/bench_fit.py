@@ -72,8 +72,16 @@ def search_step_time(target, restarts: int, steps: tuple[int, int], batch_size: 
     (``batch_size=None``: the search's default, recorded there)."""
     times = []
     for s in steps:
-        run = lambda: fit.search(target, ACT, key=jax.random.key(SEED), restarts=restarts, steps=s,
-                                 polish=False, batch_size=batch_size, progress=False)
+        run = lambda: fit.search(
+            target,
+            ACT,
+            key=jax.random.key(SEED),
+            restarts=restarts,
+            steps=s,
+            polish=False,
+            batch_size=batch_size,
+            progress=False,
+        )
         config = run().config  # compile
         times.append(timed(run))
     return (times[1] - times[0]) / (steps[1] - steps[0]), config
@@ -131,8 +139,9 @@ def hand_batched(target, restarts: int, steps: tuple[int, int], num: int) -> flo
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(SEED), i))(jnp.arange(draws))
     xs = jax.vmap(lambda k: fit.sample_inputs(fit.Inputs(num=num), d, key=k, dtype=jnp.float32)[0])(keys)
     ys = jax.vmap(jax.vmap(lambda w, x: models.skip_mlp(w, x, ACT), (None, 0)))(target, xs)
-    p0 = jax.vmap(lambda k: jax.vmap(lambda r: models.init(ACT, d, n, key=r, dtype=jnp.float32))(
-        jax.random.split(k, restarts)))(keys)
+    p0 = jax.vmap(
+        lambda k: jax.vmap(lambda r: models.init(ACT, d, n, key=r, dtype=jnp.float32))(jax.random.split(k, restarts))
+    )(keys)
     inv_sq = 1.0 / (num * jnp.sum(xs**2, -1))  # (draws, inputs)
 
     def loss(p):  # summed over draws and restarts: each restart's gradient is its own
@@ -172,11 +181,21 @@ def bench_vmap_vs_loop(quick: bool) -> dict:
     loop = restarts / loop_baseline(target, restarts, steps[1], loop_draws, num)
     by_hand = draws * restarts / hand_batched(target, restarts, steps, num)
     return {
-        "d": d, "n": n, "draws": draws, "restarts": restarts, "inputs": num, "dtype": "float32",
-        "activation": ACT, "vmapped_steps_per_s": {str(b): v for b, v in vmapped.items()},
-        "default_batch_size": default_batch, "loop_steps_per_s": loop, "loop_draws_timed": loop_draws,
-        "ratio": {str(b): v / loop for b, v in vmapped.items()}, "target_ratio": 50,
-        "hand_batched_steps_per_s": by_hand, "hand_batched_ratio": by_hand / loop,
+        "d": d,
+        "n": n,
+        "draws": draws,
+        "restarts": restarts,
+        "inputs": num,
+        "dtype": "float32",
+        "activation": ACT,
+        "vmapped_steps_per_s": {str(b): v for b, v in vmapped.items()},
+        "default_batch_size": default_batch,
+        "loop_steps_per_s": loop,
+        "loop_draws_timed": loop_draws,
+        "ratio": {str(b): v / loop for b, v in vmapped.items()},
+        "target_ratio": 50,
+        "hand_batched_steps_per_s": by_hand,
+        "hand_batched_ratio": by_hand / loop,
     }
 
 
@@ -206,8 +225,16 @@ def bench_efficiency(quick: bool) -> dict:
     achieved = flops / per_step
     peak = matmul_flops(1024 if quick else 4096)
     return {
-        "d": d, "n": n, "draws": draws, "restarts": restarts, "inputs": num, "dtype": "float32",
-        "activation": ACT, "achieved_flops": achieved, "matmul_flops": peak, "fraction": achieved / peak,
+        "d": d,
+        "n": n,
+        "draws": draws,
+        "restarts": restarts,
+        "inputs": num,
+        "dtype": "float32",
+        "activation": ACT,
+        "achieved_flops": achieved,
+        "matmul_flops": peak,
+        "fraction": achieved / peak,
         "target_fraction": 0.30,
     }
 
@@ -226,13 +253,19 @@ def peak_bytes() -> int:
 def scaling_child(draws: int, steps: int, batch_size: int) -> dict:
     d, n, restarts = 4, 16, 8
     target = f32(models.sample(ACT, d, n, key=jax.random.key(SEED), draws=draws))
-    kw = dict(key=jax.random.key(SEED), restarts=restarts, steps=steps, polish=False,
-              batch_size=batch_size, progress=False)
+    kw = dict(
+        key=jax.random.key(SEED), restarts=restarts, steps=steps, polish=False, batch_size=batch_size, progress=False
+    )
     fit.search(jax.tree.map(lambda a: a[:batch_size], target), ACT, **kw)  # compile
     t = time.perf_counter()
     r = fit.search(target, ACT, **kw)
     seconds = time.perf_counter() - t
-    return {"draws": draws, "seconds": seconds, "peak_bytes": peak_bytes(), "best_loss_median": float(np.median(r.best_loss))}
+    return {
+        "draws": draws,
+        "seconds": seconds,
+        "peak_bytes": peak_bytes(),
+        "best_loss_median": float(np.median(r.best_loss)),
+    }
 
 
 def bench_scaling(quick: bool) -> dict:
@@ -247,9 +280,17 @@ def bench_scaling(quick: bool) -> dict:
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     small, large = rows
     return {
-        "d": 4, "n": 16, "restarts": 8, "steps": steps, "batch_size": batch, "dtype": "float32",
-        "activation": ACT, "runs": rows, "time_ratio": large["seconds"] / small["seconds"],
-        "draw_ratio": large["draws"] / small["draws"], "peak_gib": max(r["peak_bytes"] for r in rows) / 2**30,
+        "d": 4,
+        "n": 16,
+        "restarts": 8,
+        "steps": steps,
+        "batch_size": batch,
+        "dtype": "float32",
+        "activation": ACT,
+        "runs": rows,
+        "time_ratio": large["seconds"] / small["seconds"],
+        "draw_ratio": large["draws"] / small["draws"],
+        "peak_gib": max(r["peak_bytes"] for r in rows) / 2**30,
         "peak_is": "device peak_bytes_in_use" if jax.default_backend() != "cpu" else "process max RSS",
     }
 
@@ -270,29 +311,51 @@ def claims(draws: int) -> dict:
             target, _ = models.absorbable_sample(act, d, n, key=k, draws=draws)
             r = fit.recall(target, act, key=jax.random.key(7))
             rec = out["recall"][f"{act} ({d},{n})"] = {
-                "recall": r.rate, "train_only": float((r.best_loss <= r.tol).mean()), "seconds": r.seconds}
-            print(f"recall     {act:6s} ({d},{n}) {draws} absorbable draws: {100 * rec['recall']:.0f}% reach "
-                  f"loss <= 1e-20 on training and held-out inputs ({100 * rec['train_only']:.0f}% on training "
-                  f"only), {rec['seconds']:.0f}s", flush=True)
-            g = fit.recall(models.sample(act, d, n, key=jax.random.fold_in(k, 10**6), draws=draws), act, key=jax.random.key(7))
+                "recall": r.rate,
+                "train_only": float((r.best_loss <= r.tol).mean()),
+                "seconds": r.seconds,
+            }
+            print(
+                f"recall     {act:6s} ({d},{n}) {draws} absorbable draws: {100 * rec['recall']:.0f}% reach "
+                f"loss <= 1e-20 on training and held-out inputs ({100 * rec['train_only']:.0f}% on training "
+                f"only), {rec['seconds']:.0f}s",
+                flush=True,
+            )
+            g = fit.recall(
+                models.sample(act, d, n, key=jax.random.fold_in(k, 10**6), draws=draws), act, key=jax.random.key(7)
+            )
             q = np.quantile(g.best_loss, [0, 0.1, 0.5, 0.9, 1])
             sep = out["separation"][f"{act} ({d},{n})"] = {"quantiles": q, "below_1e-12": g.below(1e-12)}
-            print(f"separation {act:6s} ({d},{n}) {draws} Gaussian draws: best loss min/10/50/90%/max "
-                  + " ".join(f"{v:.2g}" for v in q) + f"; below 1e-12: {sep['below_1e-12']}", flush=True)
+            print(
+                f"separation {act:6s} ({d},{n}) {draws} Gaussian draws: best loss min/10/50/90%/max "
+                + " ".join(f"{v:.2g}" for v in q)
+                + f"; below 1e-12: {sep['below_1e-12']}",
+                flush=True,
+            )
     few = max(8, draws // 4)  # gated fits cost more; the claim is about every draw's profile
     out["near_origin_draws"] = few
     for i, act in enumerate(["swiglu", "geglu", "relu2", "reglu"]):
         for d, n in [(2, 4), (3, 6)]:
-            g = fit.search(models.sample(act, d, n, key=jax.random.fold_in(base, 100 + 10 * i + d), draws=few), act,
-                           key=jax.random.key(7), progress=False)
+            g = fit.search(
+                models.sample(act, d, n, key=jax.random.fold_in(base, 100 + 10 * i + d), draws=few),
+                act,
+                key=jax.random.key(7),
+                progress=False,
+            )
             row = out["near_origin"][f"{act} ({d},{n})"] = {
-                "smallest_decade_min": float(g.profile[:, 0].min()), "edges": g.edges[:2],
+                "smallest_decade_min": float(g.profile[:, 0].min()),
+                "edges": g.edges[:2],
                 "best_loss_quantiles": np.quantile(g.best_loss, [0, 0.5, 1]),
-                "weight_norm_ratio_median": float(np.median(g.weight_norms / g.target_norms))}
-            print(f"near 0     {act:6s} ({d},{n}) {few} Gaussian draws: smallest-decade "
-                  f"[{g.edges[0]:.0e},{g.edges[1]:.0e}) error min {row['smallest_decade_min']:.3f}; best loss "
-                  "min/median/max " + " ".join(f"{v:.2g}" for v in row["best_loss_quantiles"])
-                  + f"; median |V|/|W| {row['weight_norm_ratio_median']:.2g}", flush=True)
+                "weight_norm_ratio_median": float(np.median(g.weight_norms / g.target_norms)),
+            }
+            print(
+                f"near 0     {act:6s} ({d},{n}) {few} Gaussian draws: smallest-decade "
+                f"[{g.edges[0]:.0e},{g.edges[1]:.0e}) error min {row['smallest_decade_min']:.3f}; best loss "
+                "min/median/max "
+                + " ".join(f"{v:.2g}" for v in row["best_loss_quantiles"])
+                + f"; median |V|/|W| {row['weight_norm_ratio_median']:.2g}",
+                flush=True,
+            )
     return out
 
 
@@ -301,8 +364,15 @@ STACKS = [(2, 4), (3, 6)]  # depth 2, blockwise absorbable
 STRATEGIES = ("default", "expand")
 
 
-def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=None, activations=("relu", "gelu"),
-                   generic: bool = False, rounds: int | None = None) -> dict:
+def recall_by_size(
+    draws: int,
+    strategy: str = "default",
+    sizes=None,
+    stacks=None,
+    activations=("relu", "gelu"),
+    generic: bool = False,
+    rounds: int | None = None,
+) -> dict:
     """Recall on absorbable draws beyond the claimed sizes (``n = 2d``, ``n = 4d``, one layer) and
     on depth-2 blockwise-absorbable stacks, relu and gelu, float64; ``strategy`` ``"default"``
     is :func:`absorbjax.fit.search` with its defaults, ``"expand"``
@@ -320,12 +390,15 @@ def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=Non
         for d, n, depth in cases:
             k = jax.random.fold_in(jax.random.fold_in(base, d), n)
             if generic:
-                target = models.sample(act, d, n, key=jax.random.fold_in(k, 2000), draws=draws,
-                                       **({"depth": depth} if depth > 1 else {}))
+                target = models.sample(
+                    act, d, n, key=jax.random.fold_in(k, 2000), draws=draws, **({"depth": depth} if depth > 1 else {})
+                )
             elif depth == 1:
                 target, _ = models.absorbable_sample(act, d, n, key=k, draws=draws)
             else:
-                target = models.absorbable_sample(act, d, n, key=jax.random.fold_in(k, 1000), draws=draws, depth=depth)[0]
+                target = models.absorbable_sample(act, d, n, key=jax.random.fold_in(k, 1000), draws=draws, depth=depth)[
+                    0
+                ]
             search = fit.search
             if strategy == "expand":
                 search = fit.expand.expand_search
@@ -334,12 +407,22 @@ def recall_by_size(draws: int, strategy: str = "default", sizes=None, stacks=Non
             r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search)
             name = f"{act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
             row = out["recall"][name] = {
-                "d": d, "n": n, "depth": depth, "recall": r.rate, "seconds": r.seconds,
-                "seconds_per_draw": r.seconds / draws, "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
-                "below_1e-12": r.below(1e-12), "expand": r.result.config.get("expand")}
+                "d": d,
+                "n": n,
+                "depth": depth,
+                "recall": r.rate,
+                "seconds": r.seconds,
+                "seconds_per_draw": r.seconds / draws,
+                "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
+                "below_1e-12": r.below(1e-12),
+                "expand": r.result.config.get("expand"),
+            }
             what = f"Gaussian: {row['below_1e-12']}/{draws} below 1e-12" if generic else "recall"
-            print(f"{what} {strategy} {act:5s} {name}: {r.line()}; {row['seconds_per_draw']:.1f}s per draw"
-                  + (f"; expand {row['expand']}" if row["expand"] else ""), flush=True)
+            print(
+                f"{what} {strategy} {act:5s} {name}: {r.line()}; {row['seconds_per_draw']:.1f}s per draw"
+                + (f"; expand {row['expand']}" if row["expand"] else ""),
+                flush=True,
+            )
     return out
 
 
@@ -351,25 +434,69 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short smoke run (CI)")
     ap.add_argument("--out", default=None, help="write a JSON record here")
-    ap.add_argument("--claims", type=int, nargs="?", const=100, default=None, metavar="DRAWS",
-                    help="instead of the speed benchmarks, measure recall/separation/near-origin error "
-                         "in float64 with default settings on DRAWS draws per case (default 100)")
-    ap.add_argument("--sizes", type=int, nargs="?", const=16, default=None, metavar="DRAWS",
-                    help="instead, measure the default search's recall on absorbable draws at (d, n) = "
-                         + ", ".join(map(str, SIZES)) + " and on depth-2 blockwise-absorbable stacks at "
-                         + ", ".join(map(str, STACKS)) + " (float64, DRAWS draws each, default 16)")
-    ap.add_argument("--strategy", choices=STRATEGIES, default="default",
-                    help="with --sizes: the search measured (expand: fit.expand.expand_search)")
-    ap.add_argument("--size", type=int, nargs=2, action="append", metavar=("D", "N"),
-                    help="with --sizes: only these one-layer sizes (repeatable)")
-    ap.add_argument("--stack", type=int, nargs=2, action="append", metavar=("D", "N"),
-                    help="with --sizes: only these depth-2 sizes (repeatable)")
-    ap.add_argument("--activation", choices=("relu", "gelu"), action="append",
-                    help="with --sizes: only this activation (repeatable; default relu and gelu)")
-    ap.add_argument("--generic", action="store_true",
-                    help="with --sizes: Gaussian draws (none absorbs) instead; counts the draws below 1e-12")
-    ap.add_argument("--rounds", type=int, default=None, metavar="R",
-                    help="with --strategy expand: expand_search's rounds (default: expand_search's)")
+    ap.add_argument(
+        "--claims",
+        type=int,
+        nargs="?",
+        const=100,
+        default=None,
+        metavar="DRAWS",
+        help="instead of the speed benchmarks, measure recall/separation/near-origin error "
+        "in float64 with default settings on DRAWS draws per case (default 100)",
+    )
+    ap.add_argument(
+        "--sizes",
+        type=int,
+        nargs="?",
+        const=16,
+        default=None,
+        metavar="DRAWS",
+        help="instead, measure the default search's recall on absorbable draws at (d, n) = "
+        + ", ".join(map(str, SIZES))
+        + " and on depth-2 blockwise-absorbable stacks at "
+        + ", ".join(map(str, STACKS))
+        + " (float64, DRAWS draws each, default 16)",
+    )
+    ap.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="default",
+        help="with --sizes: the search measured (expand: fit.expand.expand_search)",
+    )
+    ap.add_argument(
+        "--size",
+        type=int,
+        nargs=2,
+        action="append",
+        metavar=("D", "N"),
+        help="with --sizes: only these one-layer sizes (repeatable)",
+    )
+    ap.add_argument(
+        "--stack",
+        type=int,
+        nargs=2,
+        action="append",
+        metavar=("D", "N"),
+        help="with --sizes: only these depth-2 sizes (repeatable)",
+    )
+    ap.add_argument(
+        "--activation",
+        choices=("relu", "gelu"),
+        action="append",
+        help="with --sizes: only this activation (repeatable; default relu and gelu)",
+    )
+    ap.add_argument(
+        "--generic",
+        action="store_true",
+        help="with --sizes: Gaussian draws (none absorbs) instead; counts the draws below 1e-12",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        metavar="R",
+        help="with --strategy expand: expand_search's rounds (default: expand_search's)",
+    )
     ap.add_argument("--scaling-child", nargs=3, type=int, metavar=("DRAWS", "STEPS", "BATCH"), help=argparse.SUPPRESS)
     return ap
 
@@ -382,14 +509,35 @@ def _float64_run(args) -> bool:
         draws = getattr(args, flag)
         if draws:
             print(f"device: {device_line()}  (jax {jax.__version__}), float64", flush=True)
-            results = (measure(draws, args.strategy, args.size, args.stack, tuple(args.activation or ("relu", "gelu")),
-                               args.generic, args.rounds)
-                       if flag == "sizes" else measure(draws))
+            results = (
+                measure(
+                    draws,
+                    args.strategy,
+                    args.size,
+                    args.stack,
+                    tuple(args.activation or ("relu", "gelu")),
+                    args.generic,
+                    args.rounds,
+                )
+                if flag == "sizes"
+                else measure(draws)
+            )
             if args.out:
-                config = {"draws": draws, **({"strategy": args.strategy, "size": args.size, "stack": args.stack,
-                                               "activation": args.activation, "generic": args.generic,
-                                               "rounds": args.rounds}
-                                              if flag == "sizes" else {})}
+                config = {
+                    "draws": draws,
+                    **(
+                        {
+                            "strategy": args.strategy,
+                            "size": args.size,
+                            "stack": args.stack,
+                            "activation": args.activation,
+                            "generic": args.generic,
+                            "rounds": args.rounds,
+                        }
+                        if flag == "sizes"
+                        else {}
+                    ),
+                }
                 io.save_record(args.out, name=name, seed=seed, config=config, results=results)
             return True
     return False
@@ -400,27 +548,42 @@ def _speed_benchmarks(quick: bool) -> dict:
     results = {}
 
     r = results["vmap_vs_loop"] = bench_vmap_vs_loop(quick)
-    print(f"[1] vmapped search vs per-draw loop, (d,n)=({r['d']},{r['n']}), {r['draws']} draws x {r['restarts']} "
-          f"restarts, {r['inputs']} inputs, {r['dtype']}; loop: {r['loop_steps_per_s']:.3g} restart-steps/s", flush=True)
+    print(
+        f"[1] vmapped search vs per-draw loop, (d,n)=({r['d']},{r['n']}), {r['draws']} draws x {r['restarts']} "
+        f"restarts, {r['inputs']} inputs, {r['dtype']}; loop: {r['loop_steps_per_s']:.3g} restart-steps/s",
+        flush=True,
+    )
     for b, v in r["vmapped_steps_per_s"].items():
         tag = " (default)" if int(b) == r["default_batch_size"] else ""
-        print(f"    batch_size {b}{tag}: {v:.3g} restart-steps/s -> ratio {r['ratio'][b]:.1f}x "
-              f"(target >= {r['target_ratio']}x)", flush=True)
-    print(f"    reference, the same Adam steps hand-written as einsums over all {r['draws']} draws x restarts x "
-          f"inputs at once (no vmap): {r['hand_batched_steps_per_s']:.3g} restart-steps/s -> ratio "
-          f"{r['hand_batched_ratio']:.1f}x", flush=True)
+        print(
+            f"    batch_size {b}{tag}: {v:.3g} restart-steps/s -> ratio {r['ratio'][b]:.1f}x "
+            f"(target >= {r['target_ratio']}x)",
+            flush=True,
+        )
+    print(
+        f"    reference, the same Adam steps hand-written as einsums over all {r['draws']} draws x restarts x "
+        f"inputs at once (no vmap): {r['hand_batched_steps_per_s']:.3g} restart-steps/s -> ratio "
+        f"{r['hand_batched_ratio']:.1f}x",
+        flush=True,
+    )
 
     r = results["efficiency"] = bench_efficiency(quick)
-    print(f"[2] compute efficiency, (d,n)=({r['d']},{r['n']}), {r['draws']} draws x {r['restarts']} restarts, "
-          f"{r['inputs']} inputs, {r['dtype']}: {r['achieved_flops'] / 1e9:.3g} GFLOP/s vs dense matmul "
-          f"{r['matmul_flops'] / 1e9:.3g} GFLOP/s -> {100 * r['fraction']:.0f}% (target >= 30%)", flush=True)
+    print(
+        f"[2] compute efficiency, (d,n)=({r['d']},{r['n']}), {r['draws']} draws x {r['restarts']} restarts, "
+        f"{r['inputs']} inputs, {r['dtype']}: {r['achieved_flops'] / 1e9:.3g} GFLOP/s vs dense matmul "
+        f"{r['matmul_flops'] / 1e9:.3g} GFLOP/s -> {100 * r['fraction']:.0f}% (target >= 30%)",
+        flush=True,
+    )
 
     r = results["scaling"] = bench_scaling(quick)
     a, b = r["runs"]
-    print(f"[3] scaling, (d,n)=(4,16) x {r['restarts']} restarts, {r['steps']} Adam steps, batch {r['batch_size']}: "
-          f"{a['draws']} draws {a['seconds']:.1f}s, {b['draws']} draws {b['seconds']:.1f}s -> time ratio "
-          f"{r['time_ratio']:.2f} for {r['draw_ratio']:.0f}x draws; peak memory {r['peak_gib']:.2f} GiB "
-          f"({r['peak_is']}; target < 2 GiB)", flush=True)
+    print(
+        f"[3] scaling, (d,n)=(4,16) x {r['restarts']} restarts, {r['steps']} Adam steps, batch {r['batch_size']}: "
+        f"{a['draws']} draws {a['seconds']:.1f}s, {b['draws']} draws {b['seconds']:.1f}s -> time ratio "
+        f"{r['time_ratio']:.2f} for {r['draw_ratio']:.0f}x draws; peak memory {r['peak_gib']:.2f} GiB "
+        f"({r['peak_is']}; target < 2 GiB)",
+        flush=True,
+    )
     return results
 
 

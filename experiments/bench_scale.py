@@ -70,21 +70,32 @@ def run_case(case):
         cert = dist.certificate
         out = {"lower": dist.lower, "upper": dist.upper, "S_size": int(dist.S.size), "how": dist.method}
     else:
-        cert = condition.find_absorbing_set(params, act,
-                                            method="relaxation" if task == "gram" else "auto")
+        cert = condition.find_absorbing_set(params, act, method="relaxation" if task == "gram" else "auto")
         out = {"lower": cert.lower_bound / math.sqrt(d)}
-    out.update(status=cert.status, method=cert.method, reason=cert.reason, timings=cert.timings,
-               cpu=time.process_time() - cpu, wall=time.perf_counter() - wall,
-               peak_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, base_bytes=base,
-               weight_bytes=U.nbytes + D.nbytes)
+    out.update(
+        status=cert.status,
+        method=cert.method,
+        reason=cert.reason,
+        timings=cert.timings,
+        cpu=time.process_time() - cpu,
+        wall=time.perf_counter() - wall,
+        peak_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        base_bytes=base,
+        weight_bytes=U.nbytes + D.nbytes,
+    )
     if S is not None:
         out["planted_found"] = cert.S is not None and cert.S.tolist() == S.tolist()
     return {**case, **out}
 
 
 def spawn(case, timeout):
-    proc = subprocess.run([sys.executable, __file__, "--case", json.dumps(case)], check=False,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--case", json.dumps(case)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if proc.returncode != 0:
         return {**case, "error": (proc.stderr.strip().splitlines() or ["?"])[-1], "rc": proc.returncode}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -103,18 +114,22 @@ def fits(rows) -> dict:
     """Per task: the exponents in ``d`` of CPU time and of the memory above the imports, ``d ≤ 4096``."""
     out = {}
     for task in dict.fromkeys(r["task"] for r in rows):
-        mine = [{**r, "extra": r["peak_bytes"] - r["base_bytes"]} for r in rows
-                if r["task"] == task and r["d"] <= 4096 and "error" not in r]
-        out[task] = {"cpu": slope(mine, "cpu"), "memory": slope(mine, "extra"),
-                     "d": sorted({r["d"] for r in mine})}
+        mine = [
+            {**r, "extra": r["peak_bytes"] - r["base_bytes"]}
+            for r in rows
+            if r["task"] == task and r["d"] <= 4096 and "error" not in r
+        ]
+        out[task] = {"cpu": slope(mine, "cpu"), "memory": slope(mine, "extra"), "d": sorted({r["d"] for r in mine})}
     return out
 
 
 def table(record) -> str:
     """The markdown tables of ``docs/benchmarks/scale.md`` from a record of this script."""
     rows = record["results"]["cases"]
-    lines = ["| task | activation | d × n | result | CPU s | wall s | peak memory GB |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| task | activation | d × n | result | CPU s | wall s | peak memory GB |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if "error" in r:
             result = f"error: {r['error']}"
@@ -124,11 +139,16 @@ def table(record) -> str:
             result = f"{r['status']} ({r['method']}); the planted S found: {r['planted_found']}"
         else:
             result = f"{r['status']} ({r['method']}; every S misses by ≥ {r['lower']:.4f}·√d)"
-        lines.append(f"| {r['task']} | {r.get('act') or ''} | {r['d']} × {r['n']} | {result} | "
-                     f"{r.get('cpu', math.nan):.2f} | {r.get('wall', math.nan):.2f} | "
-                     f"{r.get('peak_bytes', math.nan) / 1e9:.2f} |")
-    lines += ["", "| task | d fitted | exponent of CPU time in d (n = 4d) | exponent of memory above imports |",
-              "|---|---|---|---|"]
+        lines.append(
+            f"| {r['task']} | {r.get('act') or ''} | {r['d']} × {r['n']} | {result} | "
+            f"{r.get('cpu', math.nan):.2f} | {r.get('wall', math.nan):.2f} | "
+            f"{r.get('peak_bytes', math.nan) / 1e9:.2f} |"
+        )
+    lines += [
+        "",
+        "| task | d fitted | exponent of CPU time in d (n = 4d) | exponent of memory above imports |",
+        "|---|---|---|---|",
+    ]
     for task, fit in fits(rows).items():
         cpu, mem = (f"{v:.2f}" if v is not None else "n/a" for v in (fit["cpu"], fit["memory"]))
         lines.append(f"| {task} | {', '.join(map(str, fit['d']))} | {cpu} | {mem} |")
@@ -155,11 +175,15 @@ def main(argv=None):
     from absorbjax import io
 
     ds = [512, 1024] + ([] if args.quick else [2048, 4096])  # n = 4d >= 2048: the screen's range
-    cases = [{"task": t, "act": a, "d": d, "n": 4 * d, "seed": args.seed + 7 * i + j}
-             for i, d in enumerate(ds) for j, (t, a) in enumerate(
-                 [("decide", "relu"), ("decide", "gelu"), ("distance", "relu"), ("planted", ""), ("large", "relu")]
-                 + ([("gram", "relu")] if d <= GRAM_MAX_D else []))
-             if not (t == "large" and d > 2048)]
+    cases = [
+        {"task": t, "act": a, "d": d, "n": 4 * d, "seed": args.seed + 7 * i + j}
+        for i, d in enumerate(ds)
+        for j, (t, a) in enumerate(
+            [("decide", "relu"), ("decide", "gelu"), ("distance", "relu"), ("planted", ""), ("large", "relu")]
+            + ([("gram", "relu")] if d <= GRAM_MAX_D else [])
+        )
+        if not (t == "large" and d > 2048)
+    ]
     if args.big:
         cases.append({"task": "decide", "act": "relu", "d": 8192, "n": 32768, "seed": args.seed + 99})
     print(machine())
@@ -172,8 +196,13 @@ def main(argv=None):
     record = {"results": {"cases": rows, "fits": fits(rows)}}
     print(table(record))
     if args.out:
-        io.save_record(args.out, name="bench_scale", seed=args.seed,
-                       config={"quick": args.quick, "big": args.big, "rtol": RTOL}, results=record["results"])
+        io.save_record(
+            args.out,
+            name="bench_scale",
+            seed=args.seed,
+            config={"quick": args.quick, "big": args.big, "rtol": RTOL},
+            results=record["results"],
+        )
 
 
 if __name__ == "__main__":

@@ -21,10 +21,22 @@ TITLE = "Cor 11: generic disjointness vs quantised weights"
 PRESETS = {
     # one size per panel: ternary d = 2, n = 8 absorbs in about a quarter of the draws (quick preset)
     "smoke": {"draws": 20, "continuous": [[2, 4]], "widths": [8], "dims": [2], "bits": [2], "bits_dn": [2, 4]},
-    "quick": {"draws": 400, "continuous": [[2, 4], [2, 12], [3, 9], [4, 32]], "widths": [2, 3, 4, 5, 6, 8],
-              "dims": [2, 3, 4], "bits": [2, 3, 4, 5], "bits_dn": [2, 4]},
-    "full": {"draws": 5000, "continuous": [[2, 4], [2, 12], [3, 9], [3, 20], [4, 32], [8, 64]],
-             "widths": [2, 3, 4, 5, 6, 8, 10, 12], "dims": [2, 3, 4, 5], "bits": [2, 3, 4, 5, 6], "bits_dn": [2, 4]},
+    "quick": {
+        "draws": 400,
+        "continuous": [[2, 4], [2, 12], [3, 9], [4, 32]],
+        "widths": [2, 3, 4, 5, 6, 8],
+        "dims": [2, 3, 4],
+        "bits": [2, 3, 4, 5],
+        "bits_dn": [2, 4],
+    },
+    "full": {
+        "draws": 5000,
+        "continuous": [[2, 4], [2, 12], [3, 9], [3, 20], [4, 32], [8, 64]],
+        "widths": [2, 3, 4, 5, 6, 8, 10, 12],
+        "dims": [2, 3, 4, 5],
+        "bits": [2, 3, 4, 5, 6],
+        "bits_dn": [2, 4],
+    },
 }
 ACTIVATION = "relu"
 STATUSES = condition.STATUSES
@@ -88,8 +100,11 @@ def figure(results):
             ax.set_yscale("log")
             ax.set_ylim(floor / 2, 1)
             ax.set_ylabel(f"fraction absorbable (0 at {floor:.2g})")
-        fig.legend(loc="outside lower center", ncol=len(colors),
-                   title=f"{draws} draws a point, every one decided exactly; bars: one standard error")
+        fig.legend(
+            loc="outside lower center",
+            ncol=len(colors),
+            title=f"{draws} draws a point, every one decided exactly; bars: one standard error",
+        )
     return fig
 
 
@@ -103,18 +118,25 @@ def run(config, out, seed):
         for d, n in config["continuous"]:
             continuous[f"{dist} d={d} n={n}"] = frequencies(jax.random.fold_in(key, next(sub)), draws, d, n, dist)
 
-    discrete = {"gaussian": "gaussian", "rademacher (±1)": "rademacher", "ternary": "ternary",
-                "3-bit grid": ("grid", 3), "4-bit grid": ("grid", 4)}
+    discrete = {
+        "gaussian": "gaussian",
+        "rademacher (±1)": "rademacher",
+        "ternary": "ternary",
+        "3-bit grid": ("grid", 3),
+        "4-bit grid": ("grid", 4),
+    }
     by_width = {}
     for label, spec in discrete.items():
         dist, bits = spec if isinstance(spec, tuple) else (spec, 3)
-        by_width[label] = {n: frequencies(jax.random.fold_in(key, next(sub)), draws, 2, n, dist, bits)
-                           for n in config["widths"]}
+        by_width[label] = {
+            n: frequencies(jax.random.fold_in(key, next(sub)), draws, 2, n, dist, bits) for n in config["widths"]
+        }
     by_dim = {}
     for label in ("ternary", "3-bit grid"):
         dist, bits = ("ternary", 3) if label == "ternary" else ("grid", 3)
-        by_dim[label] = {d: frequencies(jax.random.fold_in(key, next(sub)), draws, d, 2 * d, dist, bits)
-                         for d in config["dims"]}
+        by_dim[label] = {
+            d: frequencies(jax.random.fold_in(key, next(sub)), draws, d, 2 * d, dist, bits) for d in config["dims"]
+        }
     d_b, n_b = config["bits_dn"]
     by_bits = {b: frequencies(jax.random.fold_in(key, next(sub)), draws, d_b, n_b, "grid", b) for b in config["bits"]}
 
@@ -133,17 +155,24 @@ def run(config, out, seed):
             f"{cont_abs} absorbable of {cont_total} draws; {cont_no} certified not_absorbable, "
             f"{cont_total - cont_abs - cont_no} degenerate/undecided",
             holds=cont_abs == 0 and cont_no == cont_total,
-            criterion="every draw certified not_absorbable", figure=saved),
+            criterion="every draw certified not_absorbable",
+            figure=saved,
+        ),
         reproduce.Claim(
             "quantised (ternary) weights absorb with positive frequency at small d",
             f"d=2, n={best_n}: {tern[best_n]['absorbable']}/{draws} absorbable; d=2..{config['dims'][-1]} (n=2d): "
             + ", ".join(f"{c['absorbable']}/{draws}" for c in by_dim["ternary"].values()),
-            holds=tern[best_n]["absorbable"] > 0, criterion="at least one certified absorbable ternary draw at d = 2",
-            figure=saved),
+            holds=tern[best_n]["absorbable"] > 0,
+            criterion="at least one certified absorbable ternary draw at d = 2",
+            figure=saved,
+        ),
         reproduce.Claim(
             "Rademacher ±1 weights never absorb for d ≥ 2 (parity)",
             f"{rad} absorbable of {draws * len(config['widths'])} draws",
-            holds=rad == 0, criterion="no draw absorbable", figure=saved),
+            holds=rad == 0,
+            criterion="no draw absorbable",
+            figure=saved,
+        ),
     ]
     return {**results, "claims": claims}
 

@@ -41,21 +41,73 @@ panels = reproduce.load_script(Path(__file__).with_name("_depth_figure.py"))
 NAME = "depth"
 TITLE = "Beyond the paper: deep ReLU/GELU stacks (dimension count, search calibration)"
 PRESETS = {
-    "smoke": {"dims": [2], "widths": [1, 2], "depths": [2], "float_max_params": 256,
-              "near": [[2, 2, 2]], "coverage": {"sizes": [[2, 2, 2]], "draws": 8},
-              "fit": {"d": 2, "n": 4, "depth": 2, "draws": 2, "restarts": 2, "steps": 50,
-                      "polish": {"steps": 40, "screen": 10, "top": 1}, "eps": [1e-2, 1e-3, 1e-4]}},
-    "quick": {"dims": [2, 4], "widths": [1, 2, 4], "depths": [2, 3], "float_max_params": 512,
-              "near": [[2, 2, 3], [3, 3, 2], [2, 4, 2], [4, 4, 2]],
-              "coverage": {"sizes": [[2, 2, 2], [2, 4, 2], [3, 3, 2], [3, 6, 2], [2, 2, 3], [2, 4, 3]], "draws": 32},
-              "fit": {"d": 2, "n": 4, "depth": 2, "draws": 4, "restarts": 8, "steps": 200,
-                      "polish": {}, "eps": [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6]}},
-    "full": {"dims": [2, 3, 4, 8], "widths": [1, 2, 4], "depths": [2, 3, 4], "float_max_params": 1024,
-             "near": [[2, 2, 3], [3, 3, 2], [2, 4, 2], [4, 4, 2], [3, 6, 3], [4, 8, 2]],
-             "coverage": {"sizes": [[2, 2, 2], [2, 4, 2], [3, 3, 2], [3, 6, 2], [2, 2, 3], [2, 4, 3], [4, 4, 2],
-                                    [4, 8, 2], [3, 3, 4]], "draws": 128},
-             "fit": {"d": 2, "n": 4, "depth": 2, "draws": 32, "restarts": 32, "steps": 400,
-                     "polish": {}, "eps": [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6]}},
+    "smoke": {
+        "dims": [2],
+        "widths": [1, 2],
+        "depths": [2],
+        "float_max_params": 256,
+        "near": [[2, 2, 2]],
+        "coverage": {"sizes": [[2, 2, 2]], "draws": 8},
+        "fit": {
+            "d": 2,
+            "n": 4,
+            "depth": 2,
+            "draws": 2,
+            "restarts": 2,
+            "steps": 50,
+            "polish": {"steps": 40, "screen": 10, "top": 1},
+            "eps": [1e-2, 1e-3, 1e-4],
+        },
+    },
+    "quick": {
+        "dims": [2, 4],
+        "widths": [1, 2, 4],
+        "depths": [2, 3],
+        "float_max_params": 512,
+        "near": [[2, 2, 3], [3, 3, 2], [2, 4, 2], [4, 4, 2]],
+        "coverage": {"sizes": [[2, 2, 2], [2, 4, 2], [3, 3, 2], [3, 6, 2], [2, 2, 3], [2, 4, 3]], "draws": 32},
+        "fit": {
+            "d": 2,
+            "n": 4,
+            "depth": 2,
+            "draws": 4,
+            "restarts": 8,
+            "steps": 200,
+            "polish": {},
+            "eps": [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6],
+        },
+    },
+    "full": {
+        "dims": [2, 3, 4, 8],
+        "widths": [1, 2, 4],
+        "depths": [2, 3, 4],
+        "float_max_params": 1024,
+        "near": [[2, 2, 3], [3, 3, 2], [2, 4, 2], [4, 4, 2], [3, 6, 3], [4, 8, 2]],
+        "coverage": {
+            "sizes": [
+                [2, 2, 2],
+                [2, 4, 2],
+                [3, 3, 2],
+                [3, 6, 2],
+                [2, 2, 3],
+                [2, 4, 3],
+                [4, 4, 2],
+                [4, 8, 2],
+                [3, 3, 4],
+            ],
+            "draws": 128,
+        },
+        "fit": {
+            "d": 2,
+            "n": 4,
+            "depth": 2,
+            "draws": 32,
+            "restarts": 32,
+            "steps": 400,
+            "polish": {},
+            "eps": [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6],
+        },
+    },
 }
 ACTIVATIONS = ("relu", "gelu")
 ACTIVATION_FIT = "gelu"
@@ -73,12 +125,27 @@ def table(config, key):
                     k = jax.random.fold_in(jax.random.fold_in(key, i), 1000 * d + 10 * n + L)
                     start = time.perf_counter()
                     cert = dimension.certify(act, d, n, L, key=k, float_check=check)
-                    rows.append({"activation": act, "d": d, "n": n, "depth": L, "status": cert.status,
-                                 "method": cert.method, "rank": cert.rank, "free_bound": cert.free_bound,
-                                 "maximum": cert.maximum, "params": cert.params, "narrow": cert.narrow,
-                                 "float_rank": cert.float_rank, "float_gap": cert.float_gap,
-                                 "order": cert.order, "inputs": cert.inputs, "scope": cert.scope,
-                                 "seconds": round(time.perf_counter() - start, 2)})
+                    rows.append(
+                        {
+                            "activation": act,
+                            "d": d,
+                            "n": n,
+                            "depth": L,
+                            "status": cert.status,
+                            "method": cert.method,
+                            "rank": cert.rank,
+                            "free_bound": cert.free_bound,
+                            "maximum": cert.maximum,
+                            "params": cert.params,
+                            "narrow": cert.narrow,
+                            "float_rank": cert.float_rank,
+                            "float_gap": cert.float_gap,
+                            "order": cert.order,
+                            "inputs": cert.inputs,
+                            "scope": cert.scope,
+                            "seconds": round(time.perf_counter() - start, 2),
+                        }
+                    )
     return rows
 
 
@@ -90,10 +157,28 @@ def near_identity(config, key):
     for i, act in enumerate(ACTIVATIONS):
         for d, n, L in config["near"]:
             P = dimension.param_count(d, n, L)
-            cert = dimension.certify(act, d, n, L, key=io.subkey(key, i, 1000 * d + 10 * n + L), shrink=10,
-                                     float_check=False, inputs=16 * P // d if act == "relu" else None)
-            rows.append({"activation": act, "d": d, "n": n, "depth": L, "rank": cert.rank, "maximum": cert.maximum,
-                         "free_bound": cert.free_bound, "status": cert.status})
+            cert = dimension.certify(
+                act,
+                d,
+                n,
+                L,
+                key=io.subkey(key, i, 1000 * d + 10 * n + L),
+                shrink=10,
+                float_check=False,
+                inputs=16 * P // d if act == "relu" else None,
+            )
+            rows.append(
+                {
+                    "activation": act,
+                    "d": d,
+                    "n": n,
+                    "depth": L,
+                    "rank": cert.rank,
+                    "maximum": cert.maximum,
+                    "free_bound": cert.free_bound,
+                    "status": cert.status,
+                }
+            )
     return rows
 
 
@@ -110,13 +195,28 @@ def coverage(config, key):
     for d, n, L in config["coverage"]["sizes"]:
         m = config["coverage"]["draws"]
         P = dimension.param_count(d, n, L)
-        certs = [dimension.certify("relu", d, n, L, key=io.subkey(key, 1000 * d + 10 * n + L, j),
-                                   float_check=False, inputs=8 * P // d) for j in range(m)]
+        certs = [
+            dimension.certify(
+                "relu", d, n, L, key=io.subkey(key, 1000 * d + 10 * n + L, j), float_check=False, inputs=8 * P // d
+            )
+            for j in range(m)
+        ]
         by_rank = sum(c.status == "certified_disjoint" and c.method == "rank" for c in certs)
         at_max = sum(c.rank == c.maximum for c in certs)
-        rows.append({"d": d, "n": n, "depth": L, "draws": m, "certified_by_rank": by_rank, "at_maximum": at_max,
-                     "lower95": clopper_pearson_lower(by_rank, m), "min_rank": min(c.rank for c in certs),
-                     "maximum": certs[0].maximum, "free_bound": certs[0].free_bound})
+        rows.append(
+            {
+                "d": d,
+                "n": n,
+                "depth": L,
+                "draws": m,
+                "certified_by_rank": by_rank,
+                "at_maximum": at_max,
+                "lower95": clopper_pearson_lower(by_rank, m),
+                "min_rank": min(c.rank for c in certs),
+                "maximum": certs[0].maximum,
+                "free_bound": certs[0].free_bound,
+            }
+        )
     return rows
 
 
@@ -129,18 +229,27 @@ def load_atlas(out):
 def atlas_markdown(atlas) -> str:
     """The atlas as a markdown table: one row per (activation, d, n), the depths reached."""
     rows, skipped = atlas["rows"], atlas["skipped"]
-    lines = [f"Budget {atlas['budget_seconds']:.0f} s wall time, {atlas['seconds']:.0f} s used; "
-             f"{atlas['machine']}. Depths certified with the margin rank − b (`narrow`: by the narrow-width "
-             "argument, step 6); skipped: predicted over the budget by the fitted power law.", "",
-             "| activation | d | n | depths certified (rank − b) | undecided | skipped | largest P run | seconds |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Budget {atlas['budget_seconds']:.0f} s wall time, {atlas['seconds']:.0f} s used; "
+        f"{atlas['machine']}. Depths certified with the margin rank − b (`narrow`: by the narrow-width "
+        "argument, step 6); skipped: predicted over the budget by the fitted power law.",
+        "",
+        "| activation | d | n | depths certified (rank − b) | undecided | skipped | largest P run | seconds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for act, d, n in sorted({(r["activation"], r["d"], r["n"]) for r in rows + skipped}):
+
         def at(group, act=act, d=d, n=n):
-            return sorted((r for r in group if (r["activation"], r["d"], r["n"]) == (act, d, n)),
-                          key=lambda r: r["depth"])
+            return sorted(
+                (r for r in group if (r["activation"], r["d"], r["n"]) == (act, d, n)), key=lambda r: r["depth"]
+            )
+
         sel = at(rows)
-        cert = ", ".join(f"{r['depth']} ({r['rank'] - r['free_bound'] if r['method'] == 'rank' else 'narrow'})"
-                         for r in sel if r["status"] == "certified_disjoint")
+        cert = ", ".join(
+            f"{r['depth']} ({r['rank'] - r['free_bound'] if r['method'] == 'rank' else 'narrow'})"
+            for r in sel
+            if r["status"] == "certified_disjoint"
+        )
         und = ", ".join(str(r["depth"]) for r in sel if r["status"] != "certified_disjoint")
         skip = ", ".join(str(r["depth"]) for r in at(skipped))
         big = f"{sel[-1]['params']} | {sel[-1]['seconds']}" if sel else "— | —"
@@ -148,9 +257,11 @@ def atlas_markdown(atlas) -> str:
     lines.append("")
     for act, f in atlas["fits"].items():
         big = f["largest"]
-        lines.append(f"- {act}: {f['sizes']} sizes computed, {f['skipped']} skipped (predicted over budget); "
-                     f"time ≈ {f['a']:.3g} · P^{f['k']:.2f} s (fit over P ≥ 64); largest (d, n, L) = "
-                     f"({big['d']}, {big['n']}, {big['depth']}), P = {big['params']}, {big['seconds']} s.")
+        lines.append(
+            f"- {act}: {f['sizes']} sizes computed, {f['skipped']} skipped (predicted over budget); "
+            f"time ≈ {f['a']:.3g} · P^{f['k']:.2f} s (fit over P ≥ 64); largest (d, n, L) = "
+            f"({big['d']}, {big['n']}, {big['depth']}), P = {big['params']}, {big['seconds']} s."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -164,8 +275,14 @@ def calibration(cfg, key):
     # Stacks absorbable block by block (draw i, layer l from fold_in(fold_in(key_0, i), l)), and
     # their blockwise absorbers: free stacks equal to them.
     W_abs, sets = models.absorbable_sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 0), draws=draws, depth=L)
-    V_abs = _stack([_stack([condition.absorber(jax.tree.map(lambda a, i=i, l=l: a[i, l], W_abs), S)
-                            for l, S in enumerate(layers)]) for i, layers in enumerate(sets)])
+    V_abs = _stack(
+        [
+            _stack(
+                [condition.absorber(jax.tree.map(lambda a, i=i, l=l: a[i, l], W_abs), S) for l, S in enumerate(layers)]
+            )
+            for i, layers in enumerate(sets)
+        ]
+    )
     delta = models.sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 1), draws=draws, depth=L)
     ladder = _stack([jax.tree.map(lambda w, e, s=s: w + s * e, W_abs, delta) for s in eps])
     ladder = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), ladder)  # (eps · draws, L, ...)
@@ -180,8 +297,9 @@ def calibration(cfg, key):
     targets = jax.tree.map(lambda *a: jnp.concatenate(a), W_abs, ladder, generic, ladder)
     rand = models.sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 3), draws=(2 * draws + m) * R, depth=L)
     rand = jax.tree.map(lambda a: a.reshape(2 * draws + m, R, *a.shape[1:]), rand)
-    local = jax.tree.map(lambda a: jnp.repeat(jnp.tile(a, (len(eps),) + (1,) * (a.ndim - 1))[:, None], R, axis=1),
-                         V_abs)
+    local = jax.tree.map(
+        lambda a: jnp.repeat(jnp.tile(a, (len(eps),) + (1,) * (a.ndim - 1))[:, None], R, axis=1), V_abs
+    )
     starts = jax.tree.map(lambda r, v: jnp.concatenate([r, v]), rand, local)
     res = fit.search(targets, ACTIVATION_FIT, key=jax.random.fold_in(key, 4), init=starts, **kw)
     best, solved = res.best_loss, res.solved()
@@ -189,9 +307,14 @@ def calibration(cfg, key):
     g = slice(draws + m, 2 * draws + m)
     shape = (len(eps), draws)
     return {
-        "absorbable": best[:draws], "absorbable_solved": solved[:draws], "absorbable_norm_ratio": ratio[:draws],
-        "ladder_random": best[draws:draws + m].reshape(shape), "ladder_local": best[2 * draws + m:].reshape(shape),
-        "generic": best[g], "generic_norm_ratio": ratio[g], "tol": res.config["tol"],
+        "absorbable": best[:draws],
+        "absorbable_solved": solved[:draws],
+        "absorbable_norm_ratio": ratio[:draws],
+        "ladder_random": best[draws : draws + m].reshape(shape),
+        "ladder_local": best[2 * draws + m :].reshape(shape),
+        "generic": best[g],
+        "generic_norm_ratio": ratio[g],
+        "tol": res.config["tol"],
     }
 
 
@@ -215,8 +338,14 @@ def figure(results):
         fig, axes = figstyle.subplots(3, 2, width=figstyle.DOUBLE, height=8.4)
         panels.grid(axes[0, 0], results["table"], ACTIVATIONS)
         panels.atlas(axes[0, 1], axes[1, 0], results.get("atlas"))
-        panels.ladder(axes[1, 1], cal, np.asarray(results["eps"], float), results.get("fit"),
-                     results["ladder_slope"] if results["ladder_slope"] is not None else float("nan"), ACTIVATION_FIT)
+        panels.ladder(
+            axes[1, 1],
+            cal,
+            np.asarray(results["eps"], float),
+            results.get("fit"),
+            results["ladder_slope"] if results["ladder_slope"] is not None else float("nan"),
+            ACTIVATION_FIT,
+        )
         panels.search(axes[2, 0], cal)
         panels.coverage(axes[2, 1], results["coverage"])
     return fig
@@ -237,48 +366,67 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
             f"margin rank − b = {min(r['rank'] - r['free_bound'] for r in rows)}; largest size "
             f"{largest['activation']} (d,n,L) = ({largest['d']},{largest['n']},{largest['depth']}), P = "
             f"{largest['params']}: rank {largest['rank']} vs b = {largest['free_bound']} in {largest['seconds']} s",
-            holds=cert == len(rows), criterion="every size of the grid certified (exact rank mod p > b, or n < 2d)",
-            figure=figure),
+            holds=cert == len(rows),
+            criterion="every size of the grid certified (exact rank mod p > b, or n < 2d)",
+            figure=figure,
+        ),
         reproduce.Claim(
             "the exact (modular) ranks agree with float64 SVD ranks at the same rational point",
             f"{sum(r['float_rank'] == r['rank'] for r in both)}/{len(both)} sizes agree; smallest singular-value "
             f"gap {min((r['float_gap'] for r in both), default=float('nan')):.3g}",
             holds=bool(both) and all(r["float_rank"] == r["rank"] for r in both),
-            criterion="equal on every size where the float SVD ran", figure=figure),
+            criterion="equal on every size where the float SVD ran",
+            figure=figure,
+        ),
         reproduce.Claim(
             "depth theorem, Lemmas B and B′ (docs/theory/depth.md): near-identity residual stacks (W_down scaled by "
             "2^-10) reach the family's maximal rank, 2Lnd for GELU and 2Lnd − nL for ReLU",
             ", ".join(f"{r['activation']} ({r['d']},{r['n']},{r['depth']}) {r['rank']}/{r['maximum']}" for r in near),
-            holds=all(r["rank"] == r["maximum"] for r in near), criterion="exact rank = maximum at every size",
-            figure=figure),
+            holds=all(r["rank"] == r["maximum"] for r in near),
+            criterion="exact rank = maximum at every size",
+            figure=figure,
+        ),
         reproduce.Claim(
             "ReLU: every sampled Gaussian draw (variance 1/fan_in) lies in the certified open set Ω (rank > b); "
             "the share of Gaussian weight space in Ω is estimated (95% Clopper–Pearson lower bound), not proved",
-            "; ".join(f"({r['d']},{r['n']},{r['depth']}) {r['certified_by_rank']}/{r['draws']} certified, lower95 "
-                      f"{r['lower95']:.3f}, {r['at_maximum']}/{r['draws']} at the maximum" for r in cov),
+            "; ".join(
+                f"({r['d']},{r['n']},{r['depth']}) {r['certified_by_rank']}/{r['draws']} certified, lower95 "
+                f"{r['lower95']:.3f}, {r['at_maximum']}/{r['draws']} at the maximum"
+                for r in cov
+            ),
             holds=all(r["certified_by_rank"] == r["draws"] for r in cov),
-            criterion="every draw certified by rank at every size", figure=figure),
+            criterion="every draw certified by rank at every size",
+            figure=figure,
+        ),
     ]
     if atlas is not None:
         deep = [r for r in atlas["rows"] if r["depth"] >= 2]
         gelu_full = all(r["rank"] == r["params"] for r in atlas["rows"] if r["activation"] == "gelu")
-        fits = "; ".join(f"{a}: {f['sizes']} sizes, largest P = {f['largest']['params']} in "
-                         f"{f['largest']['seconds']} s, time ≈ {f['a']:.2g} · P^{f['k']:.2f}"
-                         for a, f in atlas["fits"].items())
-        claims.append(reproduce.Claim(
-            "atlas (benchmark record depth.atlas.json): every size computed with L >= 2 is certified disjoint, and "
-            "every GELU size has full exact rank 2Lnd, as the depth theorem predicts",
-            f"{sum(r['status'] == 'certified_disjoint' for r in deep)}/{len(deep)} sizes with L >= 2 certified; GELU "
-            f"rank = 2Lnd at every size: {gelu_full}; {fits}; budget {atlas['budget_seconds']:.0f} s",
-            holds=gelu_full and all(r["status"] == "certified_disjoint" for r in deep),
-            criterion="all L >= 2 certified and GELU rank = P everywhere", figure=figure))
+        fits = "; ".join(
+            f"{a}: {f['sizes']} sizes, largest P = {f['largest']['params']} in "
+            f"{f['largest']['seconds']} s, time ≈ {f['a']:.2g} · P^{f['k']:.2f}"
+            for a, f in atlas["fits"].items()
+        )
+        claims.append(
+            reproduce.Claim(
+                "atlas (benchmark record depth.atlas.json): every size computed with L >= 2 is certified disjoint, and "
+                "every GELU size has full exact rank 2Lnd, as the depth theorem predicts",
+                f"{sum(r['status'] == 'certified_disjoint' for r in deep)}/{len(deep)} sizes with L >= 2 certified; GELU "
+                f"rank = 2Lnd at every size: {gelu_full}; {fits}; budget {atlas['budget_seconds']:.0f} s",
+                holds=gelu_full and all(r["status"] == "certified_disjoint" for r in deep),
+                criterion="all L >= 2 certified and GELU rank = P everywhere",
+                figure=figure,
+            )
+        )
     claims += [
         reproduce.Claim(
             "ladder W_abs + εΔ: the local solver's best loss scales as ε² until its floor",
             f"slope {slope:.2f} of log median loss over the {used} ε ≤ 1e-2 above {floor:.0e}; median losses "
-            + ", ".join(f"{e:.0e}: {v:.2g}" for e, v in zip(eps, np.median(cal['ladder_local'], 1))),
-            holds=bool(used >= 2 and abs(slope - 2) <= 0.25), criterion="|slope − 2| ≤ 0.25 over ≥ 2 ε",
-            figure=figure),
+            + ", ".join(f"{e:.0e}: {v:.2g}" for e, v in zip(eps, np.median(cal["ladder_local"], 1))),
+            holds=bool(used >= 2 and abs(slope - 2) <= 0.25),
+            criterion="|slope − 2| ≤ 0.25 over ≥ 2 ε",
+            figure=figure,
+        ),
         reproduce.Claim(
             "at depth the random-start search does not resolve absorption: stacks absorbable by construction "
             "(loss 0 exists) are not reliably found, so a failed search on generic stacks means nothing; the "
@@ -288,7 +436,9 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
             f"{np.max(cal['absorbable_norm_ratio']):.3g}), generic {np.min(cal['generic']):.2g}.."
             f"{np.max(cal['generic']):.2g}",
             holds=recall < cal["absorbable"].size or overlap,
-            criterion="recall < 100% or the absorbable and generic loss ranges overlap", figure=figure),
+            criterion="recall < 100% or the absorbable and generic loss ranges overlap",
+            figure=figure,
+        ),
     ]
     return claims
 
@@ -301,8 +451,12 @@ def _atlas_summary(atlas):
     draws), fits, budget and largest ``d``; ``None`` without an atlas."""
     if atlas is None:
         return None
-    return {"rows": [{k: r[k] for k in ATLAS_FIELDS} for r in atlas["rows"]], "fits": atlas["fits"],
-            "budget_seconds": atlas["budget_seconds"], "max_d": atlas["max_d"]}
+    return {
+        "rows": [{k: r[k] for k in ATLAS_FIELDS} for r in atlas["rows"]],
+        "fits": atlas["fits"],
+        "budget_seconds": atlas["budget_seconds"],
+        "max_d": atlas["max_d"],
+    }
 
 
 def run(config, out, seed):
@@ -317,9 +471,16 @@ def run(config, out, seed):
     floor = 1e3 * cal["tol"]  # losses this small are at the search's resolution
     slope, used = _slope(eps, cal["ladder_local"], floor)
 
-    results = {"table": rows, "near_identity": near, "coverage": cov, "atlas": _atlas_summary(atlas),
-               "calibration": {k: np.asarray(v) for k, v in cal.items()}, "eps": eps, "ladder_slope": slope,
-               "fit": {k: cfg[k] for k in ("d", "n", "depth", "draws", "restarts")}}
+    results = {
+        "table": rows,
+        "near_identity": near,
+        "coverage": cov,
+        "atlas": _atlas_summary(atlas),
+        "calibration": {k: np.asarray(v) for k, v in cal.items()},
+        "eps": eps,
+        "ladder_slope": slope,
+        "fit": {k: cfg[k] for k in ("d", "n", "depth", "draws", "restarts")},
+    }
     name = plotting.save_figure(figure(io.to_jsonable(results)), out, NAME)
     if atlas is not None:
         (Path(out) / f"{NAME}.atlas.md").write_text(atlas_markdown(atlas))

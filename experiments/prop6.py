@@ -22,12 +22,39 @@ from absorbjax.io import subkey
 NAME = "prop6"
 TITLE = "Prop 6 / Cor 7: gated blocks (SwiGLU, GeGLU; sigmoid GLU control)"
 PRESETS = {
-    "smoke": {"d": 2, "n": 4, "draws": 16, "depths": [1, 2], "order_draws": 4,
-              "search_draws": 2, "restarts": 2, "steps": 100, "polish": False},
-    "quick": {"d": 4, "n": 16, "draws": 2000, "depths": [1, 2, 3], "order_draws": 64,
-              "search_draws": 8, "restarts": 8, "steps": 2000, "polish": False},
-    "full": {"d": 8, "n": 32, "draws": 20000, "depths": [1, 2, 3, 4], "order_draws": 512,
-             "search_draws": 128, "restarts": 32, "steps": 3000, "polish": True},
+    "smoke": {
+        "d": 2,
+        "n": 4,
+        "draws": 16,
+        "depths": [1, 2],
+        "order_draws": 4,
+        "search_draws": 2,
+        "restarts": 2,
+        "steps": 100,
+        "polish": False,
+    },
+    "quick": {
+        "d": 4,
+        "n": 16,
+        "draws": 2000,
+        "depths": [1, 2, 3],
+        "order_draws": 64,
+        "search_draws": 8,
+        "restarts": 8,
+        "steps": 2000,
+        "polish": False,
+    },
+    "full": {
+        "d": 8,
+        "n": 32,
+        "draws": 20000,
+        "depths": [1, 2, 3, 4],
+        "order_draws": 512,
+        "search_draws": 128,
+        "restarts": 32,
+        "steps": 3000,
+        "polish": True,
+    },
 }
 ACTIVATIONS = ("swiglu", "geglu", "glu")
 
@@ -42,12 +69,19 @@ def jacobians(activation, d, n, draws, key):
     def one(p):
         free = probes.jacobian_at_origin(lambda x: models.mlp(p, x, activation), d)
         res = probes.jacobian_at_origin(lambda x: models.skip_mlp(p, x, activation), d)
-        return (jnp.linalg.norm(free), jnp.max(jnp.abs(res - jnp.eye(d))),
-                jnp.max(jnp.abs(free - g0 * p.down @ p.value)))
+        return (
+            jnp.linalg.norm(free),
+            jnp.max(jnp.abs(res - jnp.eye(d))),
+            jnp.max(jnp.abs(free - g0 * p.down @ p.value)),
+        )
 
     free, res_err, formula_err = one(params)
-    return {"free_norm_max": float(free.max()), "free_norm_min": float(free.min()),
-            "residual_minus_I_max": float(res_err.max()), "formula_err_max": float(formula_err.max())}
+    return {
+        "free_norm_max": float(free.max()),
+        "free_norm_min": float(free.min()),
+        "residual_minus_I_max": float(res_err.max()),
+        "formula_err_max": float(formula_err.max()),
+    }
 
 
 def orders(activation, d, n, depth, draws, key):
@@ -60,7 +94,9 @@ def orders(activation, d, n, depth, draws, key):
     def one(p, k):
         # up to order 2^L: an order of 2^L is seen as 2^L, anything higher as 2^L + 1 (K + 1); the
         # residual stack's order 1 needs only c_0 and c_1 (a higher one would read as 2)
-        free = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=False), d, key=k, max_order=2**depth)
+        free = probes.taylor_norms(
+            lambda x: models.stack(p, x, activation, residual=False), d, key=k, max_order=2**depth
+        )
         res = probes.taylor_norms(lambda x: models.stack(p, x, activation, residual=True), d, key=k, max_order=1)
         return probes.orders_from_norms(free), probes.orders_from_norms(res)
 
@@ -83,8 +119,13 @@ def figure(results):
         fig, axes = figstyle.subplots(1, 3, width=figstyle.DOUBLE, height=2.9)
         ax = axes[0]
         x = np.arange(len(names))
-        ax.bar(x - 0.2, [max(jac[a]["free_norm_max"], 1e-17) for a in names], 0.4, color=figstyle.PALETTE[1],
-               label="residual-free: max ‖J(0)‖_F")
+        ax.bar(
+            x - 0.2,
+            [max(jac[a]["free_norm_max"], 1e-17) for a in names],
+            0.4,
+            color=figstyle.PALETTE[1],
+            label="residual-free: max ‖J(0)‖_F",
+        )
         ax.bar(x + 0.2, [np.sqrt(d)] * len(names), 0.4, color=figstyle.PALETTE[0], label=f"residual: ‖I‖_F = √{d}")
         ax.set_xticks(x, [f"{a}\ng(0) = {activations.get(a).gate_at_zero:g}" for a in names])
         ax.set_yscale("log")
@@ -118,15 +159,27 @@ def run(config, out, seed):
     d, n, draws = config["d"], config["n"], config["draws"]
     key = jax.random.key(seed)
     jac = {a: jacobians(a, d, n, draws, subkey(key, 0, i)) for i, a in enumerate(ACTIVATIONS)}
-    order = {a: {L: orders(a, d, n, L, config["order_draws"], subkey(key, 1, i, L))
-                 for L in config["depths"]} for i, a in enumerate(ACTIVATIONS)}
-    searches = origin.origin_searches(ACTIVATIONS, d, n, key=subkey(key, 2), draws=config["search_draws"],
-                                      restarts=config["restarts"], steps=config["steps"], polish=config["polish"])
+    order = {
+        a: {L: orders(a, d, n, L, config["order_draws"], subkey(key, 1, i, L)) for L in config["depths"]}
+        for i, a in enumerate(ACTIVATIONS)
+    }
+    searches = origin.origin_searches(
+        ACTIVATIONS,
+        d,
+        n,
+        key=subkey(key, 2),
+        draws=config["search_draws"],
+        restarts=config["restarts"],
+        steps=config["steps"],
+        polish=config["polish"],
+    )
 
     depths = config["depths"]
-    results = {"jacobian": jac, "orders": {a: {L: {"free": f, "residual": r} for L, (f, r) in rows.items()}
-                                           for a, rows in order.items()},
-               "search": {a: r.to_dict(params=False) for a, r in searches.items()}}
+    results = {
+        "jacobian": jac,
+        "orders": {a: {L: {"free": f, "residual": r} for L, (f, r) in rows.items()} for a, rows in order.items()},
+        "search": {a: r.to_dict(params=False) for a, r in searches.items()},
+    }
     saved = plotting.save_figure(figure(results), out, NAME)
     res_orders = np.concatenate([rows[L][1] for rows in order.values() for L in depths])
 
@@ -141,25 +194,38 @@ def run(config, out, seed):
             "Prop 6: residual-free swiglu/geglu blocks have J(0) = 0; residual blocks J(0) = I",
             f"max ‖J_free(0)‖_F swiglu {jac['swiglu']['free_norm_max']:.1e}, geglu {jac['geglu']['free_norm_max']:.1e}; "
             f"max |J_res(0) − I| {res_err:.1e} ({draws} draws each)",
-            holds=free_max <= 1e-12 and res_err <= 1e-12, criterion="both ≤ 1e-12 (float64)", figure=saved),
+            holds=free_max <= 1e-12 and res_err <= 1e-12,
+            criterion="both ≤ 1e-12 (float64)",
+            figure=saved,
+        ),
         reproduce.Claim(
             "control: sigmoid glu (g(0) = 1/2) has J(0) = ½ W_down W_value ≠ 0",
             f"‖J(0)‖_F ∈ [{jac['glu']['free_norm_min']:.2g}, {jac['glu']['free_norm_max']:.2g}], "
             f"formula error {jac['glu']['formula_err_max']:.1e}",
             holds=jac["glu"]["free_norm_min"] > 1e-3 and jac["glu"]["formula_err_max"] <= 1e-12,
-            criterion="‖J(0)‖_F > 1e-3 and formula error ≤ 1e-12", figure=saved),
+            criterion="‖J(0)‖_F > 1e-3 and formula error ≤ 1e-12",
+            figure=saved,
+        ),
         reproduce.Claim(
             "Cor 7: residual-free gated stacks vanish to order 2^L, residual stacks to order 1",
-            "; ".join(f"L={L}: swiglu {sorted(set(order['swiglu'][L][0].tolist()))}, "
-                      f"geglu {sorted(set(order['geglu'][L][0].tolist()))}" for L in depths)
+            "; ".join(
+                f"L={L}: swiglu {sorted(set(order['swiglu'][L][0].tolist()))}, "
+                f"geglu {sorted(set(order['geglu'][L][0].tolist()))}"
+                for L in depths
+            )
             + f"; residual {sorted(set(res_orders.tolist()))}",
             holds=all(ok.values()) and set(res_orders.tolist()) == {1},
-            criterion="every free stack's order = 2^L and every residual stack's = 1", figure=saved),
+            criterion="every free stack's order = 2^L and every residual stack's = 1",
+            figure=saved,
+        ),
         reproduce.Claim(
             "no search closes the gap near the origin for swiglu/geglu (relative error ≥ 0.5 in the smallest decade)",
             ", ".join(f"{a}: min over draws {v:.3f}" for a, v in near0.items() if a != "glu")
             + f"; control glu: {near0['glu']:.2g}",
-            holds=min(near0[a] for a in never) >= 0.5, criterion="every swiglu/geglu draw ≥ 0.5", figure=saved),
+            holds=min(near0[a] for a in never) >= 0.5,
+            criterion="every swiglu/geglu draw ≥ 0.5",
+            figure=saved,
+        ),
     ]
     return {**results, "claims": claims}
 

@@ -49,8 +49,15 @@ def _distance(U, D):
 
 
 # The fields of :func:`absorbjax.stats.block_structure` the record keeps (not the eigenvalues, gap or norms).
-STRUCTURE = ("trace_over_d", "frac_units_a_negative", "frac_eig_re_negative", "mean_eig_re", "eig_re_quantiles",
-             "frac_S_a_negative", "S_share_of_negative_a")
+STRUCTURE = (
+    "trace_over_d",
+    "frac_units_a_negative",
+    "frac_eig_re_negative",
+    "mean_eig_re",
+    "eig_re_quantiles",
+    "frac_S_a_negative",
+    "S_share_of_negative_a",
+)
 
 
 def _structure(U, D, S) -> dict:
@@ -60,22 +67,40 @@ def _structure(U, D, S) -> dict:
 
 
 def _row(dist, seconds, U, D):
-    return {"lower": dist.lower, "upper": dist.upper, "ratio": dist.lower / dist.upper,
-            "S_size": int(dist.S.size), "status": dist.certificate.status, "method": dist.method,
-            "seconds": seconds, **_structure(U, D, dist.S)}
+    return {
+        "lower": dist.lower,
+        "upper": dist.upper,
+        "ratio": dist.lower / dist.upper,
+        "S_size": int(dist.S.size),
+        "status": dist.certificate.status,
+        "method": dist.method,
+        "seconds": seconds,
+        **_structure(U, D, dist.S),
+    }
 
 
 def _checked(result, U, D):
     """A row from :func:`absorbjax.weights.check` (the trained block, biases as the file has them)."""
     S = np.asarray(result.S, dtype=int)
-    return {"lower": result.lower, "upper": result.upper, "ratio": result.lower / result.upper,
-            "S_size": int(S.size), "status": result.status, "method": result.S_method,
-            "hidden_bias": result.hidden_bias, "output_bias": result.output_bias,
-            "seconds": result.seconds, **_structure(U, D, S)}
+    return {
+        "lower": result.lower,
+        "upper": result.upper,
+        "ratio": result.lower / result.upper,
+        "S_size": int(S.size),
+        "status": result.status,
+        "method": result.S_method,
+        "hidden_bias": result.hidden_bias,
+        "output_bias": result.output_bias,
+        "seconds": result.seconds,
+        **_structure(U, D, S),
+    }
 
 
-POPULATIONS = (("trained", "trained (MiniLM-L6)", 0.0), ("gaussian", "Gaussian, matched shape and norms", 0.2),
-               ("init", "BERT init (std 0.02)", -0.2))
+POPULATIONS = (
+    ("trained", "trained (MiniLM-L6)", 0.0),
+    ("gaussian", "Gaussian, matched shape and norms", 0.2),
+    ("init", "BERT init (std 0.02)", -0.2),
+)
 
 
 def _plot_distances(ax, results, layers):
@@ -85,8 +110,17 @@ def _plot_distances(ax, results, layers):
         rows = {k: v if isinstance(v, list) else [v] for k, v in results[key].items()}
         lo = np.array([min(r["lower"] for r in rows[k]) for k in layers])
         up = np.array([max(r["upper"] for r in rows[k]) for k in layers])
-        ax.errorbar(np.arange(len(layers)) + dx, up, yerr=[up - lo, np.zeros_like(up)], fmt=mk, ms=3.5,
-                    color=color, elinewidth=1.2, capsize=2, label=label)
+        ax.errorbar(
+            np.arange(len(layers)) + dx,
+            up,
+            yerr=[up - lo, np.zeros_like(up)],
+            fmt=mk,
+            ms=3.5,
+            color=color,
+            elinewidth=1.2,
+            capsize=2,
+            label=label,
+        )
     ax.axhline(1.0, color="0.6", lw=0.6, ls=":")
     ax.set_xticks(range(len(layers)), layers)
     ax.set_xlabel("layer")
@@ -101,12 +135,22 @@ def _plot_alignment(ax, results, layers):
     x = np.arange(len(layers))
     trained = [results["trained"][k] for k in layers]
     gauss = [np.mean([r["frac_units_a_negative"] for r in results["gaussian"][k]]) for k in layers]
-    series = (([r.get("frac_S_a_negative", np.nan) for r in trained], "trained: units of the best S, a_i < 0", "s",
-               figstyle.PALETTE[3]),
-              ([r["frac_units_a_negative"] for r in trained], "trained: all units, a_i < 0", "o", figstyle.PALETTE[0]),
-              (gauss, "Gaussian, matched: all units, a_i < 0", "o", figstyle.PALETTE[1]),
-              ([r["frac_eig_re_negative"] for r in trained], "trained: eigenvalues, Re λ(W_down W_up) < 0", "^",
-               figstyle.PALETTE[7]))
+    series = (
+        (
+            [r.get("frac_S_a_negative", np.nan) for r in trained],
+            "trained: units of the best S, a_i < 0",
+            "s",
+            figstyle.PALETTE[3],
+        ),
+        ([r["frac_units_a_negative"] for r in trained], "trained: all units, a_i < 0", "o", figstyle.PALETTE[0]),
+        (gauss, "Gaussian, matched: all units, a_i < 0", "o", figstyle.PALETTE[1]),
+        (
+            [r["frac_eig_re_negative"] for r in trained],
+            "trained: eigenvalues, Re λ(W_down W_up) < 0",
+            "^",
+            figstyle.PALETTE[7],
+        ),
+    )
     for values, label, mk, color in series:
         ax.plot(x, np.asarray(values, float), mk + "-", ms=3.5, lw=0.8, color=color, label=label)
     ax.axhline(0.5, color="0.6", lw=0.6, ls=":")
@@ -156,13 +200,28 @@ def run(config, out, seed):
 
     start = time.perf_counter()
     gated = weights.blocks(smollm2)
-    smol = [{"layer": b.layer, "d": b.d, "n": b.n, "activation": b.activation, "dtype": b.dtype,
-             "status": weights.check(b).status} for b in gated]  # Prop 6, no weight read
+    smol = [
+        {
+            "layer": b.layer,
+            "d": b.d,
+            "n": b.n,
+            "activation": b.activation,
+            "dtype": b.dtype,
+            "status": weights.check(b).status,
+        }
+        for b in gated
+    ]  # Prop 6, no weight read
     smol_seconds = time.perf_counter() - start
 
     layers = config["layers"]
-    results = {"minilm": str(minilm), "smollm2": str(smollm2), "trained": trained, "gaussian": gaussian,
-               "init": init, "smollm2_layers": smol}
+    results = {
+        "minilm": str(minilm),
+        "smollm2": str(smollm2),
+        "trained": trained,
+        "gaussian": gaussian,
+        "init": init,
+        "smollm2_layers": smol,
+    }
     figure_name = plotting.save_figure(figure(io.to_jsonable(results)), out, NAME)
 
     t_up = {k: trained[k]["upper"] for k in layers}
@@ -180,7 +239,9 @@ def run(config, out, seed):
             f"attained {fmt(t_up.values())} (lower/upper {fmt(ratios)}); status with the hidden "
             f"biases: {sorted({trained[k]['status'] for k in layers})}",
             holds=all(trained[k]["lower"] > 0 for k in layers),
-            criterion="certified lower bound > 0 in every layer", figure=figure_name),
+            criterion="certified lower bound > 0 in every layer",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "trained MiniLM layers are closer to absorbing than Gaussian blocks of matched shape and norms",
             f"trained attained {fmt(t_up.values())} vs Gaussian certified lower {fmt(g_lo.values())} "
@@ -188,12 +249,16 @@ def run(config, out, seed):
             f"every Gaussian's certified bound in {len(certified_closer)} of {len(layers)} layers",
             holds=len(certified_closer) == len(layers),
             criterion="in every layer the trained block's attained distance is below every Gaussian draw's "
-                      "certified lower bound (a certified separation)",
-            figure=figure_name),
+            "certified lower bound (a certified separation)",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "at BERT initialisation (std 0.02) a block is as far as the zero map",
             f"smallest certified lower bound over {sum(len(v) for v in init.values())} initialised blocks: {i_lo:.6f}",
-            holds=i_lo > 0.99, criterion="every certified lower bound above 0.99", figure=figure_name),
+            holds=i_lo > 0.99,
+            criterion="every certified lower bound above 0.99",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "measured: the best S found is made of anti-aligned units (a_i = ⟨W_down[:,i], W_up[i,:]⟩ < 0)",
             f"fraction of S with a_i < 0 per layer: {fmt(fr_s)}; fraction of all units with a_i < 0: "
@@ -203,14 +268,17 @@ def run(config, out, seed):
             f"{fmt(gaussian[k][0]['trace_over_d'] for k in layers)}); eigenvalues of W_down W_up with "
             f"negative real part: {fmt(trained[k]['frac_eig_re_negative'] for k in layers)}",
             holds=all(f >= 0.9 for f in fr_s),
-            criterion="at least 90% of the units in each layer's best S have a_i < 0 (an observation, "
-                      "not a theorem)", figure=figure_name),
+            criterion="at least 90% of the units in each layer's best S have a_i < 0 (an observation, not a theorem)",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "SmolLM2 (SwiGLU): every layer never absorbs by Prop 6, decided without reading a weight",
             f"{sum(r['status'] == 'not_absorbable' for r in smol)} of {len(smol)} layers not_absorbable "
             f"(d = {smol[0]['d']}, n = {smol[0]['n']}, {smol[0]['dtype']}), {smol_seconds:.2f} s for the file",
             holds=len(smol) > 0 and all(r["status"] == "not_absorbable" for r in smol),
-            criterion="every layer not_absorbable", figure=figure_name),
+            criterion="every layer not_absorbable",
+            figure=figure_name,
+        ),
     ]
     return {**results, "claims": claims}
 

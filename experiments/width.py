@@ -21,14 +21,39 @@ NAME = "width"
 TITLE = "Beyond the paper: minimal extra width"
 DISTS = {"gaussian": ("gaussian", 3), "ternary": ("grid", 2), "3-bit": ("grid", 3), "4-bit": ("grid", 4)}
 PRESETS = {
-    "smoke": {"ds": [2, 3], "draws": 4, "dists": ["gaussian", "ternary", "3-bit"], "skip_draws": 2,
-              "search_sizes": [[2, 4]], "search_draws": 2, "offsets": [-1], "restarts": 4, "steps": 100},
-    "quick": {"ds": [2, 3, 4, 5, 6, 7, 8], "draws": 12, "dists": list(DISTS), "skip_draws": 8,
-              "search_sizes": [[2, 4], [3, 6]], "search_draws": 6, "offsets": [-1, 0], "restarts": 8,
-              "steps": None},
-    "full": {"ds": [2, 3, 4, 5, 6, 7, 8], "draws": 200, "dists": list(DISTS), "skip_draws": 100,
-             "search_sizes": [[2, 4], [3, 6], [4, 8]], "search_draws": 32, "offsets": [-1, 0], "restarts": None,
-             "steps": None},
+    "smoke": {
+        "ds": [2, 3],
+        "draws": 4,
+        "dists": ["gaussian", "ternary", "3-bit"],
+        "skip_draws": 2,
+        "search_sizes": [[2, 4]],
+        "search_draws": 2,
+        "offsets": [-1],
+        "restarts": 4,
+        "steps": 100,
+    },
+    "quick": {
+        "ds": [2, 3, 4, 5, 6, 7, 8],
+        "draws": 12,
+        "dists": list(DISTS),
+        "skip_draws": 8,
+        "search_sizes": [[2, 4], [3, 6]],
+        "search_draws": 6,
+        "offsets": [-1, 0],
+        "restarts": 8,
+        "steps": None,
+    },
+    "full": {
+        "ds": [2, 3, 4, 5, 6, 7, 8],
+        "draws": 200,
+        "dists": list(DISTS),
+        "skip_draws": 100,
+        "search_sizes": [[2, 4], [3, 6], [4, 8]],
+        "search_draws": 32,
+        "offsets": [-1, 0],
+        "restarts": None,
+        "steps": None,
+    },
 }
 COLORS = dict(zip(range(2, 10), figstyle.PALETTE))  # one colour per d = 2 … 9
 SOLVED = 1e-20
@@ -57,15 +82,23 @@ RAY = ("gelu_tanh", "silu", "softplus")  # Thm 8 via the ray limit: the ReLU k* 
 
 def decide(up, down, activation="relu", **kwargs):
     cert = condition.min_extra_width(models.MLPParams(up, down), activation, **kwargs)
-    return {"status": cert.status, "k": cert.k, "lower": cert.lower, "upper": cert.upper,
-            "error": cert.error, "exact": cert.exact, "atoms": len(cert.atoms), "seconds": cert.seconds}
+    return {
+        "status": cert.status,
+        "k": cert.k,
+        "lower": cert.lower,
+        "upper": cert.upper,
+        "error": cert.error,
+        "exact": cert.exact,
+        "atoms": len(cert.atoms),
+        "seconds": cert.seconds,
+    }
 
 
 def _searches(key, config, gauss):
     """At widths n + k* − 1 and n + k*: random-init searches on Gaussian draws (k* certified first)."""
     options = {k: config[k] for k in ("restarts", "steps") if config[k] is not None}
     search = {}
-    searched = tuple(w[config["skip_draws"]:] for w in gauss)
+    searched = tuple(w[config["skip_draws"] :] for w in gauss)
     for j, (d, n) in enumerate(config["search_sizes"]):
         sub = jax.random.fold_in(key, 2000 + j)
         up, down = cut(searched, d, "gaussian", config["search_draws"])
@@ -75,10 +108,16 @@ def _searches(key, config, gauss):
             raise RuntimeError(f"Gaussian draws at d={d}, n={n} did not all certify one k*: {ks}")
         k = ks[0]
         for offset in config["offsets"]:
-            r = fit.search(params, "relu", key=jax.random.fold_in(sub, 1 + offset), width=n + k + offset,
-                           progress=False, **options)
-            search[(d, n, offset)] = {"k": k, "width": n + k + offset, "best_loss": r.best_loss,
-                                      "solved": r.solved(SOLVED), "restarts": r.losses.shape[1]}
+            r = fit.search(
+                params, "relu", key=jax.random.fold_in(sub, 1 + offset), width=n + k + offset, progress=False, **options
+            )
+            search[(d, n, offset)] = {
+                "k": k,
+                "width": n + k + offset,
+                "best_loss": r.best_loss,
+                "solved": r.solved(SOLVED),
+                "restarts": r.losses.shape[1],
+            }
     return search
 
 
@@ -99,8 +138,13 @@ def _plot_search(ax, search, threshold):
     for j, r in enumerate(search):
         loss = np.log10(np.maximum(np.asarray(r["best_loss"], float), floor))
         below = r["offset"] < 0
-        ax.scatter(np.full(loss.size, j) + np.linspace(-0.2, 0.2, loss.size), loss, s=8,
-                   color=figstyle.PALETTE[1 if below else 2], label="width n + k* − 1" if below else "width n + k*")
+        ax.scatter(
+            np.full(loss.size, j) + np.linspace(-0.2, 0.2, loss.size),
+            loss,
+            s=8,
+            color=figstyle.PALETTE[1 if below else 2],
+            label="width n + k* − 1" if below else "width n + k*",
+        )
     ax.set_xticks(range(len(search)), [f"{r['d']},{r['n']}\nn+{r['width'] - r['n']}" for r in search])
     ax.set_xlim(-0.5, len(search) - 0.5)
     ax.set_ylim(-34, 1)
@@ -146,8 +190,10 @@ def run(config, out, seed):
     key = jax.random.key(seed)
     d_max = max(config["ds"] + [d for d, _ in config["search_sizes"]])
     extra = config["skip_draws"] + config["search_draws"]
-    pools = {dist: pool(jax.random.fold_in(key, i), config["draws"] + (extra if dist == "gaussian" else 0), d_max, dist)
-             for i, dist in enumerate(config["dists"])}
+    pools = {
+        dist: pool(jax.random.fold_in(key, i), config["draws"] + (extra if dist == "gaussian" else 0), d_max, dist)
+        for i, dist in enumerate(config["dists"])
+    }
     rows = {}
     for dist in config["dists"]:
         for d in config["ds"]:
@@ -155,7 +201,7 @@ def run(config, out, seed):
             rows[(dist, d)] = [decide(u, w) for u, w in zip(up, down)]
 
     # Lemma 4: the Gaussian draws after the first `draws`, each with A = I + 0.5 Z / √d.
-    gauss = tuple(w[config["draws"]:] for w in pools["gaussian"])
+    gauss = tuple(w[config["draws"] :] for w in pools["gaussian"])
     Z = np.asarray(jax.random.normal(jax.random.fold_in(key, 99), (config["skip_draws"], d_max, d_max)))
     skip_rows = {}
     for d in config["ds"]:
@@ -164,8 +210,11 @@ def run(config, out, seed):
         skip_rows[d] = [decide(u, w, skip=a) for u, w, a in zip(up, down, A)]
 
     # Ray limit: the same Gaussian draws (the first ds[:2]) with gelu_tanh, silu, softplus.
-    ray_rows = {(act, d): [decide(u, w, act) for u, w in zip(*cut(pools["gaussian"], d, "gaussian", config["draws"]))]
-                for act in RAY for d in config["ds"][:2]}
+    ray_rows = {
+        (act, d): [decide(u, w, act) for u, w in zip(*cut(pools["gaussian"], d, "gaussian", config["draws"]))]
+        for act in RAY
+        for d in config["ds"][:2]
+    }
 
     search = _searches(key, config, gauss)
     results = {
@@ -190,8 +239,10 @@ def claims(config, rows, skip_rows, ray_rows, search, figure_name):
     q_total = sum(len(v) for v in quant.values())
     q_ok = sum(r["status"] == "certified" and r["exact"] for v in quant.values() for r in v)
     spread = "; ".join(
-        f"{dist} d={d}: " + ",".join(str(k) for k in sorted({r['k'] for r in rows[(dist, d)]}, key=str))
-        for dist in quant for d in ds)
+        f"{dist} d={d}: " + ",".join(str(k) for k in sorted({r["k"] for r in rows[(dist, d)]}, key=str))
+        for dist in quant
+        for d in ds
+    )
     skip_ok = sum(r["status"] == "certified" and r["k"] == d for d, rs in skip_rows.items() for r in rs)
     skip_total = sum(len(rs) for rs in skip_rows.values())
     worst = max(r["error"] for r in every)
@@ -201,44 +252,67 @@ def claims(config, rows, skip_rows, ray_rows, search, figure_name):
     below_min = min(float(np.min(r["best_loss"])) for r in below)
     at_solved = sum(int(r["solved"].sum()) for r in at)
     at_total = sum(r["solved"].size for r in at)
-    per_size = "; ".join(f"d={d},n={n}: {int(r['solved'].sum())}/{r['solved'].size}"
-                         for (d, n, off), r in search.items() if off == 0) or "not run at this preset"
+    per_size = (
+        "; ".join(
+            f"d={d},n={n}: {int(r['solved'].sum())}/{r['solved'].size}" for (d, n, off), r in search.items() if off == 0
+        )
+        or "not run at this preset"
+    )
     ray_ok = sum(r["status"] == "certified" and r["k"] == d for (act, d), rs in ray_rows.items() for r in rs)
     ray_total = sum(len(rs) for rs in ray_rows.values())
     return [
         reproduce.Claim(
             "Gaussian blocks need exactly d extra hidden units (k* = d), certified for every draw",
             f"{g_ok}/{len(gauss)} draws certified k* = d (d = {ds[0]}…{ds[-1]}, n = 2d, {config['draws']} per d)",
-            holds=g_ok == len(gauss), criterion="every draw certified with k* = d", figure=figure_name),
+            holds=g_ok == len(gauss),
+            criterion="every draw certified with k* = d",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "quantised blocks: k* decided exactly (integer arithmetic) for every draw",
             f"{q_ok}/{q_total} certified exactly; k* values per d: {spread}",
-            holds=q_ok == q_total, criterion="every quantised draw certified in exact arithmetic", figure=figure_name),
+            holds=q_ok == q_total,
+            criterion="every quantised draw certified in exact arithmetic",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "with a random invertible skip A (Lemma 4) Gaussian blocks also need k* = d",
             f"{skip_ok}/{skip_total} draws certified k* = d",
-            holds=skip_ok == skip_total, criterion="every draw certified with k* = d", figure=figure_name),
+            holds=skip_ok == skip_total,
+            criterion="every draw certified with k* = d",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "gelu_tanh, silu, softplus Gaussian blocks: k* = d, the ReLU lower bound (ray limit, proved beyond "
             "the paper) met by the construction",
             f"{ray_ok}/{ray_total} draws certified k* = d (d = {', '.join(map(str, ds[:2]))})",
-            holds=ray_ok == ray_total, criterion="every draw certified with k* = d", figure=figure_name),
+            holds=ray_ok == ray_total,
+            criterion="every draw certified with k* = d",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "the constructed absorbers of width n + k* reproduce the block (float64)",
             f"largest relative error {worst:.2g} over {len(every)} blocks",
-            holds=worst <= MAX_ERROR, criterion=f"every error <= {MAX_ERROR:g} (relative to the skip's output ‖A x‖)",
-            figure=figure_name),
+            holds=worst <= MAX_ERROR,
+            criterion=f"every error <= {MAX_ERROR:g} (relative to the skip's output ‖A x‖)",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "a random-init search at width n + k* − 1 never finds an exact absorber (no contradiction)",
             f"{below_solved}/{sum(r['solved'].size for r in below)} solved; smallest loss {below_min:.2g}",
             holds=below_solved == 0 and below_min > SOLVED,
-            criterion=f"no draw with loss <= {SOLVED:g}", figure=figure_name),
+            criterion=f"no draw with loss <= {SOLVED:g}",
+            figure=figure_name,
+        ),
         reproduce.Claim(
             "at width n + k* the same search finds an exact absorber in most draws",
             f"{at_solved}/{at_total} ({per_size})",
             holds=at_solved >= 0.5 * at_total if at_total >= 8 else None,
-            criterion="at least half solved" if at_total >= 8 else f"not judged: {at_total} draws are too few for a rate",
-            figure=figure_name),
+            criterion="at least half solved"
+            if at_total >= 8
+            else f"not judged: {at_total} draws are too few for a rate",
+            figure=figure_name,
+        ),
     ]
 
 

@@ -90,18 +90,33 @@ def test_check_gated_file_is_decided_by_prop6(tmp_path, capsys):
     assert record["status"] == "not_absorbable" and "Prop 6" in record["reason"]
     assert (record["d"], record["n"]) == (3, 8) and record["seconds"] >= 0
     # a gated block with a hidden bias is not covered by Prop 6
-    np.savez(path, **{"gate.weight": np.asarray(p.gate), "gate.bias": np.ones(8),
-                      "value.weight": np.asarray(p.value), "down.weight": np.asarray(p.down)})
+    np.savez(
+        path,
+        **{
+            "gate.weight": np.asarray(p.gate),
+            "gate.bias": np.ones(8),
+            "value.weight": np.asarray(p.value),
+            "down.weight": np.asarray(p.down),
+        },
+    )
     assert cli.main(["check", str(path), "--activation", "swiglu", "--json"]) == 0
     (record,) = json.loads(capsys.readouterr().out)["blocks"]
     assert record["status"] == "undecided" and "bias" in record["reason"]
 
 
-@pytest.mark.parametrize("problem, says", [
-    ("missing", "no such file"), ("not_npz", "not a readable"), ("missing_key", r"missing \['down'\]"),
-    ("shape", r"expected \(3, 8\)"), ("no_activation", "pass --activation"),
-    ("transposed", "--transpose"), ("layer", "no layer 7.*--layer"), ("skip", r"layer 0 \(encoder.layer.0\): skip must have shape"),
-])
+@pytest.mark.parametrize(
+    "problem, says",
+    [
+        ("missing", "no such file"),
+        ("not_npz", "not a readable"),
+        ("missing_key", r"missing \['down'\]"),
+        ("shape", r"expected \(3, 8\)"),
+        ("no_activation", "pass --activation"),
+        ("transposed", "--transpose"),
+        ("layer", "no layer 7.*--layer"),
+        ("skip", r"layer 0 \(encoder.layer.0\): skip must have shape"),
+    ],
+)
 def test_check_bad_files_give_one_line_and_exit_2(tmp_path, capsys, problem, says):
     path = tmp_path / "w.npz"
     args = ["--activation", "relu"]
@@ -131,8 +146,6 @@ def test_info_lists_the_registry(capsys):
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
     assert "swiglu" in out and "Prop 6" in out
-
-
 
 
 def test_version(capsys):
@@ -184,8 +197,12 @@ def test_plot_draws_trained_against_gaussian(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_python_dash_m(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "absorbjax", "check", str(tmp_path / "missing.npz")],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "absorbjax", "check", str(tmp_path / "missing.npz")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2 and "no such file or directory" in out.stderr
 
 
@@ -227,15 +244,21 @@ def test_reproduce_replot_redraws_figures_from_the_records_only(tmp_path, capsys
         "    return fig\n"
     )
     (folder / "nofigure.py").write_text('NAME = "nofigure"\n' + head)
-    (folder / "norecord.py").write_text('NAME = "norecord"\n' + head + "def figure(results):\n    raise AssertionError\n")
+    (folder / "norecord.py").write_text(
+        'NAME = "norecord"\n' + head + "def figure(results):\n    raise AssertionError\n"
+    )
     for name in ("drawn", "nofigure"):
         io.save_record(out / f"{name}.json", name=name, seed=0, config={}, results={"x": [0, 1], "y": [1, 3]})
     assert cli.main(["reproduce", "--replot", "--experiments", str(folder), "--out", str(out)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines == [f"replotted from the records in {out}: drawn",
-                     "skipped: nofigure (no figure(results)), norecord (no record)"]
+    assert lines == [
+        f"replotted from the records in {out}: drawn",
+        "skipped: nofigure (no figure(results)), norecord (no record)",
+    ]
     png = (out / "drawn.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and (out / "drawn.pdf").stat().st_size > 1000
     assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (
-        round(3.5 * plotting.DPI), round(2.0 * plotting.DPI))
+        round(3.5 * plotting.DPI),
+        round(2.0 * plotting.DPI),
+    )
     assert sorted(p.name for p in out.iterdir()) == ["drawn.json", "drawn.pdf", "drawn.png", "nofigure.json"]

@@ -65,9 +65,10 @@ def brute_force(params, skip=None, rtol=None):
     n, d = U.shape
     A = np.eye(d) if skip is None else np.asarray(skip)
     return [
-        S for r in range(n + 1) for S in itertools.combinations(range(n), r)
-        if np.all(np.abs(D[:, list(S)] @ U[list(S)] + A)
-                  <= condition.tolerance(params, list(S), skip=skip, rtol=rtol))
+        S
+        for r in range(n + 1)
+        for S in itertools.combinations(range(n), r)
+        if np.all(np.abs(D[:, list(S)] @ U[list(S)] + A) <= condition.tolerance(params, list(S), skip=skip, rtol=rtol))
     ]
 
 
@@ -86,8 +87,7 @@ def test_absorbable_found_and_absorber_exact(activation, d, n, size):
     np.testing.assert_array_equal(cert.S, S)  # the hidden S, among shuffled units
     assert cert.method == ("rounding" if n <= d * d else "exhaustive")  # n > d²: integer search
     assert cert.residual <= 1e-12
-    assert np.all(np.abs(params.down[:, cert.S] @ params.up[cert.S] + np.eye(d))
-                  <= condition.tolerance(params, cert.S))
+    assert np.all(np.abs(params.down[:, cert.S] @ params.up[cert.S] + np.eye(d)) <= condition.tolerance(params, cert.S))
     assert gap(params, condition.absorber(params, cert.S), activation) <= 1e-10
 
 
@@ -267,25 +267,32 @@ def test_d1():
     assert cert.status == "degenerate"
 
 
-@pytest.mark.parametrize("bad,kwargs,match", [
-    ("empty_n", {}, "n >= 1 hidden units"),
-    ("empty_d", {}, "n >= 1 hidden units"),
-    ("huge", {}, "too large to decide in float64"),
-    (None, {"skip": np.eye(3, dtype=complex)}, "skip must hold real numbers"),
-    (None, {"skip": np.eye(3, dtype=bool)}, "skip must hold real numbers"),
-    (None, {"rtol": float("inf")}, "rtol must be in"),
-    (None, {"rtol": 0.5}, "rtol must be in"),
-    (None, {"rtol": True}, "rtol must be a number"),
-    (None, {"time_limit": True}, "time_limit"),
-    (None, {"time_limit": float("inf")}, "time_limit"),
-    (None, {"bias": np.ones(5)}, r"bias must be the hidden bias b of σ\(W_up x \+ b\), shape \(6,\)"),
-    (None, {"bias": np.full(6, np.nan)}, "bias contains NaN"),
-])
+@pytest.mark.parametrize(
+    "bad,kwargs,match",
+    [
+        ("empty_n", {}, "n >= 1 hidden units"),
+        ("empty_d", {}, "n >= 1 hidden units"),
+        ("huge", {}, "too large to decide in float64"),
+        (None, {"skip": np.eye(3, dtype=complex)}, "skip must hold real numbers"),
+        (None, {"skip": np.eye(3, dtype=bool)}, "skip must hold real numbers"),
+        (None, {"rtol": float("inf")}, "rtol must be in"),
+        (None, {"rtol": 0.5}, "rtol must be in"),
+        (None, {"rtol": True}, "rtol must be a number"),
+        (None, {"time_limit": True}, "time_limit"),
+        (None, {"time_limit": float("inf")}, "time_limit"),
+        (None, {"bias": np.ones(5)}, r"bias must be the hidden bias b of σ\(W_up x \+ b\), shape \(6,\)"),
+        (None, {"bias": np.full(6, np.nan)}, "bias contains NaN"),
+    ],
+)
 def test_bad_input_gives_one_line_errors(bad, kwargs, match):
     p = gaussian(0, 3, 6)
-    p = {None: p, "empty_n": MLPParams(np.zeros((0, 3)), np.zeros((3, 0))),
-         "empty_d": MLPParams(np.zeros((6, 0)), np.zeros((0, 6))),
-         "huge": MLPParams(p.up * 1e200, p.down), "tiny": MLPParams(p.up * 1e-200, p.down)}[bad]
+    p = {
+        None: p,
+        "empty_n": MLPParams(np.zeros((0, 3)), np.zeros((3, 0))),
+        "empty_d": MLPParams(np.zeros((6, 0)), np.zeros((0, 6))),
+        "huge": MLPParams(p.up * 1e200, p.down),
+        "tiny": MLPParams(p.up * 1e-200, p.down),
+    }[bad]
     with pytest.raises(ValueError, match=match) as err:
         condition.find_absorbing_set(p, **kwargs)
     assert "\n" not in str(err.value)
@@ -438,7 +445,8 @@ def test_distance_gaussian(d, n):
     if n <= 10:  # the exact minimum over all subsets
         best = min(
             np.linalg.norm(D[:, list(S)] @ U[list(S)] + np.eye(d))
-            for r in range(n + 1) for S in itertools.combinations(range(n), r)
+            for r in range(n + 1)
+            for S in itertools.combinations(range(n), r)
         ) / np.sqrt(d)
         assert dist.method == "exhaustive" and np.isclose(dist.upper, best)
     if n < d * d:

@@ -22,6 +22,7 @@ def _point(d, n, L, inputs, key=KEY, **kw):
 def _jacobian(point, activation, residual):
     params, xs = point.params(jnp.float64), point.xs(jnp.float64)
     flat, unravel = ravel_pytree(params)
+
     def f(w):
         return jax.vmap(lambda x: models.stack(unravel(w), x, activation, residual=residual))(xs).ravel()
 
@@ -85,8 +86,9 @@ def test_symmetries_are_in_the_free_kernel_and_independent(activation, d, n, L):
 # Exact ranks
 
 
-@pytest.mark.parametrize("activation,d,n,L", [("gelu", 2, 2, 2), ("gelu", 2, 4, 2), ("relu", 2, 4, 2),
-                                              ("relu", 3, 6, 2)])
+@pytest.mark.parametrize(
+    "activation,d,n,L", [("gelu", 2, 2, 2), ("gelu", 2, 4, 2), ("relu", 2, 4, 2), ("relu", 3, 6, 2)]
+)
 @pytest.mark.parametrize("residual", [True, False])
 def test_exact_rank_equals_float_rank(activation, d, n, L, residual):
     cert = dimension.certify(activation, d, n, L, key=KEY, residual=residual)
@@ -94,8 +96,9 @@ def test_exact_rank_equals_float_rank(activation, d, n, L, residual):
     assert cert.float_gap > 1e6  # the float rank is sharp here
 
 
-@pytest.mark.parametrize("activation,d,n,L", [("gelu", 2, 2, 2), ("gelu", 3, 3, 2), ("gelu", 2, 4, 3),
-                                              ("relu", 2, 4, 2), ("relu", 3, 6, 2)])
+@pytest.mark.parametrize(
+    "activation,d,n,L", [("gelu", 2, 2, 2), ("gelu", 3, 3, 2), ("gelu", 2, 4, 3), ("relu", 2, 4, 2), ("relu", 3, 6, 2)]
+)
 def test_free_stacks_attain_the_free_bound(activation, d, n, L):
     """The gauge count is tight: free stacks reach b exactly (a lower bound that meets the proved
     upper bound) and never exceed it. GELU at the first point drawn; ReLU's free functional
@@ -103,9 +106,19 @@ def test_free_stacks_attain_the_free_bound(activation, d, n, L):
     parameters), so at the best of six points, and every point stays <= b."""
     b = dimension.free_bound(activation, d, n, L)
     keys = [KEY] if activation == "gelu" else [jax.random.key(s) for s in range(6)]
-    certs = [dimension.certify(activation, d, n, L, key=k, residual=False, float_check=False,
-                               inputs=None if activation == "gelu" else 4 * dimension.param_count(d, n, L) // d)
-             for k in keys]
+    certs = [
+        dimension.certify(
+            activation,
+            d,
+            n,
+            L,
+            key=k,
+            residual=False,
+            float_check=False,
+            inputs=None if activation == "gelu" else 4 * dimension.param_count(d, n, L) // d,
+        )
+        for k in keys
+    ]
     assert max(c.rank for c in certs) == b
     assert all(c.rank <= b and c.free_bound == b and c.status == "undecided" for c in certs)
 
@@ -115,19 +128,24 @@ def test_narrow_relu_free_stacks_stay_below_the_bound():
     a free layer's image is a cone on which the next layer's units are often always on or always
     off, which removes more parameters than the count does. The bound is an upper bound only."""
     b = dimension.free_bound("relu", 2, 2, 3)
-    ranks = [dimension.certify("relu", 2, 2, 3, key=jax.random.key(s), residual=False, float_check=False,
-                               inputs=48).rank for s in range(6)]
+    ranks = [
+        dimension.certify("relu", 2, 2, 3, key=jax.random.key(s), residual=False, float_check=False, inputs=48).rank
+        for s in range(6)
+    ]
     assert max(ranks) < b
 
 
-@pytest.mark.parametrize("activation,d,n,L,rank,bound", [
-    ("gelu", 2, 2, 2, 16, 12),
-    ("gelu", 3, 3, 2, 36, 27),
-    ("relu", 3, 6, 2, 60, 51),
-    # The first exploration reported 27 vs 28 (undecided) here; at this point with 48 inputs
-    # the exact rank is the maximum 36 = P − nL, so the size is certified (that report is refuted).
-    ("relu", 2, 4, 3, 36, 28),
-])
+@pytest.mark.parametrize(
+    "activation,d,n,L,rank,bound",
+    [
+        ("gelu", 2, 2, 2, 16, 12),
+        ("gelu", 3, 3, 2, 36, 27),
+        ("relu", 3, 6, 2, 60, 51),
+        # The first exploration reported 27 vs 28 (undecided) here; at this point with 48 inputs
+        # the exact rank is the maximum 36 = P − nL, so the size is certified (that report is refuted).
+        ("relu", 2, 4, 3, 36, 28),
+    ],
+)
 def test_first_exploration_numbers(activation, d, n, L, rank, bound):
     cert = dimension.certify(activation, d, n, L, key=KEY)
     assert (cert.rank, cert.free_bound) == (rank, bound)
@@ -292,8 +310,9 @@ def test_one_layer_relu_rank_is_all_but_the_rescalings(d, N):
 def test_near_identity_relu_stacks_reach_the_maximum(d, n, L):
     """Step 5: near-identity ReLU stacks reach P − nL, also for n < 2d (where the rank alone decides
     now, beside the narrow-width argument); so the certificate holds on an open set around them."""
-    cert = dimension.certify("relu", d, n, L, key=KEY, shrink=10, float_check=False,
-                             inputs=4 * dimension.param_count(d, n, L) // d)
+    cert = dimension.certify(
+        "relu", d, n, L, key=KEY, shrink=10, float_check=False, inputs=4 * dimension.param_count(d, n, L) // d
+    )
     assert cert.rank == cert.maximum == dimension.residual_max("relu", d, n, L) > cert.free_bound
     assert cert.status == "certified_disjoint" and cert.method == "rank" and "open region" in cert.scope
 
@@ -313,8 +332,10 @@ def test_gelu_scaled_limit_is_relu():
     params = models.init("gelu", 3, 6, key=KEY, depth=3, dtype=jnp.float64)
     xs = jax.random.normal(jax.random.key(1), (64, 3), jnp.float64)
     relu = jax.vmap(lambda x: models.stack(params, x, "relu"))(xs)
-    errs = [float(jnp.max(jnp.abs(jax.vmap(lambda x: models.stack(params, t * x, "gelu"))(xs) / t - relu)))
-            for t in (1e1, 1e2, 1e3, 1e4)]
+    errs = [
+        float(jnp.max(jnp.abs(jax.vmap(lambda x: models.stack(params, t * x, "gelu"))(xs) / t - relu)))
+        for t in (1e1, 1e2, 1e3, 1e4)
+    ]
     assert all(b < a / 5 for a, b in zip(errs, errs[1:])) and errs[-1] < 1e-3
 
 
@@ -399,16 +420,19 @@ def test_certificate_is_not_truthy():
 # Input checks and examples
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: dimension.free_bound("swiglu", 2, 4, 2), "activation"),
-    (lambda: dimension.free_bound("relu", 4, 2, 2), "n must be >= d"),
-    (lambda: dimension.free_bound("relu", 2, 4, 0), "depth"),
-    (lambda: dimension.rational_point(2, 4, 2, key=KEY, inputs=3, denominator=3), "denominator"),
-    (lambda: dimension.rational_point(2, 4, 2, key=KEY, inputs=3, shrink=-1), "shrink"),
-    (lambda: dimension.exact_rank(_point(2, 2, 2, 2), "gelu", prime=2**22 + 1), "prime"),
-    (lambda: dimension.exact_rank(_point(2, 2, 2, 2), "gelu", prime=15), "prime"),
-    (lambda: dimension.exact_rank(_point(2, 2, 2, 2), "gelu", subfamily=np.ones((3, 2), int)), "subfamily"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: dimension.free_bound("swiglu", 2, 4, 2), "activation"),
+        (lambda: dimension.free_bound("relu", 4, 2, 2), "n must be >= d"),
+        (lambda: dimension.free_bound("relu", 2, 4, 0), "depth"),
+        (lambda: dimension.rational_point(2, 4, 2, key=KEY, inputs=3, denominator=3), "denominator"),
+        (lambda: dimension.rational_point(2, 4, 2, key=KEY, inputs=3, shrink=-1), "shrink"),
+        (lambda: dimension.exact_rank(_point(2, 2, 2, 2), "gelu", prime=2**22 + 1), "prime"),
+        (lambda: dimension.exact_rank(_point(2, 2, 2, 2), "gelu", prime=15), "prime"),
+        (lambda: dimension.exact_rank(_point(2, 2, 2, 2), "gelu", subfamily=np.ones((3, 2), int)), "subfamily"),
+    ],
+)
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -31,25 +31,79 @@ def _experiment(name):
 
 
 def _layer(layer, lower, upper, frac):
-    ref = {"lower": 0.997, "upper": 1.0, "S_size": 0, "frac_a_negative": 0.5, "trace_over_d": 0.0,
-           "frac_eig_re_negative": 0.5, "min_eig_re": -1.7}
-    trained = {"lower": lower, "upper": upper, "S_size": 500, "S_method": "local", "status": "undecided",
-               "method": "milp", "reason": "", "seconds": 1.0, "frac_a_negative": frac, "trace_over_d": -0.5,
-               "frac_eig_re_negative": frac + 0.1, "min_eig_re": -2.5, "frac_S_a_negative": 0.95}
-    return {"layer": layer, "index": layer, "name": f"encoder.layer.{layer}", "d": 384, "n": 1536, "activation": "gelu",
-            "dtype": "float32", "trained": trained, "gaussian": [ref, dict(ref, lower=0.996)], "init": [ref]}
+    ref = {
+        "lower": 0.997,
+        "upper": 1.0,
+        "S_size": 0,
+        "frac_a_negative": 0.5,
+        "trace_over_d": 0.0,
+        "frac_eig_re_negative": 0.5,
+        "min_eig_re": -1.7,
+    }
+    trained = {
+        "lower": lower,
+        "upper": upper,
+        "S_size": 500,
+        "S_method": "local",
+        "status": "undecided",
+        "method": "milp",
+        "reason": "",
+        "seconds": 1.0,
+        "frac_a_negative": frac,
+        "trace_over_d": -0.5,
+        "frac_eig_re_negative": frac + 0.1,
+        "min_eig_re": -2.5,
+        "frac_S_a_negative": 0.95,
+    }
+    return {
+        "layer": layer,
+        "index": layer,
+        "name": f"encoder.layer.{layer}",
+        "d": 384,
+        "n": 1536,
+        "activation": "gelu",
+        "dtype": "float32",
+        "trained": trained,
+        "gaussian": [ref, dict(ref, lower=0.996)],
+        "init": [ref],
+    }
 
 
 def trained_blocks_results():
     """A record's ``results`` for ``experiments/trained_blocks.py``: four models, a gated one, a skip."""
-    models = {key: {"label": label, "file": "x", "gated": False,
-                    "layers": [_layer(i, 0.6 + 0.05 * i, 0.75 + 0.04 * i, 0.7 - 0.02 * i) for i in range(k)]}
-              for key, label, k in (("minilm-l6", "MiniLM-L6", 6), ("minilm-l3", "MiniLM-L3 (ONNX)", 3),
-                                    ("whisper-encoder", "Whisper-tiny enc.", 4),
-                                    ("whisper-decoder", "Whisper-tiny dec.", 4))}
-    models["smollm2"] = {"label": "SmolLM2-135M", "file": "x", "gated": True, "layers": [
-        {"layer": 0, "name": "blk.0", "d": 576, "n": 1536, "activation": "swiglu", "dtype": "Q4_1",
-         "status": "not_absorbable", "method": "theorem", "reason": "Prop 6", "hidden_bias_nonzero": False}]}
+    models = {
+        key: {
+            "label": label,
+            "file": "x",
+            "gated": False,
+            "layers": [_layer(i, 0.6 + 0.05 * i, 0.75 + 0.04 * i, 0.7 - 0.02 * i) for i in range(k)],
+        }
+        for key, label, k in (
+            ("minilm-l6", "MiniLM-L6", 6),
+            ("minilm-l3", "MiniLM-L3 (ONNX)", 3),
+            ("whisper-encoder", "Whisper-tiny enc.", 4),
+            ("whisper-decoder", "Whisper-tiny dec.", 4),
+        )
+    }
+    models["smollm2"] = {
+        "label": "SmolLM2-135M",
+        "file": "x",
+        "gated": True,
+        "layers": [
+            {
+                "layer": 0,
+                "name": "blk.0",
+                "d": 576,
+                "n": 1536,
+                "activation": "swiglu",
+                "dtype": "Q4_1",
+                "status": "not_absorbable",
+                "method": "theorem",
+                "reason": "Prop 6",
+                "hidden_bias_nonzero": False,
+            }
+        ],
+    }
     return {"models": models, "skipped": {"gemma3": "not installed"}, "init_std": 0.02}
 
 
@@ -59,9 +113,21 @@ def _trained_blocks_figure(results):
 
 def _check_plot_figure(layers):
     def row(layer, lower, upper):
-        return BlockCheck(layer=layer, name=f"model/encoder/layer.{layer}", convention="bert", d=4, n=20,
-                          dtype="float32", activation="gelu", activation_source="argument", status="undecided",
-                          method="milp", reason="", lower=lower, upper=upper)
+        return BlockCheck(
+            layer=layer,
+            name=f"model/encoder/layer.{layer}",
+            convention="bert",
+            d=4,
+            n=20,
+            dtype="float32",
+            activation="gelu",
+            activation_source="argument",
+            status="undecided",
+            method="milp",
+            reason="",
+            lower=lower,
+            upper=upper,
+        )
 
     rows = [row(i, 0.6, 0.9) for i in range(layers)]
     return distance_figure(rows, {i: row(i, 0.99, 1.0) for i in range(layers)}, title="model.safetensors")
@@ -80,55 +146,139 @@ def _committed(name):
 
 def depth_results(atlas=True):
     """A record's ``results`` for ``experiments/depth.py``: a 4-size grid, 2 coverage sizes, a ladder."""
-    table = [{"activation": act, "d": d, "n": w * d, "depth": 2, "status": "certified_disjoint", "method": "rank",
-              "rank": 4 * w * d * d - (w * d * 2 if act == "relu" else 0) - 1, "maximum": 4 * w * d * d,
-              "free_bound": 4 * w * d * d - d * d - (2 * w * d if act == "relu" else 0), "params": 4 * w * d * d}
-             for act in ("relu", "gelu") for d in (2, 4) for w in (1, 2)]
-    coverage = [{"d": d, "n": n, "depth": 2, "draws": 8, "certified_by_rank": 8, "at_maximum": 7, "lower95": 0.69,
-                 "min_rank": 10, "maximum": 12, "free_bound": 8} for d, n in ((2, 2), (2, 4))]
+    table = [
+        {
+            "activation": act,
+            "d": d,
+            "n": w * d,
+            "depth": 2,
+            "status": "certified_disjoint",
+            "method": "rank",
+            "rank": 4 * w * d * d - (w * d * 2 if act == "relu" else 0) - 1,
+            "maximum": 4 * w * d * d,
+            "free_bound": 4 * w * d * d - d * d - (2 * w * d if act == "relu" else 0),
+            "params": 4 * w * d * d,
+        }
+        for act in ("relu", "gelu")
+        for d in (2, 4)
+        for w in (1, 2)
+    ]
+    coverage = [
+        {
+            "d": d,
+            "n": n,
+            "depth": 2,
+            "draws": 8,
+            "certified_by_rank": 8,
+            "at_maximum": 7,
+            "lower95": 0.69,
+            "min_rank": 10,
+            "maximum": 12,
+            "free_bound": 8,
+        }
+        for d, n in ((2, 2), (2, 4))
+    ]
     eps = [1e-1, 1e-2, 1e-3, 1e-4]
-    cal = {"absorbable": [1e-30, 1e-5, None], "absorbable_solved": [True, False, False],
-           "absorbable_norm_ratio": [1.0, 2.0, 3.0], "ladder_local": [[e * e, 2 * e * e, e * e] for e in eps],
-           "ladder_random": [[1e-4, 1e-5, 1e-3] for _ in eps], "generic": [1e-4, 2e-4, 3e-4],
-           "generic_norm_ratio": [1.0, 1.0, 1.0], "tol": 1e-20}
-    rows = [{"activation": act, "d": d, "n": d * w, "depth": L, "params": 2 * L * d * d * w,
-             "status": "certified_disjoint", "method": "rank", "rank": 2 * L * d * d * w,
-             "free_bound": 2 * L * d * d * w - (L - 1) * d * d, "seconds": 0.001 * L * d * d * w}
-            for act in ("gelu", "relu") for d in (2, 4, 8) for w in (1, 2) for L in (1, 2, 3)]
+    cal = {
+        "absorbable": [1e-30, 1e-5, None],
+        "absorbable_solved": [True, False, False],
+        "absorbable_norm_ratio": [1.0, 2.0, 3.0],
+        "ladder_local": [[e * e, 2 * e * e, e * e] for e in eps],
+        "ladder_random": [[1e-4, 1e-5, 1e-3] for _ in eps],
+        "generic": [1e-4, 2e-4, 3e-4],
+        "generic_norm_ratio": [1.0, 1.0, 1.0],
+        "tol": 1e-20,
+    }
+    rows = [
+        {
+            "activation": act,
+            "d": d,
+            "n": d * w,
+            "depth": L,
+            "params": 2 * L * d * d * w,
+            "status": "certified_disjoint",
+            "method": "rank",
+            "rank": 2 * L * d * d * w,
+            "free_bound": 2 * L * d * d * w - (L - 1) * d * d,
+            "seconds": 0.001 * L * d * d * w,
+        }
+        for act in ("gelu", "relu")
+        for d in (2, 4, 8)
+        for w in (1, 2)
+        for L in (1, 2, 3)
+    ]
     fits = {act: {"a": 1e-5, "k": 2.0, "sizes": 18, "skipped": 0, "largest": rows[-1]} for act in ("gelu", "relu")}
-    return {"table": table, "near_identity": [], "coverage": coverage, "calibration": cal, "eps": eps,
-            "ladder_slope": 2.01, "fit": {"d": 2, "n": 4, "depth": 2, "draws": 3, "restarts": 4},
-            "atlas": {"rows": rows, "fits": fits, "budget_seconds": 60.0, "max_d": 8} if atlas else None}
+    return {
+        "table": table,
+        "near_identity": [],
+        "coverage": coverage,
+        "calibration": cal,
+        "eps": eps,
+        "ladder_slope": 2.01,
+        "fit": {"d": 2, "n": 4, "depth": 2, "draws": 3, "restarts": 4},
+        "atlas": {"rows": rows, "fits": fits, "budget_seconds": 60.0, "max_d": 8} if atlas else None,
+    }
 
 
 def _distance_row(lower, upper, frac):
-    return {"lower": lower, "upper": upper, "ratio": lower / upper, "S_size": 10, "status": "not_absorbable",
-            "method": "local", "seconds": 1.0, "trace_over_d": -0.5, "frac_units_a_negative": frac,
-            "frac_eig_re_negative": frac + 0.05, "mean_eig_re": -0.5, "eig_re_quantiles": [-1, -0.5, 0, 0.5, 1]}
+    return {
+        "lower": lower,
+        "upper": upper,
+        "ratio": lower / upper,
+        "S_size": 10,
+        "status": "not_absorbable",
+        "method": "local",
+        "seconds": 1.0,
+        "trace_over_d": -0.5,
+        "frac_units_a_negative": frac,
+        "frac_eig_re_negative": frac + 0.05,
+        "mean_eig_re": -0.5,
+        "eig_re_quantiles": [-1, -0.5, 0, 0.5, 1],
+    }
 
 
 def real_weights_results():
     """A record's ``results`` for ``experiments/real_weights.py``: three layers (JSON keys are strings)."""
-    trained = {str(k): dict(_distance_row(0.6 + 0.1 * k, 0.75 + 0.1 * k, 0.65), frac_S_a_negative=0.98)
-               for k in range(3)}
+    trained = {
+        str(k): dict(_distance_row(0.6 + 0.1 * k, 0.75 + 0.1 * k, 0.65), frac_S_a_negative=0.98) for k in range(3)
+    }
     gaussian = {str(k): [_distance_row(0.997, 1.0, 0.5), _distance_row(0.996, 1.0, 0.51)] for k in range(3)}
     init = {str(k): [_distance_row(0.998, 0.999, 0.5)] for k in range(3)}
     smol = [{"layer": 0, "d": 576, "n": 1536, "activation": "swiglu", "dtype": "Q4_1", "status": "not_absorbable"}]
-    return {"minilm": "x", "smollm2": "y", "trained": trained, "gaussian": gaussian, "init": init,
-            "smollm2_layers": smol}
+    return {
+        "minilm": "x",
+        "smollm2": "y",
+        "trained": trained,
+        "gaussian": gaussian,
+        "init": init,
+        "smollm2_layers": smol,
+    }
 
 
 def soundness_results():
     """A record's ``results`` for ``experiments/soundness.py``: three families, one with a wrong answer."""
+
     def family(absorbable, undecided, wrong):
         rest = 10 - absorbable - undecided - wrong
-        counts = {"absorbable": absorbable, "not_absorbable": rest, "degenerate": 0, "undecided": undecided,
-                  "refused": 0, "wrong": wrong, "crashes": 0, "rounding_yes": 0}
+        counts = {
+            "absorbable": absorbable,
+            "not_absorbable": rest,
+            "degenerate": 0,
+            "undecided": undecided,
+            "refused": 0,
+            "wrong": wrong,
+            "crashes": 0,
+            "rounding_yes": 0,
+        }
         return {"counts": counts, "max_seconds": 0.1, "rows": [{"note": "x", "status": "absorbable"}] * 10}
 
-    return {"families": {"float16 / bfloat16 storage": family(5, 0, 0),
-                         "d = 2, n = 25…80, large planted S, magnitudes 10^U(−2.5,2.5)": family(3, 2, 0),
-                         "near misses ε = 1e-6 … 1e-14": family(0, 1, 1)}}
+    return {
+        "families": {
+            "float16 / bfloat16 storage": family(5, 0, 0),
+            "d = 2, n = 25…80, large planted S, magnitudes 10^U(−2.5,2.5)": family(3, 2, 0),
+            "near misses ε = 1e-6 … 1e-14": family(0, 1, 1),
+        }
+    }
 
 
 def _training_setting(depth, runs, steps=(0, 10, 20)):
@@ -136,16 +286,28 @@ def _training_setting(depth, runs, steps=(0, 10, 20)):
     C, R = len(steps), len(runs)
     up = [[[0.95 + 0.01 * c + 0.001 * b for b in range(depth)] for _ in range(R)] for c in range(C)]
     eig = [[{"real": [-1.0, 0.5, 1.5], "imag": [0.0, 0.2, -0.2]} for _ in range(depth)] for _ in range(R)]
-    return {"steps": list(steps), "runs": runs, "lower": up, "upper": up, "final_eigenvalues": eig,
-            "norm_matched": [[0.97] * depth for _ in range(R)], "loss": [[0.5 / (c + 1)] * R for c in range(C - 1)],
-            "test_accuracy": [[0.1 + 0.4 * c] * R for c in range(C)], "statuses": {"not_absorbable": C * R * depth}}
+    return {
+        "steps": list(steps),
+        "runs": runs,
+        "lower": up,
+        "upper": up,
+        "final_eigenvalues": eig,
+        "norm_matched": [[0.97] * depth for _ in range(R)],
+        "loss": [[0.5 / (c + 1)] * R for c in range(C - 1)],
+        "test_accuracy": [[0.1 + 0.4 * c] * R for c in range(C)],
+        "statuses": {"not_absorbable": C * R * depth},
+    }
 
 
 def training_results():
     """A record's ``results`` for ``experiments/training.py``: 2 activations × 2 sizes, a 2-activation teacher."""
     runs = [{"decay": w, "seed": s} for w in (0.0, 0.1) for s in range(2)]
-    digits = {f"{act} n={n} L={L} {kind}": _training_setting(L, runs)
-              for act in ("relu", "gelu") for n, L in ((8, 1), (16, 2)) for kind in ("residual", "free")}
+    digits = {
+        f"{act} n={n} L={L} {kind}": _training_setting(L, runs)
+        for act in ("relu", "gelu")
+        for n, L in ((8, 1), (16, 2))
+        for kind in ("residual", "free")
+    }
     truns = [{"task": t, "decay": w, "seed": s} for t in ("cancel", "keep") for w in (0.0, 0.1) for s in range(2)]
     teacher = {act: dict(_training_setting(1, truns), width=7) for act in ("relu", "gelu")}
     for rec in teacher.values():
@@ -155,16 +317,46 @@ def training_results():
 
 def width_results():
     """A record's ``results`` for ``experiments/width.py``: 2 distributions × d = 2, 3, a skip, the search."""
-    def rows(d, ks):
-        return [{"status": "certified", "k": k, "lower": k, "upper": k, "error": 1e-16, "exact": False, "atoms": d,
-                 "seconds": 0.01} for k in ks]
 
-    decisions = [{"dist": dist, "d": d, "n": 2 * d, "rows": rows(d, [d, d - 1 if dist == "ternary" else d, None])}
-                 for dist in ("gaussian", "ternary") for d in (2, 3)]
-    search = [{"d": 2, "n": 4, "offset": off, "k": 2, "width": 6 + off, "best_loss": [1e-6, 2e-7 if off else 1e-32],
-               "solved": [False, not off], "restarts": 4} for off in (-1, 0)]
-    return {"decisions": decisions, "skip": [{"d": d, "rows": rows(d, [d, d])} for d in (2, 3)], "search": search,
-            "solved_threshold": 1e-20}
+    def rows(d, ks):
+        return [
+            {
+                "status": "certified",
+                "k": k,
+                "lower": k,
+                "upper": k,
+                "error": 1e-16,
+                "exact": False,
+                "atoms": d,
+                "seconds": 0.01,
+            }
+            for k in ks
+        ]
+
+    decisions = [
+        {"dist": dist, "d": d, "n": 2 * d, "rows": rows(d, [d, d - 1 if dist == "ternary" else d, None])}
+        for dist in ("gaussian", "ternary")
+        for d in (2, 3)
+    ]
+    search = [
+        {
+            "d": 2,
+            "n": 4,
+            "offset": off,
+            "k": 2,
+            "width": 6 + off,
+            "best_loss": [1e-6, 2e-7 if off else 1e-32],
+            "solved": [False, not off],
+            "restarts": 4,
+        }
+        for off in (-1, 0)
+    ]
+    return {
+        "decisions": decisions,
+        "skip": [{"d": d, "rows": rows(d, [d, d])} for d in (2, 3)],
+        "search": search,
+        "solved_threshold": 1e-20,
+    }
 
 
 def _figure_of(name, results):
@@ -177,8 +369,12 @@ def _figure_of(name, results):
 
 def _search(d=4, draws=3, restarts=2, level=0.9):
     """A record's ``SearchResult.to_dict(params=False)``: what ``plotting.plot_profiles`` reads."""
-    return {"edges": [0.01, 0.1, 1.0, 10.0, 100.0], "profile": [[level, level, 0.8, 3.0]] * draws,
-            "losses": [[0.8] * restarts] * draws, "config": {"d": d}}
+    return {
+        "edges": [0.01, 0.1, 1.0, 10.0, 100.0],
+        "profile": [[level, level, 0.8, 3.0]] * draws,
+        "losses": [[0.8] * restarts] * draws,
+        "config": {"d": d},
+    }
 
 
 def absorber_results():
@@ -188,51 +384,103 @@ def absorber_results():
 
 
 def lemma4_results():
-    return {"random": [[1.0, 7e-16], [1e6, 1e-11], [1e9, None]], "hyper_connection": [[3.3, 3e-16]],
-            "sinkhorn": [[4.1, 2.6e-16], [1e17, None]], "uniform_refused": True, "max_cond": 6.7e7}
+    return {
+        "random": [[1.0, 7e-16], [1e6, 1e-11], [1e9, None]],
+        "hyper_connection": [[3.3, 3e-16]],
+        "sinkhorn": [[4.1, 2.6e-16], [1e17, None]],
+        "uniform_refused": True,
+        "max_cond": 6.7e7,
+    }
 
 
 def cor11_results():
-    counts = lambda k, draws=400: {"absorbable": k, "not_absorbable": draws - k, "degenerate": 0, "undecided": 0,
-                                   "draws": draws, "methods": ["exhaustive"]}
+    counts = lambda k, draws=400: {
+        "absorbable": k,
+        "not_absorbable": draws - k,
+        "degenerate": 0,
+        "undecided": 0,
+        "draws": draws,
+        "methods": ["exhaustive"],
+    }
     widths = {"gaussian": 0, "rademacher (±1)": 0, "ternary": 20, "3-bit grid": 1, "4-bit grid": 0}
-    return {"continuous": {"gaussian d=2 n=4": counts(0)},
-            "by_width_d2": {label: {str(n): counts(k * n // 4) for n in (2, 4, 8)} for label, k in widths.items()},
-            "by_dim": {"ternary": {"2": counts(25), "3": counts(0)}, "3-bit grid": {"2": counts(0), "3": counts(0)}},
-            "by_bits_d2_n4": {"2": counts(16), "3": counts(0), "4": counts(0)}}
+    return {
+        "continuous": {"gaussian d=2 n=4": counts(0)},
+        "by_width_d2": {label: {str(n): counts(k * n // 4) for n in (2, 4, 8)} for label, k in widths.items()},
+        "by_dim": {"ternary": {"2": counts(25), "3": counts(0)}, "3-bit grid": {"2": counts(0), "3": counts(0)}},
+        "by_bits_d2_n4": {"2": counts(16), "3": counts(0), "4": counts(0)},
+    }
 
 
 def prop5_results():
     scales = [1e-3, 1e-1, 1e1, 1e3]
-    slope = lambda lo, hi: {"residual": [lo, 1.5, hi], "residual_q05": [lo, 1.2, hi], "residual_q95": [lo, 1.8, hi],
-                            "free": [hi] * 3, "free_q05": [hi] * 3, "free_q95": [hi] * 3}
-    return {"d": 4, "n": 16, "draws": 10, "scales": scales,
-            "slopes": {"relu2": slope(1.0, 2.0), "reglu": slope(1.0, 2.0), "relu": slope(1.0, 1.0)},
-            "search": {"relu2": _search(), "reglu": _search()}}
+    slope = lambda lo, hi: {
+        "residual": [lo, 1.5, hi],
+        "residual_q05": [lo, 1.2, hi],
+        "residual_q95": [lo, 1.8, hi],
+        "free": [hi] * 3,
+        "free_q05": [hi] * 3,
+        "free_q95": [hi] * 3,
+    }
+    return {
+        "d": 4,
+        "n": 16,
+        "draws": 10,
+        "scales": scales,
+        "slopes": {"relu2": slope(1.0, 2.0), "reglu": slope(1.0, 2.0), "relu": slope(1.0, 1.0)},
+        "search": {"relu2": _search(), "reglu": _search()},
+    }
 
 
 def prop6_results():
-    jac = lambda norm: {"free_norm_max": norm, "free_norm_min": norm / 2, "residual_minus_I_max": 0.0,
-                        "formula_err_max": 0.0}
+    jac = lambda norm: {
+        "free_norm_max": norm,
+        "free_norm_min": norm / 2,
+        "residual_minus_I_max": 0.0,
+        "formula_err_max": 0.0,
+    }
     orders = lambda free: {str(L): {"free": [free(L)] * 4, "residual": [1] * 4} for L in (1, 2)}
-    return {"jacobian": {"swiglu": jac(0.0), "geglu": jac(0.0), "glu": jac(1.8)},
-            "orders": {"swiglu": orders(lambda L: 2**L), "geglu": orders(lambda L: 2**L), "glu": orders(lambda L: 1)},
-            "search": {"swiglu": _search(), "geglu": _search(), "glu": _search(level=1e-3)}}
+    return {
+        "jacobian": {"swiglu": jac(0.0), "geglu": jac(0.0), "glu": jac(1.8)},
+        "orders": {"swiglu": orders(lambda L: 2**L), "geglu": orders(lambda L: 2**L), "glu": orders(lambda L: 1)},
+        "search": {"swiglu": _search(), "geglu": _search(), "glu": _search(level=1e-3)},
+    }
 
 
 def thm8_10_results():
     rows = []
     for activation in ("relu", "gelu", "silu"):  # a 3 × 2 grid of panels
         for d, n in ((2, 4), (3, 6)):
-            rows.append({"activation": activation, "d": d, "n": n, "kind": "absorbable",
-                         "status": ["absorbable"] * 3, "best_loss": [1e-31, 1e-29, 1e-8]})
-            rows.append({"activation": activation, "d": d, "n": n, "kind": "generic",
-                         "status": ["not_absorbable"] * 3, "best_loss": [1e-3, 1e-4, 0.02]})
+            rows.append(
+                {
+                    "activation": activation,
+                    "d": d,
+                    "n": n,
+                    "kind": "absorbable",
+                    "status": ["absorbable"] * 3,
+                    "best_loss": [1e-31, 1e-29, 1e-8],
+                }
+            )
+            rows.append(
+                {
+                    "activation": activation,
+                    "d": d,
+                    "n": n,
+                    "kind": "generic",
+                    "status": ["not_absorbable"] * 3,
+                    "best_loss": [1e-3, 1e-4, 0.02],
+                }
+            )
     return {"rows": rows, "solved_threshold": 1e-20}
 
 
-PART_A = {"absorber": absorber_results, "lemma4": lemma4_results, "cor11": cor11_results, "prop5": prop5_results,
-          "prop6": prop6_results, "thm8_10": thm8_10_results}
+PART_A = {
+    "absorber": absorber_results,
+    "lemma4": lemma4_results,
+    "cor11": cor11_results,
+    "prop5": prop5_results,
+    "prop6": prop6_results,
+    "thm8_10": thm8_10_results,
+}
 
 
 def _drawn_by(name, results=None):

@@ -121,8 +121,13 @@ def test_planted_with_a_matrix_skip():
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10**6), d=st.integers(2, 6), extra=st.integers(0, 3), more=st.integers(0, 12),
-       exps=st.lists(st.integers(-400, 400), min_size=30, max_size=30))
+@given(
+    seed=st.integers(0, 10**6),
+    d=st.integers(2, 6),
+    extra=st.integers(0, 3),
+    more=st.integers(0, 12),
+    exps=st.lists(st.integers(-400, 400), min_size=30, max_size=30),
+)
 def test_never_claims_absence_for_an_absorbable_block(seed, d, extra, more, exps):
     """Planted |S| in d..d+3 (pseudo-inverse plus a null-space part), units rescaled by powers of two
     up to 2^±400 (exact, changes no M_i): never "absent", and the bound never exceeds S's miss."""

@@ -11,8 +11,9 @@ from absorbjax import condition, models, testing
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
-ATTACK = settings(max_examples=12, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=[HealthCheck.too_slow])
+ATTACK = settings(
+    max_examples=12, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @pytest.mark.parametrize("family", list(testing.FAMILIES))
@@ -55,7 +56,9 @@ def test_power_of_two_unit_scaling_changes_nothing(seed, k):
     up, down, S = testing.planted(rng, 3, 8) if seed % 2 else (rng.normal(size=(8, 3)), rng.normal(size=(3, 8)), None)
     base = condition.find_absorbing_set(models.MLPParams(up, down), "gelu")
     ks = rng.choice([-k, k], 8)
-    moved = condition.find_absorbing_set(models.MLPParams(np.ldexp(up, ks[:, None]), np.ldexp(down, -ks[None, :])), "gelu")
+    moved = condition.find_absorbing_set(
+        models.MLPParams(np.ldexp(up, ks[:, None]), np.ldexp(down, -ks[None, :])), "gelu"
+    )
     assert moved.status == base.status and moved.failed == base.failed
 
 
@@ -65,8 +68,9 @@ def test_empty_set_is_never_an_answer(seed, scale):
     """Weights of any scale and any dtype: ∅ never passes (its miss is I)."""
     rng = np.random.default_rng(seed)
     for dtype in (np.float16, np.float32, np.float64):
-        p = models.MLPParams((scale * rng.normal(size=(6, 3))).astype(dtype),
-                             (scale * rng.normal(size=(3, 6))).astype(dtype))
+        p = models.MLPParams(
+            (scale * rng.normal(size=(6, 3))).astype(dtype), (scale * rng.normal(size=(3, 6))).astype(dtype)
+        )
         cert = condition.find_absorbing_set(p)
         assert cert.S is None or cert.S.size >= 3
         assert not np.all(condition.tolerance(p, []) >= np.eye(3))

@@ -26,8 +26,7 @@ def save(path, tensors, metadata=None, config=None):
     if path.suffix == ".npz":
         np.savez(path, **tensors, **(metadata or {}))
     else:
-        safetensors_numpy.save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, path,
-                                    metadata=metadata)
+        safetensors_numpy.save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, path, metadata=metadata)
     if config is not None:
         (path.parent / "config.json").write_text(json.dumps(config))
     return path
@@ -60,9 +59,16 @@ def one_line(err) -> str:
 # Conventions and layouts
 
 BERT = {
-    **{f"encoder.layer.{i}.{k}": RNG.normal(size=(D, D)) for i in range(2)
-       for k in ("attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
-                 "attention.output.dense.weight")},
+    **{
+        f"encoder.layer.{i}.{k}": RNG.normal(size=(D, D))
+        for i in range(2)
+        for k in (
+            "attention.self.query.weight",
+            "attention.self.key.weight",
+            "attention.self.value.weight",
+            "attention.output.dense.weight",
+        )
+    },
     **{f"encoder.layer.{i}.attention.output.dense.bias": np.zeros(D) for i in range(2)},
     **{f"encoder.layer.{i}.intermediate.dense.weight": UP * (i + 1) for i in range(2)},
     **{f"encoder.layer.{i}.intermediate.dense.bias": B_UP for i in range(2)},
@@ -71,18 +77,30 @@ BERT = {
 }
 UNGATED = {
     "bert": BERT,
-    "gpt2": {"h.0.mlp.c_fc.weight": UP.T, "h.0.mlp.c_fc.bias": B_UP, "h.0.mlp.c_proj.weight": DOWN.T,
-             "h.0.mlp.c_proj.bias": B_DOWN, "h.0.attn.c_attn.weight": RNG.normal(size=(D, 3 * D)),
-             "h.0.attn.c_proj.weight": RNG.normal(size=(D, D))},
-    "opt": {"model.decoder.layers.0.fc1.weight": UP, "model.decoder.layers.0.fc1.bias": B_UP,
-            "model.decoder.layers.0.fc2.weight": DOWN, "model.decoder.layers.0.fc2.bias": B_DOWN,
-            "model.decoder.layers.0.self_attn.v_proj.weight": RNG.normal(size=(D, D))},
+    "gpt2": {
+        "h.0.mlp.c_fc.weight": UP.T,
+        "h.0.mlp.c_fc.bias": B_UP,
+        "h.0.mlp.c_proj.weight": DOWN.T,
+        "h.0.mlp.c_proj.bias": B_DOWN,
+        "h.0.attn.c_attn.weight": RNG.normal(size=(D, 3 * D)),
+        "h.0.attn.c_proj.weight": RNG.normal(size=(D, D)),
+    },
+    "opt": {
+        "model.decoder.layers.0.fc1.weight": UP,
+        "model.decoder.layers.0.fc1.bias": B_UP,
+        "model.decoder.layers.0.fc2.weight": DOWN,
+        "model.decoder.layers.0.fc2.bias": B_DOWN,
+        "model.decoder.layers.0.self_attn.v_proj.weight": RNG.normal(size=(D, D)),
+    },
     "plain": {"up": UP, "down": DOWN},
 }
 GATED = {
-    "llama": {"model.layers.0.mlp.gate_proj.weight": GATE, "model.layers.0.mlp.up_proj.weight": VALUE,
-              "model.layers.0.mlp.down_proj.weight": DOWN,
-              "model.layers.0.self_attn.v_proj.weight": RNG.normal(size=(D, D))},
+    "llama": {
+        "model.layers.0.mlp.gate_proj.weight": GATE,
+        "model.layers.0.mlp.up_proj.weight": VALUE,
+        "model.layers.0.mlp.down_proj.weight": DOWN,
+        "model.layers.0.self_attn.v_proj.weight": RNG.normal(size=(D, D)),
+    },
     "plain": {"gate": GATE, "value": VALUE, "down": DOWN},
     "plain-up": {"mlp.gate": GATE, "mlp.up": VALUE, "mlp.down": DOWN},
 }
@@ -118,8 +136,11 @@ def test_gated_conventions(tmp_path, suffix, convention):
 
 
 def test_bert_layers_in_natural_order(tmp_path):
-    tensors = {f"encoder.layer.{i}.{r}.weight": (UP if r == "intermediate.dense" else DOWN) + i
-               for i in (0, 2, 10) for r in ("intermediate.dense", "output.dense")}
+    tensors = {
+        f"encoder.layer.{i}.{r}.weight": (UP if r == "intermediate.dense" else DOWN) + i
+        for i in (0, 2, 10)
+        for r in ("intermediate.dense", "output.dense")
+    }
     found = weights.blocks(save(tmp_path / "m.npz", tensors), "relu")
     assert [b.name for b in found] == ["encoder.layer.0", "encoder.layer.2", "encoder.layer.10"]
     assert [b.layer for b in found] == [0, 1, 2]
@@ -128,8 +149,12 @@ def test_bert_layers_in_natural_order(tmp_path):
 
 @pytest.mark.parametrize("quantise", [False, True])
 def test_gguf_gated_and_ungated(tmp_path, quantise):
-    names = {"blk.0.ffn_gate.weight": GATE, "blk.0.ffn_up.weight": VALUE, "blk.0.ffn_down.weight": DOWN,
-             "blk.0.attn_v.weight": RNG.normal(size=(D, D))}
+    names = {
+        "blk.0.ffn_gate.weight": GATE,
+        "blk.0.ffn_up.weight": VALUE,
+        "blk.0.ffn_down.weight": DOWN,
+        "blk.0.attn_v.weight": RNG.normal(size=(D, D)),
+    }
     q = {"blk.0.ffn_down.weight"} if quantise else ()  # Q8_0 blocks run along rows of 32 = n
     block = weights.load_block(save_gguf(tmp_path / "m.gguf", names, quantise=q))
     assert block.activation == "swiglu" and block.activation_source == "gguf general.architecture=llama"
@@ -139,8 +164,11 @@ def test_gguf_gated_and_ungated(tmp_path, quantise):
     np.testing.assert_allclose(block.params.value, VALUE, atol=1e-6)
     np.testing.assert_allclose(block.params.down, DOWN, atol=atol)
     assert quantise == bool(np.any(block.params.down != DOWN.astype(np.float32)))
-    path = save_gguf(tmp_path / "gpt2.gguf", {"blk.0.ffn_up.weight": UP, "blk.0.ffn_up.bias": B_UP,
-                                              "blk.0.ffn_down.weight": DOWN}, arch="gpt2")
+    path = save_gguf(
+        tmp_path / "gpt2.gguf",
+        {"blk.0.ffn_up.weight": UP, "blk.0.ffn_up.bias": B_UP, "blk.0.ffn_down.weight": DOWN},
+        arch="gpt2",
+    )
     block = weights.load_block(path)
     assert not block.gated and block.activation == "gelu_tanh"
     np.testing.assert_allclose(block.hidden_bias, B_UP, atol=1e-6)
@@ -165,10 +193,17 @@ def test_transposed_files_are_refused_then_read_with_transpose(tmp_path):
 # Activations
 
 
-@pytest.mark.parametrize("hidden_act, gated, want", [
-    ("gelu", False, "gelu"), ("gelu_new", False, "gelu_tanh"), ("gelu_pytorch_tanh", False, "gelu_tanh"),
-    ("relu", False, "relu"), ("silu", True, "swiglu"), ("silu", False, "silu"),
-])
+@pytest.mark.parametrize(
+    "hidden_act, gated, want",
+    [
+        ("gelu", False, "gelu"),
+        ("gelu_new", False, "gelu_tanh"),
+        ("gelu_pytorch_tanh", False, "gelu_tanh"),
+        ("relu", False, "relu"),
+        ("silu", True, "swiglu"),
+        ("silu", False, "silu"),
+    ],
+)
 def test_activation_from_config_json(tmp_path, hidden_act, gated, want):
     tensors = GATED["llama"] if gated else UNGATED["bert"]
     path = save(tmp_path / "model.safetensors", tensors, config={"hidden_act": hidden_act})
@@ -189,11 +224,14 @@ def test_activation_from_the_file_and_never_by_default(tmp_path):
     assert str(bare) in one_line(err)
 
 
-@pytest.mark.parametrize("config, activation, match", [
-    ({"hidden_act": "quick_gelu"}, None, "'quick_gelu'.*--activation"),
-    (None, "tanh", "unknown activation 'tanh'"),
-    (None, "swiglu", "'swiglu' .* is gated but the file holds ungated blocks"),
-])
+@pytest.mark.parametrize(
+    "config, activation, match",
+    [
+        ({"hidden_act": "quick_gelu"}, None, "'quick_gelu'.*--activation"),
+        (None, "tanh", "unknown activation 'tanh'"),
+        (None, "swiglu", "'swiglu' .* is gated but the file holds ungated blocks"),
+    ],
+)
 def test_activation_errors(tmp_path, config, activation, match):
     path = save(tmp_path / "m.npz", {"up": UP, "down": DOWN}, config=config)
     with pytest.raises(ValueError, match=match) as err:
@@ -205,17 +243,20 @@ def test_activation_errors(tmp_path, config, activation, match):
 # Errors
 
 
-@pytest.mark.parametrize("tensors, match", [
-    ({"up": UP}, r"missing \['down'\]"),
-    ({"mlp.gate": GATE, "mlp.down": DOWN}, r"missing \['mlp.value'\]"),
-    ({"weights": UP}, "no MLP block found"),
-    ({"encoder.layer.0.attention.self.value.weight": UP}, "no MLP block found"),
-    ({"up": UP, "down": DOWN.T}, r"expected \(4, 32\).*fits transposed"),
-    ({"up": UP, "down": DOWN[:, :5]}, r"has shape \(4, 5\), expected \(4, 32\)"),
-    ({"up": UP[None], "down": DOWN}, "2-D"),
-    ({"fc1.weight": UP, "fc1.bias": np.zeros(D), "fc2.weight": DOWN}, r"bias fc1.bias has shape \(4,\)"),
-    ({"a.up": UP, "b.up": UP, "down": DOWN}, r"missing \['a.down'\]"),
-])
+@pytest.mark.parametrize(
+    "tensors, match",
+    [
+        ({"up": UP}, r"missing \['down'\]"),
+        ({"mlp.gate": GATE, "mlp.down": DOWN}, r"missing \['mlp.value'\]"),
+        ({"weights": UP}, "no MLP block found"),
+        ({"encoder.layer.0.attention.self.value.weight": UP}, "no MLP block found"),
+        ({"up": UP, "down": DOWN.T}, r"expected \(4, 32\).*fits transposed"),
+        ({"up": UP, "down": DOWN[:, :5]}, r"has shape \(4, 5\), expected \(4, 32\)"),
+        ({"up": UP[None], "down": DOWN}, "2-D"),
+        ({"fc1.weight": UP, "fc1.bias": np.zeros(D), "fc2.weight": DOWN}, r"bias fc1.bias has shape \(4,\)"),
+        ({"a.up": UP, "b.up": UP, "down": DOWN}, r"missing \['a.down'\]"),
+    ],
+)
 @pytest.mark.parametrize("suffix", [".npz", ".safetensors"])
 def test_block_errors(tmp_path, tensors, match, suffix):
     path = save(tmp_path / f"bad{suffix}", tensors)
@@ -229,8 +270,10 @@ def test_read_errors(tmp_path):
     with pytest.raises(ValueError, match="NaN") as err:
         weights.load_block(path, "relu")
     assert str(path) in one_line(err)
-    path = save(tmp_path / "two.npz", {f"layers.{i}.fc1.weight": UP for i in (0, 1)}
-                | {f"layers.{i}.fc2.weight": DOWN for i in (0, 1)})
+    path = save(
+        tmp_path / "two.npz",
+        {f"layers.{i}.fc1.weight": UP for i in (0, 1)} | {f"layers.{i}.fc2.weight": DOWN for i in (0, 1)},
+    )
     with pytest.raises(ValueError, match=r"2 MLP blocks .* layer= \(--layer\)"):
         weights.load_block(path, "relu")
     with pytest.raises(ValueError, match="layer must be one of 0–1, got 2"):
@@ -258,9 +301,11 @@ def test_load_skip(tmp_path):
     np.testing.assert_array_equal(weights.load_skip(tmp_path / "named.npz"), A)
     save(tmp_path / "skip.safetensors", {"skip": A})
     np.testing.assert_array_equal(weights.load_skip(tmp_path / "skip.safetensors"), A)
-    for name, arrays, match in [("two.npz", {"a": A, "b": A}, "one array or an entry 'skip'"),
-                                ("rect.npz", {"skip": np.ones((2, 3))}, "square"),
-                                ("nan.npz", {"skip": np.full((2, 2), np.nan)}, "NaN")]:
+    for name, arrays, match in [
+        ("two.npz", {"a": A, "b": A}, "one array or an entry 'skip'"),
+        ("rect.npz", {"skip": np.ones((2, 3))}, "square"),
+        ("nan.npz", {"skip": np.full((2, 2), np.nan)}, "NaN"),
+    ]:
         np.savez(tmp_path / name, **arrays)
         with pytest.raises(ValueError, match=match):
             weights.load_skip(tmp_path / name)
@@ -277,8 +322,10 @@ def test_float32_kept_and_decided(tmp_path):
     from absorbjax import models
 
     absorbing, S = models.absorbable("relu", 3, 8, key=jax.random.key(0))
-    path = save(tmp_path / "f32.safetensors", {"up": np.asarray(absorbing.up, np.float32),
-                                               "down": np.asarray(absorbing.down, np.float32)})
+    path = save(
+        tmp_path / "f32.safetensors",
+        {"up": np.asarray(absorbing.up, np.float32), "down": np.asarray(absorbing.down, np.float32)},
+    )
     block = weights.load_block(path, "relu")
     assert block.params.up.dtype == np.float32 and block.dtype == "float32"
     cert = condition.find_absorbing_set(block.params)
@@ -290,8 +337,10 @@ def test_bfloat16_and_float16_kept(tmp_path):  # stored dtypes reach condition u
     import jax.numpy as jnp
     from safetensors.flax import save_file
 
-    save_file({"fc1.weight": jnp.asarray(UP, jnp.bfloat16), "fc2.weight": jnp.asarray(DOWN, jnp.float16)},
-              tmp_path / "half.safetensors")
+    save_file(
+        {"fc1.weight": jnp.asarray(UP, jnp.bfloat16), "fc2.weight": jnp.asarray(DOWN, jnp.float16)},
+        tmp_path / "half.safetensors",
+    )
     block = weights.load_block(tmp_path / "half.safetensors", "gelu")
     assert block.dtype == "bfloat16/float16" and block.params.up.dtype.name == "bfloat16"
     np.testing.assert_allclose(np.asarray(block.params.up, np.float64), UP, rtol=2**-8)
@@ -314,7 +363,8 @@ def test_minilm_checkpoint():
     path = _installed("minilm")
     found = weights.blocks(path)
     assert [(b.name, b.d, b.n, b.activation, b.dtype) for b in found] == [
-        (f"encoder.layer.{i}", 384, 1536, "gelu", "float32") for i in range(6)]
+        (f"encoder.layer.{i}", 384, 1536, "gelu", "float32") for i in range(6)
+    ]
     assert found[0].activation_source == "config.json hidden_act=gelu"
     block = found[5].load()
     assert block.hidden_bias.shape == (1536,) and block.biases["down"].shape == (384,)
@@ -348,8 +398,11 @@ def test_missing_gguf_message(tmp_path, monkeypatch):
 
 
 def test_sharded_safetensors_directory(tmp_path):
-    layers = {f"model.layers.{i}.mlp.{k}.weight": v * (i + 1) for i in range(3)
-              for k, v in (("gate_proj", GATE), ("up_proj", VALUE), ("down_proj", DOWN))}
+    layers = {
+        f"model.layers.{i}.mlp.{k}.weight": v * (i + 1)
+        for i in range(3)
+        for k, v in (("gate_proj", GATE), ("up_proj", VALUE), ("down_proj", DOWN))
+    }
     names = sorted(layers)
     shards = {"model-00001-of-00002.safetensors": names[:5], "model-00002-of-00002.safetensors": names[5:]}
     for shard, keys in shards.items():
@@ -375,8 +428,10 @@ def test_sharded_safetensors_directory(tmp_path):
 
 
 def test_fused_gate_value(tmp_path):
-    phi3 = {"model.layers.0.mlp.gate_up_proj.weight": np.concatenate([GATE, VALUE]),
-            "model.layers.0.mlp.down_proj.weight": DOWN}
+    phi3 = {
+        "model.layers.0.mlp.gate_up_proj.weight": np.concatenate([GATE, VALUE]),
+        "model.layers.0.mlp.down_proj.weight": DOWN,
+    }
     block = weights.load_block(save(tmp_path / "phi3.safetensors", phi3), "swiglu")
     assert (block.convention, block.fused, block.n) == ("phi3", "gate-value", N)
     np.testing.assert_array_equal(block.params.gate, GATE)  # Phi-3: gate first
@@ -390,12 +445,24 @@ def test_fused_gate_value(tmp_path):
     np.testing.assert_array_equal(block.params.value, VALUE)
 
 
-@pytest.mark.parametrize("tensors, says", [
-    ({f"model.layers.0.mlp.{k}.{q}": np.zeros((4, 8), np.int32) for k in ("gate_proj", "up_proj", "down_proj")
-      for q in ("qweight", "qzeros", "scales")}, r"GPTQ/AWQ \(qweight, qzeros, scales: e.g. model.layers.0"),
-    ({"up.qweight": np.zeros((N, D), np.int8), "up.scale": np.ones(N), "down": DOWN}, r"GPTQ/AWQ / int8 with scale \(qweight, scale: e.g. up.qweight"),
-    ({"fc1.weight": np.zeros((N, D), np.int8), "fc1.SCB": np.ones(N), "fc2.weight": DOWN}, "bitsandbytes int8"),
-])
+@pytest.mark.parametrize(
+    "tensors, says",
+    [
+        (
+            {
+                f"model.layers.0.mlp.{k}.{q}": np.zeros((4, 8), np.int32)
+                for k in ("gate_proj", "up_proj", "down_proj")
+                for q in ("qweight", "qzeros", "scales")
+            },
+            r"GPTQ/AWQ \(qweight, qzeros, scales: e.g. model.layers.0",
+        ),
+        (
+            {"up.qweight": np.zeros((N, D), np.int8), "up.scale": np.ones(N), "down": DOWN},
+            r"GPTQ/AWQ / int8 with scale \(qweight, scale: e.g. up.qweight",
+        ),
+        ({"fc1.weight": np.zeros((N, D), np.int8), "fc1.SCB": np.ones(N), "fc2.weight": DOWN}, "bitsandbytes int8"),
+    ],
+)
 def test_quantised_files_are_named(tmp_path, tensors, says):
     path = save(tmp_path / "q.safetensors", tensors)
     with pytest.raises(ValueError, match=f"MLP weights are quantised .*{says}") as err:
@@ -409,8 +476,18 @@ def test_biases_under_unusual_names_are_read_or_reported(tmp_path):
     np.testing.assert_array_equal(block.hidden_bias, B_UP)
     np.testing.assert_array_equal(block.biases["down"], B_DOWN)
     assert block.bias_names == {"up": "up_bias", "down": "down_bias"} and block.unread == ()
-    odd = save(tmp_path / "odd.npz", {"mlp.up": UP, "mlp.down": DOWN, "mlp.b1": B_UP, "mlp.norm_scale": B_DOWN,
-                                      "mlp.ln.weight": B_DOWN, "mlp.attn.weight": np.eye(D), "mlp.attn.bias": B_DOWN})
+    odd = save(
+        tmp_path / "odd.npz",
+        {
+            "mlp.up": UP,
+            "mlp.down": DOWN,
+            "mlp.b1": B_UP,
+            "mlp.norm_scale": B_DOWN,
+            "mlp.ln.weight": B_DOWN,
+            "mlp.attn.weight": np.eye(D),
+            "mlp.attn.bias": B_DOWN,
+        },
+    )
     model = weights.scan(odd, "relu")
     (block,) = model.blocks
     assert block.unread == ("mlp.b1",)  # not a norm's scale, not another matrix's bias
@@ -426,9 +503,17 @@ def test_biases_under_unusual_names_are_read_or_reported(tmp_path):
         activations.unregister("softsign_test")
 
 
-@pytest.mark.parametrize("convention, hidden_act, activation", [
-    ("gpt2", "gelu_new", "gelu_tanh"), ("opt", "relu", "relu"), ("bert", "gelu", "gelu"),
-    ("plain", "silu", "silu"), ("plain", None, "softplus"), ("plain", "gelu_pytorch_tanh", "gelu_tanh")])
+@pytest.mark.parametrize(
+    "convention, hidden_act, activation",
+    [
+        ("gpt2", "gelu_new", "gelu_tanh"),
+        ("opt", "relu", "relu"),
+        ("bert", "gelu", "gelu"),
+        ("plain", "silu", "silu"),
+        ("plain", None, "softplus"),
+        ("plain", "gelu_pytorch_tanh", "gelu_tanh"),
+    ],
+)
 def test_biased_and_ray_limit_blocks_are_decided(tmp_path, convention, hidden_act, activation):
     """GPT-2 Conv1D and OPT-style files with biases, and silu / softplus / gelu_tanh blocks: no S, so
     not absorbable by Thm 8 (via the ray limit where a bias or another activation needs it)."""
@@ -497,4 +582,3 @@ def test_packaged_onnx_and_ctranslate2():
     model = weights.scan(ct2_path)
     assert [b.name for b in model.blocks] == [f"{p}.layer_{i}" for p in ("decoder", "encoder") for i in range(4)]
     assert {(b.d, b.n, b.activation, b.dtype) for b in model.blocks} == {(384, 1536, "gelu", "float16")}
-

@@ -194,8 +194,10 @@ def test_k_zero_agrees_with_find_absorbing_set_on_quantised_draws():
 # Quantised blocks: exact k*, against brute force
 
 
-@pytest.mark.parametrize("dist,bits,d,n", [("ternary", 2, 2, 4), ("ternary", 2, 3, 5), ("grid", 3, 2, 5),
-                                           ("grid", 3, 3, 4), ("grid", 4, 3, 5)])
+@pytest.mark.parametrize(
+    "dist,bits,d,n",
+    [("ternary", 2, 2, 4), ("ternary", 2, 3, 5), ("grid", 3, 2, 5), ("grid", 3, 3, 4), ("grid", 4, 3, 5)],
+)
 def test_quantised_k_matches_brute_force(dist, bits, d, n):
     values = []
     for p in draws(dist, 20, d, n, bits=bits, salt=3):
@@ -277,8 +279,9 @@ def test_numpy_activations_match_the_registry():
     z = np.linspace(-9, 9, 301)
     for name, fn in width_parts.NUMPY.items():
         np.testing.assert_allclose(fn(z), np.asarray(activations.get(name)(jnp.asarray(z))), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(width_parts.NUMPY["gelu"](z), z * (1 + special.erf(z / np.sqrt(2))) / 2,
-                               rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(
+        width_parts.NUMPY["gelu"](z), z * (1 + special.erf(z / np.sqrt(2))) / 2, rtol=1e-13, atol=1e-15
+    )
 
 
 def test_prefix_bound_decides_small_weights_and_says_undecided_otherwise():

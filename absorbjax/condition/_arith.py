@@ -2,7 +2,7 @@
 
 Stored floating-point weights are dyadic rationals, so ``M_S = W_down[:,S] W_up[S,:] + A`` can be
 computed exactly: each array is an integer matrix times a power of two, and the product is one
-``python-flint`` ``fmpz_mat`` product. :func:`verify_set` first tries a rigorous float64 bound
+``python-flint`` ``fmpz_mat`` product. :func:`verify_miss` first tries a rigorous float64 bound
 (Higham's ``γ_k`` plus an absolute ``η = 2⁻¹⁰⁷⁴`` per operation for the subnormal range) and
 computes ``M_S`` exactly only when the bound cannot decide (cancellation, underflow).
 
@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["ETA", "EPS", "Verified", "balance", "gamma", "miss_bound", "sigma_min_lower", "verify_set"]
+__all__ = ["ETA", "EPS", "Verified", "balance", "gamma", "miss_bound", "sigma_min_lower", "verify_miss"]
 
 EPS = float(np.finfo(np.float64).eps)
 _U = EPS / 2
@@ -44,8 +44,11 @@ def balance(U: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(over="ignore", under="ignore"):
         Ub = np.ldexp(U, -e[:, None])
         Db = np.ldexp(D, e[None, :])
-        exact = (np.all(np.ldexp(Ub, e[:, None]) == U, axis=1) & np.all(np.ldexp(Db, -e[None, :]) == D, axis=0)
-                 & np.all(np.isfinite(Db), axis=0))
+        exact = (
+            np.all(np.ldexp(Ub, e[:, None]) == U, axis=1)
+            & np.all(np.ldexp(Db, -e[None, :]) == D, axis=0)
+            & np.all(np.isfinite(Db), axis=0)
+        )
     Ub[~exact] = U[~exact]
     Db[:, ~exact] = D[:, ~exact]
     return Ub, Db
@@ -80,8 +83,10 @@ def _exact(U, D, A, m):
     if k:
         FD, FU = flint.fmpz_mat(d, k, dv), flint.fmpz_mat(k, d, uv)
         P = [int(x) for x in (FD * FU).entries()]
-        Q = [int(x) for x in (flint.fmpz_mat(d, k, [abs(x) for x in dv])
-                              * flint.fmpz_mat(k, d, [abs(x) for x in uv])).entries()]
+        Q = [
+            int(x)
+            for x in (flint.fmpz_mat(d, k, [abs(x) for x in dv]) * flint.fmpz_mat(k, d, [abs(x) for x in uv])).entries()
+        ]
         ep = de + ue
     else:
         P, Q, ep = [0] * (d * d), [0] * (d * d), ae
@@ -93,7 +98,7 @@ def _exact(U, D, A, m):
 
 
 class Verified(NamedTuple):
-    """What :func:`verify_set` knows about the exact miss ``M_S`` of a set.
+    """What :func:`verify_miss` knows about the exact miss ``M_S`` of a set.
 
     ``passes``: whether the exact ``M_S`` meets ``|M_S| ≤ r_S (Σ_{i∈S}|W_down||W_up| + |A|)``
     entrywise; ``miss_max``: ``‖M_S‖_max`` (float64); ``miss_norm``: a rigorous upper bound on
@@ -122,7 +127,7 @@ def _float_bounds(U, D, A, m):
     return F, err, lo, hi
 
 
-def verify_set(U, D, A, m: np.ndarray, r: float) -> Verified:
+def verify_miss(U, D, A, m: np.ndarray, r: float) -> Verified:
     """Rule (E) for the mask ``m`` with slack ``r = r_S``: a rigorous float64 bound first, the exact
     ``M_S`` (``python-flint``) when the bound cannot decide."""
     d = A.shape[0]
@@ -139,8 +144,9 @@ def verify_set(U, D, A, m: np.ndarray, r: float) -> Verified:
     rq = Fraction(r)
     p, q = rq.numerator, rq.denominator
     passes = all(q * abs(x) <= p * y for x, y in zip(M, B))
-    return Verified(passes, float(np.max(np.abs(F), initial=0.0)) if finite else math.inf,
-                    _exact_norm(U, D, A, m), True)
+    return Verified(
+        passes, float(np.max(np.abs(F), initial=0.0)) if finite else math.inf, _exact_norm(U, D, A, m), True
+    )
 
 
 def _exact_norm(U, D, A, m) -> float:

@@ -128,8 +128,12 @@ class Certificate(Verdict):
             lines.append("  hidden bias: an S absorbs (flip (w_i, b_i)); the converse is Thm 8 via the ray limit")
         if self.theorem is not None:
             lines.append(f"  theorem: {self.theorem}")
-        rounding = {"yes": f"yes, S = {few(self.rounding_S) if self.rounding_S is not None else ''}",
-                    "no": "no", "undecided": "undecided", "n/a": "n/a"}[self.within_rounding]
+        rounding = {
+            "yes": f"yes, S = {few(self.rounding_S) if self.rounding_S is not None else ''}",
+            "no": "no",
+            "undecided": "undecided",
+            "n/a": "n/a",
+        }[self.within_rounding]
         lines.append(
             f"  stored as {self.stored_dtype} (decided in float64); absorbable within "
             f"{self.stored_dtype} storage rounding (rtol {fmt(self.rounding_rtol)}): {rounding}"

@@ -77,5 +77,4 @@ def distance(
         # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
         m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
     upper = miss_bound(U, D, A, m, enough=1e-12 * norm_a)[0] / norm_a * (1 + 4 * EPS)
-    return Distance(max(rel.lower / norm_a, box), upper, np.flatnonzero(m), how,
-                    rel.lower / norm_a, box, cert)
+    return Distance(max(rel.lower / norm_a, box), upper, np.flatnonzero(m), how, rel.lower / norm_a, box, cert)

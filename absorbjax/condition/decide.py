@@ -33,7 +33,15 @@ from absorbjax.condition.integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition.relax import box_lower, relax
 from absorbjax.models import MLPParams
 
-__all__ = ["Inputs", "absorber", "absorber_biases", "bias_vector", "decide", "find_absorbing_set", "find_absorbing_sets"]
+__all__ = [
+    "Inputs",
+    "absorber",
+    "absorber_biases",
+    "bias_vector",
+    "decide",
+    "find_absorbing_set",
+    "find_absorbing_sets",
+]
 
 # ---------------------------------------------------------------------------------------------
 # The decision
@@ -58,38 +66,71 @@ def _search(U, D, A, rel, rtol: float, *, method: str, time_limit: float, target
     radius = (thr + rel.rho + rel.err) / sigma if sigma > 0 else None
     if method in ("auto", "relaxation"):
         if lower > thr:
-            return _Outcome(None, "relaxation", f"no real c brings Σ c_i M_i within {fmt(lower)} "
-                            f"(Frobenius) of {target}; an accepted S would be within {fmt(thr)}", lower, None)
+            return _Outcome(
+                None,
+                "relaxation",
+                f"no real c brings Σ c_i M_i within {fmt(lower)} "
+                f"(Frobenius) of {target}; an accepted S would be within {fmt(thr)}",
+                lower,
+                None,
+            )
         if radius is not None and radius < 0.5:
             m = rel.c > 0.5
             ok, residual = accepts(U, D, A, m, rtol)
             if ok:
                 return _Outcome(m, "rounding", "", lower, residual)
-            return _Outcome(None, "rounding", f"the real solution c is unique (rank n = {n}) and every "
-                            f"accepted m lies within δ = {fmt(radius)} < 1/2 of it, so round(c) is the only "
-                            f"candidate; it misses by {fmt(residual)}, outside the tolerance", lower, residual)
+            return _Outcome(
+                None,
+                "rounding",
+                f"the real solution c is unique (rank n = {n}) and every "
+                f"accepted m lies within δ = {fmt(radius)} < 1/2 of it, so round(c) is the only "
+                f"candidate; it misses by {fmt(residual)}, outside the tolerance",
+                lower,
+                residual,
+            )
         lower = max(lower, box_lower(U, D, A, rel, target=2 * thr))
         if lower > thr:
-            return _Outcome(None, "relaxation", f"no c in [0,1]^{n} brings Σ c_i M_i within "
-                            f"{fmt(lower)} (Frobenius) of {target}; an accepted S would be within {fmt(thr)}",
-                            lower, None)
+            return _Outcome(
+                None,
+                "relaxation",
+                f"no c in [0,1]^{n} brings Σ c_i M_i within "
+                f"{fmt(lower)} (Frobenius) of {target}; an accepted S would be within {fmt(thr)}",
+                lower,
+                None,
+            )
         if method == "relaxation":
-            return _Outcome(None, "relaxation", f"undecided: the relaxations leave freedom (rank G = "
-                            f"{rel.rank}, n = {n}); use method='auto'", lower, None)
+            return _Outcome(
+                None,
+                "relaxation",
+                f"undecided: the relaxations leave freedom (rank G = {rel.rank}, n = {n}); use method='auto'",
+                lower,
+                None,
+            )
     verdict, form = None, None
     if method == "milp" or (method == "auto" and n > _SMALL_N):
         verdict, found, form = milp(U, D, A, rel, rtol, thr, time_limit)
         if found is not None:
             return _Outcome(found, "milp", "", lower, accepts(U, D, A, found, rtol)[1])
         if n > EXHAUSTIVE_MAX_N:
-            return _Outcome(None, "milp", f"{verdict} ({form} constraints; n = {n} is too large to "
-                            f"confirm by enumerating 2^n subsets, n <= {EXHAUSTIVE_MAX_N})", lower, None)
+            return _Outcome(
+                None,
+                "milp",
+                f"{verdict} ({form} constraints; n = {n} is too large to "
+                f"confirm by enumerating 2^n subsets, n <= {EXHAUSTIVE_MAX_N})",
+                lower,
+                None,
+            )
     found, best = exhaustive(U, D, A, rel, rtol, thr)
     if found is not None:
         return _Outcome(found, "exhaustive", "", lower, accepts(U, D, A, found, rtol)[1])
     after = "" if verdict is None else f" (after HiGHS, {form} constraints: {verdict.removeprefix('undecided: ')})"
-    return _Outcome(None, "exhaustive", f"none of the 2^{n} subsets passes; the closest misses by "
-                    f"{fmt(best)} (Frobenius){after}", max(lower, best), None)
+    return _Outcome(
+        None,
+        "exhaustive",
+        f"none of the 2^{n} subsets passes; the closest misses by {fmt(best)} (Frobenius){after}",
+        max(lower, best),
+        None,
+    )
 
 
 class Inputs(NamedTuple):
@@ -117,14 +158,24 @@ def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, target, ti
     loose = _search(U, D, A, rel, loose_rtol, method=method, time_limit=time_limit, target=target)
     timings["storage"] = time.perf_counter() - t
     if loose.found is not None:
-        return ("yes", loose_rtol, np.flatnonzero(loose.found),
-                f"S passes with rtol {fmt(loose_rtol)} (found by {loose.method})")
+        return (
+            "yes",
+            loose_rtol,
+            np.flatnonzero(loose.found),
+            f"S passes with rtol {fmt(loose_rtol)} (found by {loose.method})",
+        )
     if loose.why.startswith("undecided"):
         return "undecided", loose_rtol, None, loose.why.removeprefix("undecided: ")
     if absolute:
-        return "undecided", loose_rtol, None, (
-            "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
-            "where rounding is absolute (not covered by the relative rule)")
+        return (
+            "undecided",
+            loose_rtol,
+            None,
+            (
+                "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
+                "where rounding is absolute (not covered by the relative rule)"
+            ),
+        )
     return "no", loose_rtol, None, f"{loose.why} [{loose.method}]"
 
 
@@ -135,18 +186,29 @@ def _absence(out, failed, inputs, par_bias) -> tuple[str, str, str | None]:
     biased = inputs.bias is not None
     act = inputs.activation
     if act is None:
-        theorem = RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)" if biased else \
-            "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
+        theorem = (
+            RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
+            if biased
+            else "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
+        )
     else:
         theorem = activations.get(act).converse(biased=biased)
     if theorem is None:
-        return "undecided", (f"no S exists ({out.why}), but for {act} only the 'if' direction is known "
-                             "(an S gives an absorber); no converse is proved (no declared ray limit)"), None
+        return (
+            "undecided",
+            (
+                f"no S exists ({out.why}), but for {act} only the 'if' direction is known "
+                "(an S gives an absorber); no converse is proved (no declared ray limit)"
+            ),
+            None,
+        )
     if failed:
         why = f"no S exists ({out.why}), but {theorem} needs nondegenerate weights"
         if par_bias:
-            why += ("; parallel rows with distinct biases (distinct kink hyperplanes) merge in the ray "
-                    f"limit: {par_bias}; not decided")
+            why += (
+                "; parallel rows with distinct biases (distinct kink hyperplanes) merge in the ray "
+                f"limit: {par_bias}; not decided"
+            )
         return "degenerate", why, theorem
     return "not_absorbable", f"no S exists, so by {theorem}: {out.why}", theorem
 
@@ -178,8 +240,11 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
         if scr is not None:
             return _wide(U, D, A, scr, inputs, rtol=rtol, skip_rtol=skip_rtol, absolute=absolute, t0=t0), None
     UUt = U @ U.T
-    dtype = np.result_type(*inputs.dtypes) if all(
-        not str(x).startswith("bfloat") for x in inputs.dtypes) else inputs.dtypes[0]
+    dtype = (
+        np.result_type(*inputs.dtypes)
+        if all(not str(x).startswith("bfloat") for x in inputs.dtypes)
+        else inputs.dtypes[0]
+    )
     failed, min_sin = hypotheses(U, D, UUt, dtype)
     timings["hypotheses"] = time.perf_counter() - t
     rel = relax(U, D, A, UUt, timings)
@@ -191,8 +256,19 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     out = _search(U, D, A, rel, rtol, method=method, time_limit=time_limit, target=target)
     timings["search"] = time.perf_counter() - t
     rounding, rounding_rtol, rounding_S, rounding_reason = _rounding(
-        U, D, A, rel, out, inputs, rtol=rtol, method=method, time_limit=time_limit, target=target,
-        timings=timings, absolute=absolute)
+        U,
+        D,
+        A,
+        rel,
+        out,
+        inputs,
+        rtol=rtol,
+        method=method,
+        time_limit=time_limit,
+        target=target,
+        timings=timings,
+        absolute=absolute,
+    )
     S, theorem, bound, exact = None, None, None, None
     if out.found is not None:
         S = np.flatnonzero(out.found)
@@ -204,19 +280,33 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     else:
         status, why, theorem = _absence(out, failed, inputs, _distinct_biases(U0, inputs.bias, failed))
     if S is None and rounding == "yes":
-        why += (f"; but within {'/'.join(map(str, inputs.dtypes))} storage rounding (rtol "
-                f"{fmt(rounding_rtol)}) the set {few(rounding_S)} passes: see within_rounding")
+        why += (
+            f"; but within {'/'.join(map(str, inputs.dtypes))} storage rounding (rtol "
+            f"{fmt(rounding_rtol)}) the set {few(rounding_S)} passes: see within_rounding"
+        )
     residual = out.residual  # the one candidate checked, or the found set's ‖M_S‖_max
     return Certificate(
-        status=status, S=S, method=out.method, reason=why, d=d, n=n, rtol=rtol, threshold=threshold,
-        residual=residual, relaxation_residual=rel.rho, lower_bound=out.lower, rank=rel.rank,
+        status=status,
+        S=S,
+        method=out.method,
+        reason=why,
+        d=d,
+        n=n,
+        rtol=rtol,
+        threshold=threshold,
+        residual=residual,
+        relaxation_residual=rel.rho,
+        lower_bound=out.lower,
+        rank=rel.rank,
         dist01=float(np.max(np.abs(rel.c - np.clip(np.round(rel.c), 0, 1)), initial=0.0)),
-        radius=radius, nondegenerate=not failed, failed=failed, min_row_sin=min_sin,
-        skip=inputs.skip_kind, stored_dtype="/".join(dict.fromkeys(map(str, inputs.dtypes))),
-        within_rounding=rounding, rounding_rtol=rounding_rtol, rounding_S=rounding_S,
-        rounding_reason=rounding_reason, biased=inputs.bias is not None, activation=inputs.activation,
-        theorem=theorem, miss_bound=bound, miss_exact=exact, skip_rtol=skip_rtol,
-        seconds=time.perf_counter() - t0, timings=timings,
+        radius=radius,
+        nondegenerate=not failed,
+        failed=failed,
+        min_row_sin=min_sin,
+        **_context(inputs, (rounding, rounding_rtol, rounding_S, rounding_reason), (theorem, bound, exact)),
+        skip_rtol=skip_rtol,
+        seconds=time.perf_counter() - t0,
+        timings=timings,
     ), rel
 
 
@@ -238,8 +328,11 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
     elif scr.status == "absent" and unchecked:
         status, why = "undecided", f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}"
     else:
-        why = scr.reason if scr.status == "absent" else (
-            f"undecided: {scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation")
+        why = (
+            scr.reason
+            if scr.status == "absent"
+            else (f"undecided: {scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation")
+        )
         status, why, theorem = _absence(_Outcome(None, scr.method, why, scr.lower, None), scr.failed, inputs, "")
     extra = storage_rtol_pair(*inputs.dtypes)
     rounding, rounding_rtol, rounding_S, rounding_reason = "n/a", None, None, "float64 or integer storage"
@@ -253,14 +346,48 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
         else:
             rounding, rounding_reason = "undecided", "the screen's bound does not reach the looser tolerance"
     return Certificate(
-        status=status, S=S, method=scr.method, reason=why, d=d, n=n, rtol=rtol, threshold=scr.tau,
-        residual=None if scr.check is None else scr.check.miss_max, relaxation_residual=math.nan,
-        lower_bound=scr.lower, rank=-1, dist01=math.nan, radius=None, nondegenerate=not scr.failed,
-        failed=scr.failed, min_row_sin=None, skip=inputs.skip_kind,
-        stored_dtype="/".join(dict.fromkeys(map(str, inputs.dtypes))), within_rounding=rounding,
-        rounding_rtol=rounding_rtol, rounding_S=rounding_S, rounding_reason=rounding_reason,
-        biased=inputs.bias is not None, activation=inputs.activation, theorem=theorem, miss_bound=bound,
-        miss_exact=exact, skip_rtol=skip_rtol, seconds=time.perf_counter() - t0, timings=dict(scr.timings),
+        status=status,
+        S=S,
+        method=scr.method,
+        reason=why,
+        d=d,
+        n=n,
+        rtol=rtol,
+        threshold=scr.tau,
+        residual=None if scr.check is None else scr.check.miss_max,
+        relaxation_residual=math.nan,
+        lower_bound=scr.lower,
+        rank=-1,
+        dist01=math.nan,
+        radius=None,
+        nondegenerate=not scr.failed,
+        failed=scr.failed,
+        min_row_sin=None,
+        **_context(inputs, (rounding, rounding_rtol, rounding_S, rounding_reason), (theorem, bound, exact)),
+        skip_rtol=skip_rtol,
+        seconds=time.perf_counter() - t0,
+        timings=dict(scr.timings),
+    )
+
+
+def _context(inputs: Inputs, rounding: tuple, promise: tuple) -> dict:
+    """The :class:`Certificate` fields both paths fill alike: the caller's inputs (skip kind,
+    storage, bias, activation), the storage-rounding answer ``(within_rounding, rounding_rtol,
+    rounding_S, rounding_reason)`` and the promise ``(theorem, miss_bound, miss_exact)``."""
+    within, rounding_rtol, rounding_S, rounding_reason = rounding
+    theorem, bound, exact = promise
+    return dict(
+        skip=inputs.skip_kind,
+        stored_dtype="/".join(dict.fromkeys(map(str, inputs.dtypes))),
+        within_rounding=within,
+        rounding_rtol=rounding_rtol,
+        rounding_S=rounding_S,
+        rounding_reason=rounding_reason,
+        biased=inputs.bias is not None,
+        activation=inputs.activation,
+        theorem=theorem,
+        miss_bound=bound,
+        miss_exact=exact,
     )
 
 
@@ -271,23 +398,30 @@ def _promise(U, D, A, found, rtol, skip_rtol, target, inputs):
     bound, exact = miss_bound(U, D, A, found, enough=skip_rtol * smin)  # rule (E) met by the rigorous float64 bound
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
     if bound <= skip_rtol * smin:
-        why = (f"W_down[:,S] W_up[S,:] = {target} up to a miss ‖M_S‖_2 <= {fmt(bound)} ({how}): the "
-               f"absorber differs from the block by at most {fmt(bound)}·‖x‖ <= {fmt(skip_rtol)}·‖A x‖")
+        why = (
+            f"W_down[:,S] W_up[S,:] = {target} up to a miss ‖M_S‖_2 <= {fmt(bound)} ({how}): the "
+            f"absorber differs from the block by at most {fmt(bound)}·‖x‖ <= {fmt(skip_rtol)}·‖A x‖"
+        )
         if inputs.bias is not None:
             why += "; with the hidden bias b the absorber also flips b[S] (output bias c + W_down[:,S] b[S])"
         return "absorbable", why, bound, exact
     cancel = float(np.max(np.abs(D[:, found]) @ np.abs(U[found, :])))
-    return "undecided", (
-        f"a set S passes rule (★) (relative to Σ_(i∈S)|W_down||W_up| up to {fmt(cancel)}), but its exact "
-        f"miss ‖M_S‖_2 <= {fmt(bound)} is not small against the skip (σ_min(A) >= {fmt(smin)}, skip_rtol "
-        f"{fmt(skip_rtol)}): cancellation inside S beyond what float64 resolves"), bound, exact
+    return (
+        "undecided",
+        (
+            f"a set S passes rule (★) (relative to Σ_(i∈S)|W_down||W_up| up to {fmt(cancel)}), but its exact "
+            f"miss ‖M_S‖_2 <= {fmt(bound)} is not small against the skip (σ_min(A) >= {fmt(smin)}, skip_rtol "
+            f"{fmt(skip_rtol)}): cancellation inside S beyond what float64 resolves"
+        ),
+        bound,
+        exact,
+    )
 
 
 def _check_method(method, time_limit):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not (
-            0 < time_limit < math.inf):
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not (0 < time_limit < math.inf):
         raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
 
 
@@ -366,8 +500,9 @@ def find_absorbing_set(
     act = check_activation(activation)
     U, D, _ = float_weights(params, batched=False)
     A = skip_matrix(skip, U.shape[1])
-    inputs = Inputs(storage_dtypes(params), bias_vector(bias, U.shape[0]), act,
-                    "identity" if skip is None else "matrix")
+    inputs = Inputs(
+        storage_dtypes(params), bias_vector(bias, U.shape[0]), act, "identity" if skip is None else "matrix"
+    )
     return decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
 
 
@@ -395,8 +530,9 @@ def find_absorbing_sets(
     from tqdm.auto import tqdm
 
     return [
-        find_absorbing_set(MLPParams(params.up[k], params.down[k]), activation, skip=skips[k], bias=biases[k],
-                           **options)
+        find_absorbing_set(
+            MLPParams(params.up[k], params.down[k]), activation, skip=skips[k], bias=biases[k], **options
+        )
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]
 
@@ -468,8 +604,10 @@ def absorber(
         if not ok:
             hint = ""
             if np.dtype(dtype).itemsize < 8 and np.issubdtype(dtype, np.floating):
-                hint = (f"; the weights are {dtype}, whose rounding exceeds the float64 tolerance: build "
-                        "them in float64 (enable x64: jax.config.update(\"jax_enable_x64\", True))")
+                hint = (
+                    f"; the weights are {dtype}, whose rounding exceeds the float64 tolerance: build "
+                    'them in float64 (enable x64: jax.config.update("jax_enable_x64", True))'
+                )
             raise ValueError(
                 f"S does not satisfy W_down[:,S] W_up[S,:] = −A: entrywise miss {miss:.3g} is outside "
                 f"the tolerance (condition.tolerance(params, S)){hint}"

@@ -10,13 +10,30 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
-from absorbjax.condition._arith import EPS, ETA, gamma, verify_set
+from absorbjax.condition._arith import EPS, ETA, gamma, verify_miss
 from absorbjax.condition.certificate import few
 from absorbjax.models import GatedParams, MLPParams
 
-__all__ = ["DEFAULT_RTOL", "SKIP_RTOL", "absolute_rounding", "accepts", "check_activation", "check_rtol",
-           "check_skip_rtol", "float_weights", "hypotheses", "mask_of", "miss_matrix", "parallel_pairs", "skip_matrix",
-           "storage_dtypes", "storage_rtol", "storage_rtol_pair", "threshold_of", "tolerance"]
+__all__ = [
+    "DEFAULT_RTOL",
+    "SKIP_RTOL",
+    "absolute_rounding",
+    "accepts",
+    "check_activation",
+    "check_rtol",
+    "check_skip_rtol",
+    "float_weights",
+    "hypotheses",
+    "mask_of",
+    "miss_matrix",
+    "parallel_pairs",
+    "skip_matrix",
+    "storage_dtypes",
+    "storage_rtol",
+    "storage_rtol_pair",
+    "threshold_of",
+    "tolerance",
+]
 
 DEFAULT_RTOL = 1e3 * EPS  # slack for weights that were themselves computed (a pseudo-inverse)
 _SCALE_MAX = 1e120  # max|W_down[:,i]|·max|W_up[i,:]| above this would overflow the Gram matrix
@@ -39,18 +56,14 @@ def float_weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.
     lead = 1 if batched else 0
     if up.ndim != 2 + lead or down.ndim != 2 + lead:
         if not batched and up.ndim == 3:
-            raise ValueError(
-                f"params have a leading draws axis (up {up.shape}); use find_absorbing_sets"
-            )
+            raise ValueError(f"params have a leading draws axis (up {up.shape}); use find_absorbing_sets")
         want = "(draws, n, d) and (draws, d, n)" if batched else "(n, d) and (d, n)"
         raise ValueError(f"params.up and params.down must have shapes {want}, got {up.shape}, {down.shape}")
     n, d = up.shape[-2:]
     if n == 0 or d == 0:
         raise ValueError(f"params must have n >= 1 hidden units and d >= 1 inputs, got up {up.shape}")
     if down.shape[-2:] != (d, n) or down.shape[:-2] != up.shape[:-2]:
-        raise ValueError(
-            f"params.down must have shape {up.shape[:-2] + (d, n)} to match params.up {up.shape}"
-        )
+        raise ValueError(f"params.down must have shape {up.shape[:-2] + (d, n)} to match params.up {up.shape}")
     try:
         dtype = np.result_type(up, down)
     except TypeError:  # e.g. bfloat16 with float16: record the coarser storage
@@ -156,8 +169,11 @@ def check_skip_rtol(skip_rtol) -> float:
     """``skip_rtol`` of rule (E): ``absorbable`` needs ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)``."""
     if skip_rtol is None:
         return SKIP_RTOL
-    if isinstance(skip_rtol, bool) or not isinstance(skip_rtol, (int, float, np.floating, np.integer)) \
-            or not 0 <= float(skip_rtol) < 1:
+    if (
+        isinstance(skip_rtol, bool)
+        or not isinstance(skip_rtol, (int, float, np.floating, np.integer))
+        or not 0 <= float(skip_rtol) < 1
+    ):
         raise ValueError(f"skip_rtol must be a number in [0, 1), got {skip_rtol!r}")
     return float(skip_rtol)
 
@@ -181,8 +197,8 @@ def _allowed(U, D, A, m: np.ndarray, rtol: float) -> np.ndarray:
 
 def accepts(U, D, A, m: np.ndarray, rtol: float) -> tuple[bool, float]:
     """Whether rule (★) accepts the mask ``m`` on the *exact* miss ``M_S`` (a rigorous float64 bound,
-    else rational arithmetic: :func:`_arith.verify_set`), and ``‖M_S‖_max``."""
-    v = verify_set(U, D, A, m, rtol + 2 * gamma(int(m.sum()) + 1))
+    else rational arithmetic: :func:`_arith.verify_miss`), and ``‖M_S‖_max``."""
+    v = verify_miss(U, D, A, m, rtol + 2 * gamma(int(m.sum()) + 1))
     return v.passes, v.miss_max
 
 
@@ -298,8 +314,7 @@ def _pairs(U, UUt, dtype) -> tuple[list, float | None]:
     top = float(np.nanmax(cos2)) if np.any(np.isfinite(cos2)) else 1.0
     min_sin = math.sqrt(max(1.0 - top, 0.0))
     i, j = np.nonzero(np.triu(~(cos2 < 1.0 - 1e-6), 1))  # NaN (out of range) is checked exactly
-    pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j)
-             if _exactly_parallel(U[live[a]], U[live[b]], dtype)]
+    pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j) if _exactly_parallel(U[live[a]], U[live[b]], dtype)]
     return pairs, min_sin
 
 
@@ -317,7 +332,8 @@ def _exactly_parallel(u: np.ndarray, v: np.ndarray, dtype) -> bool:
     """
     a = int(np.argmax(np.abs(u)))
     narrow = (jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).nmant <= 23) or (
-        np.issubdtype(dtype, np.integer) and max(np.abs(u).max(), np.abs(v).max()) < 2**26)
+        np.issubdtype(dtype, np.integer) and max(np.abs(u).max(), np.abs(v).max()) < 2**26
+    )
     uv = np.abs(np.concatenate([u, v]))
     if narrow and np.all((uv == 0) | ((uv > 2.0**-480) & (uv < 2.0**480))):  # no product under/overflows
         return bool(np.all(v * u[a] == u * v[a]))

@@ -113,13 +113,22 @@ def milp(U, D, A, rel: Relaxation, rtol: float, threshold: float, time_limit: fl
         if left <= 0:
             return f"undecided: time limit {time_limit:g} s reached", None, form
         res = optimize.milp(
-            np.zeros(n), integrality=np.ones(n), bounds=optimize.Bounds(0, 1),
-            constraints=cons, options={"time_limit": left, "presolve": presolve},
+            np.zeros(n),
+            integrality=np.ones(n),
+            bounds=optimize.Bounds(0, 1),
+            constraints=cons,
+            options={"time_limit": left, "presolve": presolve},
         )
         if res.status == 2:
             if retried:
-                return ("undecided: HiGHS reports the MILP infeasible (with and without presolve), "
-                        "a floating-point verdict that is no proof"), None, form
+                return (
+                    (
+                        "undecided: HiGHS reports the MILP infeasible (with and without presolve), "
+                        "a floating-point verdict that is no proof"
+                    ),
+                    None,
+                    form,
+                )
             presolve, retried = False, True
             continue
         if res.x is None:

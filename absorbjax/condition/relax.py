@@ -121,8 +121,9 @@ def box_lower(U, D, A, rel: Relaxation, *, target: float = math.inf, iters: int 
     return box_relaxation(U, D, A, rel, target=target, iters=iters)[0]
 
 
-def box_relaxation(U, D, A, rel: Relaxation, *, target: float = math.inf, iters: int = 3000,
-         rtol: float = 1e-6) -> tuple[float, np.ndarray]:
+def box_relaxation(
+    U, D, A, rel: Relaxation, *, target: float = math.inf, iters: int = 3000, rtol: float = 1e-6
+) -> tuple[float, np.ndarray]:
     """``(bound, c)``: a certified lower bound on ``min_{c ∈ [0,1]^n} ‖Σ c_i M_i + A‖_F`` and the
     box point ``c`` (``n``,) that gives it.
 
@@ -147,8 +148,11 @@ def box_relaxation(U, D, A, rel: Relaxation, *, target: float = math.inf, iters:
         return f, -float(np.sum(np.minimum(2 * g * c, -2 * g * (1 - c)))), g
 
     def done(f, gap):
-        return (gap <= rtol * max(f, 0.0) or math.sqrt(max(f, 0.0)) <= target < math.inf
-                or math.sqrt(max(f - gap, 0.0)) > 1.01 * target)
+        return (
+            gap <= rtol * max(f, 0.0)
+            or math.sqrt(max(f, 0.0)) <= target < math.inf
+            or math.sqrt(max(f - gap, 0.0)) > 1.01 * target
+        )
 
     c = np.clip(rel.c, 0.0, 1.0)
     f, gap, g = gram(c)

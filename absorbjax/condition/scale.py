@@ -85,6 +85,7 @@ def _gamma(k: int) -> float:
 def _nonbool(fn):
     def __bool__(self):
         raise TypeError(f"{type(self).__name__} has no truth value; read .{fn}")
+
     return __bool__
 
 
@@ -220,7 +221,7 @@ def _msum(U, D, k, w, block) -> np.ndarray:
             continue
         live = np.flatnonzero(ws)
         u, dd = _load(U, D, k, slice(s.start + live[0], s.start + live[-1] + 1))
-        wl = ws[live[0]:live[-1] + 1].astype(np.float64)
+        wl = ws[live[0] : live[-1] + 1].astype(np.float64)
         out += (dd * wl) @ u
     return out
 
@@ -279,8 +280,17 @@ def _miss_upper(R: np.ndarray, nu_sum: float, norm_a: float, m_size: int) -> flo
     return bound * (1 + 4 * _U)
 
 
-def box_bounds(U, D, A, *, steps: int = 2, target: float = math.inf, block: int = BLOCK,
-               scales=None, on_set: Callable | None = None) -> tuple[float, float, np.ndarray, int]:
+def box_bounds(
+    U,
+    D,
+    A,
+    *,
+    steps: int = 2,
+    target: float = math.inf,
+    block: int = BLOCK,
+    scales=None,
+    on_set: Callable | None = None,
+) -> tuple[float, float, np.ndarray, int]:
     """Frank–Wolfe on ``min_{c∈[0,1]^n} ‖Σ c_i M_i + A‖_F`` from ``c = 0``: certified bounds.
 
     Returns ``(lower, upper, S, steps_taken)``: ``lower`` certified by (D) at the best iterate
@@ -411,8 +421,10 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
         failed.append(f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}")
     elif tested > cap:
         failed.append(f"undecided: {tested} near-equal projections of rows of W_up, over the cap {cap}")
-    checked = (f"zero rows/columns exactly; parallel rows exactly ({tested} candidate pairs within the "
-               f"rounding window {w:.2g} of one projection tested); min |sin| between rows not computed")
+    checked = (
+        f"zero rows/columns exactly; parallel rows exactly ({tested} candidate pairs within the "
+        f"rounding window {w:.2g} of one projection tested); min |sin| between rows not computed"
+    )
     return tuple(failed), checked
 
 
@@ -434,6 +446,7 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
     lu = None
     if not identity:
         from scipy.linalg import lu_factor, lu_solve
+
         lu = lu_factor(A, check_finite=False)
     b = np.empty(n)
     for s in _blocks(n, block):
@@ -450,7 +463,7 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
     bad = np.abs(C) > tol
     keep = np.ones(K.size, bool)
     while keep.sum() > d:  # drop the candidate with the most nonzero cross terms
-        score = (bad[np.ix_(keep, keep)].sum(axis=0) + bad[np.ix_(keep, keep)].sum(axis=1))
+        score = bad[np.ix_(keep, keep)].sum(axis=0) + bad[np.ix_(keep, keep)].sum(axis=1)
         if score.max() == 0:
             break
         keep[np.flatnonzero(keep)[int(np.argmax(score))]] = False
@@ -472,8 +485,7 @@ def verify_set(U, D, A, S, rtol: float) -> SetCheck:
     r = rtol + 2 * _gamma(S.size + 1)
     accepted = bool(np.all(np.abs(R) <= r * bound))
     frob = float(np.linalg.norm(R)) * (1 + _gamma(R.size + 2)) + 2 * _gamma(S.size + 2) * float(np.linalg.norm(bound))
-    return SetCheck(np.sort(S), accepted, float(np.max(np.abs(R), initial=0.0)),
-                    frob * (1 + 8 * _U) + R.size * _ETA)
+    return SetCheck(np.sort(S), accepted, float(np.max(np.abs(R), initial=0.0)), frob * (1 + 8 * _U) + R.size * _ETA)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,8 +507,18 @@ def _absent_reason(test: str, lower: float, tau: float) -> str:
     return f"{test}: every S misses −A by >= {lower:.6g} (Frobenius), an accepted S by <= {tau:.3g}"
 
 
-def screen(U, D, A, *, tau: float, rtol: float, steps: int = 2, block: int = BLOCK,
-           verify: Callable | None = None, find: bool = True) -> Screen:
+def screen(
+    U,
+    D,
+    A,
+    *,
+    tau: float,
+    rtol: float,
+    steps: int = 2,
+    block: int = BLOCK,
+    verify: Callable | None = None,
+    find: bool = True,
+) -> Screen:
     """Decide ``∃S: W_down[:,S] W_up[S,:] = −A`` cheaply, or say that it cannot.
 
     Args:
@@ -552,8 +574,7 @@ def screen(U, D, A, *, tau: float, rtol: float, steps: int = 2, block: int = BLO
             reason = f"|S| = {chk.S.size} units with W_up[i,:] A⁻¹ W_down[:,i] = −1 and no cross terms; S verified"
             return done("found", reason, "planted", (0.0, chk.miss_frobenius, chk.S))
     t = time.perf_counter()
-    lower2, upper, upper_S, taken = box_bounds(U, D, A, steps=steps, target=tau, block=block,
-                                               scales=k, on_set=consider)
+    lower2, upper, upper_S, taken = box_bounds(U, D, A, steps=steps, target=tau, block=block, scales=k, on_set=consider)
     timings["frank-wolfe"] = time.perf_counter() - t
     lower = max(lower, lower2)
     if found:
@@ -562,6 +583,8 @@ def screen(U, D, A, *, tau: float, rtol: float, steps: int = 2, block: int = BLO
     if lower > tau:
         reason = _absent_reason(f"Frank–Wolfe test matrix after {taken} steps (bound (D))", lower, tau)
         return done("absent", reason, "frank-wolfe", (lower, upper, upper_S), taken)
-    reason = (f"no cheap decision: bound (D) reaches {lower:.3g} <= tau {tau:.3g} after {taken} Frank–Wolfe "
-              "steps and no planted set verified")
+    reason = (
+        f"no cheap decision: bound (D) reaches {lower:.3g} <= tau {tau:.3g} after {taken} Frank–Wolfe "
+        "steps and no planted set verified"
+    )
     return done("undecided", reason, "none", (lower, upper, upper_S), taken)

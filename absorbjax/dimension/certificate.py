@@ -96,9 +96,11 @@ class DepthCertificate(Verdict):
         fam = "residual" if self.residual else "free (control)"
         lines = [
             f"{self.status}  [method: {self.method}]  {self.reason}",
-            (f"  {self.activation} d={self.d} n={self.n} L={self.depth}: {fam} family rank >= {self.rank} "
-             f"(an exact rank mod p={self.prime}, a lower bound; of {self.params} parameters, max "
-             f"{self.maximum}) vs free bound b = {self.free_bound}"),
+            (
+                f"  {self.activation} d={self.d} n={self.n} L={self.depth}: {fam} family rank >= {self.rank} "
+                f"(an exact rank mod p={self.prime}, a lower bound; of {self.params} parameters, max "
+                f"{self.maximum}) vs free bound b = {self.free_bound}"
+            ),
             f"  probes: {self.probes}; {self.inputs} inputs ({self.dropped} on a kink dropped)"
             + (f"; c -> residue {self.residue}" if self.residue is not None else ""),
             f"  point: rational weights over {self.point.denominator} (numerators stored in the certificate)",
@@ -134,13 +136,22 @@ def _default_order(d: int, P: int) -> int:
     return k + 1
 
 
-def _best_rank(point: RationalPoint, name: str, residual: bool, order: int, max_order: int, maximum: int,
-               prime: int, subfamily: np.ndarray | None) -> ExactRank:
+def _best_rank(
+    point: RationalPoint,
+    name: str,
+    residual: bool,
+    order: int,
+    max_order: int,
+    maximum: int,
+    prime: int,
+    subfamily: np.ndarray | None,
+) -> ExactRank:
     """The exact rank at ``order``; for GELU the order grows by 2 while the rank grows, up to ``max_order``."""
     best = exact_rank(point, name, residual=residual, order=order, prime=prime, subfamily=subfamily)
     while name == "gelu" and best.rank < maximum and best.order < max_order:
-        nxt = exact_rank(point, name, residual=residual, order=min(best.order + 2, max_order), prime=prime,
-                         subfamily=subfamily)
+        nxt = exact_rank(
+            point, name, residual=residual, order=min(best.order + 2, max_order), prime=prime, subfamily=subfamily
+        )
         if nxt.rank <= best.rank:
             return nxt if nxt.rank == best.rank else best
         best = nxt
@@ -152,33 +163,56 @@ def _scope(name: str, params: int, subfamily: bool) -> str:
     if name == "gelu":
         where = "almost all weights (a proper algebraic subset excepted: the jets are polynomials in the weights)"
         return f"almost all theta of the affine family W_0 + B theta ({params} parameters)" if subfamily else where
-    region = ("the open region around the point where every probe input keeps its activation pattern (ReLU's "
-              "functional dimension varies across weight space)")
+    region = (
+        "the open region around the point where every probe input keeps its activation pattern (ReLU's "
+        "functional dimension varies across weight space)"
+    )
     if subfamily:
         return f"almost all theta of the affine family W_0 + B theta ({params} parameters) in {region}"
     return f"almost all weights in {region}"
 
 
-def _verdict(name: str, d: int, n: int, depth: int, residual: bool, rank: int, bound: int, narrow: bool | None,
-             scope: str) -> tuple[str, str, str, str]:
+def _verdict(
+    name: str, d: int, n: int, depth: int, residual: bool, rank: int, bound: int, narrow: bool | None, scope: str
+) -> tuple[str, str, str, str]:
     """``(status, method, reason, scope)``."""
     if not residual:
-        reason = (f"a free family has rank {rank} <= its bound {bound}; nothing to certify (control)"
-                  if rank <= bound else f"free family rank {rank} EXCEEDS the proved bound {bound}: the count is wrong")
+        reason = (
+            f"a free family has rank {rank} <= its bound {bound}; nothing to certify (control)"
+            if rank <= bound
+            else f"free family rank {rank} EXCEEDS the proved bound {bound}: the count is wrong"
+        )
         return "undecided", "none", reason, "nothing is claimed"
     if rank > bound:
-        return "certified_disjoint", "rank", (
-            f"the residual family's functional dimension is at least {rank} (an exact rank, a lower bound), above "
-            f"the free bound {bound}: residual stacks that a free stack reproduces have measure zero"), scope
+        return (
+            "certified_disjoint",
+            "rank",
+            (
+                f"the residual family's functional dimension is at least {rank} (an exact rank, a lower bound), above "
+                f"the free bound {bound}: residual stacks that a free stack reproduces have measure zero"
+            ),
+            scope,
+        )
     if narrow:
-        scope = ("almost all weights: every residual stack whose layers have det(I + W_down[:,S] W_up[S,:]) != 0 "
-                 "for all S (verified exactly at this point)" + ("; GELU via the GELU -> ReLU limit"
-                                                                   if name == "gelu" else ""))
-        return "certified_disjoint", "narrow", (
-            f"n = {n} < 2d = {2 * d}: a free stack's Jacobian is singular on an open set, the residual stack's is "
-            f"invertible on every linear region (rank count {rank} vs bound {bound} alone would not decide)"), scope
-    why = ("depth 1: the gauge count has no gap" if depth == 1 else
-           f"exact rank {rank} does not exceed the free bound {bound}")
+        scope = (
+            "almost all weights: every residual stack whose layers have det(I + W_down[:,S] W_up[S,:]) != 0 "
+            "for all S (verified exactly at this point)"
+            + ("; GELU via the GELU -> ReLU limit" if name == "gelu" else "")
+        )
+        return (
+            "certified_disjoint",
+            "narrow",
+            (
+                f"n = {n} < 2d = {2 * d}: a free stack's Jacobian is singular on an open set, the residual stack's is "
+                f"invertible on every linear region (rank count {rank} vs bound {bound} alone would not decide)"
+            ),
+            scope,
+        )
+    why = (
+        "depth 1: the gauge count has no gap"
+        if depth == 1
+        else f"exact rank {rank} does not exceed the free bound {bound}"
+    )
     reason = f"{why}; a larger rank may exist at other points, orders or inputs, or the families may meet"
     return "undecided", "none", reason, "nothing is claimed"
 
@@ -190,16 +224,31 @@ def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | N
     order = _default_order(d, P) if order is None else order
     max_order = max(order, order + 4 if max_order is None else max_order)
     if isinstance(prime, (int, np.integer)) and prime <= max_order:
-        raise ValueError(f"prime must exceed the largest jet order (the Taylor denominators must be units mod "
-                         f"p), got prime={prime} <= max_order={max_order}: use a larger prime such as {PRIME}")
+        raise ValueError(
+            f"prime must exceed the largest jet order (the Taylor denominators must be units mod "
+            f"p), got prime={prime} <= max_order={max_order}: use a larger prime such as {PRIME}"
+        )
     return order, max_order
 
 
-def certify(activation: str, d: int, n: int, depth: int, *, key: jax.Array, residual: bool = True,
-            order: int | None = None, inputs: int | None = None, denominator: int = 256,
-            prime: int = PRIME, float_check: bool = True, subfamily: np.ndarray | None = None,
-            params: models.MLPParams | None = None, max_order: int | None = None,
-            shrink: int = 0) -> DepthCertificate:
+def certify(
+    activation: str,
+    d: int,
+    n: int,
+    depth: int,
+    *,
+    key: jax.Array,
+    residual: bool = True,
+    order: int | None = None,
+    inputs: int | None = None,
+    denominator: int = 256,
+    prime: int = PRIME,
+    float_check: bool = True,
+    subfamily: np.ndarray | None = None,
+    params: models.MLPParams | None = None,
+    max_order: int | None = None,
+    shrink: int = 0,
+) -> DepthCertificate:
     """Certify (or not) that almost all residual stacks of this size are reproduced by no free
     stack of the same width and depth.
 
@@ -246,16 +295,20 @@ def certify(activation: str, d: int, n: int, depth: int, *, key: jax.Array, resi
     k_inputs = inputs if inputs is not None else _default_inputs(name, d, n, depth, order)
     # The float check needs K d >= P outputs; the jets use the first k_inputs directions.
     k_float = max(k_inputs, math.ceil(2 * param_count(d, n, depth) / d)) if float_check else k_inputs
-    full = rational_point(d, n, depth, key=key, inputs=k_float, denominator=denominator, params=params,
-                          shrink=shrink)
+    full = rational_point(d, n, depth, key=key, inputs=k_float, denominator=denominator, params=params, shrink=shrink)
     point = full._replace(inputs=full.inputs[:k_inputs])
     best = _best_rank(point, name, residual, order, max_order, maximum, prime, subfamily)
     narrow = narrow_invertible(point) if n < 2 * d and residual and subfamily is None else None
     fr = float_rank(full, name, residual=residual) if float_check and subfamily is None else None
-    probes = (f"Taylor coefficients of t -> f(t x_k) at t = 0, orders 1..{best.order}" if name == "gelu" else
-              "values f(x_k) at rational inputs off every kink (checked exactly)")
+    probes = (
+        f"Taylor coefficients of t -> f(t x_k) at t = 0, orders 1..{best.order}"
+        if name == "gelu"
+        else "values f(x_k) at rational inputs off every kink (checked exactly)"
+    )
     verdict = _verdict(name, d, n, depth, residual, best.rank, bound, narrow, _scope(name, P, subfamily is not None))
     # DepthCertificate's fields in order: (status, method, reason, scope), the size, the exact rank, the float rank.
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
-    return DepthCertificate(*verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start)
+    return DepthCertificate(
+        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start
+    )

@@ -40,8 +40,17 @@ class RationalPoint(NamedTuple):
         return jnp.asarray(self.inputs / float(self.denominator), dtype)
 
 
-def rational_point(d: int, n: int, depth: int, *, key: jax.Array, inputs: int, denominator: int = 256,
-                   params: models.MLPParams | None = None, shrink: int = 0) -> RationalPoint:
+def rational_point(
+    d: int,
+    n: int,
+    depth: int,
+    *,
+    key: jax.Array,
+    inputs: int,
+    denominator: int = 256,
+    params: models.MLPParams | None = None,
+    shrink: int = 0,
+) -> RationalPoint:
     """Gaussian weights (variance ``1/fan_in``) and standard Gaussian inputs rounded to multiples of
     ``1/denominator``; the inputs are a prefix-stable stream (``inputs=K`` is a prefix of ``inputs=2K``).
 
@@ -80,8 +89,10 @@ def rational_point(d: int, n: int, depth: int, *, key: jax.Array, inputs: int, d
         down = rng.standard_normal((depth, d, n)) / math.sqrt(n)
     else:
         if np.shape(params.up) != (depth, n, d) or np.shape(params.down) != (depth, d, n):
-            raise ValueError(f"params must have up ({depth}, {n}, {d}) and down ({depth}, {d}, {n}), "
-                             f"got {np.shape(params.up)} and {np.shape(params.down)}")
+            raise ValueError(
+                f"params must have up ({depth}, {n}, {d}) and down ({depth}, {d}, {n}), "
+                f"got {np.shape(params.up)} and {np.shape(params.down)}"
+            )
         up, down = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
     xs = np.random.default_rng([*rng.bit_generator.seed_seq.entropy, 1]).standard_normal((inputs, d))
     q = int(denominator)

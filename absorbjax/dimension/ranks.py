@@ -73,8 +73,9 @@ def float_rank(point: RationalPoint, activation: str, *, residual: bool = True) 
     if name not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     if not jax.config.jax_enable_x64:
-        raise ValueError("float_rank needs float64: enable it with jax.enable_x64(True) or "
-                         "jax.config.update('jax_enable_x64', True)")
+        raise ValueError(
+            "float_rank needs float64: enable it with jax.enable_x64(True) or jax.config.update('jax_enable_x64', True)"
+        )
     params, xs = point.params(jnp.float64), point.xs(jnp.float64)
     flat, unravel = ravel_pytree(params)
 
@@ -154,8 +155,9 @@ def _matmul(x: np.ndarray, m: np.ndarray, p: int) -> np.ndarray:
     return np.fmod((x.reshape(-1, x.shape[-1]) @ m).reshape(*x.shape[:-1], m.shape[1]), p)
 
 
-def forward_jacobian(point: RationalPoint, residual: bool, order: int, p: int, c0: int,
-                      masks: list[np.ndarray] | None, chunk: int) -> np.ndarray:
+def forward_jacobian(
+    point: RationalPoint, residual: bool, order: int, p: int, c0: int, masks: list[np.ndarray] | None, chunk: int
+) -> np.ndarray:
     """Rows ``(K·d·order, P)``: ``∂/∂W`` of the Taylor coefficients of ``t ↦ f(t x_k)`` (orders
     1..``order``) mod ``p``; for ReLU (``masks`` given) the one coefficient is ``f(x_k)`` (a ReLU
     stack is positively homogeneous: ``f(t x) = t f(x)``). Columns follow
@@ -172,7 +174,7 @@ def forward_jacobian(point: RationalPoint, residual: bool, order: int, p: int, c
     first = 0 if masks is not None else 1  # index of the t^1 coefficient
     blocks = []
     for start in range(0, xs.shape[0], chunk):
-        x = xs[start:start + chunk]
+        x = xs[start : start + chunk]
         K = x.shape[0]
         z = np.zeros((K, T, d))
         z[:, first, :] = x
@@ -189,7 +191,7 @@ def forward_jacobian(point: RationalPoint, residual: bool, order: int, p: int, c
                 a, da_dh = _gelu_series(h, p, c0)
                 da = _mul(da_dh[:, None], dh, p)
             else:
-                m = masks[layer][start:start + chunk].astype(np.float64)  # (K, n)
+                m = masks[layer][start : start + chunk].astype(np.float64)  # (K, n)
                 a = h * m[:, None, :]
                 da = dh * m[:, None, None, :]
             out = _matmul(a, D.T, p)  # (K, T, d)
@@ -253,9 +255,17 @@ def _modular_rank(M: np.ndarray, p: int) -> int:
     return flint.nmod_mat(M.shape[0], M.shape[1], (M % p).ravel().tolist(), p).rank()
 
 
-def exact_rank(point: RationalPoint, activation: str, *, residual: bool = True, order: int | None = None,
-               prime: int = PRIME, residue: int | None = None, subfamily: np.ndarray | None = None,
-               chunk: int = 16) -> ExactRank:
+def exact_rank(
+    point: RationalPoint,
+    activation: str,
+    *,
+    residual: bool = True,
+    order: int | None = None,
+    prime: int = PRIME,
+    residue: int | None = None,
+    subfamily: np.ndarray | None = None,
+    chunk: int = 16,
+) -> ExactRank:
     """Rank mod ``prime`` of the probe Jacobian at ``point``: a certified lower bound on the rank
     over ``R`` (``docs/theory/depth.md``, step 2).
 
@@ -292,8 +302,9 @@ def exact_rank(point: RationalPoint, activation: str, *, residual: bool = True, 
     if subfamily is not None:
         subfamily = np.asarray(subfamily)
         if subfamily.ndim != 2 or subfamily.shape[0] != P or not np.issubdtype(subfamily.dtype, np.integer):
-            raise ValueError(f"subfamily must be an integer matrix of shape ({P}, m), got {subfamily.shape} "
-                             f"{subfamily.dtype}")
+            raise ValueError(
+                f"subfamily must be an integer matrix of shape ({P}, m), got {subfamily.shape} {subfamily.dtype}"
+            )
     p = int(prime)
     dropped = 0
     if name == "gelu":
@@ -301,8 +312,10 @@ def exact_rank(point: RationalPoint, activation: str, *, residual: bool = True, 
         if not isinstance(order, (int, np.integer)) or order < 1:
             raise ValueError(f"order must be a positive integer, got {order!r}")
         if p <= order:
-            raise ValueError(f"prime must exceed the jet order (the Taylor denominators 2^k k! (2k+1) must be "
-                             f"units mod p), got prime={p} <= order={order}: use a larger prime such as {PRIME}")
+            raise ValueError(
+                f"prime must exceed the jet order (the Taylor denominators 2^k k! (2k+1) must be "
+                f"units mod p), got prime={p} <= order={order}: use a larger prime such as {PRIME}"
+            )
         if residue is None:  # a residue in [2, p − 1], derived from the point so that reruns agree
             residue = 2 + int(np.abs(point.up).sum() * 7919 + np.abs(point.down).sum() * 104729) % (p - 2)
         M = forward_jacobian(point, residual, int(order), p, int(residue) % p, None, chunk)
@@ -321,8 +334,17 @@ def exact_rank(point: RationalPoint, activation: str, *, residual: bool = True, 
         cols = subfamily.shape[1]
     else:
         rank, cols = _modular_rank(M, p), P
-    return ExactRank(int(rank), M.shape[0], cols, p, residue, int(order), int(point.inputs.shape[0]), dropped,
-                     time.perf_counter() - start)
+    return ExactRank(
+        int(rank),
+        M.shape[0],
+        cols,
+        p,
+        residue,
+        int(order),
+        int(point.inputs.shape[0]),
+        dropped,
+        time.perf_counter() - start,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

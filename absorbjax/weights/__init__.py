@@ -25,5 +25,20 @@ from absorbjax.weights.check import BlockCheck, check, gaussian_like
 from absorbjax.weights.model import Block, Model, blocks, load_block, load_skip, scan
 from absorbjax.weights.packages import checkpoint_file
 
-__all__ = ["Block", "Model", "BlockCheck", "scan", "blocks", "load_block", "load_skip", "check",
-           "gaussian_like", "checkpoint_file", "activation", "conventions", "formats", "model", "packages"]
+__all__ = [
+    "Block",
+    "Model",
+    "BlockCheck",
+    "scan",
+    "blocks",
+    "load_block",
+    "load_skip",
+    "check",
+    "gaussian_like",
+    "checkpoint_file",
+    "activation",
+    "conventions",
+    "formats",
+    "model",
+    "packages",
+]

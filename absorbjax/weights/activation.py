@@ -29,9 +29,17 @@ HIDDEN_ACT = {
 }
 # GGUF ``general.architecture`` → the ``hidden_act`` of its feed-forward blocks.
 GGUF_ARCH = {
-    "llama": "silu", "mistral": "silu", "qwen2": "silu", "qwen3": "silu", "phi3": "silu",
-    "gemma": "gelu_pytorch_tanh", "gemma2": "gelu_pytorch_tanh", "gemma3": "gelu_pytorch_tanh",
-    "gpt2": "gelu_new", "bert": "gelu", "starcoder2": "gelu_pytorch_tanh",
+    "llama": "silu",
+    "mistral": "silu",
+    "qwen2": "silu",
+    "qwen3": "silu",
+    "phi3": "silu",
+    "gemma": "gelu_pytorch_tanh",
+    "gemma2": "gelu_pytorch_tanh",
+    "gemma3": "gelu_pytorch_tanh",
+    "gpt2": "gelu_new",
+    "bert": "gelu",
+    "starcoder2": "gelu_pytorch_tanh",
 }
 _CONFIG_KEYS = ("hidden_act", "activation_function", "hidden_activation")
 
@@ -100,6 +108,8 @@ def resolve(ckpt: Checkpoint, gated: bool, activation: str | None) -> tuple[str,
         raise ValueError(f"{path}: {' '.join(str(err).split())}") from None
     if act.gated != gated:
         want, have = ("gated", "ungated") if act.gated else ("ungated", "gated")
-        raise ValueError(f"{path}: activation {act.name!r} ({source}) is {want} but the file holds {have} blocks; "
-                         "pass --activation NAME")
+        raise ValueError(
+            f"{path}: activation {act.name!r} ({source}) is {want} but the file holds {have} blocks; "
+            "pass --activation NAME"
+        )
     return act.name, source

@@ -76,10 +76,16 @@ def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
     if act.never_absorbs and not hidden_nonzero and not block.unread:
         return {"status": "not_absorbable", "method": "theorem", "reason": act.result}
     if act.never_absorbs:
-        why = ("it has a nonzero hidden bias" if hidden_nonzero else
-               f"the unread tensor(s) {', '.join(block.unread)} may be hidden biases")
-        return {"status": "undecided", "method": "theorem",
-                "reason": f"Prop 5/6 are proved for bias-free blocks; {why}"}
+        why = (
+            "it has a nonzero hidden bias"
+            if hidden_nonzero
+            else f"the unread tensor(s) {', '.join(block.unread)} may be hidden biases"
+        )
+        return {
+            "status": "undecided",
+            "method": "theorem",
+            "reason": f"Prop 5/6 are proved for bias-free blocks; {why}",
+        }
     return {"status": "undecided", "method": "theorem", "reason": act.result}
 
 
@@ -88,23 +94,31 @@ def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
 
     bias = block.hidden_bias
     if distance:
-        dist = condition.distance(block.params, block.activation, skip=skip, bias=bias,
-                                  time_limit=time_limit)
+        dist = condition.distance(block.params, block.activation, skip=skip, bias=bias, time_limit=time_limit)
         cert = dist.certificate
         out = {"lower": dist.lower, "upper": dist.upper, "S": dist.S.tolist(), "S_method": dist.method}
     else:
-        cert = condition.find_absorbing_set(block.params, block.activation, skip=skip, bias=bias,
-                                            time_limit=time_limit)
+        cert = condition.find_absorbing_set(block.params, block.activation, skip=skip, bias=bias, time_limit=time_limit)
         out = {"S": None if cert.S is None else cert.S.tolist()}
-    out.update(status=cert.status, method=cert.method, reason=cert.reason, within_rounding=cert.within_rounding,
-               certificate=cert.to_dict())
+    out.update(
+        status=cert.status,
+        method=cert.method,
+        reason=cert.reason,
+        within_rounding=cert.within_rounding,
+        certificate=cert.to_dict(),
+    )
     covered = block.activation is not None and activations.get(block.activation).converse(biased=True)
     if block.unread and cert.status == "not_absorbable" and covered:
-        out.update(reason=f"{cert.reason}; the unread tensor(s) {', '.join(block.unread)} cannot change this: "
-                   f"{covered} decides the block with any hidden bias")
+        out.update(
+            reason=f"{cert.reason}; the unread tensor(s) {', '.join(block.unread)} cannot change this: "
+            f"{covered} decides the block with any hidden bias"
+        )
     elif block.unread and cert.status == "not_absorbable":
-        out.update(status="undecided", reason=f"{cert.reason}; but decided without the unread tensor(s) "
-                   f"{', '.join(block.unread)}, which may be hidden biases (name them <role>.bias to have them read)")
+        out.update(
+            status="undecided",
+            reason=f"{cert.reason}; but decided without the unread tensor(s) "
+            f"{', '.join(block.unread)}, which may be hidden biases (name them <role>.bias to have them read)",
+        )
     return out
 
 
@@ -137,11 +151,23 @@ def check(block: Block, *, skip=None, time_limit: float = 60.0, distance: bool =
             found = _condition(block, skip, time_limit, distance)
     except ValueError as err:
         raise ValueError(f"{block.path}: layer {block.layer} ({block.name or 'block'}): {err}") from None
-    return BlockCheck(layer=block.layer, name=block.name, convention=block.convention, d=block.d, n=block.n,
-                      activation=block.activation, activation_source=block.activation_source, dtype=block.dtype,
-                      hidden_bias=next(iter(hidden.values()), None),
-                      hidden_bias_nonzero=bool(nonzero), output_bias=names.get("down"), unread=block.unread,
-                      residual=block.residual, seconds=time.perf_counter() - start, **found)
+    return BlockCheck(
+        layer=block.layer,
+        name=block.name,
+        convention=block.convention,
+        d=block.d,
+        n=block.n,
+        activation=block.activation,
+        activation_source=block.activation_source,
+        dtype=block.dtype,
+        hidden_bias=next(iter(hidden.values()), None),
+        hidden_bias_nonzero=bool(nonzero),
+        output_bias=names.get("down"),
+        unread=block.unread,
+        residual=block.residual,
+        seconds=time.perf_counter() - start,
+        **found,
+    )
 
 
 def gaussian_like(params, *, seed: int = 0):

@@ -42,8 +42,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-__all__ = ["Convention", "CONVENTIONS", "FUSED_ORDERS", "QUANT_MARKERS", "Group", "group", "quantisation",
-           "split_name"]
+__all__ = ["Convention", "CONVENTIONS", "FUSED_ORDERS", "QUANT_MARKERS", "Group", "group", "quantisation", "split_name"]
 
 FUSED_ORDERS = ("gate-value", "value-gate")
 
@@ -73,12 +72,16 @@ CONVENTIONS = (
     Convention("fc", {"up": "fc1", "down": "fc2"}),
     Convention("fc_in", {"up": "mlp.fc_in", "down": "mlp.fc_out"}),
     Convention("neox", {"up": "mlp.dense_h_to_4h", "down": "mlp.dense_4h_to_h"}),
-    Convention("t5-gated", {"gate": "DenseReluDense.wi_0", "value": "DenseReluDense.wi_1",
-                            "down": "DenseReluDense.wo"}, gated=True),
+    Convention(
+        "t5-gated",
+        {"gate": "DenseReluDense.wi_0", "value": "DenseReluDense.wi_1", "down": "DenseReluDense.wo"},
+        gated=True,
+    ),
     Convention("t5", {"up": "DenseReluDense.wi", "down": "DenseReluDense.wo"}),
     Convention("phi3", {"gate_value": "mlp.gate_up_proj", "down": "mlp.down_proj"}, gated=True),
-    Convention("ct2-gated", {"gate": "ffn.linear_0", "value": "ffn.linear_0_noact", "down": "ffn.linear_1"},
-               gated=True),
+    Convention(
+        "ct2-gated", {"gate": "ffn.linear_0", "value": "ffn.linear_0_noact", "down": "ffn.linear_1"}, gated=True
+    ),
     Convention("ct2", {"up": "ffn.linear_0", "down": "ffn.linear_1"}),
     Convention("gguf-gated", {"gate": "ffn_gate", "value": "ffn_up", "down": "ffn_down"}, gated=True),
     Convention("gguf", {"up": "ffn_up", "down": "ffn_down"}),
@@ -110,8 +113,14 @@ class Group:
         return f"{self.prefix}.{suffix}" if self.prefix else suffix
 
 
-_ENDINGS = ((".weight", "weight"), ("_weight", "weight"), (".w", "weight"),
-            (".bias", "bias"), ("_bias", "bias"), (".b", "bias"))
+_ENDINGS = (
+    (".weight", "weight"),
+    ("_weight", "weight"),
+    (".w", "weight"),
+    (".bias", "bias"),
+    ("_bias", "bias"),
+    (".b", "bias"),
+)
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -124,11 +133,19 @@ def split_name(name: str) -> tuple[str, str]:
 
 # the last component of a tensor name → the quantisation it belongs to
 QUANT_MARKERS = {
-    "qweight": "GPTQ/AWQ", "qzeros": "GPTQ/AWQ", "scales": "GPTQ/AWQ", "g_idx": "GPTQ",
-    "SCB": "bitsandbytes int8", "weight_format": "bitsandbytes int8", "absmax": "bitsandbytes 4-bit",
-    "quant_map": "bitsandbytes 4-bit", "weight_scale": "int8/fp8 with weight_scale",
-    "weight_scale_inv": "fp8 with weight_scale_inv", "weight_packed": "compressed-tensors",
-    "scale": "int8 with scale", "weight_zero_point": "compressed-tensors",
+    "qweight": "GPTQ/AWQ",
+    "qzeros": "GPTQ/AWQ",
+    "scales": "GPTQ/AWQ",
+    "g_idx": "GPTQ",
+    "SCB": "bitsandbytes int8",
+    "weight_format": "bitsandbytes int8",
+    "absmax": "bitsandbytes 4-bit",
+    "quant_map": "bitsandbytes 4-bit",
+    "weight_scale": "int8/fp8 with weight_scale",
+    "weight_scale_inv": "fp8 with weight_scale_inv",
+    "weight_packed": "compressed-tensors",
+    "scale": "int8 with scale",
+    "weight_zero_point": "compressed-tensors",
 }
 
 

@@ -32,7 +32,7 @@ def is_ct2(path: Path) -> bool:
     if len(head) < 8:
         return False
     version, length = struct.unpack_from("<IH", head)
-    return 1 <= version <= 64 and 0 < length <= len(head) - 6 and head[6:6 + length - 1].endswith(b"Spec")
+    return 1 <= version <= 64 and 0 < length <= len(head) - 6 and head[6 : 6 + length - 1].endswith(b"Spec")
 
 
 class _Stream:
@@ -64,6 +64,7 @@ def _loader(path: Path, offset: int, shape, dtype: str):
             dt = np.dtype(dtype).newbyteorder("<")
         count = int(np.prod(shape, dtype=np.int64))
         return np.fromfile(path, dtype=dt, count=count, offset=offset).reshape(shape)
+
     return load
 
 
@@ -75,8 +76,10 @@ def read_ct2(path: Path):
         s = _Stream(f, size)
         (version,) = s.take("I")
         if version not in VERSIONS:
-            raise ValueError(f"CTranslate2 binary version {version} is not read (known: {VERSIONS}); "
-                             "convert the model to safetensors")
+            raise ValueError(
+                f"CTranslate2 binary version {version} is not read (known: {VERSIONS}); "
+                "convert the model to safetensors"
+            )
         meta["ctranslate2.spec"] = s.string()
         meta["ctranslate2.revision"] = str(s.take("I")[0])
         (count,) = s.take("I")

@@ -69,11 +69,21 @@ def read(path) -> Checkpoint:
         raise ValueError(f"{path}: no such file or directory")
     name = path.name.lower()
     suffix = ".index.json" if name.endswith(".index.json") else path.suffix.lower()
-    readers = {".npz": _npz, ".npy": _npz, ".safetensors": _safetensors, ".gguf": _gguf, ".onnx": _onnx,
-               ".bin": _bin, ".pt": _bin, ".pth": _bin, ".index.json": _index}
+    readers = {
+        ".npz": _npz,
+        ".npy": _npz,
+        ".safetensors": _safetensors,
+        ".gguf": _gguf,
+        ".onnx": _onnx,
+        ".bin": _bin,
+        ".pt": _bin,
+        ".pth": _bin,
+        ".index.json": _index,
+    }
     if suffix not in readers:
-        raise ValueError(f"{path}: unknown format {suffix or '(no suffix)'!r}; use one of {', '.join(FORMATS)} "
-                         "or a model directory")
+        raise ValueError(
+            f"{path}: unknown format {suffix or '(no suffix)'!r}; use one of {', '.join(FORMATS)} or a model directory"
+        )
     try:
         tensors, meta, fmt, graph = readers[suffix](path)
     except Exception as err:  # noqa: BLE001 - any parse failure means "unreadable"
@@ -82,10 +92,17 @@ def read(path) -> Checkpoint:
 
 
 # in order of preference: (glob, what it is)
-_DIRECTORY = (("*.safetensors.index.json", "sharded safetensors"), ("model.safetensors", "safetensors"),
-              ("*.safetensors", "safetensors"), ("pytorch_model.bin.index.json", "sharded PyTorch"),
-              ("pytorch_model.bin", "PyTorch"), ("model.bin", "CTranslate2 or PyTorch"), ("*.onnx", "ONNX"),
-              ("*.gguf", "GGUF"), ("*.npz", "npz"))
+_DIRECTORY = (
+    ("*.safetensors.index.json", "sharded safetensors"),
+    ("model.safetensors", "safetensors"),
+    ("*.safetensors", "safetensors"),
+    ("pytorch_model.bin.index.json", "sharded PyTorch"),
+    ("pytorch_model.bin", "PyTorch"),
+    ("model.bin", "CTranslate2 or PyTorch"),
+    ("*.onnx", "ONNX"),
+    ("*.gguf", "GGUF"),
+    ("*.npz", "npz"),
+)
 
 
 def find_in_directory(folder: Path) -> Path:
@@ -95,10 +112,10 @@ def find_in_directory(folder: Path) -> Path:
         if len(hits) == 1:
             return hits[0]
         if len(hits) > 1:
-            raise ValueError(f"{folder}: holds several {what} files ({', '.join(h.name for h in hits[:4])}); "
-                             "pass one of them")
-    raise ValueError(f"{folder}: no checkpoint in this directory (looked for "
-                     f"{', '.join(p for p, _ in _DIRECTORY)})")
+            raise ValueError(
+                f"{folder}: holds several {what} files ({', '.join(h.name for h in hits[:4])}); pass one of them"
+            )
+    raise ValueError(f"{folder}: no checkpoint in this directory (looked for {', '.join(p for p, _ in _DIRECTORY)})")
 
 
 def _tensors(items: dict) -> dict[str, Tensor]:
@@ -123,8 +140,18 @@ def _npz(path: Path):
 def _safetensors(path: Path):
     from safetensors import safe_open
 
-    names = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
-             "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+    names = {
+        "F64": "float64",
+        "F32": "float32",
+        "F16": "float16",
+        "BF16": "bfloat16",
+        "I64": "int64",
+        "I32": "int32",
+        "I16": "int16",
+        "I8": "int8",
+        "U8": "uint8",
+        "BOOL": "bool",
+    }
 
     def loader(key: str, dtype: str):
         def load():
@@ -133,6 +160,7 @@ def _safetensors(path: Path):
                     return np.asarray(f.get_tensor(key))
             with safe_open(str(path), framework="np") as f:
                 return f.get_tensor(key)
+
         return load
 
     with safe_open(str(path), framework="np") as f:
@@ -174,8 +202,10 @@ def _bin(path: Path):
     with open(path, "rb") as f:
         head = f.read(2)
     if head[:1] == b"\x80":
-        raise ValueError("a legacy torch.save file (PyTorch < 1.6, a bare pickle), which is never unpickled "
-                         "here; re-save it with a current PyTorch or convert it to safetensors")
+        raise ValueError(
+            "a legacy torch.save file (PyTorch < 1.6, a bare pickle), which is never unpickled "
+            "here; re-save it with a current PyTorch or convert it to safetensors"
+        )
     raise ValueError("neither a PyTorch zip checkpoint nor a CTranslate2 model")
 
 

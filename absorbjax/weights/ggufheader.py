@@ -22,8 +22,15 @@ __all__ = ["SCALARS", "read_gguf"]
 
 # GGUF value type → struct format of one scalar (8 = string, 9 = array)
 SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-_PLAIN = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I8": np.int8, "I16": np.int16,
-          "I32": np.int32, "I64": np.int64}
+_PLAIN = {
+    "F32": np.float32,
+    "F16": np.float16,
+    "F64": np.float64,
+    "I8": np.int8,
+    "I16": np.int16,
+    "I32": np.int32,
+    "I64": np.int64,
+}
 
 
 class _Header:
@@ -39,7 +46,7 @@ class _Header:
         n = self.take("Q")
         if n > len(self.raw) - self.offs:
             raise ValueError("a string runs past the end of the file")
-        out = bytes(self.raw[self.offs:self.offs + n]).decode("utf-8", errors="replace")
+        out = bytes(self.raw[self.offs : self.offs + n]).decode("utf-8", errors="replace")
         self.offs += n
         return out
 
@@ -72,6 +79,7 @@ def _loader(path: Path, offset: int, dims: tuple[int, ...], qtype):
         else:
             data = raw.reshape(gguf.quants.quant_shape_to_byte_shape(np_dims, qtype))
         return np.asarray(gguf.quants.dequantize(data, qtype))
+
     return load
 
 
@@ -104,6 +112,8 @@ def read_gguf(path: Path):
         infos.append((name, dims, qtype, offset))
     align = int(meta.get("general.alignment", 32))
     start = -(-h.offs // align) * align
-    tensors = {name: (tuple(reversed(dims)), qtype.name, _loader(path, start + offset, dims, qtype))
-               for name, dims, qtype, offset in infos}
+    tensors = {
+        name: (tuple(reversed(dims)), qtype.name, _loader(path, start + offset, dims, qtype))
+        for name, dims, qtype, offset in infos
+    }
     return tensors, meta

@@ -106,8 +106,12 @@ def _fuse(g: conventions.Group, fused: str | None) -> tuple[conventions.Group, s
     roles = {("gate_value" if r == "up" else r): sfx for r, sfx in conv.roles.items()}
     fconv = conventions.Convention(conv.name + "-fused", roles, gated=True, transposed=conv.transposed)
     rename = {"up": "gate_value"}
-    return dataclasses.replace(g, convention=fconv, weights={rename.get(r, r): t for r, t in g.weights.items()},
-                               biases={rename.get(r, r): t for r, t in g.biases.items()}), fused
+    return dataclasses.replace(
+        g,
+        convention=fconv,
+        weights={rename.get(r, r): t for r, t in g.weights.items()},
+        biases={rename.get(r, r): t for r, t in g.biases.items()},
+    ), fused
 
 
 def _layout(ckpt, g: conventions.Group, transpose: bool, allow_narrow: bool):
@@ -128,13 +132,20 @@ def _layout(ckpt, g: conventions.Group, transpose: bool, allow_narrow: bool):
     for role in conv.roles:
         want = (d, n) if role == "down" else (2 * n, d) if role == "gate_value" else (n, d)
         if shapes[role] != want:
-            hint = ("; it fits transposed, so the file mixes layouts: store every matrix the same way"
-                    if shapes[role][::-1] == want else "")
+            hint = (
+                "; it fits transposed, so the file mixes layouts: store every matrix the same way"
+                if shapes[role][::-1] == want
+                else ""
+            )
             if role == "down" and shapes[role] == (d, n // 2) and n % 2 == 0:
-                hint = ("; the up tensor may stack two matrices: declare a fused gate/value with --fused "
-                        "gate-value or value-gate (fused=)")
-            raise ValueError(f"{where}: {g.weights[role]} has shape {shapes[role]}, expected {want} to match "
-                             f"{g.weights[conv.key]} in layout {layout}{hint}")
+                hint = (
+                    "; the up tensor may stack two matrices: declare a fused gate/value with --fused "
+                    "gate-value or value-gate (fused=)"
+                )
+            raise ValueError(
+                f"{where}: {g.weights[role]} has shape {shapes[role]}, expected {want} to match "
+                f"{g.weights[conv.key]} in layout {layout}{hint}"
+            )
     if n < d and not allow_narrow:
         flag = "without --transpose (transpose=False)" if transpose else "with --transpose (transpose=True)"
         raise ValueError(
@@ -168,27 +179,43 @@ def _groups(ckpt) -> list[conventions.Group]:
     """Candidate blocks: from the graph (ONNX) or by names; refusals for quantised or no blocks."""
     quant = ckpt.metadata.get("quantisation") or conventions.quantisation(ckpt.tensors)
     if ckpt.graph_blocks is not None:
-        found = [conventions.Group(b["prefix"], conventions.Convention(
-                     "onnx", {r: r for r in b["weights"]}, gated="gate" in b["weights"], transposed=b["transposed"]),
-                     b["weights"], b["biases"], b["activation"], b["residual"]) for b in ckpt.graph_blocks]
+        found = [
+            conventions.Group(
+                b["prefix"],
+                conventions.Convention(
+                    "onnx", {r: r for r in b["weights"]}, gated="gate" in b["weights"], transposed=b["transposed"]
+                ),
+                b["weights"],
+                b["biases"],
+                b["activation"],
+                b["residual"],
+            )
+            for b in ckpt.graph_blocks
+        ]
         incomplete = []
     else:
         found, incomplete = conventions.group(ckpt.tensors)
     if quant and (not found or ckpt.graph_blocks is None):
-        raise ValueError(f"{ckpt.path}: the MLP weights are quantised ({quant}), which absorbjax does not "
-                         "dequantise; check a float (fp32/fp16/bf16) export of the model, or GGUF")
+        raise ValueError(
+            f"{ckpt.path}: the MLP weights are quantised ({quant}), which absorbjax does not "
+            "dequantise; check a float (fp32/fp16/bf16) export of the model, or GGUF"
+        )
     broken = [g for g in incomplete if len(g.weights) >= 2 or not found]
     if broken:
         g = broken[0]
-        raise ValueError(f"{ckpt.path}: {g.convention.name} block {g.prefix or '(top level)'} needs "
-                         f"{[g.full(r) for r in g.convention.roles]}, missing {g.missing}")
+        raise ValueError(
+            f"{ckpt.path}: {g.convention.name} block {g.prefix or '(top level)'} needs "
+            f"{[g.full(r) for r in g.convention.roles]}, missing {g.missing}"
+        )
     if not found:
         some = sorted(ckpt.tensors)
         listed = ", ".join(some[:6]) + (f" and {len(some) - 6} more" if len(some) > 6 else "")
-        what = ("no MatMul → activation → MatMul chain with weight initializers in the graph"
-                if ckpt.graph_blocks is not None else
-                "expected BERT intermediate.dense/output.dense, GPT-2 mlp.c_fc/mlp.c_proj, LLaMA "
-                "mlp.gate_proj/up_proj/down_proj, fc1/fc2, GGUF ffn_up/ffn_down, or up/down (gate/value/down)")
+        what = (
+            "no MatMul → activation → MatMul chain with weight initializers in the graph"
+            if ckpt.graph_blocks is not None
+            else "expected BERT intermediate.dense/output.dense, GPT-2 mlp.c_fc/mlp.c_proj, LLaMA "
+            "mlp.gate_proj/up_proj/down_proj, fc1/fc2, GGUF ffn_up/ffn_down, or up/down (gate/value/down)"
+        )
         raise ValueError(f"{ckpt.path}: no MLP block found; {what}; found {listed or 'no tensors'}")
     return found
 
@@ -199,17 +226,33 @@ def _unread(ckpt, prefix: str, used: set, d: int, n: int) -> tuple[str, ...]:
     biases of this block under a name no rule reads."""
     under = (prefix + ".") if prefix else ""
     owners = {conventions.split_name(k)[0] for k, t in ckpt.tensors.items() if len(t.shape) >= 2}
+
     def norm_like(k: str) -> bool:  # 1-D weights and scales are normalisation parameters
-        return ("norm" in k.lower() or "ln_" in k.lower()
-                or k.endswith((".weight", "_weight", ".scale", "gamma", "beta")))
+        return (
+            "norm" in k.lower() or "ln_" in k.lower() or k.endswith((".weight", "_weight", ".scale", "gamma", "beta"))
+        )
 
-    return tuple(sorted(k for k, t in ckpt.tensors.items() if k not in used and k.startswith(under)
-                        and t.shape in ((n,), (d,), (2 * n,)) and not norm_like(k)
-                        and conventions.split_name(k)[0] not in owners))
+    return tuple(
+        sorted(
+            k
+            for k, t in ckpt.tensors.items()
+            if k not in used
+            and k.startswith(under)
+            and t.shape in ((n,), (d,), (2 * n,))
+            and not norm_like(k)
+            and conventions.split_name(k)[0] not in owners
+        )
+    )
 
 
-def scan(path, activation: str | None = None, *, transpose: bool = False, allow_narrow: bool = False,
-         fused: str | None = None) -> Model:
+def scan(
+    path,
+    activation: str | None = None,
+    *,
+    transpose: bool = False,
+    allow_narrow: bool = False,
+    fused: str | None = None,
+) -> Model:
     """Every MLP block in ``path`` (a file or model directory, see :mod:`~absorbjax.weights.formats`),
     weights not yet read, and the tensors no block uses.
 
@@ -243,27 +286,59 @@ def scan(path, activation: str | None = None, *, transpose: bool = False, allow_
         tensors = dict(g.weights) | {f"{r}_bias": t for r, t in g.biases.items()}
         dtypes = sorted({ckpt.tensors[t].dtype for t in g.weights.values()})
         unread = _unread(ckpt, g.prefix if g.convention.name != "onnx" else "", used, d, n)
-        out.append(Block(ckpt.path, layer, g.prefix, g.convention.name, g.convention.gated, d, n,
-                         "/".join(dtypes), name, source, tensors, flip, order, g.residual,
-                         unread if g.convention.name != "onnx" else (), _ckpt=ckpt))
+        out.append(
+            Block(
+                ckpt.path,
+                layer,
+                g.prefix,
+                g.convention.name,
+                g.convention.gated,
+                d,
+                n,
+                "/".join(dtypes),
+                name,
+                source,
+                tensors,
+                flip,
+                order,
+                g.residual,
+                unread if g.convention.name != "onnx" else (),
+                _ckpt=ckpt,
+            )
+        )
     unused = {k: t.shape for k, t in ckpt.tensors.items() if k not in used}
     return Model(ckpt.path, ckpt.format, out, unused)
 
 
-def blocks(path, activation: str | None = None, *, transpose: bool = False,
-           allow_narrow: bool = False, fused: str | None = None) -> list[Block]:
+def blocks(
+    path,
+    activation: str | None = None,
+    *,
+    transpose: bool = False,
+    allow_narrow: bool = False,
+    fused: str | None = None,
+) -> list[Block]:
     """Every MLP block in ``path``, weights not yet read: ``scan(...).blocks`` (see :func:`scan`)."""
     return scan(path, activation, transpose=transpose, allow_narrow=allow_narrow, fused=fused).blocks
 
 
-def load_block(path, activation: str | None = None, *, layer: int | None = None,
-               transpose: bool = False, allow_narrow: bool = False, fused: str | None = None) -> Block:
+def load_block(
+    path,
+    activation: str | None = None,
+    *,
+    layer: int | None = None,
+    transpose: bool = False,
+    allow_narrow: bool = False,
+    fused: str | None = None,
+) -> Block:
     """One block, read: the only one in ``path``, or ``layer`` (its position, see :func:`blocks`)."""
     found = blocks(path, activation, transpose=transpose, allow_narrow=allow_narrow, fused=fused)
     if layer is None:
         if len(found) > 1:
-            raise ValueError(f"{found[0].path}: the file holds {len(found)} MLP blocks (layers 0–"
-                             f"{len(found) - 1}); choose one with layer= (--layer)")
+            raise ValueError(
+                f"{found[0].path}: the file holds {len(found)} MLP blocks (layers 0–"
+                f"{len(found) - 1}); choose one with layer= (--layer)"
+            )
         layer = 0
     if not (isinstance(layer, (int, np.integer)) and 0 <= layer < len(found)):
         raise ValueError(f"{found[0].path}: layer must be one of 0–{len(found) - 1}, got {layer!r}")

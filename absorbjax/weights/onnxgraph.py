@@ -20,12 +20,35 @@ from pathlib import Path
 
 __all__ = ["ELEMENTWISE", "ACTIVATION_OPS", "QUANTISED_OPS", "read_onnx"]
 
-ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Erf", "Tanh", "Sigmoid", "Relu", "Gelu",
-               "Softplus", "Identity", "Cast", "FastGelu", "BiasGelu"}
-ACTIVATION_OPS = {"Gelu": "gelu", "FastGelu": "gelu_pytorch_tanh", "BiasGelu": "gelu", "Erf": "gelu",
-                  "Tanh": "gelu_pytorch_tanh", "Relu": "relu", "Sigmoid": "silu", "Softplus": None}
-QUANTISED_OPS = {"QLinearMatMul", "MatMulInteger", "DequantizeLinear", "MatMulNBits", "DynamicQuantizeMatMul",
-                 "QGemm"}
+ELEMENTWISE = {
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Sqrt",
+    "Erf",
+    "Tanh",
+    "Sigmoid",
+    "Relu",
+    "Gelu",
+    "Softplus",
+    "Identity",
+    "Cast",
+    "FastGelu",
+    "BiasGelu",
+}
+ACTIVATION_OPS = {
+    "Gelu": "gelu",
+    "FastGelu": "gelu_pytorch_tanh",
+    "BiasGelu": "gelu",
+    "Erf": "gelu",
+    "Tanh": "gelu_pytorch_tanh",
+    "Relu": "relu",
+    "Sigmoid": "silu",
+    "Softplus": None,
+}
+QUANTISED_OPS = {"QLinearMatMul", "MatMulInteger", "DequantizeLinear", "MatMulNBits", "DynamicQuantizeMatMul", "QGemm"}
 _MAX_CHAIN = 24
 
 
@@ -173,8 +196,16 @@ def _blocks(g: _Graph, graph):
         if len(layouts) != 1:
             continue  # mixed MatMul / Gemm transB layouts: not one block we can describe
         name = _prefix([up.name, down.name], fallback=wu[0])
-        out.append({"prefix": name, "weights": roles, "biases": biases, "transposed": layouts.pop(),
-                    "activation": act, "residual": _residual(g, up.input[0], y)})
+        out.append(
+            {
+                "prefix": name,
+                "weights": roles,
+                "biases": biases,
+                "transposed": layouts.pop(),
+                "activation": act,
+                "residual": _residual(g, up.input[0], y),
+            }
+        )
     seen = collections.Counter()
     for b in out:  # names stay unique even when node names are not
         seen[b["prefix"]] += 1
@@ -188,6 +219,7 @@ def _loader(tensor, base: Path):
         from onnx import numpy_helper
 
         return numpy_helper.to_array(tensor, base_dir=str(base))
+
     return load
 
 

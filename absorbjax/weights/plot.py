@@ -42,8 +42,15 @@ def distance_figure(rows, gaussian, *, title: str = ""):
         width = figstyle.SINGLE if len(rows) <= 8 else figstyle.DOUBLE
         fig, ax = figstyle.subplots(width=width, height=2.6)
         ref = [gaussian[r.layer] for r in rows]
-        ax.bar(xs, [g.upper - g.lower for g in ref], bottom=[g.lower for g in ref], width=0.6, color="0.75",
-               lw=0, label="Gaussian, matched norms")
+        ax.bar(
+            xs,
+            [g.upper - g.lower for g in ref],
+            bottom=[g.lower for g in ref],
+            width=0.6,
+            color="0.75",
+            lw=0,
+            label="Gaussian, matched norms",
+        )
         ax.vlines(xs, [r.lower for r in rows], [r.upper for r in rows], color=figstyle.PALETTE[0], lw=1.5)
         ax.plot(xs, [r.lower for r in rows], "v", color=figstyle.PALETTE[0], label="trained: certified lower")
         ax.plot(xs, [r.upper for r in rows], "^", color=figstyle.PALETTE[1], label="trained: attained")

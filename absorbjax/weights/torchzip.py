@@ -28,9 +28,16 @@ __all__ = ["ALLOWED", "STORAGES", "RestrictedUnpickler", "read_torch_zip"]
 
 # torch storage class → NumPy dtype name (bfloat16 through ml_dtypes)
 STORAGES = {
-    "DoubleStorage": "float64", "FloatStorage": "float32", "HalfStorage": "float16",
-    "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
-    "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool",
+    "DoubleStorage": "float64",
+    "FloatStorage": "float32",
+    "HalfStorage": "float16",
+    "BFloat16Storage": "bfloat16",
+    "LongStorage": "int64",
+    "IntStorage": "int32",
+    "ShortStorage": "int16",
+    "CharStorage": "int8",
+    "ByteStorage": "uint8",
+    "BoolStorage": "bool",
 }
 
 
@@ -58,8 +65,9 @@ class _StorageType:
         self.dtype = STORAGES[name]
 
 
-def rebuild_tensor(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,
-                   metadata=None) -> TensorRef:
+def rebuild_tensor(
+    storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None
+) -> TensorRef:
     """Stand-in for ``torch._utils._rebuild_tensor_v2``: records the view, reads nothing."""
     if not isinstance(storage, StorageRef):
         raise pickle.UnpicklingError("a tensor refers to something other than a storage record")
@@ -93,7 +101,8 @@ class RestrictedUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(
                 f"refused to unpickle {module}.{name}: only state dicts of tensors are read (a pickle can "
                 "run code); save model.state_dict() instead of the model, or convert the file to "
-                "safetensors") from None
+                "safetensors"
+            ) from None
         if isinstance(target, _StorageType):
             return _StorageType(name)
         if target in (rebuild_tensor, rebuild_parameter):
@@ -101,8 +110,7 @@ class RestrictedUnpickler(pickle.Unpickler):
         return target
 
     def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
-                and isinstance(pid[1], _StorageType)):
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], _StorageType)):
             raise pickle.UnpicklingError(f"unexpected persistent id {pid!r:.80}")
         return StorageRef(pid[1].dtype, str(pid[2]), int(pid[4]))
 
@@ -135,11 +143,15 @@ def _loader(path: Path, member: str, ref: TensorRef):
         if any(s == 0 for s in ref.shape):
             return np.zeros(ref.shape, dtype)
         if ref.offset < 0 or extent > raw.size or any(st < 0 for st in ref.stride):
-            raise ValueError(f"tensor view (offset {ref.offset}, shape {ref.shape}, stride {ref.stride}) "
-                             f"leaves its storage of {raw.size} elements")
-        view = np.lib.stride_tricks.as_strided(raw[ref.offset:], shape=ref.shape,
-                                               strides=[s * dtype.itemsize for s in ref.stride])
+            raise ValueError(
+                f"tensor view (offset {ref.offset}, shape {ref.shape}, stride {ref.stride}) "
+                f"leaves its storage of {raw.size} elements"
+            )
+        view = np.lib.stride_tricks.as_strided(
+            raw[ref.offset :], shape=ref.shape, strides=[s * dtype.itemsize for s in ref.stride]
+        )
         return np.array(view, dtype=dtype)
+
     return load
 
 

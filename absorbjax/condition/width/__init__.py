@@ -44,7 +44,6 @@ numerically);
 ``k* = 0`` for nondegenerate weights is :func:`find_absorbing_set`'s answer.
 """
 
-
 from __future__ import annotations
 
 import dataclasses
@@ -164,8 +163,11 @@ class WidthCertificate(Verdict):
         return None if self.k is None else self.n + self.k
 
     def summary(self) -> str:
-        head = (f"k* = {self.k} (width {self.width})" if self.status == "certified"
-                else f"{self.lower} <= k* <= {self.upper}")
+        head = (
+            f"k* = {self.k} (width {self.width})"
+            if self.status == "certified"
+            else f"{self.lower} <= k* <= {self.upper}"
+        )
         lines = [f"{self.status}: {head}  [method: {self.method}, {self.subsets} sets]  {self.reason}"]
         lines.append(
             f"  construction: {len(self.atoms)} atoms, S = {self.S.tolist()}, G = {self.G.tolist()}, "
@@ -199,8 +201,7 @@ def _check_width_activation(activation) -> str:
         raise ValueError(f"activation {act.name!r} never absorbs at any width: {act.result}")
     if act.name not in NUMPY:
         raise ValueError(
-            f"activation must be one of {tuple(NUMPY)} (odd part z/2, the construction's identity), "
-            f"got {act.name!r}"
+            f"activation must be one of {tuple(NUMPY)} (odd part z/2, the construction's identity), got {act.name!r}"
         )
     return act.name
 
@@ -250,11 +251,13 @@ def _enumerate(W, Uc, Ap, search, best, lower_red, *, max_bits, err, thr, margin
     if exact:
         proof.append(
             f"every S ⊆ atoms ({subsets} sets): rank M_S certified (Hadamard/SVD bound, else exact), "
-            "and for singular M_S the flats P ⊇ rowspace M_S searched exactly")
+            "and for singular M_S the flats P ⊇ rowspace M_S searched exactly"
+        )
     else:
         proof.append(
             f"every S ({subsets} {'prefixes, Weyl tail ' + fmt(margin) if tail_idx.size else 'sets'}): "
-            f"robust rank of M_S certified (singular values above tol = {fmt(thr)} plus rounding)")
+            f"robust rank of M_S certified (singular values above tol = {fmt(thr)} plus rounding)"
+        )
     proof.append(f"rank ρ of M_S forces |G| + 2p >= ρ (>= 2ρ − rank Ŵ above rank Ŵ = {rank_W})")
     return best, lower_red, subsets, method, proof
 
@@ -272,8 +275,10 @@ def _ray_lower(params, act, proof, **kwargs) -> int:
         proof.append(f"no lower bound: {act} has no declared ray limit")
         return 0
     relu = min_extra_width(params, "relu", **kwargs)
-    proof.append(f"k* >= {relu.lower}: the ReLU bound on the same (W_up, W_down) ({relu.status}); by the ray "
-                 f"limit a width n + k absorber for {act} gives a ReLU one (proved, beyond the paper)")
+    proof.append(
+        f"k* >= {relu.lower}: the ReLU bound on the same (W_up, W_down) ({relu.status}); by the ray "
+        f"limit a width n + k absorber for {act} gives a ReLU one (proved, beyond the paper)"
+    )
     return relu.lower
 
 
@@ -327,10 +332,25 @@ def min_extra_width(
     act = _check_width_activation(activation)
     _check_budget(max_bits=max_bits, max_flats=max_flats)
     w = _prepare(params, act, skip, rtol, max_flats)
-    best, lower, proof, info = _bounds(params, w, act, skip=skip, max_bits=max_bits, max_flats=max_flats,
-                                       time_limit=time_limit)
-    return _conclude(w.U, w.D, w.A, act, best, W=w.W, Uc=w.Uc, Ap=w.Ap, groups=w.groups, lower=lower, tol=w.tol,
-                     proof=proof, info=info, t0=t0)
+    best, lower, proof, info = _bounds(
+        params, w, act, skip=skip, max_bits=max_bits, max_flats=max_flats, time_limit=time_limit
+    )
+    return _conclude(
+        w.U,
+        w.D,
+        w.A,
+        act,
+        best,
+        W=w.W,
+        Uc=w.Uc,
+        Ap=w.Ap,
+        groups=w.groups,
+        lower=lower,
+        tol=w.tol,
+        proof=proof,
+        info=info,
+        t0=t0,
+    )
 
 
 class _Prepared(NamedTuple):
@@ -363,7 +383,8 @@ def _prepare(params: MLPParams, act: str, skip, rtol: float | None, max_flats: i
     rtol = check_rtol(rtol)
     tol = threshold_of(U, D, A, rtol)
     exact = act in PROVED and all(
-        np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= EXACT_MAX for X in (U, D, A))
+        np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= EXACT_MAX for X in (U, D, A)
+    )
     W, Uc, Ap, groups = atoms(U, D, A, act, exact)
     L = W.shape[0]
     failed, _ = hypotheses(U, D, U @ U.T, dtype)
@@ -374,12 +395,14 @@ def _prepare(params: MLPParams, act: str, skip, rtol: float | None, max_flats: i
     rank_W = exact_rank(W) if exact else numeric_rank(W, thr)
     rank_hi = rank_W if exact else min(L, d)
     search = Search(W, Uc, Ap, exact, thr, err, rank_hi, max_flats)
-    return _Prepared(U, D, A, dtype, rtol, tol, exact, W, Uc, Ap, groups, nondegenerate, err, thr, rank_W, rank_hi,
-                     search)
+    return _Prepared(
+        U, D, A, dtype, rtol, tol, exact, W, Uc, Ap, groups, nondegenerate, err, thr, rank_W, rank_hi, search
+    )
 
 
-def _bounds(params: MLPParams, w: _Prepared, act: str, *, skip, max_bits: int, max_flats: int,
-            time_limit: float) -> tuple[tuple, int, list[str], dict]:
+def _bounds(
+    params: MLPParams, w: _Prepared, act: str, *, skip, max_bits: int, max_flats: int, time_limit: float
+) -> tuple[tuple, int, list[str], dict]:
     """The bounds on ``k*``: ``(best (cost, S, G, p) found (the upper bound), the proved lower bound, the proof
     lines, the certificate's bookkeeping fields)``."""
     n, d = w.U.shape
@@ -391,8 +414,9 @@ def _bounds(params: MLPParams, w: _Prepared, act: str, *, skip, max_bits: int, m
     cond_cert = None
     lower_red = 0
     if w.nondegenerate:
-        cond_cert = find_absorbing_set(params, skip=skip, rtol=w.rtol, activation=act if proved else None,
-                                       time_limit=time_limit)
+        cond_cert = find_absorbing_set(
+            params, skip=skip, rtol=w.rtol, activation=act if proved else None, time_limit=time_limit
+        )
         if cond_cert.absorbable:
             best = (0, cond_cert.S, np.zeros(0, int), 0)
             proof.append(f"k = 0: find_absorbing_set verified S = {cond_cert.S.tolist()} ({cond_cert.method})")
@@ -404,14 +428,38 @@ def _bounds(params: MLPParams, w: _Prepared, act: str, *, skip, max_bits: int, m
     subsets = 0
     if best[0] > 0 and proved:
         best, lower_red, subsets, method, lines = _enumerate(
-            w.W, w.Uc, w.Ap, w.search, best, lower_red, max_bits=max_bits, err=w.err, thr=w.thr,
-            margin_rank=(w.rank_hi, w.rank_W), exact=w.exact)
+            w.W,
+            w.Uc,
+            w.Ap,
+            w.search,
+            best,
+            lower_red,
+            max_bits=max_bits,
+            err=w.err,
+            thr=w.thr,
+            margin_rank=(w.rank_hi, w.rank_W),
+            exact=w.exact,
+        )
         proof += lines
-    ray_lower = 0 if proved else _ray_lower(params, act, proof, skip=skip, rtol=w.rtol, max_bits=max_bits,
-                                            max_flats=max_flats, time_limit=time_limit)
-    info = dict(exact=w.exact, method=method, subsets=subsets, nondegenerate=w.nondegenerate, activation=act,
-                skip="identity" if skip is None else "matrix", tol=w.tol, rtol=w.rtol, input_dtype=str(w.dtype),
-                condition=None if cond_cert is None else cond_cert.to_dict())
+    ray_lower = (
+        0
+        if proved
+        else _ray_lower(
+            params, act, proof, skip=skip, rtol=w.rtol, max_bits=max_bits, max_flats=max_flats, time_limit=time_limit
+        )
+    )
+    info = dict(
+        exact=w.exact,
+        method=method,
+        subsets=subsets,
+        nondegenerate=w.nondegenerate,
+        activation=act,
+        skip="identity" if skip is None else "matrix",
+        tol=w.tol,
+        rtol=w.rtol,
+        input_dtype=str(w.dtype),
+        condition=None if cond_cert is None else cond_cert.to_dict(),
+    )
     return best, max(0, L + lower_red - n) if proved else ray_lower, proof, info
 
 
@@ -433,18 +481,35 @@ def _conclude(U, D, A, act, best, *, W, Uc, Ap, groups, lower, tol, proof, info,
     rep = np.array([g[0] for g in groups], int)
     if lower == upper and error <= 1e-6:
         status, k = "certified", upper
-        reason = (f"width n + {k} absorbs (verified) and no S, G gives less" if k else
-                  "absorbs at the same width")
+        reason = f"width n + {k} absorbs (verified) and no S, G gives less" if k else "absorbs at the same width"
     else:
         status, k = "undecided", None
-        reason = (f"{lower} <= k* <= {upper}: " + (
-            f"the construction's error {fmt(error)} (against the skip) is not small" if error > 1e-6 else
-            "some S could not be ruled out (rank near-singular within tol, flat budget, or prefixes)"))
+        reason = f"{lower} <= k* <= {upper}: " + (
+            f"the construction's error {fmt(error)} (against the skip) is not small"
+            if error > 1e-6
+            else "some S could not be ruled out (rank near-singular within tol, flat budget, or prefixes)"
+        )
     return WidthCertificate(
-        status=status, k=k, lower=lower, upper=upper, d=d, n=n, atoms=[list(g) for g in groups],
-        S=rep[np.asarray(S_best, int)], G=rep[np.asarray(G_best, int)], pairs=int(p_best),
-        coefficients=coef, pair_vectors=pv, skip_reduced=Ap, absorber=V, residual=residual,
-        error=error, proof=tuple(proof), reason=reason, seconds=time.perf_counter() - t0, **info,
+        status=status,
+        k=k,
+        lower=lower,
+        upper=upper,
+        d=d,
+        n=n,
+        atoms=[list(g) for g in groups],
+        S=rep[np.asarray(S_best, int)],
+        G=rep[np.asarray(G_best, int)],
+        pairs=int(p_best),
+        coefficients=coef,
+        pair_vectors=pv,
+        skip_reduced=Ap,
+        absorber=V,
+        residual=residual,
+        error=error,
+        proof=tuple(proof),
+        reason=reason,
+        seconds=time.perf_counter() - t0,
+        **info,
     )
 
 
@@ -508,7 +573,7 @@ def wide_absorber(
     V, residual, *_ = construct(U, D, A, S_idx, G_idx, int(pairs), 0)
     if check and not residual <= tol:
         raise ValueError(
-            f"S, G and {pairs} pairs do not reproduce the linear part: entrywise miss {residual:.3g} > tol {tol:.3g}")
+            f"S, G and {pairs} pairs do not reproduce the linear part: entrywise miss {residual:.3g} > tol {tol:.3g}"
+        )
     dt = jnp.result_type(params.up, params.down)
     return MLPParams(jnp.asarray(V.up, dt), jnp.asarray(V.down, dt))
-

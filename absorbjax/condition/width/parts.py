@@ -15,8 +15,20 @@ from scipy import linalg as sla, special
 from absorbjax.condition._arith import EPS
 from absorbjax.models import MLPParams
 
-__all__ = ["CHUNK", "NUMPY", "PROVED", "Search", "atoms", "basis", "block_error", "certified_ranks", "construct",
-           "exact_rank", "masks", "numeric_rank"]
+__all__ = [
+    "CHUNK",
+    "NUMPY",
+    "PROVED",
+    "Search",
+    "atoms",
+    "basis",
+    "block_error",
+    "certified_ranks",
+    "construct",
+    "exact_rank",
+    "masks",
+    "numeric_rank",
+]
 
 PROVED = ("relu", "gelu")  # activations whose even-part (atom) argument is proved bias-free
 CHUNK = 1 << 14
@@ -255,8 +267,7 @@ class Search:
                 dim = self.rank(P)
                 if dim != rho + t:
                     continue
-                rows_in = [a for a in range(L) if a not in quot or a in T
-                           or self.rank(np.vstack([P, W[a]])) == dim]
+                rows_in = [a for a in range(L) if a not in quot or a in T or self.rank(np.vstack([P, W[a]])) == dim]
                 cost = 2 * dim - self.rank(W[rows_in])
                 if cost < best:
                     best, best_rows = cost, rows_in
@@ -305,5 +316,3 @@ def certified_ranks(Ms: np.ndarray, err: float, thr: float, margin: float = 0.0)
 def masks(bits: int, start: int, stop: int) -> np.ndarray:
     idx = np.arange(start, stop)
     return ((idx[:, None] >> np.arange(bits)) & 1).astype(bool)
-
-
