@@ -351,7 +351,7 @@ def fit_with_lines(
     batch = int(max(1, min(restarts, drawmap.memory_budget() // per_restart)))
     finite = lambda v: jnp.where(jnp.isfinite(v), v, jnp.inf)
 
-    def one_draw(args):
+    def one_draw(key, args):
         j, W, fixed, on, start = args
         kx, kr = jax.random.split(jax.random.fold_in(key, j))
         xs, _ = sample_inputs(inputs, d, key=kx, dtype=lines.dtype)
@@ -376,4 +376,7 @@ def fit_with_lines(
         order = jnp.argsort(finite(sv))
         return jax.vmap(lambda q: place(q, fixed, on))(jax.tree.map(lambda a: a[order], sel)), sv[order]
 
-    return jax.jit(lambda *a: lax.map(one_draw, a))(jnp.arange(draws), params, lines, mask, starts)
+    # the key is an argument, not a constant of the program: calls that differ only in their key
+    # (rounds, phases) compile one program, or load it from a persistent compilation cache
+    fit = jax.jit(lambda key, *a: lax.map(lambda b: one_draw(key, b), a))
+    return fit(key, jnp.arange(draws), params, lines, mask, starts)
