@@ -277,6 +277,11 @@ def first_layer_from_kinks(
     return P[d:].T, P[:d].T
 
 
+def _finite(v):
+    """``v`` with NaN and ±inf read as ``+inf`` (a failed restart ranks last)."""
+    return jnp.where(jnp.isfinite(v), v, jnp.inf)
+
+
 def fit_with_lines(
     params: MLPParams,
     lines: np.ndarray,
@@ -349,7 +354,6 @@ def fit_with_lines(
     size = depth * (2 * n * d + d * d)  # parameters P of one restart
     per_restart = lines.dtype.itemsize * (3 * inputs.num * d * size + 2 * size * size)  # J, JᵀJ
     batch = int(max(1, min(restarts, drawmap.memory_budget() // per_restart)))
-    finite = lambda v: jnp.where(jnp.isfinite(v), v, jnp.inf)
 
     def one_draw(key, args):
         j, W, fixed, on, start = args
@@ -364,19 +368,17 @@ def fit_with_lines(
         def screened(a):
             k, p0 = a
             p = solvers.first_phase(opt, steps, loss, init(k) if p0 is None else p0)
-            return lm(p, finite(loss(p)), polish.screen)
+            return lm(p, _finite(loss(p)), polish.screen)
 
         p, v = lax.map(screened, (jax.random.split(kr, restarts), start), batch_size=batch)
-        _, top = lax.top_k(-finite(v), min(polish.top, restarts))
+        _, top = lax.top_k(-_finite(v), min(polish.top, restarts))
         sel, sv = lax.map(
             lambda a: lm(*a, polish.steps - polish.screen),
             (jax.tree.map(lambda a: a[top], p), v[top]),
             batch_size=batch,
         )
-        order = jnp.argsort(finite(sv))
+        order = jnp.argsort(_finite(sv))
         return jax.vmap(lambda q: place(q, fixed, on))(jax.tree.map(lambda a: a[order], sel)), sv[order]
 
-    # the key is an argument, not a constant of the program: calls that differ only in their key
-    # (rounds, phases) compile one program, or load it from a persistent compilation cache
-    fit = jax.jit(lambda key, *a: lax.map(lambda b: one_draw(key, b), a))
+    fit = jax.jit(lambda key, *a: lax.map(lambda b: one_draw(key, b), a))  # key: an argument, not a constant
     return fit(key, jnp.arange(draws), params, lines, mask, starts)
