@@ -143,31 +143,42 @@ class Inputs(NamedTuple):
     activation: str | None
     skip_kind: str
 
+    @property
+    def target(self) -> str:
+        """What ``W_down[:,S] W_up[S,:]`` must equal, in words: ``"−I"`` or ``"−A"``."""
+        return "−I" if self.skip_kind == "identity" else "−A"
 
-def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, target, timings, absolute):
-    """Storage rounding, per array: ``(within_rounding, rtol used, S, reason)``; ``absolute``: some
-    stored entry is zero or subnormal in its dtype (absolute rounding, which the rule does not cover)."""
+
+class _Rounding(NamedTuple):
+    """The storage-rounding answer: ``within`` (``"yes"``, ``"no"``, ``"undecided"``, ``"n/a"``),
+    the looser ``rtol`` used, the set ``S`` that passes with it, and the ``reason``."""
+
+    within: str
+    rtol: float | None
+    S: np.ndarray | None
+    reason: str
+
+
+def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, timings, absolute) -> _Rounding:
+    """Storage rounding, per array; ``absolute``: some stored entry is zero or subnormal in its
+    dtype (absolute rounding, which the rule does not cover)."""
     dt_up, dt_down = inputs.dtypes
     extra = storage_rtol_pair(dt_up, dt_down)
     if extra == 0:
-        return "n/a", None, None, "float64 or integer storage"
+        return _Rounding("n/a", None, None, "float64 or integer storage")
     loose_rtol = rtol + extra
     if out.found is not None:
-        return "yes", loose_rtol, np.flatnonzero(out.found), "the set S passes already"
+        return _Rounding("yes", loose_rtol, np.flatnonzero(out.found), "the set S passes already")
     t = time.perf_counter()
-    loose = _search(U, D, A, rel, loose_rtol, method=method, time_limit=time_limit, target=target)
+    loose = _search(U, D, A, rel, loose_rtol, method=method, time_limit=time_limit, target=inputs.target)
     timings["storage"] = time.perf_counter() - t
     if loose.found is not None:
-        return (
-            "yes",
-            loose_rtol,
-            np.flatnonzero(loose.found),
-            f"S passes with rtol {fmt(loose_rtol)} (found by {loose.method})",
-        )
+        found = f"S passes with rtol {fmt(loose_rtol)} (found by {loose.method})"
+        return _Rounding("yes", loose_rtol, np.flatnonzero(loose.found), found)
     if loose.why.startswith("undecided"):
-        return "undecided", loose_rtol, None, loose.why.removeprefix("undecided: ")
+        return _Rounding("undecided", loose_rtol, None, loose.why.removeprefix("undecided: "))
     if absolute:
-        return (
+        return _Rounding(
             "undecided",
             loose_rtol,
             None,
@@ -176,7 +187,7 @@ def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, target, ti
                 "where rounding is absolute (not covered by the relative rule)"
             ),
         )
-    return "no", loose_rtol, None, f"{loose.why} [{loose.method}]"
+    return _Rounding("no", loose_rtol, None, f"{loose.why} [{loose.method}]")
 
 
 def _absence(out, failed, inputs, par_bias) -> tuple[str, str, str | None]:
@@ -251,38 +262,25 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     threshold = threshold_of(U, D, A, rtol)
     sigma = math.sqrt(max(rel.lam_low, 0.0))
     radius = (threshold + rel.rho + rel.err) / sigma if sigma > 0 else None
-    target = "−I" if inputs.skip_kind == "identity" else "−A"
     t = time.perf_counter()
-    out = _search(U, D, A, rel, rtol, method=method, time_limit=time_limit, target=target)
+    out = _search(U, D, A, rel, rtol, method=method, time_limit=time_limit, target=inputs.target)
     timings["search"] = time.perf_counter() - t
-    rounding, rounding_rtol, rounding_S, rounding_reason = _rounding(
-        U,
-        D,
-        A,
-        rel,
-        out,
-        inputs,
-        rtol=rtol,
-        method=method,
-        time_limit=time_limit,
-        target=target,
-        timings=timings,
-        absolute=absolute,
-    )
+    search = dict(rtol=rtol, method=method, time_limit=time_limit, timings=timings, absolute=absolute)
+    rounding = _rounding(U, D, A, rel, out, inputs, **search)
     S, theorem, bound, exact = None, None, None, None
     if out.found is not None:
         S = np.flatnonzero(out.found)
-        status, why, bound, exact = _promise(U, D, A, out.found, rtol, skip_rtol, target, inputs)
+        status, why, bound, exact = _promise(U, D, A, out.found, rtol, skip_rtol, inputs)
         if inputs.activation is not None and status == "absorbable":
             theorem = activations.get(inputs.activation).converse(biased=inputs.bias is not None)
         if status != "absorbable":
             S = None
     else:
         status, why, theorem = _absence(out, failed, inputs, _distinct_biases(U0, inputs.bias, failed))
-    if S is None and rounding == "yes":
+    if S is None and rounding.within == "yes":
         why += (
             f"; but within {'/'.join(map(str, inputs.dtypes))} storage rounding (rtol "
-            f"{fmt(rounding_rtol)}) the set {few(rounding_S)} passes: see within_rounding"
+            f"{fmt(rounding.rtol)}) the set {few(rounding.S)} passes: see within_rounding"
         )
     residual = out.residual  # the one candidate checked, or the found set's ‖M_S‖_max
     return Certificate(
@@ -290,9 +288,6 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
         S=S,
         method=out.method,
         reason=why,
-        d=d,
-        n=n,
-        rtol=rtol,
         threshold=threshold,
         residual=residual,
         relaxation_residual=rel.rho,
@@ -303,9 +298,7 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
         nondegenerate=not failed,
         failed=failed,
         min_row_sin=min_sin,
-        **_context(inputs, (rounding, rounding_rtol, rounding_S, rounding_reason), (theorem, bound, exact)),
-        skip_rtol=skip_rtol,
-        seconds=time.perf_counter() - t0,
+        **_context(U, inputs, rounding, (theorem, bound, exact), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
         timings=timings,
     ), rel
 
@@ -315,11 +308,10 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
     rules as the Gram path: a found set is judged by rule (E), "no S" by :func:`_absence`. The Gram
     relaxation's fields that were not computed are ``rank = -1``, ``nan`` or ``None``."""
     n, d = U.shape
-    target = "−I" if inputs.skip_kind == "identity" else "−A"
     S, theorem, bound, exact = None, None, None, None
     unchecked = [f for f in scr.failed if f.startswith("undecided")]
     if scr.status == "found":
-        status, why, bound, exact = _promise(U, D, A, mask_of(scr.S, n), rtol, skip_rtol, target, inputs)
+        status, why, bound, exact = _promise(U, D, A, mask_of(scr.S, n), rtol, skip_rtol, inputs)
         why += f"; S found by the O(n d²) screen ({scr.method})"
         if status == "absorbable":
             S = scr.S
@@ -335,24 +327,23 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
         )
         status, why, theorem = _absence(_Outcome(None, scr.method, why, scr.lower, None), scr.failed, inputs, "")
     extra = storage_rtol_pair(*inputs.dtypes)
-    rounding, rounding_rtol, rounding_S, rounding_reason = "n/a", None, None, "float64 or integer storage"
+    rounding = _Rounding("n/a", None, None, "float64 or integer storage")
     if extra > 0:
-        rounding_rtol = rtol + extra
-        tau_r = scale.miss_threshold(U, D, A, rounding_rtol) + (n + 2) * d * ETA
+        loose = rtol + extra
+        tau_r = scale.miss_threshold(U, D, A, loose) + (n + 2) * d * ETA
         if S is not None:
-            rounding, rounding_S, rounding_reason = "yes", S, "the set S passes already"
+            rounding = _Rounding("yes", loose, S, "the set S passes already")
         elif scr.lower > tau_r and not absolute:
-            rounding, rounding_reason = "no", f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
+            rounding = _Rounding(
+                "no", loose, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
+            )
         else:
-            rounding, rounding_reason = "undecided", "the screen's bound does not reach the looser tolerance"
+            rounding = _Rounding("undecided", loose, None, "the screen's bound does not reach the looser tolerance")
     return Certificate(
         status=status,
         S=S,
         method=scr.method,
         reason=why,
-        d=d,
-        n=n,
-        rtol=rtol,
         threshold=scr.tau,
         residual=None if scr.check is None else scr.check.miss_max,
         relaxation_residual=math.nan,
@@ -363,35 +354,37 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
         nondegenerate=not scr.failed,
         failed=scr.failed,
         min_row_sin=None,
-        **_context(inputs, (rounding, rounding_rtol, rounding_S, rounding_reason), (theorem, bound, exact)),
-        skip_rtol=skip_rtol,
-        seconds=time.perf_counter() - t0,
+        **_context(U, inputs, rounding, (theorem, bound, exact), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
         timings=dict(scr.timings),
     )
 
 
-def _context(inputs: Inputs, rounding: tuple, promise: tuple) -> dict:
-    """The :class:`Certificate` fields both paths fill alike: the caller's inputs (skip kind,
-    storage, bias, activation), the storage-rounding answer ``(within_rounding, rounding_rtol,
-    rounding_S, rounding_reason)`` and the promise ``(theorem, miss_bound, miss_exact)``."""
-    within, rounding_rtol, rounding_S, rounding_reason = rounding
+def _context(U, inputs: Inputs, rounding: _Rounding, promise: tuple, *, rtol, skip_rtol, t0) -> dict:
+    """The :class:`Certificate` fields both paths fill alike: the size, the tolerances, the caller's
+    inputs (skip kind, storage, bias, activation), the storage-rounding answer, the promise
+    ``(theorem, miss_bound, miss_exact)`` and the seconds since ``t0``."""
     theorem, bound, exact = promise
     return dict(
+        d=U.shape[1],
+        n=U.shape[0],
+        rtol=rtol,
         skip=inputs.skip_kind,
         stored_dtype="/".join(dict.fromkeys(map(str, inputs.dtypes))),
-        within_rounding=within,
-        rounding_rtol=rounding_rtol,
-        rounding_S=rounding_S,
-        rounding_reason=rounding_reason,
+        within_rounding=rounding.within,
+        rounding_rtol=rounding.rtol,
+        rounding_S=rounding.S,
+        rounding_reason=rounding.reason,
         biased=inputs.bias is not None,
         activation=inputs.activation,
         theorem=theorem,
         miss_bound=bound,
         miss_exact=exact,
+        skip_rtol=skip_rtol,
+        seconds=time.perf_counter() - t0,
     )
 
 
-def _promise(U, D, A, found, rtol, skip_rtol, target, inputs):
+def _promise(U, D, A, found, rtol, skip_rtol, inputs):
     """``(status, reason, bound, exact)`` for a set that passes rule (★): ``absorbable`` when the
     exact miss is small against the skip (rule (E)), else ``undecided`` (cancellation)."""
     smin = sigma_min_lower(A)
@@ -399,7 +392,7 @@ def _promise(U, D, A, found, rtol, skip_rtol, target, inputs):
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
     if bound <= skip_rtol * smin:
         why = (
-            f"W_down[:,S] W_up[S,:] = {target} up to a miss ‖M_S‖_2 <= {fmt(bound)} ({how}): the "
+            f"W_down[:,S] W_up[S,:] = {inputs.target} up to a miss ‖M_S‖_2 <= {fmt(bound)} ({how}): the "
             f"absorber differs from the block by at most {fmt(bound)}·‖x‖ <= {fmt(skip_rtol)}·‖A x‖"
         )
         if inputs.bias is not None:

@@ -449,6 +449,8 @@ def _bounds(
         )
     )
     info = dict(
+        d=d,
+        n=n,
         exact=w.exact,
         method=method,
         subsets=subsets,
@@ -494,8 +496,6 @@ def _conclude(U, D, A, act, best, *, W, Uc, Ap, groups, lower, tol, proof, info,
         k=k,
         lower=lower,
         upper=upper,
-        d=d,
-        n=n,
         atoms=[list(g) for g in groups],
         S=rep[np.asarray(S_best, int)],
         G=rep[np.asarray(G_best, int)],
