@@ -216,24 +216,16 @@ def _round_proposals(
             restarts=record["lines"]["restarts"],
             segments=record["lines"]["segments"][depth > 1],
         )
-    return _propose(
-        sub,
-        activation,
-        jax.random.fold_in(key, 1 + 2 * r),
-        jax.random.fold_in(key, 2 + 2 * r),
-        n,
-        depth,
-        first.best_params.down.dtype,
-        width=record["factor"] * n,
+    wide = Wide(
+        factor=record["factor"],
         restarts=record["wide_restarts"],
         steps=record["wide_steps"],
-        count=record["proposals_per_draw"],
-        num=num,
-        merge_tol=record["merge_tol"],
         polish=wide_polish,
-        inputs=inputs,
-        common=common,
+        proposals=record["proposals_per_draw"],
+        merge_tol=record["merge_tol"],
     )
+    keys = jax.random.fold_in(key, 1 + 2 * r), jax.random.fold_in(key, 2 + 2 * r)
+    return _propose(sub, activation, keys, n, depth, first.best_params.down.dtype, wide, num, inputs, common)
 
 
 def _polish_absorbers(
@@ -266,33 +258,29 @@ def _adopt(result: SearchResult, final: SearchResult, idx: np.ndarray, better: n
 def _propose(
     sub: MLPParams,
     activation: str,
-    wide_key,
-    narrow_key,
+    keys,
     n: int,
     depth: int,
     dtype,
-    *,
-    width: int,
-    restarts: int,
-    steps: int,
-    count: int,
+    settings: Wide,
     num: int,
-    merge_tol: float,
-    polish,
     inputs: Inputs,
     common: dict,
 ) -> dict:
     """Steps 1–4 on the draws ``sub``: ``{j: residual-free width-n block}`` for the draws ``j`` of
-    ``sub`` whose polished width-``n`` fit satisfies the condition (every layer)."""
+    ``sub`` whose polished width-``n`` fit satisfies the condition (every layer). ``keys``: the
+    wide and the narrow search's; ``settings``: the round's, resolved (no ``None``)."""
+    wide_key, narrow_key = keys
+    count, merge_tol = settings.proposals, settings.merge_tol
     wide = search(
         sub,
         activation,
         key=wide_key,
-        width=width,
+        width=settings.factor * n,
         linear=True,
-        restarts=restarts,
-        steps=steps,
-        polish=polish,
+        restarts=settings.restarts,
+        steps=settings.steps,
+        polish=settings.polish,
         inputs=inputs._replace(num=num),
         **common,
     )

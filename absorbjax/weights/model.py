@@ -310,16 +310,10 @@ def scan(
     return Model(ckpt.path, ckpt.format, out, unused)
 
 
-def blocks(
-    path,
-    activation: str | None = None,
-    *,
-    transpose: bool = False,
-    allow_narrow: bool = False,
-    fused: str | None = None,
-) -> list[Block]:
-    """Every MLP block in ``path``, weights not yet read: ``scan(...).blocks`` (see :func:`scan`)."""
-    return scan(path, activation, transpose=transpose, allow_narrow=allow_narrow, fused=fused).blocks
+def blocks(path, activation: str | None = None, **options) -> list[Block]:
+    """Every MLP block in ``path``, weights not yet read: ``scan(path, activation, **options).blocks``;
+    ``options``: ``transpose``, ``allow_narrow``, ``fused``, as for :func:`scan`."""
+    return scan(path, activation, **options).blocks
 
 
 def load_block(
