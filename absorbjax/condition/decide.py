@@ -239,7 +239,7 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     """The decision on float64 ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)``; returns
     ``(Certificate, Relaxation)``. The weights are balanced first (exact, :func:`_arith.balance`)."""
     t0 = time.perf_counter()
-    n, d = U.shape
+    n = U.shape[0]
     timings: dict[str, float] = {}
     t = time.perf_counter()
     rtol = check_rtol(rtol)
@@ -265,8 +265,8 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     t = time.perf_counter()
     out = _search(U, D, A, rel, rtol, method=method, time_limit=time_limit, target=inputs.target)
     timings["search"] = time.perf_counter() - t
-    search = dict(rtol=rtol, method=method, time_limit=time_limit, timings=timings, absolute=absolute)
-    rounding = _rounding(U, D, A, rel, out, inputs, **search)
+    loose = dict(rtol=rtol, method=method, time_limit=time_limit, timings=timings, absolute=absolute)
+    rounding = _rounding(U, D, A, rel, out, inputs, **loose)  # the search again, with storage rounding's rtol
     S, theorem, bound, exact = None, None, None, None
     if out.found is not None:
         S = np.flatnonzero(out.found)
