@@ -30,6 +30,7 @@ proposals. Nothing here decides anything: the lines only propose.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
@@ -303,8 +304,9 @@ def fit_with_lines(
     draws them, ``restarts`` random starts (Gaussian weights of variance ``1/fan_in``, ``L_l = 0``),
     ``steps`` Adam steps (:func:`absorbjax.fit.default_optimizer`), then Levenberg–Marquardt
     (``polish.screen`` iterations on every restart, the rest on the ``polish.top`` best).
-    One jitted call: draws in sequence, restarts vmapped in batches whose LM Jacobians fit
-    :func:`absorbjax.fit.drawmap.memory_budget`.
+    Draws run in sequence through one jitted per-draw program, compiled once per setting and
+    shared by every call (any number of draws, every round of :func:`absorbjax.fit.expand.expand_search`);
+    restarts go in batches whose LM Jacobians fit :func:`absorbjax.fit.drawmap.memory_budget`.
 
     Args:
       params: residual blocks ``W`` with a leading draws axis (and a layer axis for ``depth > 1``).
@@ -327,18 +329,46 @@ def fit_with_lines(
       junctions admit more than the ``GL(d)`` gauge): the condition may hold on some only.
     """
     draws, n, d = lines.shape
-    lead = () if depth == 1 else (depth,)
     if starts is not None:
         starts = jax.tree.map(lambda a: jnp.asarray(a, params.down.dtype), starts)
         restarts = starts.linear.shape[1]
-    opt = default_optimizer(steps)
     lines, mask = jnp.asarray(lines, params.down.dtype), jnp.asarray(mask)
+    size = depth * (2 * n * d + d * d)  # parameters P of one restart
+    per_restart = lines.dtype.itemsize * (3 * inputs.num * d * size + 2 * size * size)  # J, JᵀJ
+    batch = int(max(1, min(restarts, drawmap.memory_budget() // per_restart)))
+    setting = _Setting(depth, inputs, restarts, steps, polish, residual_free_first, batch)
+    row = lambda tree, j: None if tree is None else jax.tree.map(lambda a: a[j], tree)
+    # One compiled program per setting, whatever the number of draws: calls and rounds share it.
+    fits = [_fit_draw(key, j, row(params, j), lines[j], mask[j], row(starts, j), setting) for j in range(draws)]
+    return jax.tree.map(lambda *a: jnp.stack(a), *fits)
 
-    def place(p: Linear, fixed, on) -> Linear:
+
+class _Setting(NamedTuple):
+    """The static part of :func:`fit_with_lines` (one compiled program each)."""
+
+    depth: int
+    inputs: Inputs
+    restarts: int
+    steps: int
+    polish: Polish
+    residual_free_first: bool
+    batch: int
+
+
+@functools.partial(jax.jit, static_argnums=6)
+def _fit_draw(key, j, W, fixed, on, start, setting: _Setting):
+    """Draw ``j`` of :func:`fit_with_lines`: its inputs, restarts, both phases and its best ``polish.top``."""
+    depth, inputs, restarts, steps, polish, residual_free_first, batch = setting
+    n, d = fixed.shape
+    lead = () if depth == 1 else (depth,)
+    opt = default_optimizer(steps)
+
+    def place(p: Linear) -> Linear:
         first = p.block.up if depth == 1 else p.block.up[0]
+        held = fixed
         if residual_free_first:  # each held row keeps the side its start row points to
-            fixed = jnp.where(jnp.sum(first * fixed, -1, keepdims=True) < 0, -fixed, fixed)
-        first = jnp.where(on[:, None], fixed, first)
+            held = jnp.where(jnp.sum(first * fixed, -1, keepdims=True) < 0, -fixed, fixed)
+        first = jnp.where(on[:, None], held, first)
         up = first if depth == 1 else p.block.up.at[0].set(first)
         linear = p.linear
         if residual_free_first:
@@ -347,38 +377,29 @@ def fit_with_lines(
 
     def init(k) -> Linear:
         ku, kd = jax.random.split(k)
-        up = jax.random.normal(ku, lead + (n, d), lines.dtype) / np.sqrt(d)
-        down = jax.random.normal(kd, lead + (d, n), lines.dtype) / np.sqrt(n)
-        return Linear(MLPParams(up, down), jnp.zeros(lead + (d, d), lines.dtype))
+        up = jax.random.normal(ku, lead + (n, d), fixed.dtype) / np.sqrt(d)
+        down = jax.random.normal(kd, lead + (d, n), fixed.dtype) / np.sqrt(n)
+        return Linear(MLPParams(up, down), jnp.zeros(lead + (d, d), fixed.dtype))
 
-    size = depth * (2 * n * d + d * d)  # parameters P of one restart
-    per_restart = lines.dtype.itemsize * (3 * inputs.num * d * size + 2 * size * size)  # J, JᵀJ
-    batch = int(max(1, min(restarts, drawmap.memory_budget() // per_restart)))
+    kx, kr = jax.random.split(jax.random.fold_in(key, j))
+    xs, _ = sample_inputs(inputs, d, key=kx, dtype=fixed.dtype)
+    ys = jax.vmap(lambda x: target_fn(W, x, "relu", depth, None))(xs)
+    w = residual_weights(xs)
+    model = lambda p, x: candidate_fn(place(p), x, "relu", depth)
+    loss = lambda p: jnp.sum(jnp.square((ys - jax.vmap(lambda x: model(p, x))(xs)) * w))
+    lm = lambda q, v0, it: solvers.gauss_newton(polish._replace(steps=it), model, xs, ys, q, v0)
 
-    def one_draw(key, args):
-        j, W, fixed, on, start = args
-        kx, kr = jax.random.split(jax.random.fold_in(key, j))
-        xs, _ = sample_inputs(inputs, d, key=kx, dtype=lines.dtype)
-        ys = jax.vmap(lambda x: target_fn(W, x, "relu", depth, None))(xs)
-        w = residual_weights(xs)
-        model = lambda p, x: candidate_fn(place(p, fixed, on), x, "relu", depth)
-        loss = lambda p: jnp.sum(jnp.square((ys - jax.vmap(lambda x: model(p, x))(xs)) * w))
-        lm = lambda q, v0, it: solvers.gauss_newton(polish._replace(steps=it), model, xs, ys, q, v0)
+    def screened(a):
+        k, p0 = a
+        p = solvers.first_phase(opt, steps, loss, init(k) if p0 is None else p0)
+        return lm(p, _finite(loss(p)), polish.screen)
 
-        def screened(a):
-            k, p0 = a
-            p = solvers.first_phase(opt, steps, loss, init(k) if p0 is None else p0)
-            return lm(p, _finite(loss(p)), polish.screen)
-
-        p, v = lax.map(screened, (jax.random.split(kr, restarts), start), batch_size=batch)
-        _, top = lax.top_k(-_finite(v), min(polish.top, restarts))
-        sel, sv = lax.map(
-            lambda a: lm(*a, polish.steps - polish.screen),
-            (jax.tree.map(lambda a: a[top], p), v[top]),
-            batch_size=batch,
-        )
-        order = jnp.argsort(_finite(sv))
-        return jax.vmap(lambda q: place(q, fixed, on))(jax.tree.map(lambda a: a[order], sel)), sv[order]
-
-    fit = jax.jit(lambda key, *a: lax.map(lambda b: one_draw(key, b), a))  # key: an argument, not a constant
-    return fit(key, jnp.arange(draws), params, lines, mask, starts)
+    p, v = lax.map(screened, (jax.random.split(kr, restarts), start), batch_size=batch)
+    _, top = lax.top_k(-_finite(v), min(polish.top, restarts))
+    sel, sv = lax.map(
+        lambda a: lm(*a, polish.steps - polish.screen),
+        (jax.tree.map(lambda a: a[top], p), v[top]),
+        batch_size=batch,
+    )
+    order = jnp.argsort(_finite(sv))
+    return jax.vmap(place)(jax.tree.map(lambda a: a[order], sel)), sv[order]
