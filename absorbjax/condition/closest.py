@@ -7,14 +7,8 @@ import numpy as np
 from absorbjax.condition import large
 from absorbjax.condition._arith import EPS, balance, miss_bound
 from absorbjax.condition.certificate import Distance
-from absorbjax.condition.decide import Inputs, bias_vector, decide
-from absorbjax.condition.inputs import (
-    check_activation,
-    float_weights,
-    mask_of,
-    skip_matrix,
-    storage_dtypes,
-)
+from absorbjax.condition.decide import decide, read_block
+from absorbjax.condition.inputs import mask_of
 from absorbjax.condition.integer import closest_mask, local_search
 from absorbjax.condition.relax import box_relaxation
 from absorbjax.models import MLPParams
@@ -52,11 +46,8 @@ def distance(
     ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers;
     so does ``activation``.
     """
-    act = check_activation(activation)
-    U, D, _ = float_weights(params, batched=False)
-    n, d = U.shape
-    A = skip_matrix(skip, d)
-    inputs = Inputs(storage_dtypes(params), bias_vector(bias, n), act, "identity" if skip is None else "matrix")
+    U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias)
+    n = U.shape[0]
     cert, rel = decide(U, D, A, inputs, rtol=rtol, method="auto", time_limit=time_limit)
     if rel is None:  # decided by the O(n d²) screen of condition.large
         return large.distance_bounds(U, D, A, cert)

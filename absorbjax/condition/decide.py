@@ -37,8 +37,8 @@ __all__ = [
     "Inputs",
     "absorber",
     "absorber_biases",
-    "bias_vector",
     "decide",
+    "read_block",
     "find_absorbing_set",
     "find_absorbing_sets",
 ]
@@ -418,7 +418,17 @@ def _check_method(method, time_limit):
         raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
 
 
-def bias_vector(bias, n: int) -> np.ndarray | None:
+def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=None):
+    """One ungated block as the decision reads it: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)`` in
+    float64, ``A`` ``(d, d)`` and the :class:`Inputs`, each argument checked (ValueError)."""
+    act = check_activation(activation)
+    U, D, _ = float_weights(params, batched=False)
+    A = skip_matrix(skip, U.shape[1])
+    kind = "identity" if skip is None else "matrix"
+    return U, D, A, Inputs(storage_dtypes(params), _bias_vector(bias, U.shape[0]), act, kind)
+
+
+def _bias_vector(bias, n: int) -> np.ndarray | None:
     if bias is None:
         return None
     b = np.asarray(bias)
@@ -490,12 +500,7 @@ def find_absorbing_set(
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
     _check_method(method, time_limit)
-    act = check_activation(activation)
-    U, D, _ = float_weights(params, batched=False)
-    A = skip_matrix(skip, U.shape[1])
-    inputs = Inputs(
-        storage_dtypes(params), bias_vector(bias, U.shape[0]), act, "identity" if skip is None else "matrix"
-    )
+    U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias)
     return decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
 
 
