@@ -313,6 +313,9 @@ def scan(
 def blocks(path, activation: str | None = None, **options) -> list[Block]:
     """Every MLP block in ``path``, weights not yet read: ``scan(path, activation, **options).blocks``;
     ``options``: ``transpose``, ``allow_narrow``, ``fused``, as for :func:`scan`."""
+    unknown = sorted(set(options) - {"transpose", "allow_narrow", "fused"})
+    if unknown:
+        raise TypeError(f"blocks() takes the options transpose, allow_narrow, fused; got {unknown}")
     return scan(path, activation, **options).blocks
 
 
