@@ -2,14 +2,14 @@
 
 - ``docs/results/index.md`` from the experiment records ``figures/*.json`` (written by
   ``absorbjax reproduce``): every claim, what was measured, the verdict, the command, and the
-  experiment's figure, copied from ``figures/NAME.png`` to ``docs/results/NAME.png`` (the docs
-  site serves only what is inside ``docs/``).
+  experiment's figure, linked as ``NAME.png`` beside the page: the hook ``docs/hooks.py`` serves
+  ``figures/NAME.png`` there at build time (no copy is kept in ``docs/``).
 - ``docs/benchmarks/index.md`` from the benchmark records ``docs/benchmarks/records/*.json``
   (written by ``python experiments/bench_*.py --out docs/benchmarks/records/NAME.json``): the
   machine, the configuration and every measured number, flattened.
 
     python docs/gen_pages.py            # rewrite both pages
-    python docs/gen_pages.py --check    # exit 1 if a page or figure copy is not what the records give (tests run this)
+    python docs/gen_pages.py --check    # exit 1 if a page is not what the records give (tests run this)
 
 Table cells are cut at 300 characters (the record keeps the full text).
 """
@@ -91,15 +91,15 @@ def _figure_names(claims: list[dict]) -> list[str]:
     return list(dict.fromkeys(c["figure"] for c in claims if c.get("figure")))
 
 
-def result_figures(figures: Path) -> dict[str, bytes]:
-    """``{name: PNG bytes}`` of every figure a record's claims name that ``figures/name.png`` holds:
-    what ``docs/results/name.png`` must be."""
+def result_figures(figures: Path) -> dict[str, Path]:
+    """``{name: figures/name.png}`` for every figure a record's claims name that is drawn: what the
+    results pages show, and what ``docs/hooks.py`` serves as ``results/name.png``."""
     found = {}
     for path in sorted(figures.glob("*.json")):
         claims = json.loads(path.read_text()).get("results", {}).get("claims", [])
         for name in _figure_names(claims):
             if (figures / f"{name}.png").is_file():
-                found[name] = (figures / f"{name}.png").read_bytes()
+                found[name] = figures / f"{name}.png"
     return found
 
 
@@ -187,14 +187,11 @@ def benchmarks_page(records: Path) -> str:
     return "\n".join(lines)
 
 
-def pages() -> dict[Path, str | bytes]:
-    """``{page: text}`` as the records give them now, and ``{docs/results/NAME.png: bytes}`` for
-    the figures the results page shows."""
-    figures = {PAGES["results"].parent / f"{name}.png": png for name, png in result_figures(ROOT / "figures").items()}
+def pages() -> dict[Path, str]:
+    """``{page: text}`` as the records give them now."""
     return {
         PAGES["results"]: results_page(ROOT / "figures"),
         PAGES["benchmarks"]: benchmarks_page(ROOT / "docs" / "benchmarks" / "records"),
-        **figures,
     }
 
 
@@ -204,13 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stale = []
     for page, content in pages().items():
-        binary = isinstance(content, bytes)
         if args.check:
-            if not page.is_file() or (page.read_bytes() if binary else page.read_text()) != content:
+            if not page.is_file() or page.read_text() != content:
                 stale.append(page.relative_to(ROOT))
         else:
             page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_bytes(content) if binary else page.write_text(content)
+            page.write_text(content)
     if stale:
         print(f"stale: {', '.join(map(str, stale))}; run `python docs/gen_pages.py`", file=sys.stderr)
         return 1

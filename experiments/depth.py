@@ -503,8 +503,9 @@ across weight space).
 
 
 def write_docs(path, figures="figures"):
-    """The results page from the records in ``figures``: claims of ``depth.json`` and the atlas table;
-    the figure ``depth.png`` is copied beside the page (the docs site serves only its own folder)."""
+    """The results page from the records in ``figures``: claims of ``depth.json`` and the atlas table.
+    The page links ``depth.png`` beside it: the docs hook (``docs/hooks.py``) serves
+    ``figures/depth.png`` there at build time."""
     record = json.loads((Path(figures) / f"{NAME}.json").read_text())
     parts = [DOCS_INTRO, "## Claims", ""]
     for c in record["results"]["claims"]:
@@ -514,7 +515,6 @@ def write_docs(path, figures="figures"):
     parts += ["## Atlas", "", atlas_markdown(atlas) if atlas else "No atlas record yet.", ""]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("\n".join(parts))
-    (Path(path).parent / f"{NAME}.png").write_bytes((Path(figures) / f"{NAME}.png").read_bytes())
     return path
 
 
