@@ -4,16 +4,18 @@ An experiment is a module in ``experiments/`` that defines
 
 - ``NAME`` (file stem), ``TITLE`` (the paper result it reproduces);
 - ``PRESETS``: ``{"smoke": config, "quick": config, "full": config}``;
-- ``run(config, out, seed) -> dict``: computes, saves its figures with :func:`absorbjax.plotting.save_figure`
-  and returns the numbers behind them, including ``"claims"``: a list of :class:`Claim`, each
-  judged from the measurement (``holds``) against a stated ``criterion``;
-- optionally ``figure(results) -> matplotlib.figure.Figure``: its figure drawn from those
-  returned numbers alone (the record's ``"results"``), so that :func:`replot` redraws it from
-  the committed record without recomputing.
+- ``run(config, out, seed) -> dict``: computes and returns the numbers behind the result,
+  including ``"claims"``: a list of :class:`Claim`, each judged from the measurement
+  (``holds``) against a stated ``criterion`` (``figure=NAME`` where the figure shows it);
+- optionally ``figure(results) -> matplotlib.figure.Figure | None``: its figure drawn from those
+  returned numbers alone (the record's ``"results"``; ``None`` when they hold nothing to draw).
 
 :func:`run_experiment` runs ``run`` with float64 enabled for that call only (the experiments
-make exactness claims; the process-wide ``jax_enable_x64`` is left as it was) and writes the
-record (config, seed, versions, device, time taken) under ``out/NAME.json``; a rerun with the
+make exactness claims; the process-wide ``jax_enable_x64`` is left as it was), writes the
+record (config, seed, versions, device, time taken) under ``out/NAME.json`` and then saves
+``figure`` of the record just written as ``out/NAME.png`` and ``out/NAME.pdf``
+(:func:`absorbjax.plotting.save_figure`): the figure of a run and the one :func:`replot` redraws
+from its record later are drawn by the same code from the same numbers. A rerun with the
 same preset and seed is skipped unless ``force``. :func:`write_summary` regenerates
 ``out/README.md`` from the records; :func:`replot` redraws the figures from them. Importing
 this module changes no global state (matplotlib's backend included): figures are drawn on
@@ -212,12 +214,14 @@ def missing_packages(modules: dict[str, ModuleType]) -> str | None:
 def run_experiment(
     module: ModuleType, out: str | Path, *, preset: str = "quick", seed: int = 0, force: bool = False
 ) -> dict:
-    """Run one experiment and write ``out/NAME.json``; returns the record.
+    """Run one experiment, write ``out/NAME.json`` and its figure; returns the record.
 
     ``run`` is called inside ``jax.enable_x64(True)``; the process-wide setting is left as it
-    was. Skips the run (returning the saved record) when a record with the same preset and seed
-    exists, unless ``force``. Claims that are not :class:`Claim` or lack a criterion raise.
-    See the module's example.
+    was. After the record is written, a module that defines ``figure(results)`` has it drawn
+    from the record's ``results`` as read back (exactly as :func:`replot` draws it) and saved as
+    ``out/NAME.png`` and ``out/NAME.pdf``. Skips the run (returning the saved record, drawing
+    nothing) when a record with the same preset and seed exists, unless ``force``. Claims that
+    are not :class:`Claim` or lack a criterion raise. See the module's example.
     """
     if preset not in module.PRESETS:
         raise ValueError(f"preset must be one of {tuple(module.PRESETS)}, got {preset!r}")
@@ -232,7 +236,17 @@ def run_experiment(
     results["claims"] = [_checked_claim(module.NAME, c) for c in results.get("claims", [])]
     results["seconds"] = round(time.perf_counter() - start, 2)
     io.save_record(path, name=module.NAME, seed=seed, config=config, results=results)
-    return io.load_record(path)
+    record = io.load_record(path)
+    _save_drawn(module, record["results"], out, module.NAME)
+    return record
+
+
+def _save_drawn(module: ModuleType, results: dict, out: Path, name: str) -> str | None:
+    """``module.figure(results)`` saved as ``out/name.png`` and ``.pdf``; returns ``name``, or
+    ``None`` when the module defines no ``figure`` or it draws nothing (returns ``None``)."""
+    draw = getattr(module, "figure", None)
+    fig = draw(results) if callable(draw) else None
+    return None if fig is None else plotting.save_figure(fig, out, name)
 
 
 def _checked_claim(name: str, claim) -> Claim:
@@ -303,8 +317,9 @@ def replot(out: str | Path, modules: dict[str, ModuleType]) -> tuple[list[str], 
 
     For each experiment of ``modules`` that defines ``figure(results)`` and has a record
     ``out/NAME.json``, the figure drawn from the record's ``results`` is saved as ``out/NAME.png``
-    and ``out/NAME.pdf`` (:func:`absorbjax.plotting.save_figure`). Returns the names redrawn and
-    ``{name: why skipped}`` for the others (``"no figure(results)"`` or ``"no record"``).
+    and ``out/NAME.pdf`` (:func:`absorbjax.plotting.save_figure`), as :func:`run_experiment`
+    saved it. Returns the names redrawn and ``{name: why skipped}`` for the others
+    (``"no figure(results)"``, ``"no record"`` or ``"nothing to draw"``).
 
     Examples:
       >>> import tempfile, types
@@ -330,8 +345,10 @@ def replot(out: str | Path, modules: dict[str, ModuleType]) -> tuple[list[str], 
             skipped[name] = "no figure(results)"
         elif not path.exists():
             skipped[name] = "no record"
+        elif _save_drawn(module, io.load_record(path)["results"], out, name) is None:
+            skipped[name] = "nothing to draw"
         else:
-            drawn.append(plotting.save_figure(module.figure(io.load_record(path)["results"]), out, name))
+            drawn.append(name)
     return drawn, skipped
 
 

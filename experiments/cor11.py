@@ -14,7 +14,7 @@ import sys
 import jax
 import numpy as np
 
-from absorbjax import condition, figstyle, models, plotting, reproduce
+from absorbjax import condition, figstyle, models, reproduce
 
 NAME = "cor11"
 TITLE = "Cor 11: generic disjointness vs quantised weights"
@@ -141,7 +141,6 @@ def run(config, out, seed):
     by_bits = {b: frequencies(jax.random.fold_in(key, next(sub)), draws, d_b, n_b, "grid", b) for b in config["bits"]}
 
     results = {"continuous": continuous, "by_width_d2": by_width, "by_dim": by_dim, f"by_bits_d{d_b}_n{n_b}": by_bits}
-    saved = plotting.save_figure(figure(results), out, NAME)
 
     cont_abs = sum(c["absorbable"] for c in continuous.values())
     cont_total = sum(c["draws"] for c in continuous.values())
@@ -156,7 +155,7 @@ def run(config, out, seed):
             f"{cont_total - cont_abs - cont_no} degenerate/undecided",
             holds=cont_abs == 0 and cont_no == cont_total,
             criterion="every draw certified not_absorbable",
-            figure=saved,
+            figure=NAME,
         ),
         reproduce.Claim(
             "quantised (ternary) weights absorb with positive frequency at small d",
@@ -164,14 +163,14 @@ def run(config, out, seed):
             + ", ".join(f"{c['absorbable']}/{draws}" for c in by_dim["ternary"].values()),
             holds=tern[best_n]["absorbable"] > 0,
             criterion="at least one certified absorbable ternary draw at d = 2",
-            figure=saved,
+            figure=NAME,
         ),
         reproduce.Claim(
             "Rademacher ±1 weights never absorb for d ≥ 2 (parity)",
             f"{rad} absorbable of {draws * len(config['widths'])} draws",
             holds=rad == 0,
             criterion="no draw absorbable",
-            figure=saved,
+            figure=NAME,
         ),
     ]
     return {**results, "claims": claims}

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from absorbjax import condition, dimension, figstyle, fit, io, models, plotting, reproduce
+from absorbjax import condition, dimension, figstyle, fit, io, models, reproduce
 
 panels = reproduce.load_script(Path(__file__).with_name("_depth_figure.py"))
 
@@ -351,7 +351,7 @@ def figure(results):
     return fig
 
 
-def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
+def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used):
     both = [r for r in rows if r["float_rank"] is not None]
     cert = sum(r["status"] == "certified_disjoint" for r in rows)
     largest = max(rows, key=lambda r: r["params"])
@@ -368,7 +368,7 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
             f"{largest['params']}: rank {largest['rank']} vs b = {largest['free_bound']} in {largest['seconds']} s",
             holds=cert == len(rows),
             criterion="every size of the grid certified (exact rank mod p > b, or n < 2d)",
-            figure=figure,
+            figure=NAME,
         ),
         reproduce.Claim(
             "the exact (modular) ranks agree with float64 SVD ranks at the same rational point",
@@ -376,7 +376,7 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
             f"gap {min((r['float_gap'] for r in both), default=float('nan')):.3g}",
             holds=bool(both) and all(r["float_rank"] == r["rank"] for r in both),
             criterion="equal on every size where the float SVD ran",
-            figure=figure,
+            figure=NAME,
         ),
         reproduce.Claim(
             "depth theorem, Lemmas B and B′ (docs/theory/depth.md): near-identity residual stacks (W_down scaled by "
@@ -384,7 +384,7 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
             ", ".join(f"{r['activation']} ({r['d']},{r['n']},{r['depth']}) {r['rank']}/{r['maximum']}" for r in near),
             holds=all(r["rank"] == r["maximum"] for r in near),
             criterion="exact rank = maximum at every size",
-            figure=figure,
+            figure=NAME,
         ),
         reproduce.Claim(
             "ReLU: every sampled Gaussian draw (variance 1/fan_in) lies in the certified open set Ω (rank > b); "
@@ -396,7 +396,7 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
             ),
             holds=all(r["certified_by_rank"] == r["draws"] for r in cov),
             criterion="every draw certified by rank at every size",
-            figure=figure,
+            figure=NAME,
         ),
     ]
     if atlas is not None:
@@ -415,7 +415,7 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
                 f"rank = 2Lnd at every size: {gelu_full}; {fits}; budget {atlas['budget_seconds']:.0f} s",
                 holds=gelu_full and all(r["status"] == "certified_disjoint" for r in deep),
                 criterion="all L >= 2 certified and GELU rank = P everywhere",
-                figure=figure,
+                figure=NAME,
             )
         )
     claims += [
@@ -425,7 +425,7 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
             + ", ".join(f"{e:.0e}: {v:.2g}" for e, v in zip(eps, np.median(cal["ladder_local"], 1))),
             holds=bool(used >= 2 and abs(slope - 2) <= 0.25),
             criterion="|slope − 2| ≤ 0.25 over ≥ 2 ε",
-            figure=figure,
+            figure=NAME,
         ),
         reproduce.Claim(
             "at depth the random-start search does not resolve absorption: stacks absorbable by construction "
@@ -437,7 +437,7 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, figure):
             f"{np.max(cal['generic']):.2g}",
             holds=recall < cal["absorbable"].size or overlap,
             criterion="recall < 100% or the absorbable and generic loss ranges overlap",
-            figure=figure,
+            figure=NAME,
         ),
     ]
     return claims
@@ -481,10 +481,9 @@ def run(config, out, seed):
         "ladder_slope": slope,
         "fit": {k: cfg[k] for k in ("d", "n", "depth", "draws", "restarts")},
     }
-    name = plotting.save_figure(figure(io.to_jsonable(results)), out, NAME)
     if atlas is not None:
         (Path(out) / f"{NAME}.atlas.md").write_text(atlas_markdown(atlas))
-    results["claims"] = _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, name)
+    results["claims"] = _claims(rows, near, cov, atlas, cal, eps, floor, slope, used)
     return results
 
 

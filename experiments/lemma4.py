@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import figstyle, models, plotting, reproduce
+from absorbjax import figstyle, models, reproduce
 
 NAME = "lemma4"
 TITLE = "Lemma 4: invertible skips"
@@ -156,7 +156,6 @@ def run(config, out, seed):
         "uniform_refused": uniform_refused,
         "max_cond": max_cond,
     }
-    saved = plotting.save_figure(figure(results), out, NAME)
 
     ok = [(c, e) for c, e in random_rows if e is not None]
     worst_ratio = max(e / (c * np.finfo(np.float64).eps) for c, e in ok)
@@ -169,21 +168,21 @@ def run(config, out, seed):
             f"{sum(e is None for _, e in random_rows)} with cond > {max_cond:.1e} refused",
             holds=worst_ratio <= 100,
             criterion="error ≤ 100 · cond(A) · eps for every accepted A",
-            figure=saved,
+            figure=NAME,
         ),
         reproduce.Claim(
             "static Hyper-Connection skips H_res ⊗ I_d reduce",
             f"{len(hc_ok)}/{len(hc_rows)} reduced, max error {max(hc_ok):.1e}" if hc_ok else "none reduced",
             holds=len(hc_ok) == len(hc_rows) and max(hc_ok, default=1.0) <= 1e-12,
             criterion="every static skip reduced with error ≤ 1e-12",
-            figure=saved,
+            figure=NAME,
         ),
         reproduce.Claim(
             "doubly-stochastic (Sinkhorn) H_res can be singular: flagged, not reduced",
             f"uniform J/n_s refused: {uniform_refused}; {mhc_refused}/{len(mhc_rows)} Sinkhorn draws refused",
             holds=bool(uniform_refused),
             criterion="the singular uniform J/n_s is refused",
-            figure=saved,
+            figure=NAME,
         ),
     ]
     return {**results, "claims": claims}

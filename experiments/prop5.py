@@ -147,7 +147,6 @@ def run(config, out, seed):
         "stats": stats,
         "search": {a: r.to_dict(params=False) for a, r in searches.items()},
     }
-    saved = plotting.save_figure(figure(results), out, NAME)
     near0 = {a: origin.near_origin_error(r) for a, r in searches.items()}
     homog = ("relu2", "reglu")
     claims = [
@@ -161,7 +160,7 @@ def run(config, out, seed):
             holds=all(abs(stats[a][k] - 2) <= 1e-6 for a in homog for k in ("free_min", "free_max"))
             and all(stats[a]["free_vanishing_draws"] <= draws // 2 for a in homog),
             criterion="every local slope within 1e-6 of 2, on at least half the draws (the rest vanish on the ray)",
-            figure=saved,
+            figure=NAME,
         ),
         reproduce.Claim(
             "residual relu2/reglu blocks scale with exponent 1 near 0 and 2 far out",
@@ -176,7 +175,7 @@ def run(config, out, seed):
                 for a in homog
             ),
             criterion="median slopes within 0.05 of 1 (t < 1e-2) and of 2 (t > 1e2)",
-            figure=saved,
+            figure=NAME,
         ),
         reproduce.Claim(
             "no search closes the gap near the origin (relative error ≥ 0.5 in the smallest decade)",
@@ -184,7 +183,7 @@ def run(config, out, seed):
             + f" ({config['search_draws']} draws × {config['restarts']} restarts)",
             holds=min(near0.values()) >= 0.5,
             criterion="every draw's smallest-decade error ≥ 0.5",
-            figure=saved,
+            figure=NAME,
         ),
     ]
     return {**results, "claims": claims}

@@ -180,7 +180,6 @@ def run(config, out, seed):
         "orders": {a: {L: {"free": f, "residual": r} for L, (f, r) in rows.items()} for a, rows in order.items()},
         "search": {a: r.to_dict(params=False) for a, r in searches.items()},
     }
-    saved = plotting.save_figure(figure(results), out, NAME)
     res_orders = np.concatenate([rows[L][1] for rows in order.values() for L in depths])
 
     expected = {L: 2**L for L in depths}
@@ -196,7 +195,7 @@ def run(config, out, seed):
             f"max |J_res(0) − I| {res_err:.1e} ({draws} draws each)",
             holds=free_max <= 1e-12 and res_err <= 1e-12,
             criterion="both ≤ 1e-12 (float64)",
-            figure=saved,
+            figure=NAME,
         ),
         reproduce.Claim(
             "control: sigmoid glu (g(0) = 1/2) has J(0) = ½ W_down W_value ≠ 0",
@@ -204,7 +203,7 @@ def run(config, out, seed):
             f"formula error {jac['glu']['formula_err_max']:.1e}",
             holds=jac["glu"]["free_norm_min"] > 1e-3 and jac["glu"]["formula_err_max"] <= 1e-12,
             criterion="‖J(0)‖_F > 1e-3 and formula error ≤ 1e-12",
-            figure=saved,
+            figure=NAME,
         ),
         reproduce.Claim(
             "Cor 7: residual-free gated stacks vanish to order 2^L, residual stacks to order 1",
@@ -216,7 +215,7 @@ def run(config, out, seed):
             + f"; residual {sorted(set(res_orders.tolist()))}",
             holds=all(ok.values()) and set(res_orders.tolist()) == {1},
             criterion="every free stack's order = 2^L and every residual stack's = 1",
-            figure=saved,
+            figure=NAME,
         ),
         reproduce.Claim(
             "no search closes the gap near the origin for swiglu/geglu (relative error ≥ 0.5 in the smallest decade)",
@@ -224,7 +223,7 @@ def run(config, out, seed):
             + f"; control glu: {near0['glu']:.2g}",
             holds=min(near0[a] for a in never) >= 0.5,
             criterion="every swiglu/geglu draw ≥ 0.5",
-            figure=saved,
+            figure=NAME,
         ),
     ]
     return {**results, "claims": claims}

@@ -23,7 +23,7 @@ import time
 import jax
 import numpy as np
 
-from absorbjax import condition, figstyle, io, models, plotting, reproduce, stats, weights
+from absorbjax import condition, figstyle, models, reproduce, stats, weights
 
 NAME = "real_weights"
 TITLE = "Real checkpoints: trained MLP blocks vs Gaussian and initialised blocks"
@@ -222,7 +222,6 @@ def run(config, out, seed):
         "init": init,
         "smollm2_layers": smol,
     }
-    figure_name = plotting.save_figure(figure(io.to_jsonable(results)), out, NAME)
 
     t_up = {k: trained[k]["upper"] for k in layers}
     g_lo = {k: min(r["lower"] for r in gaussian[k]) for k in layers}
@@ -240,7 +239,7 @@ def run(config, out, seed):
             f"biases: {sorted({trained[k]['status'] for k in layers})}",
             holds=all(trained[k]["lower"] > 0 for k in layers),
             criterion="certified lower bound > 0 in every layer",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "trained MiniLM layers are closer to absorbing than Gaussian blocks of matched shape and norms",
@@ -250,14 +249,14 @@ def run(config, out, seed):
             holds=len(certified_closer) == len(layers),
             criterion="in every layer the trained block's attained distance is below every Gaussian draw's "
             "certified lower bound (a certified separation)",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "at BERT initialisation (std 0.02) a block is as far as the zero map",
             f"smallest certified lower bound over {sum(len(v) for v in init.values())} initialised blocks: {i_lo:.6f}",
             holds=i_lo > 0.99,
             criterion="every certified lower bound above 0.99",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "measured: the best S found is made of anti-aligned units (a_i = ⟨W_down[:,i], W_up[i,:]⟩ < 0)",
@@ -269,7 +268,7 @@ def run(config, out, seed):
             f"negative real part: {fmt(trained[k]['frac_eig_re_negative'] for k in layers)}",
             holds=all(f >= 0.9 for f in fr_s),
             criterion="at least 90% of the units in each layer's best S have a_i < 0 (an observation, not a theorem)",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "SmolLM2 (SwiGLU): every layer never absorbs by Prop 6, decided without reading a weight",
@@ -277,7 +276,7 @@ def run(config, out, seed):
             f"(d = {smol[0]['d']}, n = {smol[0]['n']}, {smol[0]['dtype']}), {smol_seconds:.2f} s for the file",
             holds=len(smol) > 0 and all(r["status"] == "not_absorbable" for r in smol),
             criterion="every layer not_absorbable",
-            figure=figure_name,
+            figure=NAME,
         ),
     ]
     return {**results, "claims": claims}

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from absorbjax import condition, figstyle, models, plotting, reproduce, weights
+from absorbjax import condition, figstyle, models, reproduce, weights
 
 NAME = "trained_blocks"
 TITLE = "Trained MLP blocks across models vs Gaussian and initialised blocks"
@@ -243,8 +243,11 @@ def _draw_distances(ax, ungated):
 
 def figure(results):
     """The cross-model figure from a record's ``results`` (:func:`run`'s return): distance per
-    layer (top) and the anti-alignment statistics (bottom), 7 in wide in the project style."""
+    layer (top) and the anti-alignment statistics (bottom), 7 in wide in the project style;
+    ``None`` when no ungated layer was measured (nothing to draw)."""
     ungated = {k: v for k, v in results["models"].items() if not v["gated"] and v["layers"]}
+    if not ungated:
+        return None
     with figstyle.context():
         fig, (top, bottom) = figstyle.subplots(
             2, 1, width=figstyle.DOUBLE, height=4.6, sharex=True, height_ratios=[3, 2]
@@ -335,9 +338,11 @@ def _all(per_model):
     return all(k == n for k, n in per_model.values())
 
 
-def claims(results, figure_name=None) -> list:
-    """The claims of a record's ``results``, each with its verdict."""
+def claims(results) -> list:
+    """The claims of a record's ``results``, each with its verdict (and the figure, when
+    :func:`figure` draws one)."""
     ungated = {k: v for k, v in results["models"].items() if not v["gated"] and v["layers"]}
+    figure_name = NAME if ungated else None
     rows = [row for e in ungated.values() for row in e["layers"]]
     none = "" if rows else " (no ungated model measured: not decided)"
     lows = [row["trained"]["lower"] for row in rows]
@@ -438,13 +443,9 @@ def _gated_claims(results) -> list:
 def run(config, out, seed):
     found, skipped = measure(config, seed)
     results = {"models": found, "skipped": skipped, "init_std": INIT_STD}
-    name = None
-    if any(not e["gated"] and e["layers"] for e in found.values()):
-        with figstyle.context():
-            name = plotting.save_figure(figure(results), out, NAME)
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / f"{NAME}.md").write_text(table(results))
-    results["claims"] = claims(results, name)
+    results["claims"] = claims(results)
     return results
 
 

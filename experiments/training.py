@@ -34,7 +34,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from absorbjax import condition, io, models, nn, plotting, reproduce, stats
+from absorbjax import condition, models, nn, reproduce, stats
 
 NAME = "training"
 TITLE = "Beyond the paper: trained residual blocks and the absorbing condition (flax + optax)"
@@ -336,7 +336,7 @@ def run(config, out, seed):
     teacher = {
         act: teacher_setting(jax.random.fold_in(key, 1000 + i), act, tc) for i, act in enumerate(tc["activations"])
     }
-    return summarise(study, teacher, config, out)
+    return summarise(study, teacher, config)
 
 
 def _judged(config, holds, criterion):
@@ -445,7 +445,7 @@ def measured(study, teacher, config) -> dict:
     }
 
 
-def judged(m: dict, teacher, config, figure) -> list:
+def judged(m: dict, teacher, config) -> list:
     """The study's claims, each judged from the measurements ``m`` (:func:`measured`)."""
     dig_delta, final_up, final_lower, n_final = m["dig_delta"], m["final_up"], m["final_lower"], m["n_final"]
     vs_gauss, statuses, n_blocks, acc_gap = m["vs_gauss"], m["statuses"], m["n_blocks"], m["acc_gap"]
@@ -468,14 +468,14 @@ def judged(m: dict, teacher, config, figure) -> list:
                 min(dig_delta.values()) >= -0.05 and final_lower >= 0.9,
                 "every setting's median change ≥ −0.05 and every final certified lower bound ≥ 0.9",
             ),
-            figure=figure,
+            figure=NAME,
         ),
         reproduce.Claim(
             "measured: trained digits blocks sit no closer to the condition than Gaussian blocks of the same "
             "shapes and Frobenius norms",
             "median (trained − norm-matched Gaussian) distance per setting: " + few(vs_gauss),
             *_judged(config, min(vs_gauss.values()) >= -0.02, "every setting's median difference ≥ −0.02"),
-            figure=figure,
+            figure=NAME,
         ),
         reproduce.Claim(
             "measured: every trained block (digits residual and residual-free, teacher), at every checkpoint, "
@@ -483,7 +483,7 @@ def judged(m: dict, teacher, config, figure) -> list:
             f"statuses over {n_blocks} block measurements: {statuses}",
             statuses == ["not_absorbable"],
             "all not_absorbable (certified by condition.distance's decision)",
-            figure=figure,
+            figure=NAME,
         ),
         reproduce.Claim(
             "measured (controlled): a residual block fitted to a residual-free target T(x) moves toward the "
@@ -497,13 +497,13 @@ def judged(m: dict, teacher, config, figure) -> list:
                 max(cancel_final.values()) <= 0.3 and min(keep_lower.values()) >= 0.5,
                 "cancel median final ≤ 0.3 and every keep run's certified lower bound ≥ 0.5",
             ),
-            figure=figure,
+            figure=NAME,
         ),
         reproduce.Claim(
             f"measured: weight decay (AdamW {wd:g}) does not pull blocks toward the condition",
             "median final distance, decay minus no decay, paired runs: " + few(decay_gap),
             *_judged(config, min(decay_gap.values()) >= -0.02, "every median difference ≥ −0.02"),
-            figure=figure,
+            figure=NAME,
         ),
     ]
     if acc_gap:
@@ -515,21 +515,21 @@ def judged(m: dict, teacher, config, figure) -> list:
                 + f"; residual accuracies {min(np.min(v['test_accuracy'][-1]) for v in residual.values()):.3f}–"
                 f"{max(np.max(v['test_accuracy'][-1]) for v in residual.values()):.3f}",
                 *_judged(config, max(abs(g) for g in acc_gap.values()) <= 0.03, "every |difference| ≤ 0.03"),
-                figure=figure,
+                figure=NAME,
             )
         )
     return claims
 
 
-def summarise(study, teacher, config, out):
-    """The figure, the claims and the compact record of a finished study."""
+def summarise(study, teacher, config):
+    """The claims and the compact record of a finished study (its figure is drawn from the
+    record: :func:`figure`)."""
     compact = {
         "digits": {k: _compact(v) for k, v in study.items()},
         "teacher": {k: _compact(v) for k, v in teacher.items()},
     }
-    name = plotting.save_figure(figure(io.to_jsonable(compact)), out, NAME)
     m = measured(study, teacher, config)
-    claims = judged(m, teacher, config, name)
+    claims = judged(m, teacher, config)
     dig_delta, vs_gauss, acc_gap = m["dig_delta"], m["vs_gauss"], m["acc_gap"]
     cancel_start, cancel_final, keep_lower, decay_gap = (
         m["cancel_start"],

@@ -15,7 +15,7 @@ import sys
 import jax
 import numpy as np
 
-from absorbjax import condition, figstyle, fit, io, models, plotting, reproduce
+from absorbjax import condition, figstyle, fit, models, reproduce
 
 NAME = "width"
 TITLE = "Beyond the paper: minimal extra width"
@@ -223,12 +223,11 @@ def run(config, out, seed):
         "search": [{"d": d, "n": n, "offset": off, **r} for (d, n, off), r in search.items()],
         "solved_threshold": SOLVED,
     }
-    name = plotting.save_figure(figure(io.to_jsonable(results)), out, NAME)
-    results["claims"] = claims(config, rows, skip_rows, ray_rows, search, name)
+    results["claims"] = claims(config, rows, skip_rows, ray_rows, search)
     return results
 
 
-def claims(config, rows, skip_rows, ray_rows, search, figure_name):
+def claims(config, rows, skip_rows, ray_rows, search):
     """The claims, judged from the numbers: ``rows[(dist, d)]``, ``skip_rows[d]``, ``ray_rows[(act,
     d)]`` (lists of :func:`decide` rows), ``search[(d, n, offset)]`` (:func:`_searches`)."""
     dists, ds = config["dists"], config["ds"]
@@ -266,21 +265,21 @@ def claims(config, rows, skip_rows, ray_rows, search, figure_name):
             f"{g_ok}/{len(gauss)} draws certified k* = d (d = {ds[0]}…{ds[-1]}, n = 2d, {config['draws']} per d)",
             holds=g_ok == len(gauss),
             criterion="every draw certified with k* = d",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "quantised blocks: k* decided exactly (integer arithmetic) for every draw",
             f"{q_ok}/{q_total} certified exactly; k* values per d: {spread}",
             holds=q_ok == q_total,
             criterion="every quantised draw certified in exact arithmetic",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "with a random invertible skip A (Lemma 4) Gaussian blocks also need k* = d",
             f"{skip_ok}/{skip_total} draws certified k* = d",
             holds=skip_ok == skip_total,
             criterion="every draw certified with k* = d",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "gelu_tanh, silu, softplus Gaussian blocks: k* = d, the ReLU lower bound (ray limit, proved beyond "
@@ -288,21 +287,21 @@ def claims(config, rows, skip_rows, ray_rows, search, figure_name):
             f"{ray_ok}/{ray_total} draws certified k* = d (d = {', '.join(map(str, ds[:2]))})",
             holds=ray_ok == ray_total,
             criterion="every draw certified with k* = d",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "the constructed absorbers of width n + k* reproduce the block (float64)",
             f"largest relative error {worst:.2g} over {len(every)} blocks",
             holds=worst <= MAX_ERROR,
             criterion=f"every error <= {MAX_ERROR:g} (relative to the skip's output ‖A x‖)",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "a random-init search at width n + k* − 1 never finds an exact absorber (no contradiction)",
             f"{below_solved}/{sum(r['solved'].size for r in below)} solved; smallest loss {below_min:.2g}",
             holds=below_solved == 0 and below_min > SOLVED,
             criterion=f"no draw with loss <= {SOLVED:g}",
-            figure=figure_name,
+            figure=NAME,
         ),
         reproduce.Claim(
             "at width n + k* the same search finds an exact absorber in most draws",
@@ -311,7 +310,7 @@ def claims(config, rows, skip_rows, ray_rows, search, figure_name):
             criterion="at least half solved"
             if at_total >= 8
             else f"not judged: {at_total} draws are too few for a rate",
-            figure=figure_name,
+            figure=NAME,
         ),
     ]
 

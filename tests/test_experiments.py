@@ -10,11 +10,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from absorbjax import cli, reproduce
+from absorbjax import cli, plotting, reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,6 +67,42 @@ def test_smoke_run_writes_figure_record_and_summary(tmp_path, capsys, name):
     assert cli.main(argv) == 0
     assert "up to date, skipped" in capsys.readouterr().out
     assert (tmp_path / f"{name}.json").read_text() == before
+
+
+def _tiny_experiment(drawn=None):
+    """A one-claim experiment (a module object stands in for a script); with ``drawn`` a list, it
+    defines ``figure(results)``, which appends the ``results`` it is given to ``drawn``."""
+    demo = types.ModuleType("demo")
+    demo.NAME, demo.TITLE, demo.PRESETS = "demo", "a tiny experiment", {"smoke": {}, "quick": {}, "full": {}}
+
+    def run(config, out, seed):
+        claim = reproduce.Claim("a line is drawn", "two points", holds=True, criterion="always", figure="demo")
+        return {"x": np.arange(2.0), "y": (1.0, 0.0), "claims": [claim]}
+
+    def figure(results):
+        drawn.append(results)
+        fig, ax = plotting.subplots(figsize=(3.5, 2.0))
+        ax.plot(results["x"], results["y"])
+        return fig
+
+    demo.run = run
+    if drawn is not None:
+        demo.figure = figure
+    return demo
+
+
+def test_run_experiment_saves_the_figure_drawn_from_the_record(tmp_path):
+    """The figure is drawn from the record just written (JSON values, not run's arrays) and is
+    byte for byte the one replot draws from that record; a module without figure gets none."""
+    drawn = []
+    record = reproduce.run_experiment(_tiny_experiment(drawn), tmp_path, preset="smoke")
+    assert drawn == [record["results"]] and drawn[0]["x"] == [0.0, 1.0] and drawn[0]["y"] == [1.0, 0.0]
+    saved = {ext: (tmp_path / f"demo.{ext}").read_bytes() for ext in ("png", "pdf")}
+    assert reproduce.replot(tmp_path, {"demo": _tiny_experiment(drawn)}) == (["demo"], {})
+    assert {ext: (tmp_path / f"demo.{ext}").read_bytes() for ext in ("png", "pdf")} == saved
+    bare = tmp_path / "bare"
+    reproduce.run_experiment(_tiny_experiment(), bare, preset="smoke")
+    assert sorted(p.name for p in bare.iterdir()) == ["demo.json"]
 
 
 def test_unknown_experiment_is_an_error(capsys):
