@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from absorbjax import figstyle
+
 __all__ = ["DPI", "PALETTE", "figure", "subplots", "save_figure", "plot_profiles"]
 
 DPI = 200
@@ -56,7 +58,8 @@ def save_figure(fig, out: str | Path, name: str) -> str:
     out.mkdir(parents=True, exist_ok=True)
     whole = fig.bbox_inches.frozen()  # the full page: no tight crop, no padding
     fig.savefig(out / f"{name}.png", dpi=DPI, bbox_inches=whole, metadata={"Software": None})
-    fig.savefig(out / f"{name}.pdf", bbox_inches=whole, metadata={"CreationDate": None, "Producer": None})
+    with figstyle.context():  # the style's save-time settings: TrueType (Type 42), not Type 3, fonts
+        fig.savefig(out / f"{name}.pdf", bbox_inches=whole, metadata={"CreationDate": None, "Producer": None})
     return name
 
 

@@ -543,7 +543,8 @@ def _png_size(path):
 
 def test_saved_files_have_the_figures_own_size(tmp_path):
     """PNG pixels = inches × plotting.DPI and the PDF page = inches × 72 pt, even where the user's
-    rcParams ask for a tight crop; a rerun writes the same bytes."""
+    rcParams ask for a tight crop; the PDF embeds TrueType fonts, not Type 3 (which some venues
+    reject); a rerun writes the same bytes."""
     import matplotlib
 
     fig = _drawn_by("absorber", absorber_results)()
@@ -553,6 +554,8 @@ def test_saved_files_have_the_figures_own_size(tmp_path):
     assert _png_size(tmp_path / "a.png") == (round(width * plotting.DPI), round(height * plotting.DPI))
     box = re.search(rb"/MediaBox \[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", (tmp_path / "a.pdf").read_bytes())
     assert (float(box[1]), float(box[2])) == pytest.approx((width * 72, height * 72))
+    pdf = (tmp_path / "a.pdf").read_bytes()
+    assert b"/Type3" not in pdf and b"/FontFile2" in pdf
     plotting.save_figure(_drawn_by("absorber", absorber_results)(), tmp_path, "b")
     for ext in ("png", "pdf"):
         assert (tmp_path / f"a.{ext}").read_bytes() == (tmp_path / f"b.{ext}").read_bytes()
