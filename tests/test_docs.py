@@ -191,6 +191,18 @@ def test_generated_pages_are_what_the_records_give():
     assert proc.returncode == 0, proc.stderr
 
 
+def test_figures_summary_is_what_the_records_give(tmp_path):
+    """figures/README.md is what ``reproduce.write_summary`` makes of the committed records."""
+    import shutil
+
+    from absorbjax import reproduce
+
+    for record in (ROOT / "figures").glob("*.json"):
+        shutil.copy(record, tmp_path / record.name)
+    reproduce.write_summary(tmp_path, reproduce.discover())
+    assert (tmp_path / "README.md").read_text() == (ROOT / "figures" / "README.md").read_text()
+
+
 def test_results_page_shows_every_recorded_figure():
     """Each figure a record's claims name is embedded under its experiment, as ``NAME.png`` beside
     the page (served from figures/ at build time: see test_docs_build_strict)."""

@@ -7,6 +7,7 @@ figure, give the experiment a ``figure(results)`` function, build a small ``resu
 and append the pair.
 """
 
+import copy
 import importlib.util
 import json
 import re
@@ -580,6 +581,11 @@ def test_trained_blocks_table_and_claims_come_from_the_record():
     verdicts = {c.claim: c.holds for c in module.claims(results)}
     below = next(k for k in verdicts if "below the Gaussian" in k)
     assert verdicts[below] is True
+    trace = next(k for k in verdicts if k.startswith("measured: tr(W_down W_up)/d < 0"))
+    assert verdicts[trace] is False  # negative in every layer of every model: universal, not model-specific
+    specific = copy.deepcopy(results)
+    specific["models"]["whisper-decoder"]["layers"][1]["trained"]["trace_over_d"] = 0.2
+    assert {c.claim: c.holds for c in module.claims(specific)}[trace] is True
     results["models"]["whisper-decoder"]["layers"][2]["trained"]["upper"] = 0.999  # above the band's lower
     assert {c.claim: c.holds for c in module.claims(results)}[below] is False
     results["models"] = {k: v for k, v in results["models"].items() if v["gated"]}
