@@ -504,7 +504,7 @@ across weight space).
 def write_docs(path, figures="figures"):
     """The results page from the records in ``figures``: claims of ``depth.json`` and the atlas table.
     The page links ``depth.png`` beside it: the docs hook (``docs/hooks.py``) serves
-    ``figures/depth.png`` there at build time."""
+    ``figures/depth.png`` is served beside it at build time (``docs/hooks.py``)."""
     record = json.loads((Path(figures) / f"{NAME}.json").read_text())
     parts = [DOCS_INTRO, "## Claims", ""]
     for c in record["results"]["claims"]:

@@ -283,6 +283,18 @@ def _finite(v):
     return jnp.where(jnp.isfinite(v), v, jnp.inf)
 
 
+class _Setting(NamedTuple):
+    """The static part of :func:`fit_with_lines` (one compiled program each)."""
+
+    depth: int
+    inputs: Inputs
+    restarts: int
+    steps: int
+    polish: Polish
+    residual_free_first: bool
+    batch: int
+
+
 def fit_with_lines(
     params: MLPParams,
     lines: np.ndarray,
@@ -341,18 +353,6 @@ def fit_with_lines(
     # One compiled program per setting, whatever the number of draws: calls and rounds share it.
     fits = [_fit_draw(key, j, row(params, j), lines[j], mask[j], row(starts, j), setting) for j in range(draws)]
     return jax.tree.map(lambda *a: jnp.stack(a), *fits)
-
-
-class _Setting(NamedTuple):
-    """The static part of :func:`fit_with_lines` (one compiled program each)."""
-
-    depth: int
-    inputs: Inputs
-    restarts: int
-    steps: int
-    polish: Polish
-    residual_free_first: bool
-    batch: int
 
 
 @functools.partial(jax.jit, static_argnums=6)

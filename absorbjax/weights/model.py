@@ -5,6 +5,7 @@ weights and biases read on demand, and every tensor of the file either used or l
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import numpy as np
 
@@ -313,9 +314,10 @@ def scan(
 def blocks(path, activation: str | None = None, **options) -> list[Block]:
     """Every MLP block in ``path``, weights not yet read: ``scan(path, activation, **options).blocks``;
     ``options``: ``transpose``, ``allow_narrow``, ``fused``, as for :func:`scan`."""
-    unknown = sorted(set(options) - {"transpose", "allow_narrow", "fused"})
+    known = [p.name for p in inspect.signature(scan).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(known))
     if unknown:
-        raise TypeError(f"blocks() takes the options transpose, allow_narrow, fused; got {unknown}")
+        raise TypeError(f"blocks() takes the options {', '.join(known)}; got {unknown}")
     return scan(path, activation, **options).blocks
 
 
