@@ -219,16 +219,21 @@ def run_experiment(
     ``run`` is called inside ``jax.enable_x64(True)``; the process-wide setting is left as it
     was. After the record is written, a module that defines ``figure(results)`` has it drawn
     from the record's ``results`` as read back (exactly as :func:`replot` draws it) and saved as
-    ``out/NAME.png`` and ``out/NAME.pdf``. Skips the run (returning the saved record, drawing
-    nothing) when a record with the same preset and seed exists, unless ``force``. Claims that
-    are not :class:`Claim` or lack a criterion raise. See the module's example.
+    ``out/NAME.png`` and ``out/NAME.pdf``. Skips the run (returning the saved record) when a
+    record with the same preset and seed exists, unless ``force``; a figure missing beside it
+    (a ``figure`` that raised after the record was written, a deleted file) is then drawn from
+    that record. Claims that are not :class:`Claim` or lack a criterion raise. See the module's
+    example.
     """
     if preset not in module.PRESETS:
         raise ValueError(f"preset must be one of {tuple(module.PRESETS)}, got {preset!r}")
     out = Path(out)
     path = out / f"{module.NAME}.json"
     if not force and finished(module, out, preset=preset, seed=seed):
-        return io.load_record(path)
+        record = io.load_record(path)
+        if not (out / f"{module.NAME}.png").exists():
+            _save_drawn(module, record["results"], out, module.NAME)
+        return record
     config = {"preset": preset, **module.PRESETS[preset]}
     start = time.perf_counter()
     with jax.enable_x64(True):  # exactness claims need float64; scoped to this call

@@ -105,6 +105,23 @@ def test_run_experiment_saves_the_figure_drawn_from_the_record(tmp_path):
     assert sorted(p.name for p in bare.iterdir()) == ["demo.json"]
 
 
+def test_a_figure_lost_after_its_record_is_drawn_from_it_without_rerunning(tmp_path):
+    """A ``figure`` that raises leaves the record (nothing measured is lost); the next run
+    without ``force`` draws the missing figure from that record and does not run again."""
+    broken = _tiny_experiment([])
+    broken.figure = lambda results: 1 / 0
+    with pytest.raises(ZeroDivisionError):
+        reproduce.run_experiment(broken, tmp_path, preset="smoke")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.json"]
+    drawn = []
+    fixed = _tiny_experiment(drawn)
+    fixed.run = lambda config, out, seed: pytest.fail("a finished run was run again")
+    record = reproduce.run_experiment(fixed, tmp_path, preset="smoke")
+    assert drawn == [record["results"]] and (tmp_path / "demo.png").exists() and (tmp_path / "demo.pdf").exists()
+    reproduce.run_experiment(fixed, tmp_path, preset="smoke")  # figure present: not drawn again
+    assert len(drawn) == 1
+
+
 def test_unknown_experiment_is_an_error(capsys):
     assert cli.main(["reproduce", "--only", "nope"]) == 2
     assert "unknown experiment" in capsys.readouterr().err
