@@ -42,6 +42,7 @@ EXAMPLES = {
     "absorbjax.probes": 1,
     "absorbjax.reproduce": 1,
     "absorbjax.results": 1,
+    "absorbjax.stall": 1,
 }
 
 

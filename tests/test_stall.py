@@ -1,0 +1,56 @@
+"""absorbjax.stall: a process that stops using the CPU is stopped with its stacks and exit code 3;
+one that computes is left alone; `absorbjax reproduce` keeps what finished before a stall."""
+
+import subprocess
+import sys
+import textwrap
+
+from absorbjax import stall
+
+
+def _python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_an_idle_process_is_stopped_with_its_stacks():
+    out = _python(
+        """
+        import time
+        from absorbjax import stall
+        def waiting_forever():
+            time.sleep(60)
+        with stall.watch(1.0, message="what to do next", poll=0.1):
+            waiting_forever()
+        print("not reached")
+        """
+    )
+    assert out.returncode == stall.STALL_EXIT, out.stderr
+    assert "used no CPU" in out.stderr and "what to do next" in out.stderr
+    assert "waiting_forever" in out.stderr  # the main thread's Python stack
+    assert "not reached" not in out.stdout
+
+
+def test_a_busy_process_is_left_alone():
+    with stall.watch(0.3, poll=0.02):
+        end = __import__("time").process_time() + 1.0
+        while __import__("time").process_time() < end:
+            pass
+    with stall.watch(0):  # 0 watches nothing
+        pass
+
+
+def test_reproduce_stops_a_stalled_experiment_and_keeps_the_finished_ones(tmp_path):
+    folder, out = tmp_path / "experiments", tmp_path / "out"
+    folder.mkdir()
+    head = 'TITLE = "t"\nPRESETS = {"quick": {}}\n'
+    (folder / "a_done.py").write_text('NAME = "a_done"\n' + head + "def run(config, out, seed):\n    return {}\n")
+    (folder / "b_stuck.py").write_text(
+        'NAME = "b_stuck"\n' + head + "import time\ndef run(config, out, seed):\n    time.sleep(120)\n"
+    )
+    argv = ["reproduce", "--experiments", str(folder), "--out", str(out), "--stall-minutes", "0.03"]
+    proc = subprocess.run([sys.executable, "-m", "absorbjax", *argv], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == stall.STALL_EXIT, proc.stderr
+    assert "without --force" in proc.stderr and "b_stuck.py" in proc.stderr
+    assert (out / "a_done.json").exists() and not (out / "b_stuck.json").exists()
