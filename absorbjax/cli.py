@@ -16,6 +16,12 @@ __all__ = ["main"]
 
 
 def _reproduce(args) -> int:
+    import jax
+
+    if "JAX_CPU_ENABLE_ASYNC_DISPATCH" not in os.environ:  # read when JAX makes its CPU client
+        # asynchronous dispatch on the CPU hung 3 of 3 stress runs within 10 minutes, inline
+        # dispatch none of 3 in 12 (research log, 2026-12-03 evening); the variable chooses
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
     from absorbjax import reproduce, stall  # reproduce: each experiment with float64 for that run
 
     try:
@@ -40,8 +46,7 @@ def _reproduce(args) -> int:
         print(f"absorbjax reproduce: {missing}", file=sys.stderr)
         return 2
     total = time.perf_counter()
-    import jax  # on an accelerator the host may wait on a long computation without using the CPU
-
+    # on an accelerator the host may wait on a long computation without using the CPU
     with stall.watch(60 * args.stall_minutes if jax.default_backend() == "cpu" else 0, message=_STALLED):
         failed = _run_all(reproduce, modules, args)
     path = reproduce.write_summary(args.out, everything)

@@ -2,10 +2,12 @@
 
 XLA's CPU runtime can wait forever on a computation that never completes: every worker thread
 idle, the main thread in ``BlockUntilReady`` (``np.asarray`` of a result), the process at 0% CPU.
-``absorbjax reproduce`` met it once, in ``models.sample`` under ``experiments/cor11.py`` on a
-loaded 2-core machine; the same experiment then ran in 80 s. Similar hangs are reported upstream
-(jax-ml/jax#25861, asynchronous dispatch on CPU). No computation of absorbjax sleeps, so a long
-stretch without CPU time is a stall, and :func:`watch` turns it into a report and an exit code.
+``absorbjax reproduce`` met it in ``models.sample`` under ``experiments/cor11.py`` on a loaded
+2-core machine, and three stress processes repeating that experiment's decisions all stalled
+within 10 minutes with asynchronous CPU dispatch, none in 12 with inline dispatch (similar reports
+upstream: jax-ml/jax#25861); so ``absorbjax reproduce`` dispatches inline on the CPU. No
+computation of absorbjax sleeps, so a long stretch without CPU time is a stall, and :func:`watch`
+turns it into a report and an exit code.
 """
 
 from __future__ import annotations

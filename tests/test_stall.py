@@ -1,9 +1,14 @@
 """absorbjax.stall: a process that stops using the CPU is stopped with its stacks and exit code 3;
-one that computes is left alone; `absorbjax reproduce` keeps what finished before a stall."""
+one that computes is left alone; `absorbjax reproduce` keeps what finished before a stall and
+dispatches inline on the CPU (asynchronous dispatch is where the stall was met)."""
 
+import json
+import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from absorbjax import stall
 
@@ -54,3 +59,23 @@ def test_reproduce_stops_a_stalled_experiment_and_keeps_the_finished_ones(tmp_pa
     assert proc.returncode == stall.STALL_EXIT, proc.stderr
     assert "without --force" in proc.stderr and "b_stuck.py" in proc.stderr
     assert (out / "a_done.json").exists() and not (out / "b_stuck.json").exists()
+
+
+@pytest.mark.parametrize(("env", "expected"), [(None, False), ("true", True)])
+def test_reproduce_dispatches_inline_on_the_cpu_unless_told_otherwise(tmp_path, env, expected):
+    """Asynchronous CPU dispatch hung 3 of 3 stress runs (research log, 2026-12-03 evening):
+    `absorbjax reproduce` turns it off unless JAX_CPU_ENABLE_ASYNC_DISPATCH says otherwise."""
+    folder, out = tmp_path / "experiments", tmp_path / "out"
+    folder.mkdir()
+    (folder / "probe.py").write_text(
+        'NAME = "probe"\nTITLE = "t"\nPRESETS = {"quick": {}}\nimport jax\n'
+        "def run(config, out, seed):\n"
+        '    return {"async": jax.config.values["jax_cpu_enable_async_dispatch"]}\n'
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "JAX_CPU_ENABLE_ASYNC_DISPATCH"}
+    if env is not None:
+        environ["JAX_CPU_ENABLE_ASYNC_DISPATCH"] = env
+    argv = ["reproduce", "--experiments", str(folder), "--out", str(out)]
+    proc = subprocess.run([sys.executable, "-m", "absorbjax", *argv], capture_output=True, text=True, env=environ)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "probe.json").read_text())["results"]["async"] is expected
