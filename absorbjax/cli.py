@@ -18,10 +18,16 @@ __all__ = ["main"]
 def _reproduce(args) -> int:
     import jax
 
-    if "JAX_CPU_ENABLE_ASYNC_DISPATCH" not in os.environ:  # read when JAX makes its CPU client
-        # asynchronous dispatch on the CPU hung 3 of 3 stress runs within 10 minutes, inline
-        # dispatch none of 3 in 12 (research log, 2026-12-03 evening); the variable chooses
-        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    # asynchronous dispatch on the CPU hung 3 of 3 stress runs within 10 minutes, inline dispatch
+    # none of 3 in 12 (research log, 2026-12-03 evening). JAX does not read this variable itself.
+    asked = os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")
+    if asked.strip().lower() not in _TRUTH:
+        print(
+            f"absorbjax reproduce: JAX_CPU_ENABLE_ASYNC_DISPATCH must be one of {', '.join(_TRUTH)}, got {asked!r}",
+            file=sys.stderr,
+        )
+        return 2
+    jax.config.update("jax_cpu_enable_async_dispatch", _TRUTH[asked.strip().lower()])  # before the CPU client
     from absorbjax import reproduce, stall  # reproduce: each experiment with float64 for that run
 
     try:
@@ -56,6 +62,11 @@ def _reproduce(args) -> int:
         return 1
     return 0
 
+
+# the spellings of JAX's own boolean environment variables
+_TRUTH = dict.fromkeys(("1", "true", "t", "yes", "y", "on"), True) | dict.fromkeys(
+    ("0", "false", "f", "no", "n", "off"), False
+)
 
 _STALLED = (
     "XLA's CPU runtime was waiting on a computation that never completes (see 'A stalled run' in "

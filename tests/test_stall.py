@@ -61,10 +61,11 @@ def test_reproduce_stops_a_stalled_experiment_and_keeps_the_finished_ones(tmp_pa
     assert (out / "a_done.json").exists() and not (out / "b_stuck.json").exists()
 
 
-@pytest.mark.parametrize(("env", "expected"), [(None, False), ("true", True)])
+@pytest.mark.parametrize(("env", "expected"), [(None, False), ("true", True), ("0", False), ("On", True)])
 def test_reproduce_dispatches_inline_on_the_cpu_unless_told_otherwise(tmp_path, env, expected):
     """Asynchronous CPU dispatch hung 3 of 3 stress runs (research log, 2026-12-03 evening):
-    `absorbjax reproduce` turns it off unless JAX_CPU_ENABLE_ASYNC_DISPATCH says otherwise."""
+    `absorbjax reproduce` turns it off unless JAX_CPU_ENABLE_ASYNC_DISPATCH says otherwise (JAX
+    itself does not read that variable: the command does)."""
     folder, out = tmp_path / "experiments", tmp_path / "out"
     folder.mkdir()
     (folder / "probe.py").write_text(
@@ -79,3 +80,11 @@ def test_reproduce_dispatches_inline_on_the_cpu_unless_told_otherwise(tmp_path, 
     proc = subprocess.run([sys.executable, "-m", "absorbjax", *argv], capture_output=True, text=True, env=environ)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((out / "probe.json").read_text())["results"]["async"] is expected
+
+
+def test_reproduce_refuses_a_dispatch_setting_it_cannot_read(tmp_path):
+    environ = {**os.environ, "JAX_CPU_ENABLE_ASYNC_DISPATCH": "sometimes"}
+    argv = ["reproduce", "--experiments", str(tmp_path), "--out", str(tmp_path / "out")]
+    proc = subprocess.run([sys.executable, "-m", "absorbjax", *argv], capture_output=True, text=True, env=environ)
+    assert proc.returncode == 2
+    assert "JAX_CPU_ENABLE_ASYNC_DISPATCH must be one of 1, true" in proc.stderr and "'sometimes'" in proc.stderr

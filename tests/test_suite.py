@@ -27,3 +27,11 @@ def test_compile_report_lists_the_costliest_tests():
     assert re.search(r"\d+ s of the tests' \d+ s \(\d+%\) went to obtaining XLA executables", section)
     seconds = re.search(r"^\s*([0-9.]+) s of\s+[0-9.]+ s  (\S+)$", section, re.M)
     assert seconds and seconds.group(2) == test and float(seconds.group(1)) > 0
+
+
+def test_the_suite_dispatches_inline_on_the_cpu():
+    """tests/conftest.py turns asynchronous CPU dispatch off in the suite's processes (a stalled
+    XLA runtime would hold CI until its limit) before any computation, so it is in effect."""
+    import jax
+
+    assert jax.config.values["jax_cpu_enable_async_dispatch"] is False
