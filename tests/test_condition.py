@@ -280,11 +280,14 @@ def test_d1():
         (None, {"rtol": True}, "rtol must be a number"),
         (None, {"time_limit": True}, "time_limit"),
         (None, {"time_limit": float("inf")}, "time_limit"),
+        (None, {"method": "greedy"}, "method must be one of"),
+        (None, {"skip_rtol": 1.0}, "skip_rtol must be a number in"),
         (None, {"bias": np.ones(5)}, r"bias must be the hidden bias b of σ\(W_up x \+ b\), shape \(6,\)"),
         (None, {"bias": np.full(6, np.nan)}, "bias contains NaN"),
     ],
 )
-def test_bad_input_gives_one_line_errors(bad, kwargs, match):
+@pytest.mark.parametrize("decision", [condition.find_absorbing_set, condition.distance], ids=["decide", "distance"])
+def test_bad_input_gives_one_line_errors(bad, kwargs, match, decision):
     p = gaussian(0, 3, 6)
     p = {
         None: p,
@@ -294,7 +297,7 @@ def test_bad_input_gives_one_line_errors(bad, kwargs, match):
         "tiny": MLPParams(p.up * 1e-200, p.down),
     }[bad]
     with pytest.raises(ValueError, match=match) as err:
-        condition.find_absorbing_set(p, **kwargs)
+        decision(p, **kwargs)
     assert "\n" not in str(err.value)
 
 
@@ -453,6 +456,16 @@ def test_distance_gaussian(d, n):
         assert dist.relaxation > 0  # the real relaxation alone already separates
     else:
         assert dist.relaxation == 0 and dist.box > 0  # only the box relaxation does
+
+
+def test_distance_decides_with_the_options_it_is_given():
+    """``distance`` passes the decision's options on: its certificate is the decision they give."""
+    params, S = absorbable(3, 8, 3)
+    dist = condition.distance(params, method="exhaustive", skip_rtol=1e-3, rtol=1e-10)
+    cert = condition.find_absorbing_set(params, method="exhaustive", skip_rtol=1e-3, rtol=1e-10)
+    assert dist.certificate.method == cert.method == "exhaustive"
+    assert dist.certificate.skip_rtol == 1e-3 and dist.certificate.rtol == 1e-10
+    assert dist.S.tolist() == S.tolist() == cert.S.tolist() and dist.method == "exact"
 
 
 def test_certificate_summary_and_json():

@@ -23,7 +23,9 @@ def distance(
     skip=None,
     rtol: float | None = None,
     time_limit: float = 10.0,
+    method: str = "auto",
     bias=None,
+    skip_rtol: float | None = None,
 ) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
 
@@ -41,14 +43,15 @@ def distance(
     Higham's error bound, or rational arithmetic when cancellation makes that bound loose), so the
     set ``S`` attains at most ``upper`` on the stored values.
 
-    ``time_limit`` bounds the MILP of the decision. A biased block's distance is the distance of
-    its *ray limit* (the bias-free block on the same ``W_up, W_down``): ``bias`` (the hidden bias
-    ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers;
-    so does ``activation``.
+    ``skip``, ``rtol``, ``time_limit`` (of the MILP), ``method`` and ``skip_rtol`` are the
+    decision's, as for :func:`find_absorbing_set`, whose certificate is ``certificate``. A biased
+    block's distance is the distance of its *ray limit* (the bias-free block on the same
+    ``W_up, W_down``): ``bias`` (the hidden bias ``(n,)``) changes only the certificate's theorem
+    (Thm 8 via the ray limit), not the numbers; so does ``activation``.
     """
     U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias)
     n = U.shape[0]
-    cert, rel = decide(U, D, A, inputs, rtol=rtol, method="auto", time_limit=time_limit)
+    cert, rel = decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)
     if rel is None:  # decided by the O(n d²) screen of condition.large
         return large.distance_bounds(U, D, A, cert)
     U, D = balance(U, D)  # exact; the same M_i as the decision's

@@ -238,6 +238,7 @@ def _distinct_biases(U, bias, failed) -> str:
 def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None):
     """The decision on float64 ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)``; returns
     ``(Certificate, Relaxation)``. The weights are balanced first (exact, :func:`_arith.balance`)."""
+    _check_method(method, time_limit)
     t0 = time.perf_counter()
     n = U.shape[0]
     timings: dict[str, float] = {}
@@ -499,7 +500,6 @@ def find_absorbing_set(
     References:
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
-    _check_method(method, time_limit)
     U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias)
     return decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
 
