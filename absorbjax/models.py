@@ -126,12 +126,8 @@ class GatedParams(NamedTuple):
         """The params of ``x ↦ down(g(gate(x)) ⊙ value(x))`` for flax layers ``gate``, ``value``
         ``= nnx.Linear(d, n)`` and ``down = nnx.Linear(n, d)`` without biases (or their kernels)."""
         d, n = _flax_dims(gate, down)
-        return cls(
-            *(
-                jnp.asarray(flax_kernel(layer, name, shape))
-                for layer, name, shape in ((gate, "gate", (n, d)), (value, "value", (n, d)), (down, "down", (d, n)))
-            )
-        )
+        layers = ((gate, "gate", (n, d)), (value, "value", (n, d)), (down, "down", (d, n)))
+        return cls(*(jnp.asarray(flax_kernel(layer, name, shape)) for layer, name, shape in layers))
 
 
 Params = MLPParams | GatedParams
@@ -317,9 +313,8 @@ def _iid(key, size: int, dist: str, dtype, bits: int):
         return jax.random.rademacher(key, (size,), dtype)
     if dist == "ternary":
         return jax.random.randint(key, (size,), -1, 2).astype(dtype)
-    if dist == "grid":  # symmetric signed integer grid of a `bits`-bit quantiser
-        top = 2 ** (bits - 1) - 1
-        return jax.random.randint(key, (size,), -top, top + 1).astype(dtype)
+    if dist == "grid":  # symmetric signed integer grid of a `bits`-bit quantiser, |k| ≤ 2^(bits−1) − 1
+        return jax.random.randint(key, (size,), 1 - 2 ** (bits - 1), 2 ** (bits - 1)).astype(dtype)
     raise ValueError(f"dist must be one of {DISTS}, got {dist!r}")
 
 
@@ -412,7 +407,13 @@ def _orthogonal(key, d, n, activation, dtype, depth):
         keys = jax.vmap(lambda l: jax.random.fold_in(key, l))(jnp.arange(depth))
         return jax.vmap(lambda k: _orthogonal(k, d, n, activation, dtype, None))(keys)
     shapes = _fields(_field_count(activation), d, n)
-    mats = [jax.nn.initializers.orthogonal()(k, s, dtype) for k, s in zip(jax.random.split(key, len(shapes)), shapes)]
+    mats = []
+    for k, s in zip(jax.random.split(key, len(shapes)), shapes):
+        # QRs in turn, or two can deadlock XLA's CPU pool (research log, 2026-12-03 night): the key
+        # waits for the last matrix through + 0 from x != x (XLA keeps that comparison for floats)
+        wait = (mats[-1][0, 0] != mats[-1][0, 0]) if mats else 0
+        k = jax.random.wrap_key_data(jax.random.key_data(k) + wait, impl=jax.random.key_impl(k))
+        mats.append(jax.nn.initializers.orthogonal()(k, s, dtype))
     return (GatedParams if len(mats) == 3 else MLPParams)(*mats)
 
 
@@ -500,8 +501,7 @@ def size_bucket(count: int, cap: int = 1024) -> int:
 
 
 def compiled_programs() -> tuple[int, int]:
-    """How many programs the drawing of weights has compiled: ``(key programs, entry programs)``.
-    :func:`sample` of nearby draw counts and chunks (``start``) reuse them (see :func:`size_bucket`)."""
+    """Programs compiled to draw weights, ``(keys, entries)``; nearby counts reuse them (:func:`size_bucket`)."""
     return _keys._cache_size(), _entries._cache_size()
 
 

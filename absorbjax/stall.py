@@ -1,13 +1,14 @@
 """Stall reports: a run whose process stops using the CPU is stopped, with its stacks, not left hanging.
 
-XLA's CPU runtime can wait forever on a computation that never completes: every worker thread
-idle, the main thread in ``BlockUntilReady`` (``np.asarray`` of a result), the process at 0% CPU.
-``absorbjax reproduce`` met it in ``models.sample`` under ``experiments/cor11.py`` on a loaded
-2-core machine, and three stress processes repeating that experiment's decisions all stalled
-within 10 minutes with asynchronous CPU dispatch, none in 12 with inline dispatch (similar reports
-upstream: jax-ml/jax#25861); so ``absorbjax reproduce`` dispatches inline on the CPU. No
-computation of absorbjax sleeps, so a long stretch without CPU time is a stall, and :func:`watch`
-turns it into a report and an exit code.
+XLA's CPU runtime can wait forever on a computation that never completes: the process at 0%
+CPU, the main thread in ``BlockUntilReady``. ``absorbjax reproduce`` met it twice in
+``models.sample`` under ``experiments/cor11.py`` on a 2-core machine. The cause, read from the
+native stacks the second time: two batched LAPACK QRs of one program ran side by side on the two
+threads of XLA's intra-op pool, and each fanned its batch out into that same pool and waited, so
+nothing was left to run the parts. ``models`` now orders those QRs; two programs dispatched
+asynchronously could still overlap the same way, so ``absorbjax reproduce`` dispatches inline on
+the CPU. No computation of absorbjax sleeps, so a long stretch without CPU time is a stall, and
+:func:`watch` turns it into a report and an exit code.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ rest run in JAX's default float32, as a user's session would.
 """
 
 import functools
+import subprocess
+import sys
 
 import chex
 import jax
@@ -296,3 +298,27 @@ def test_absorbable_stack_equals_the_stack_of_its_blockwise_absorbers(activation
     assert float(jnp.abs(res - free).max() / jnp.abs(res).max()) < 1e-12
     stacks, per_draw = models.absorbable_sample(activation, 3, 6, key=key, draws=2, depth=2)
     assert stacks.down.shape == (2, 2, 3, 6) and [len(s) for s in per_draw] == [2, 2]
+
+
+# 400 orthogonal samples in a fresh process, on the CPU, inline dispatch, under a 20 s stall watch.
+_MANY_ORTHOGONAL_SAMPLES = """
+import jax
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_cpu_enable_async_dispatch", False)  # as absorbjax reproduce runs
+from absorbjax import models, stall
+with stall.watch(20, poll=1):
+    for i in range(100):
+        for d, n in [(2, 4), (2, 12), (3, 9), (4, 32)]:
+            jax.block_until_ready(models.sample("relu", d, n, key=jax.random.key(i), draws=400, dist="orthogonal"))
+print("done")
+"""
+
+
+@pytest.mark.slow
+def test_orthogonal_samples_never_hang_the_cpu_runtime():
+    """Two batched QRs side by side once hung XLA's CPU runtime on two cores: each fans out into the
+    intra-op pool it runs on and waits (``models._orthogonal``). Without the ordering, on two
+    cores, this process stalled in 6 of 6 runs (a variant with ``JAX_PLATFORMS=cpu`` set passed
+    10 of 10: the race depends on timing); with it, 4 of 4 finished in about 6 s (2026-12-03)."""
+    proc = subprocess.run([sys.executable, "-c", _MANY_ORTHOGONAL_SAMPLES], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-3000:]
