@@ -18,8 +18,9 @@ __all__ = ["main"]
 def _reproduce(args) -> int:
     import jax
 
-    # asynchronous dispatch on the CPU hung 3 of 3 stress runs within 10 minutes, inline dispatch
-    # none of 3 in 12 (research log, 2026-12-03 evening). JAX does not read this variable itself.
+    # inline on the CPU: asynchronous dispatch lets two programs run side by side, and two batched
+    # LAPACK calls side by side can deadlock XLA's pool (absorbjax.stall). JAX does not read this
+    # variable itself.
     asked = os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")
     if asked.strip().lower() not in _TRUTH:
         print(
