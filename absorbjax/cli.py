@@ -22,13 +22,14 @@ def _reproduce(args) -> int:
     # LAPACK calls side by side can deadlock XLA's pool (absorbjax.stall). JAX does not read this
     # variable itself.
     asked = os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")
-    if asked.strip().lower() not in _TRUTH:
+    asynchronous = _TRUTH.get(asked.strip().lower())
+    if asynchronous is None:
         print(
             f"absorbjax reproduce: JAX_CPU_ENABLE_ASYNC_DISPATCH must be one of {', '.join(_TRUTH)}, got {asked!r}",
             file=sys.stderr,
         )
         return 2
-    jax.config.update("jax_cpu_enable_async_dispatch", _TRUTH[asked.strip().lower()])  # before the CPU client
+    jax.config.update("jax_cpu_enable_async_dispatch", asynchronous)  # before the CPU client
     from absorbjax import reproduce, stall  # reproduce: each experiment with float64 for that run
 
     try:
