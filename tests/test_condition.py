@@ -1,6 +1,7 @@
 """Thm 8/10 decision, the absorber and the distance (float64: exactness claims)."""
 
 import functools
+import inspect
 import itertools
 import json
 import types
@@ -466,6 +467,11 @@ def test_distance_decides_with_the_options_it_is_given():
     assert dist.certificate.method == cert.method == "exhaustive"
     assert dist.certificate.skip_rtol == 1e-3 and dist.certificate.rtol == 1e-10
     assert dist.S.tolist() == S.tolist() == cert.S.tolist() and dist.method == "exact"
+    biased = condition.distance(gaussian(1, 3, 6), "gelu", bias=np.linspace(-1.0, 1.0, 6))
+    assert biased.certificate.biased and biased.certificate.theorem == "Thm 8 via the ray limit"
+    assert inspect.signature(condition.distance).parameters["time_limit"].default == 10.0
+    with pytest.raises(ValueError, match=r"^distance takes the options \['skip', .*got \['tol'\]"):
+        condition.distance(params, tol=1e-3)
 
 
 def test_certificate_summary_and_json():

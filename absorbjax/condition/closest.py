@@ -7,7 +7,7 @@ import numpy as np
 from absorbjax.condition import large
 from absorbjax.condition._arith import EPS, balance, miss_bound
 from absorbjax.condition.certificate import Distance
-from absorbjax.condition.decide import decide, read_block
+from absorbjax.condition.decide import decide, decision_options, read_block
 from absorbjax.condition.inputs import mask_of
 from absorbjax.condition.integer import closest_mask, local_search
 from absorbjax.condition.relax import box_relaxation
@@ -16,17 +16,7 @@ from absorbjax.models import MLPParams
 __all__ = ["distance"]
 
 
-def distance(
-    params: MLPParams,
-    activation: str | None = None,
-    *,
-    skip=None,
-    rtol: float | None = None,
-    time_limit: float = 10.0,
-    method: str = "auto",
-    bias=None,
-    skip_rtol: float | None = None,
-) -> Distance:
+def distance(params: MLPParams, activation: str | None = None, *, time_limit: float = 10.0, **options) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
 
     All numbers are ``‖Σ m_i M_i + A‖_F / ‖A‖_F`` (``‖A‖_F = √d`` for ``A = I``):
@@ -43,15 +33,17 @@ def distance(
     Higham's error bound, or rational arithmetic when cancellation makes that bound loose), so the
     set ``S`` attains at most ``upper`` on the stored values.
 
-    ``skip``, ``rtol``, ``time_limit`` (of the MILP), ``method`` and ``skip_rtol`` are the
-    decision's, as for :func:`find_absorbing_set`, whose certificate is ``certificate``. A biased
-    block's distance is the distance of its *ray limit* (the bias-free block on the same
-    ``W_up, W_down``): ``bias`` (the hidden bias ``(n,)``) changes only the certificate's theorem
-    (Thm 8 via the ray limit), not the numbers; so does ``activation``.
+    ``time_limit`` (seconds for the MILP, here 10 by default) and ``options`` (``skip``, ``rtol``,
+    ``method``, ``bias``, ``skip_rtol``) are the decision's, as for :func:`find_absorbing_set` and
+    validated by it; its certificate is ``certificate``. A biased block's distance is the distance
+    of its *ray limit* (the bias-free block on the same ``W_up, W_down``): ``bias`` (the hidden bias
+    ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers; so
+    does ``activation``.
     """
-    U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias)
+    options = decision_options("distance", time_limit=time_limit, **options)
+    U, D, A, inputs = read_block(params, activation, skip=options.pop("skip"), bias=options.pop("bias"))
     n = U.shape[0]
-    cert, rel = decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)
+    cert, rel = decide(U, D, A, inputs, **options)
     if rel is None:  # decided by the O(n d²) screen of condition.large
         return large.distance_bounds(U, D, A, cert)
     U, D = balance(U, D)  # exact; the same M_i as the decision's

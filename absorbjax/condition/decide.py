@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from typing import NamedTuple
@@ -38,6 +39,7 @@ __all__ = [
     "absorber",
     "absorber_biases",
     "decide",
+    "decision_options",
     "read_block",
     "find_absorbing_set",
     "find_absorbing_sets",
@@ -518,9 +520,7 @@ def find_absorbing_sets(
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
     ``progress`` shows a tqdm bar over the draws (the MILP can take up to ``time_limit`` each).
     """
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise ValueError(f"find_absorbing_sets takes the options {_OPTIONS} of find_absorbing_set, got {unknown}")
+    decision_options("find_absorbing_sets", **options)
     U, _, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
     skips = _per_draw(options.pop("skip", None), (d, d), draws, "skip")
@@ -535,7 +535,14 @@ def find_absorbing_sets(
     ]
 
 
-_OPTIONS = ("skip", "rtol", "time_limit", "method", "bias", "skip_rtol")
+def decision_options(caller: str, **options) -> dict:
+    """``options`` with :func:`find_absorbing_set`'s defaults filled in, for the functions that take
+    its options by name; another name raises ValueError listing them."""
+    sig = inspect.signature(find_absorbing_set).parameters
+    names = [k for k, p in sig.items() if p.kind is p.KEYWORD_ONLY]
+    if unknown := sorted(set(options) - set(names)):
+        raise ValueError(f"{caller} takes the options {names} of find_absorbing_set, got {unknown}")
+    return {k: options.get(k, sig[k].default) for k in names}
 
 
 def _per_draw(value, shape: tuple[int, ...], draws: int, name: str) -> list:
