@@ -1,10 +1,12 @@
 """The Colab notebook runs top to bottom in a fresh kernel that has no absorbjax, from a folder
-outside the checkout: its install cell installs the checkout (``ABSORBJAX_SRC``), where a Colab
-user's installs the repository URL kept in pyproject's ``[project.urls]``."""
+outside the checkout: its install cell installs the checkout (``ABSORBJAX_SRC``, a copy, so that
+pip's ``build/`` stays out of it), where a Colab user's installs the repository URL kept in
+pyproject's ``[project.urls]``."""
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -77,7 +79,9 @@ def test_colab_notebook_executes_outside_the_checkout(tmp_path, monkeypatch):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    monkeypatch.setenv("ABSORBJAX_SRC", str(ROOT))
+    src = tmp_path / "absorbjax-src"  # pip builds in the source folder; a copy keeps the checkout clean
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".venv"))
+    monkeypatch.setenv("ABSORBJAX_SRC", str(src))
     if setuptools_version() >= (77,):  # build with this environment's setuptools, offline; else pip fetches one
         monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "false")
     work = tmp_path / "work"
