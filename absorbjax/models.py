@@ -171,6 +171,8 @@ def _check(params: Params, x: jax.Array, activation: str) -> activations.Activat
     want = GatedParams if act.gated else MLPParams
     if not isinstance(params, want):
         raise ValueError(f"activation {act.name!r} needs {want.__name__}, got {type(params).__name__}")
+    if jnp.ndim(params.down) != 2:  # one block; draws (B, d, n) go through jax.vmap
+        raise ValueError(f"params.down must be (d, n), got {jnp.shape(params.down)}: stacks: models.stack, depth=L")
     d, _ = dims(params)
     if jnp.shape(x) != (d,):
         raise ValueError(f"x must have shape ({d},) (one example; vmap for batches), got {jnp.shape(x)}")
@@ -295,9 +297,7 @@ def _float_dtype(dtype):
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"dtype must be a floating dtype, got {dtype}")
     if dtype == jnp.float64 and not jax.config.jax_enable_x64:
-        raise ValueError(
-            "dtype=float64 needs jax.config.update('jax_enable_x64', True); absorbjax never switches it on for you"
-        )
+        raise ValueError("dtype=float64 needs jax.config.update('jax_enable_x64', True); absorbjax never sets it")
     return dtype
 
 

@@ -43,6 +43,14 @@ def test_dropping_the_skip_costs_exactly_one(activation):
     np.testing.assert_allclose(fit.relative_loss(W, W, xs, activation), 1.0, rtol=1e-12)
 
 
+def test_a_stack_without_its_depth_is_refused():
+    W = models.init("gelu", 3, 5, key=KEY, depth=2)
+    xs, _ = fit.sample_inputs(fit.Inputs(num=16), 3, key=KEY, dtype=jnp.float64)
+    with pytest.raises(ValueError, match=r"params.down must be \(d, n\), got \(2, 3, 5\)"):
+        fit.relative_loss(W, W, xs, "gelu")
+    assert np.isfinite(fit.relative_loss(W, W, xs, "gelu", depth=2))
+
+
 def test_inputs_shapes_and_radii():
     spec = fit.Inputs(num=1000, low=1e-3, high=1e2, holdout=50)
     xs, xh = fit.sample_inputs(spec, 4, key=KEY, dtype=jnp.float64)

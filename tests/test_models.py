@@ -263,6 +263,9 @@ def test_bad_input_names_the_argument():
         models.absorbable("swiglu", 3, 6, key=KEY)
     with pytest.raises(ValueError, match="leading depth axis"):
         models.stack(p, jnp.ones(3), "relu")
+    layers = models.init("relu", 3, 6, key=KEY, depth=2)  # a stack where one block belongs
+    with pytest.raises(ValueError, match=r"params.down must be \(d, n\), got \(2, 3, 6\): stacks: models.stack"):
+        models.mlp(layers, jnp.ones(3), "relu")
     with pytest.raises(ValueError, match="draws must be a positive integer"):
         models.sample("relu", 3, 6, key=KEY, draws=0)
 
