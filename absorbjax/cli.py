@@ -18,9 +18,9 @@ __all__ = ["main"]
 def _reproduce(args) -> int:
     import jax
 
-    # inline on the CPU: asynchronous dispatch lets two programs run side by side, and two batched
-    # LAPACK calls side by side can deadlock XLA's pool (absorbjax.stall). JAX does not read this
-    # variable itself.
+    # inline on the CPU, a precaution: two batched LAPACK calls side by side can deadlock XLA's pool
+    # (absorbjax.stall); programs dispatched asynchronously were not seen to overlap (research log,
+    # 2026-12-03 late night), but inline costs nothing measured. JAX does not read this variable.
     asked = os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")
     asynchronous = _TRUTH.get(asked.strip().lower())
     if asynchronous is None:

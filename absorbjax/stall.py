@@ -5,9 +5,9 @@ CPU, the main thread in ``BlockUntilReady``. ``absorbjax reproduce`` met it twic
 ``models.sample`` under ``experiments/cor11.py`` on a 2-core machine. The cause, read from the
 native stacks the second time: two batched LAPACK QRs of one program ran side by side on the two
 threads of XLA's intra-op pool, and each fanned its batch out into that same pool and waited, so
-nothing was left to run the parts. ``models`` now orders those QRs; two programs dispatched
-asynchronously could still overlap the same way, so ``absorbjax reproduce`` dispatches inline on
-the CPU. No computation of absorbjax sleeps, so a long stretch without CPU time is a stall, and
+nothing was left to run the parts. ``models`` now orders those QRs; ``absorbjax reproduce`` also
+dispatches inline on the CPU, as a precaution (programs dispatched asynchronously were not seen to
+overlap). No computation of absorbjax sleeps, so a long stretch without CPU time is a stall, and
 :func:`watch` turns it into a report and an exit code.
 """
 

@@ -26,10 +26,9 @@ import jax  # noqa: E402
 import jax.monitoring  # noqa: E402
 import pytest  # noqa: E402
 
-# The suite dispatches inline on the CPU, as `absorbjax reproduce` does: asynchronously dispatched
-# programs can run side by side, and two batched LAPACK calls side by side can deadlock XLA's CPU
-# pool (absorbjax.stall; research log, 2026-12-03 night); one stalled test would hold CI until its
-# limit. Set here, before any computation makes the CPU client; the scripts that tests start as
+# The suite dispatches inline on the CPU, as `absorbjax reproduce` does, a precaution: two batched
+# LAPACK calls side by side can deadlock XLA's CPU pool (absorbjax.stall; research log, 2026-12-03
+# night and late night), and one stalled test would hold CI until its limit. Set here, before any computation makes the CPU client; the scripts that tests start as
 # subprocesses (benchmarks, the notebook) keep JAX's default.
 jax.config.update("jax_cpu_enable_async_dispatch", False)
 

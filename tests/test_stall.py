@@ -1,6 +1,6 @@
 """absorbjax.stall: a process that stops using the CPU is stopped with its stacks and exit code 3;
 one that computes is left alone; `absorbjax reproduce` keeps what finished before a stall and
-dispatches inline on the CPU (asynchronously dispatched programs can overlap, see absorbjax.stall)."""
+dispatches inline on the CPU (a precaution, see absorbjax.stall)."""
 
 import json
 import os
