@@ -8,6 +8,7 @@ the package, see pyproject's addopts), so a wrong example fails the suite once, 
 import ast
 import doctest
 import importlib
+import inspect
 import os
 import re
 import subprocess
@@ -179,6 +180,46 @@ def test_flat_api_works_after_import_absorbjax():
     assert absorbjax.expand_search is absorbjax.fit.expand.expand_search
     assert all(hasattr(absorbjax, name) for name in absorbjax.__all__)
     assert "draw" not in dir(absorbjax.fit) and "search" in dir(absorbjax.fit)
+
+
+# the blocks keep ``x`` second (they are vmapped over it); ``subkey`` derives from its key
+ORDER_EXCEPTIONS = {"models.mlp", "models.skip_mlp", "models.stack", "io.subkey"}
+WEIGHTS = {"params", "candidate", "point", "path"}  # the names weights go by, first in a signature
+POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def order_breaks(name: str, fn) -> list[str]:
+    """How ``fn``'s signature breaks docs/api_conventions.md's argument order: ``key`` keyword-only;
+    an ``activation`` first (functions that make weights) or right after the weights, and nothing
+    positional after it."""
+    params = inspect.signature(fn).parameters
+    names = list(params)
+    breaks = [f"{name}: key is positional"] if "key" in params and params["key"].kind in POSITIONAL else []
+    if "activation" in params and names.index("activation") > 0:
+        i = names.index("activation")
+        if not set(names[:i]) <= WEIGHTS:
+            breaks.append(f"{name}: {names[:i]} before the activation")
+        positional = [k for k in names[i + 1 :] if params[k].kind in POSITIONAL]
+        breaks += [f"{name}: {positional} positional after the activation"] if positional else []
+    return breaks
+
+
+def test_public_signatures_follow_the_api_conventions():
+    """Every function in ``absorbjax.__all__`` and its namespaces' ``__all__`` (the exceptions
+    above aside) takes its arguments in the documented order."""
+    import absorbjax
+
+    spaces = [absorbjax] + [v for v in (getattr(absorbjax, n) for n in absorbjax.__all__) if inspect.ismodule(v)]
+    found = [getattr(space, attr) for space in spaces for attr in space.__all__]
+    named = {f"{fn.__module__}.{fn.__name__}".removeprefix("absorbjax."): fn for fn in found if inspect.isfunction(fn)}
+    checked = {name: fn for name, fn in named.items() if name not in ORDER_EXCEPTIONS}
+    breaks = [b for name, fn in checked.items() for b in order_breaks(name, fn)]
+    assert len(checked) > 60 and not breaks, breaks
+    assert order_breaks("old", lambda candidate, params, xs, activation, *, depth=1: 0)
+    assert order_breaks("old", lambda params, activation, key: 0) == [
+        "old: key is positional",
+        "old: ['key'] positional after the activation",
+    ]
 
 
 # ---------------------------------------------------------------- the docs site

@@ -32,7 +32,7 @@ def test_absorber_has_zero_loss(activation):
     W, S = models.absorbable(activation, 3, 6, key=KEY)
     V = W._replace(up=W.up.at[S].multiply(-1))
     xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
-    assert fit.relative_loss(V, W, xs, activation) < 1e-28
+    assert fit.relative_loss(V, W, activation, xs=xs) < 1e-28
 
 
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
@@ -40,15 +40,15 @@ def test_dropping_the_skip_costs_exactly_one(activation):
     # V = W reproduces f(x) − x, so the relative error is ‖x‖²/‖x‖² = 1 at every input.
     W = models.init(activation, 3, 5, key=KEY)
     xs, _ = fit.sample_inputs(fit.Inputs(num=256), 3, key=KEY, dtype=jnp.float64)
-    np.testing.assert_allclose(fit.relative_loss(W, W, xs, activation), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(fit.relative_loss(W, W, activation, xs=xs), 1.0, rtol=1e-12)
 
 
 def test_a_stack_without_its_depth_is_refused():
     W = models.init("gelu", 3, 5, key=KEY, depth=2)
     xs, _ = fit.sample_inputs(fit.Inputs(num=16), 3, key=KEY, dtype=jnp.float64)
     with pytest.raises(ValueError, match=r"params.down must be \(d, n\), got \(2, 3, 5\)"):
-        fit.relative_loss(W, W, xs, "gelu")
-    assert np.isfinite(fit.relative_loss(W, W, xs, "gelu", depth=2))
+        fit.relative_loss(W, W, "gelu", xs=xs)
+    assert np.isfinite(fit.relative_loss(W, W, "gelu", xs=xs, depth=2))
 
 
 def test_inputs_shapes_and_radii():
@@ -126,7 +126,7 @@ def test_result_shapes_and_record(tmp_path, capsys):
             fit.Inputs(r.config["num"]), 2, key=jax.random.split(jax.random.fold_in(KEY, i))[0], dtype=jnp.float64
         )
         V, Wi = (jax.tree.map(lambda a: a[i], p) for p in (r.best_params, W))
-        np.testing.assert_allclose(fit.relative_loss(V, Wi, xs, "gelu"), r.best_loss[i], rtol=1e-10)
+        np.testing.assert_allclose(fit.relative_loss(V, Wi, "gelu", xs=xs), r.best_loss[i], rtol=1e-10)
     assert "3 draws x 4 restarts" in r.summary()
     from absorbjax import io
 

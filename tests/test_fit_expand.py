@@ -57,7 +57,7 @@ def test_condition_on_merged_units_proposes_the_absorber(activation):
     V = fit.convert.absorber_from_units(merged, activation, linear=L)
     assert V is not None and V.up.shape == (6, 3)
     xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
-    assert fit.relative_loss(V, W, xs, activation) < 1e-26
+    assert fit.relative_loss(V, W, activation, xs=xs) < 1e-26
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
@@ -73,7 +73,7 @@ def test_a_proposal_of_an_exact_wide_block_is_that_block(activation):
         h = jax.vmap(lambda x: L @ x + models.mlp(block, x, activation))(xs)
         if np.abs(h - g).max() < 1e-10 * float(np.abs(g).max()):
             found.append(fit.convert.absorber_from_units(block, activation, linear=L))
-    assert found and all(V is not None and fit.relative_loss(V, W, xs, activation) < 1e-26 for V in found)
+    assert found and all(V is not None and fit.relative_loss(V, W, activation, xs=xs) < 1e-26 for V in found)
 
 
 def _directions(rng, count, low, high):

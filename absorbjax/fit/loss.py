@@ -109,9 +109,9 @@ def residuals(cand: Params, xs, ys, activation: str, depth: int):
 def relative_loss(
     candidate: Params,
     params: Params,
-    xs: jax.Array,
     activation: str,
     *,
+    xs: jax.Array,
     depth: int = 1,
     skip: jax.Array | None = None,
 ) -> jax.Array:
@@ -127,7 +127,7 @@ def relative_loss(
       >>> from absorbjax import fit, models
       >>> W = models.init("gelu", 3, 5, key=jax.random.key(0))
       >>> xs, _ = fit.sample_inputs(fit.Inputs(num=64), 3, key=jax.random.key(1), dtype=jnp.float32)
-      >>> round(float(fit.relative_loss(W, W, xs, "gelu")), 4)
+      >>> round(float(fit.relative_loss(W, W, "gelu", xs=xs)), 4)
       1.0
     """
     ys = jax.vmap(target_fn, (None, 0, None, None, None))(params, xs, activation, depth, skip)
