@@ -38,7 +38,8 @@ EXAMPLES = {
     "absorbjax.fit.convert": 2,
     "absorbjax.fit.loss": 1,
     "absorbjax.fit.measure": 1,
-    "absorbjax.models": 1,
+    "absorbjax.models.blocks": 1,
+    "absorbjax.models.draws": 1,
     "absorbjax.nn": 3,
     "absorbjax.probes": 1,
     "absorbjax.reproduce": 1,
@@ -183,7 +184,7 @@ def test_flat_api_works_after_import_absorbjax():
 
 
 # the blocks keep ``x`` second (they are vmapped over it); ``subkey`` derives from its key
-ORDER_EXCEPTIONS = {"models.mlp", "models.skip_mlp", "models.stack", "io.subkey"}
+ORDER_EXCEPTIONS = {"models.blocks.mlp", "models.blocks.skip_mlp", "models.blocks.stack", "io.subkey"}
 WEIGHTS = {"params", "candidate", "point", "path"}  # the names weights go by, first in a signature
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
