@@ -321,7 +321,7 @@ print("done")
 @pytest.mark.slow
 def test_orthogonal_samples_never_hang_the_cpu_runtime():
     """Two batched QRs side by side once hung XLA's CPU runtime on two cores: each fans out into the
-    intra-op pool it runs on and waits (``models._orthogonal``). Without the ordering, on two
+    intra-op pool it runs on and waits (``models.draws._orthogonal``). Without the ordering, on two
     cores, this process stalled in 6 of 6 runs (a variant with ``JAX_PLATFORMS=cpu`` set passed
     10 of 10: the race depends on timing); with it, 4 of 4 finished in about 6 s (2026-12-03)."""
     proc = subprocess.run([sys.executable, "-c", _MANY_ORTHOGONAL_SAMPLES], capture_output=True, text=True, timeout=600)
