@@ -69,14 +69,10 @@ reason (a time limit, an unconfirmed MILP verdict, cancellation, an activation w
 ray limit).
 """
 
+from absorbjax.condition.absorber import absorber, absorber_biases
 from absorbjax.condition.certificate import METHODS, STATUSES, Certificate, Distance
 from absorbjax.condition.closest import distance
-from absorbjax.condition.decide import (
-    absorber,
-    absorber_biases,
-    find_absorbing_set,
-    find_absorbing_sets,
-)
+from absorbjax.condition.decide import find_absorbing_set, find_absorbing_sets
 from absorbjax.condition.inputs import DEFAULT_RTOL, storage_rtol, tolerance
 from absorbjax.condition.width import WidthCertificate, min_extra_width
 

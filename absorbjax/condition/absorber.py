@@ -1,0 +1,104 @@
+"""The absorber of Thm 8/10: the residual-free block that a set ``S`` passing rule (★) gives, and
+its biases when the block has them."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from absorbjax.condition.inputs import accepts, check_rtol, float_weights, mask_of, skip_matrix
+from absorbjax.models import MLPParams
+
+__all__ = ["absorber", "absorber_biases"]
+
+
+def absorber(
+    params: MLPParams,
+    S,
+    *,
+    skip=None,
+    rtol: float | None = None,
+    check: bool = True,
+) -> MLPParams:
+    """The residual-free block that equals ``x ↦ A x + W_down σ(W_up x)``.
+
+    ``V_up = W_up`` with the rows in ``S`` negated, ``V_down = W_down``. For activations with
+    ``σ(z) − σ(−z) = z`` (relu, gelu, gelu_tanh, silu, softplus):
+    ``V_down σ(V_up x) = W_down σ(W_up x) − W_down[:,S] W_up[S,:] x``, which is
+    ``A x + W_down σ(W_up x)`` exactly when ``W_down[:,S] W_up[S,:] = −A``. The same weights serve
+    every invertible ``A`` (Lemma 4: the reduced block has ``V_down' = A⁻¹W_down``, and
+    multiplying back by ``A`` returns ``W_down``); ``skip`` only changes the condition checked.
+    A block with a hidden bias ``b`` is absorbed by also negating ``b[S]`` and adding
+    ``W_down[:,S] b[S]`` to the output bias (``σ(−z) = σ(z) − z``).
+
+    Args:
+      params: ungated block ``(W_up (n, d), W_down (d, n))``.
+      S: indices ``(|S|,)`` or a boolean mask ``(n,)``.
+      skip: ``A`` ``(d, d)``, ``None`` = ``I``.
+      rtol, check: with ``check=True`` a set that rule (★) rejects raises ``ValueError``.
+
+    Returns:
+      ``MLPParams`` of JAX arrays ``(V_up (n, d), V_down (d, n))`` in the dtype of ``params``
+      (as far as ``jax_enable_x64`` allows).
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import condition, models
+      >>> with jax.enable_x64(True):
+      ...     params, S = models.absorbable("gelu", 3, 6, key=jax.random.key(0))
+      ...     V = condition.absorber(params, S)
+      ...     x = jnp.array([0.3, -1.2, 2.0])
+      ...     gap = models.skip_mlp(params, x, "gelu") - models.mlp(V, x, "gelu")
+      ...     print(bool(jnp.max(jnp.abs(gap)) < 1e-12))
+      True
+
+    References:
+      Mijoski & Karbevski (2026), the absorber in the proofs of Thm 8 and Thm 10.
+    """
+    U, D, dtype = float_weights(params, batched=False)
+    n, d = U.shape
+    m = mask_of(S, n)
+    if check:
+        ok, miss = accepts(U, D, skip_matrix(skip, d), m, check_rtol(rtol))
+        if not ok:
+            hint = ""
+            if np.dtype(dtype).itemsize < 8 and np.issubdtype(dtype, np.floating):
+                hint = (
+                    f"; the weights are {dtype}, whose rounding exceeds the float64 tolerance: build "
+                    'them in float64 (enable x64: jax.config.update("jax_enable_x64", True))'
+                )
+            raise ValueError(
+                f"S does not satisfy W_down[:,S] W_up[S,:] = −A: entrywise miss {miss:.3g} is outside "
+                f"the tolerance (condition.tolerance(params, S)){hint}"
+            )
+    up = jnp.asarray(params.up)
+    sign = jnp.asarray(np.where(m, -1, 1), dtype=up.dtype)
+    return MLPParams(up * sign[:, None], jnp.asarray(params.down))
+
+
+def absorber_biases(params: MLPParams, S, bias, out_bias=None) -> tuple[np.ndarray, np.ndarray]:
+    """The biases ``(β (n,), e (d,))`` of the absorber of a biased block.
+
+    The block ``x ↦ A x + W_down σ(W_up x + b) + c`` with ``W_down[:,S] W_up[S,:] = −A`` equals
+    ``V_down σ(V_up x + β) + e`` with ``(V_up, V_down)`` = :func:`absorber` (rows of ``W_up`` in ``S``
+    negated), ``β = b`` with ``b[S]`` negated and ``e = c + W_down[:,S] b[S]``: for ``i ∈ S``,
+    ``σ(−w_i·x − b_i) = σ(w_i·x + b_i) − w_i·x − b_i`` (odd part ``z/2``), so the flipped units add
+    ``−W_down[:,S](W_up[S,:] x + b[S]) = A x − W_down[:,S] b[S]``.
+
+    Args:
+      params: ``W_up (n, d)``, ``W_down (d, n)``; S: indices or a mask ``(n,)``;
+      bias: the hidden bias ``b (n,)``; out_bias: the output bias ``c (d,)`` (``None``: 0).
+
+    Returns:
+      float64 NumPy arrays ``β (n,)`` and ``e (d,)``.
+    """
+    U, D, _ = float_weights(params, batched=False)
+    n, d = U.shape
+    m = mask_of(S, n)
+    b = np.zeros(n) if bias is None else np.asarray(bias, np.float64)
+    if b.shape != (n,):
+        raise ValueError(f"bias must be the hidden bias b, shape ({n},), got {b.shape}")
+    c = np.zeros(d) if out_bias is None else np.asarray(out_bias, np.float64)
+    if c.shape != (d,):
+        raise ValueError(f"out_bias must be the output bias c, shape ({d},), got {c.shape}")
+    return np.where(m, -b, b), c + D[:, m] @ b[m]
