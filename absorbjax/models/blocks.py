@@ -1,12 +1,6 @@
-"""The blocks: pure MLP blocks on one input ``x`` of shape ``(d,)``, their weights' types, and
-Lemma 4 (:func:`reduce_skip`).
-
-Shapes follow the paper (column vectors, PyTorch layout): ``W_up ∈ R^{n×d}`` (rows are hidden
-units), ``W_down ∈ R^{d×n}``. Blocks act on ONE example; add batches, draws and restarts with
-``jax.vmap`` at the call site. The activation is a static name from
-:mod:`absorbjax.activations`, never a pytree leaf, so ``jit`` specialises on it and optax sees
-only float arrays.
-"""
+"""The blocks: ``mlp``, ``skip_mlp`` and ``stack`` on one input ``x`` of shape ``(d,)``, the
+params types they take, and Lemma 4 (:func:`reduce_skip`). The shape and activation conventions
+are the package's (:mod:`absorbjax.models`)."""
 
 from __future__ import annotations
 
