@@ -27,6 +27,8 @@ from typing import Callable
 
 import numpy as np
 
+from absorbjax.weights import limits
+
 __all__ = ["Tensor", "Checkpoint", "read", "FORMATS"]
 
 FORMATS = (".npz", ".npy", ".safetensors", ".gguf", ".onnx", ".bin", ".pt", ".pth", ".index.json")
@@ -56,8 +58,12 @@ class Checkpoint:
     graph_blocks: list | None = None
 
 
-def _why(err: Exception) -> str:
-    return f"{type(err).__name__}: {' '.join(str(err).split())}"
+def _why(err: BaseException) -> str:
+    if isinstance(err, MemoryError):
+        return "MemoryError: more memory than this machine has"
+    if isinstance(err, RecursionError):
+        return "RecursionError: nested too deeply"
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
 
 
 def read(path) -> Checkpoint:
@@ -65,30 +71,44 @@ def read(path) -> Checkpoint:
     path = Path(path)
     if path.is_dir():
         path = find_in_directory(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file or directory")
+    limits.regular_file(path)
     name = path.name.lower()
     suffix = ".index.json" if name.endswith(".index.json") else path.suffix.lower()
-    readers = {
-        ".npz": _npz,
-        ".npy": _npz,
-        ".safetensors": _safetensors,
-        ".gguf": _gguf,
-        ".onnx": _onnx,
-        ".bin": _bin,
-        ".pt": _bin,
-        ".pth": _bin,
-        ".index.json": _index,
-    }
-    if suffix not in readers:
+    if suffix not in _READERS:
         raise ValueError(
             f"{path}: unknown format {suffix or '(no suffix)'!r}; use one of {', '.join(FORMATS)} or a model directory"
         )
+    return _read(path, suffix)
+
+
+def _read(path: Path, suffix: str) -> Checkpoint:
     try:
-        tensors, meta, fmt, graph = readers[suffix](path)
+        tensors, meta, fmt, graph = _READERS[suffix](path)
     except Exception as err:  # noqa: BLE001 - any parse failure means "unreadable"
         raise ValueError(f"{path}: not a readable {suffix} file ({_why(err)})") from None
+    tensors = {k: dataclasses.replace(t, load=_guard(path, t)) for k, t in tensors.items()}
     return Checkpoint(path, fmt, tensors, meta, graph)
+
+
+def _itemsize(dtype: str) -> int:
+    try:
+        return max(np.dtype(dtype).itemsize, 4)
+    except TypeError:
+        return 4  # GGUF block types, bfloat16, float8: dequantised to float32 at most
+
+
+def _guard(path: Path, t: Tensor) -> Callable[[], np.ndarray]:
+    """``t.load`` with its size checked against the budget first and every failure one line."""
+    inner = t.load
+
+    def load() -> np.ndarray:
+        try:
+            limits.array_bytes(t.shape, _itemsize(t.dtype), f"tensor {t.name[:80]}")
+            return inner()
+        except Exception as err:  # noqa: BLE001 - a tensor that cannot be read, whatever the reason
+            raise ValueError(f"{path}: tensor {t.name[:80]} is not readable ({_why(err)})") from None
+
+    return load
 
 
 # in order of preference: (glob, what it is)
@@ -115,7 +135,13 @@ def find_in_directory(folder: Path) -> Path:
             raise ValueError(
                 f"{folder}: holds several {what} files ({', '.join(h.name for h in hits[:4])}); pass one of them"
             )
-    raise ValueError(f"{folder}: no checkpoint in this directory (looked for {', '.join(p for p, _ in _DIRECTORY)})")
+    named = folder.name.lower().endswith(FORMATS)
+    what = (
+        "is a directory named like a checkpoint file, and holds no checkpoint"
+        if named
+        else "no checkpoint in this directory"
+    )
+    raise ValueError(f"{folder}: {what} (looked for {', '.join(p for p, _ in _DIRECTORY)}); pass a checkpoint file")
 
 
 def _tensors(items: dict) -> dict[str, Tensor]:
@@ -126,25 +152,104 @@ def _constant(a: np.ndarray) -> Callable[[], np.ndarray]:
     return lambda: a
 
 
+def _npy_header(f, what: str):
+    """``(shape, dtype, fortran)`` of an ``.npy`` stream, checked before any data is read."""
+    fmt = np.lib.format
+    if f.read(6) != b"\x93NUMPY":
+        raise ValueError(f"{what} is not an .npy array (no \\x93NUMPY magic)")
+    major, _ = f.read(2)
+    read_header = {1: fmt.read_array_header_1_0, 2: fmt.read_array_header_2_0}.get(major)
+    if read_header is None:
+        raise ValueError(f"{what}: .npy format version {major} is not read")
+    shape, fortran, dtype = read_header(f, max_header_size=1 << 16)
+    if dtype.hasobject:
+        raise ValueError(f"{what} holds Python objects, which are never unpickled")
+    limits.array_bytes(shape, dtype.itemsize, what)
+    return shape, dtype, fortran
+
+
 def _npz(path: Path):
-    if path.suffix.lower() == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: np.asarray(data[k]) for k in data.files}
+    """``.npz`` (a zip of ``.npy`` members, read lazily) or one ``.npy``; headers checked first."""
+    import zipfile
+
+    if path.suffix.lower() == ".npy":
+        with open(path, "rb") as f:
+            shape, dtype, _ = _npy_header(f, path.name)
+        a = np.load(path, allow_pickle=False)
+        arrays = {"": (shape, dtype, _constant(a))}
     else:
-        arrays = {"": np.load(path, allow_pickle=False)}
-    meta = {k: str(v) for k, v in arrays.items() if v.dtype.kind in "US" and v.ndim == 0}
-    tensors = {k: Tensor(k, v.shape, str(v.dtype), _constant(v)) for k, v in arrays.items() if k not in meta}
+        if not zipfile.is_zipfile(path):
+            raise ValueError("not a zip archive (an .npz file is a zip of .npy arrays)")
+        arrays = {}
+        with zipfile.ZipFile(path) as zf:
+            for member, info in limits.zip_members(zf, "the archive").items():
+                key = member[:-4] if member.endswith(".npy") else member
+                if key in arrays:
+                    raise ValueError(f"two members hold the array {key[:80]!r}")
+                with zf.open(info) as f:
+                    shape, dtype, _ = _npy_header(f, f"member {member[:80]!r}")
+                arrays[key] = (shape, dtype, _npz_loader(path, member))
+    meta = {}
+    for k, (shape, dtype, load) in arrays.items():
+        if dtype.kind in "US" and shape == ():
+            meta[k] = str(load())
+    tensors = {k: Tensor(k, shape, str(dtype), load) for k, (shape, dtype, load) in arrays.items() if k not in meta}
     return tensors, meta, path.suffix.lower()[1:], None
+
+
+def _npz_loader(path: Path, member: str):
+    def load() -> np.ndarray:
+        import io
+        import zipfile
+
+        with zipfile.ZipFile(path) as zf:
+            info = zf.getinfo(member)
+            raw = limits.read_member(zf, info)
+        return np.asarray(np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False))
+
+    return load
+
+
+_SAFETENSORS_FLOATS = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+def _safetensors_header(path: Path) -> dict:
+    """The JSON header of a safetensors file: its length checked against ``B / 16``, no duplicate
+    name, every entry a dict."""
+    import json
+    import struct
+
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise ValueError("shorter than a safetensors header")
+        (n,) = struct.unpack("<Q", head)
+        if n > limits.metadata_bytes():
+            raise limits.over("the safetensors header", n, limits.metadata_bytes())
+        raw = f.read(n)
+    if len(raw) != n:
+        raise ValueError(f"the header declares {n} bytes, the file ends before")
+    header = json.loads(raw, object_pairs_hook=_unique)
+    if not isinstance(header, dict):
+        raise ValueError("the header is not a JSON object")
+    return header
+
+
+def _unique(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"the name {k[:80]!r} appears twice; refusing to choose one")
+        out[k] = v
+    return out
 
 
 def _safetensors(path: Path):
     from safetensors import safe_open
 
+    _safetensors_header(path)
     names = {
-        "F64": "float64",
-        "F32": "float32",
-        "F16": "float16",
-        "BF16": "bfloat16",
+        **_SAFETENSORS_FLOATS,
         "I64": "int64",
         "I32": "int32",
         "I16": "int16",
@@ -155,6 +260,8 @@ def _safetensors(path: Path):
 
     def loader(key: str, dtype: str):
         def load():
+            if dtype not in _SAFETENSORS_FLOATS and dtype not in names:
+                raise ValueError(f"dtype {dtype} is not read (float16/32/64 and bfloat16 weights are)")
             if dtype == "BF16":  # NumPy has no bfloat16 of its own: read through JAX (ml_dtypes)
                 with safe_open(str(path), framework="flax") as f:
                     return np.asarray(f.get_tensor(key))
@@ -210,23 +317,44 @@ def _bin(path: Path):
 
 
 def _index(path: Path):
-    """Shards listed by a Hugging Face ``*.index.json`` (``weight_map``: tensor → shard file)."""
-    import json
-
-    index = json.loads(path.read_text())
+    """Shards listed by a Hugging Face ``*.index.json`` (``weight_map``: tensor → shard file): each
+    shard a plain relative name inside the index's folder (:func:`limits.inside`), not itself an
+    index, read once."""
+    index = limits.read_json(path)
     wmap = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(wmap, dict) or not wmap:
         raise ValueError("no weight_map in the index")
-    tensors, meta = {}, {str(k): str(v) for k, v in (index.get("metadata") or {}).items()}
+    if not all(isinstance(v, str) for v in wmap.values()):
+        raise ValueError("weight_map values must be shard file names")
+    meta = index.get("metadata") or {}
+    meta = {str(k): str(v)[:1000] for k, v in meta.items()} if isinstance(meta, dict) else {}
+    tensors, formats_seen = {}, set()
     for shard in sorted(set(wmap.values())):
-        shard_path = path.parent / shard
-        if not shard_path.is_file():
-            raise ValueError(f"shard {shard} listed in the index is missing")
-        ckpt = read(shard_path)
+        shard_path = limits.inside(path.parent, shard, "shard")
+        suffix = shard_path.suffix.lower()
+        if shard.lower().endswith(".index.json") or suffix not in _READERS:
+            raise ValueError(
+                f"shard {shard[:120]!r} is not a checkpoint file (an index names .safetensors or .bin shards)"
+            )
+        ckpt = _read(shard_path, suffix)
+        formats_seen.add(ckpt.format)
         for name, t in ckpt.tensors.items():
             if wmap.get(name) == shard:
                 tensors[name] = t
     missing = sorted(set(wmap) - set(tensors))
     if missing:
-        raise ValueError(f"{len(missing)} tensor(s) of the index are not in their shards, e.g. {missing[0]}")
-    return tensors, meta, "sharded " + ckpt.format, None
+        raise ValueError(f"{len(missing)} tensor(s) of the index are not in their shards, e.g. {missing[0][:80]}")
+    return tensors, meta, "sharded " + "/".join(sorted(formats_seen)), None
+
+
+_READERS = {
+    ".npz": _npz,
+    ".npy": _npz,
+    ".safetensors": _safetensors,
+    ".gguf": _gguf,
+    ".onnx": _onnx,
+    ".bin": _bin,
+    ".pt": _bin,
+    ".pth": _bin,
+    ".index.json": _index,
+}
