@@ -143,6 +143,10 @@ def _select(model, wanted):
 
 def _check(args) -> int:
     problem = _early(args.model)
+    if args.max_bytes is not None:
+        if args.max_bytes < 1 << 20:
+            problem = f"--max-bytes must be at least 1048576, got {args.max_bytes}"
+        os.environ["ABSORBJAX_MAX_BYTES"] = str(args.max_bytes)
     if problem:
         print(f"absorbjax check: {problem}", file=sys.stderr)
         return 2
@@ -173,6 +177,19 @@ def _check(args) -> int:
                 gaussian[block.layer] = weights.check(ref, skip=skip, time_limit=args.time_limit)
     except ValueError as err:
         print(f"absorbjax check: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    except (MemoryError, RecursionError) as err:  # a reader's bound missed: still one line
+        what = "more memory than this machine has" if isinstance(err, MemoryError) else "nesting too deep"
+        print(
+            f"absorbjax check: {args.model}: reading it needs {what}; the file is damaged or hostile", file=sys.stderr
+        )
+        return 2
+    except Exception as err:  # noqa: BLE001 - untrusted files: every failure is one line, never a traceback
+        why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        print(
+            f"absorbjax check: {args.model}: not readable ({why}); the file is damaged, or report the message",
+            file=sys.stderr,
+        )
         return 2
     if args.plot:
         from absorbjax.weights.plot import plot_distances
@@ -368,6 +385,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="draw per-layer distances, trained vs a norm-matched Gaussian block, to FILE",
+    )
+    chk.add_argument(
+        "--max-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="memory budget for reading the file: the largest tensor or inflated record, 1/16 of it for "
+        "headers (default 1 GiB, or ABSORBJAX_MAX_BYTES); raise it for genuinely huge files",
     )
     chk.set_defaults(func=_check)
 

@@ -10,9 +10,9 @@ decides them alike, but the label is not the file's.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from absorbjax.weights import limits
 from absorbjax.weights.formats import Checkpoint
 
 __all__ = ["resolve", "HIDDEN_ACT", "GGUF_ARCH"]
@@ -79,9 +79,10 @@ def resolve(ckpt: Checkpoint, gated: bool, activation: str | None) -> tuple[str,
         config = path.parent / "config.json"
         if config.is_file():
             try:
-                cfg = json.loads(config.read_text())
+                cfg = limits.read_json(config)
             except (OSError, ValueError) as err:
-                raise ValueError(f"{path}: {config} is not readable JSON ({err}); pass --activation NAME") from None
+                why = " ".join(str(err).split())[:200]
+                raise ValueError(f"{path}: {config} is not readable JSON ({why}); pass --activation NAME") from None
             for key in _CONFIG_KEYS:
                 if isinstance(cfg, dict) and isinstance(cfg.get(key), str):
                     name, source = _from_hidden_act(cfg[key], gated, f"config.json {key}={cfg[key]}", path)

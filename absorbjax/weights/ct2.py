@@ -85,6 +85,8 @@ def read_ct2(path: Path):
         (count,) = s.take("I")
         for _ in range(count):
             name = s.string().replace("/", ".")
+            if name in tensors or name in meta:
+                raise ValueError(f"variable {name[:80]!r} appears twice; refusing to choose one")
             (rank,) = s.take("B")
             shape = s.take("I" * rank)
             dtype_id, nbytes = s.take("BI")
@@ -92,9 +94,11 @@ def read_ct2(path: Path):
                 raise ValueError(f"variable {name} has unknown dtype id {dtype_id}")
             dtype = DTYPES[dtype_id]
             width = 2 if dtype in ("float16", "bfloat16", "int16") else 1 if dtype == "int8" else 4
-            if nbytes != width * int(np.prod(shape, dtype=np.int64)):
+            if nbytes != width * int(np.prod(shape, dtype=object)):
                 raise ValueError(f"variable {name}: {nbytes} bytes do not fit shape {shape} of {dtype}")
             offset = f.tell()
+            if offset + nbytes > size:
+                raise ValueError(f"variable {name[:80]}: its {nbytes} bytes run past the end of the file")
             if rank == 0:
                 scalars[name] = np.frombuffer(f.read(nbytes), np.dtype(dtype).newbyteorder("<"))[0].item()
                 meta[name] = str(scalars[name])
@@ -104,7 +108,10 @@ def read_ct2(path: Path):
         (aliases,) = s.take("I")
         for _ in range(aliases):
             alias, target = s.string(), s.string()
-            meta[f"alias:{alias.replace('/', '.')}"] = target.replace("/", ".")
+            key = f"alias:{alias.replace('/', '.')}"
+            if key in meta:
+                raise ValueError(f"alias {alias[:80]!r} appears twice; refusing to choose one")
+            meta[key] = target.replace("/", ".")
         if f.tell() != size:
             raise ValueError(f"{size - f.tell()} bytes left after the last alias")
     acts = {v for k, v in scalars.items() if k == "activation" or k.endswith(".activation")}

@@ -152,8 +152,9 @@ def _constant(a: np.ndarray) -> Callable[[], np.ndarray]:
     return lambda: a
 
 
-def _npy_header(f, what: str):
-    """``(shape, dtype, fortran)`` of an ``.npy`` stream, checked before any data is read."""
+def _npy_header(f, what: str, size: int | None = None):
+    """``(shape, dtype, fortran)`` of an ``.npy`` stream of ``size`` bytes (when known), checked
+    before any data is read: no Python objects, the data exactly what the header declares."""
     fmt = np.lib.format
     if f.read(6) != b"\x93NUMPY":
         raise ValueError(f"{what} is not an .npy array (no \\x93NUMPY magic)")
@@ -164,7 +165,10 @@ def _npy_header(f, what: str):
     shape, fortran, dtype = read_header(f, max_header_size=1 << 16)
     if dtype.hasobject:
         raise ValueError(f"{what} holds Python objects, which are never unpickled")
-    limits.array_bytes(shape, dtype.itemsize, what)
+    if not all(isinstance(n, int) and n >= 0 for n in shape):
+        raise ValueError(f"{what} has an invalid shape")
+    if size is not None and f.tell() + int(np.prod(shape, dtype=object)) * dtype.itemsize != size:
+        raise ValueError(f"{what}: its header declares shape {shape} of {dtype}, not the data it holds")
     return shape, dtype, fortran
 
 
@@ -174,7 +178,8 @@ def _npz(path: Path):
 
     if path.suffix.lower() == ".npy":
         with open(path, "rb") as f:
-            shape, dtype, _ = _npy_header(f, path.name)
+            shape, dtype, _ = _npy_header(f, path.name, path.stat().st_size)
+        limits.array_bytes(shape, dtype.itemsize, path.name)
         a = np.load(path, allow_pickle=False)
         arrays = {"": (shape, dtype, _constant(a))}
     else:
@@ -187,7 +192,7 @@ def _npz(path: Path):
                 if key in arrays:
                     raise ValueError(f"two members hold the array {key[:80]!r}")
                 with zf.open(info) as f:
-                    shape, dtype, _ = _npy_header(f, f"member {member[:80]!r}")
+                    shape, dtype, _ = _npy_header(f, f"member {member[:80]!r}", info.file_size)
                 arrays[key] = (shape, dtype, _npz_loader(path, member))
     meta = {}
     for k, (shape, dtype, load) in arrays.items():

@@ -8,7 +8,13 @@ value)``, arrays as ``(uint32 item type, uint64 count, items)``, strings as ``ui
 bytes; tensor infos as ``(name, uint32 rank, uint64 dims fastest first, uint32 ggml type, uint64
 offset)``; data aligned to ``general.alignment``, 32 by default). Arrays are skipped, scalars kept
 as metadata strings. Tensors are memory-mapped on demand and dequantised with
-``gguf.quants.dequantize`` (type sizes from ``gguf.GGML_QUANT_SIZES``), as the reader does.
+``gguf.quants.dequantize`` (type sizes from ``gguf.GGML_QUANT_SIZES``), as the reader does;
+plain float types (F32, F16, F64) are read as they are; integer types (I8–I64) are never weights.
+
+The file is untrusted (:mod:`~absorbjax.weights.limits`): at most ``B / 16`` bytes of header are
+read; a duplicate metadata key or tensor name is refused, arrays nest at most 8 deep, a tensor has
+1–4 dimensions and a known type, and its data must lie inside the file (checked when the header is
+read, so that a block decided without reading its weights still has them).
 """
 
 from __future__ import annotations
@@ -18,19 +24,15 @@ from pathlib import Path
 
 import numpy as np
 
+from absorbjax.weights import limits
+
 __all__ = ["SCALARS", "read_gguf"]
 
 # GGUF value type → struct format of one scalar (8 = string, 9 = array)
 SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-_PLAIN = {
-    "F32": np.float32,
-    "F16": np.float16,
-    "F64": np.float64,
-    "I8": np.int8,
-    "I16": np.int16,
-    "I32": np.int32,
-    "I64": np.int64,
-}
+_PLAIN = {"F32": np.float32, "F16": np.float16, "F64": np.float64}
+_INTEGER = ("I8", "I16", "I32", "I64")
+_MAX_NEST = 8
 
 
 class _Header:
@@ -50,35 +52,45 @@ class _Header:
         self.offs += n
         return out
 
-    def value(self, kind: int):
+    def value(self, kind: int, depth: int = 0):
         if kind == 8:
             return self.string()
         if kind == 9:
+            if depth >= _MAX_NEST:
+                raise ValueError(f"metadata arrays nested more than {_MAX_NEST} deep")
             item, count = self.take("IQ")
             if item in SCALARS:
                 self.offs += count * struct.calcsize(SCALARS[item])
+                if self.offs > len(self.raw):
+                    raise ValueError("a metadata array runs past the end of the header")
             else:
                 for _ in range(count):
-                    self.value(item)
+                    self.value(item, depth + 1)
             return None
         if kind not in SCALARS:
             raise ValueError(f"unknown GGUF value type {kind}")
         return self.take(SCALARS[kind])
 
 
-def _loader(path: Path, offset: int, dims: tuple[int, ...], qtype):
+def _loader(path: Path, offset: int, dims: tuple[int, ...], qtype, n_bytes: int):
     def load() -> np.ndarray:
         import gguf
 
         np_dims = tuple(reversed(dims))
-        block, size = gguf.GGML_QUANT_SIZES[qtype]
-        n_bytes = int(np.prod(dims, dtype=np.int64)) * size // block
+        if qtype.name in _INTEGER:
+            raise ValueError(f"GGUF type {qtype.name} is an integer type, not weights")
         raw = np.memmap(path, mode="r", dtype=np.uint8, offset=offset, shape=(n_bytes,))
+        if qtype.name == "F64":
+            return np.array(raw.view(np.float64).reshape(np_dims))
         if qtype.name in _PLAIN:
             data = raw.view(_PLAIN[qtype.name]).reshape(np_dims)
         else:
             data = raw.reshape(gguf.quants.quant_shape_to_byte_shape(np_dims, qtype))
-        return np.asarray(gguf.quants.dequantize(data, qtype))
+        try:
+            return np.asarray(gguf.quants.dequantize(data, qtype))
+        except NotImplementedError:
+            version = getattr(gguf, "__version__", "installed")
+            raise ValueError(f"GGUF type {qtype.name} is not dequantised by the gguf package ({version})") from None
 
     return load
 
@@ -88,8 +100,9 @@ def read_gguf(path: Path):
     key-values as strings."""
     import gguf
 
+    size = path.stat().st_size
     with open(path, "rb") as f:
-        raw = memoryview(f.read(min(path.stat().st_size, 1 << 26)))  # headers of real files fit in 64 MiB
+        raw = memoryview(f.read(min(size, limits.metadata_bytes())))
     h = _Header(raw)
     if bytes(raw[:4]) != b"GGUF":
         raise ValueError("GGUF magic invalid")
@@ -100,20 +113,42 @@ def read_gguf(path: Path):
     meta = {}
     for _ in range(n_kv):
         key, kind = h.string(), h.take("I")
+        if key in meta:
+            raise ValueError(f"metadata key {key[:80]!r} appears twice; refusing to choose one")
         value = h.value(kind)
-        if value is not None:
-            meta[key] = str(value)
-    infos = []
+        meta[key] = None if value is None else str(value)[:1000]
+    meta = {k: v for k, v in meta.items() if v is not None}
+    infos, names = [], set()
     for _ in range(n_tensors):
         name, rank = h.string(), h.take("I")
+        if name in names:
+            raise ValueError(f"tensor {name[:80]!r} appears twice; refusing to choose one")
+        names.add(name)
+        if not 1 <= rank <= 4:
+            raise ValueError(f"tensor {name[:80]!r} has {rank} dimensions (GGUF allows 1 to 4)")
         dims = struct.unpack_from(f"<{rank}Q", raw, h.offs)
         h.offs += 8 * rank
-        qtype, offset = gguf.GGMLQuantizationType(h.take("I")), h.take("Q")
-        infos.append((name, dims, qtype, offset))
-    align = int(meta.get("general.alignment", 32))
+        kind = h.take("I")
+        try:
+            qtype = gguf.GGMLQuantizationType(kind)
+        except ValueError:
+            raise ValueError(f"tensor {name[:80]!r} has unknown GGML type {kind}") from None
+        infos.append((name, dims, qtype, h.take("Q")))
+    align = meta.get("general.alignment", "32")
+    if not align.isdigit() or not 0 < int(align) <= 1 << 16 or int(align) & (int(align) - 1):
+        raise ValueError(f"general.alignment {align[:20]!r} is not a power of two up to 65536")
+    align = int(align)
     start = -(-h.offs // align) * align
-    tensors = {
-        name: (tuple(reversed(dims)), qtype.name, _loader(path, start + offset, dims, qtype))
-        for name, dims, qtype, offset in infos
-    }
+    tensors = {}
+    for name, dims, qtype, offset in infos:
+        block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+        if dims[0] % block:
+            raise ValueError(f"tensor {name[:80]!r}: its first dimension {dims[0]} is not a multiple of {block}")
+        n_bytes = int(np.prod(dims, dtype=object)) // block * type_size  # Python ints: no overflow
+        if start + offset + n_bytes > size:
+            raise ValueError(
+                f"tensor {name[:80]!r}: its data ({n_bytes} bytes at {start + offset}) lie outside the "
+                f"file of {size} bytes; the file is truncated or damaged"
+            )
+        tensors[name] = (tuple(reversed(dims)), qtype.name, _loader(path, start + offset, dims, qtype, n_bytes))
     return tensors, meta

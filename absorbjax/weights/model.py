@@ -122,7 +122,12 @@ def _layout(ckpt, g: conventions.Group, transpose: bool, allow_narrow: bool):
     flip = conv.transposed != transpose
     shapes = {}
     for role, tname in g.weights.items():
-        shape = ckpt.tensors[tname].shape
+        shape, dtype = ckpt.tensors[tname].shape, ckpt.tensors[tname].dtype
+        if not _is_float(dtype, ckpt.format):
+            raise ValueError(
+                f"{where}: {tname} is stored as {dtype}, not as float weights; absorbjax reads float16/32/64 "
+                "and bfloat16 (and GGUF block types); check a float export of the model"
+            )
         if len(shape) != 2:
             raise ValueError(f"{where}: {tname} must be a 2-D matrix, got shape {shape}")
         shapes[role] = shape[::-1] if flip else shape
@@ -160,6 +165,16 @@ def _layout(ckpt, g: conventions.Group, transpose: bool, allow_narrow: bool):
         if shape != want:
             raise ValueError(f"{where}: bias {tname} has shape {shape}, expected {want}")
     return d, n, flip
+
+
+_FLOATS = ("float16", "float32", "float64", "bfloat16")
+
+
+def _is_float(dtype: str, fmt: str) -> bool:
+    """Whether a stored dtype holds real weights: a float type, or a GGUF type that is not an integer."""
+    if dtype in _FLOATS:
+        return True
+    return fmt.endswith("gguf") and dtype not in ("I8", "I16", "I32", "I64")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,11 +236,10 @@ def _groups(ckpt) -> list[conventions.Group]:
     return found
 
 
-def _unread(ckpt, prefix: str, used: set, d: int, n: int) -> tuple[str, ...]:
-    """1-D tensors of shape ``(n,)``/``(d,)`` under ``prefix`` that are not used and are not the
-    bias of another matrix (``attention.dense.bias`` beside ``attention.dense.weight``): possible
-    biases of this block under a name no rule reads."""
-    under = (prefix + ".") if prefix else ""
+def _candidates(ckpt) -> dict[str, list[str]]:
+    """1-D tensors that may be biases no rule read, by the prefixes they sit under: not norm-like,
+    not the bias of a matrix of the file (``attention.dense.bias`` beside ``attention.dense.weight``).
+    Built once per file, so that finding a block's candidates costs its own, not blocks × tensors."""
     owners = {conventions.split_name(k)[0] for k, t in ckpt.tensors.items() if len(t.shape) >= 2}
 
     def norm_like(k: str) -> bool:  # 1-D weights and scales are normalisation parameters
@@ -233,15 +247,23 @@ def _unread(ckpt, prefix: str, used: set, d: int, n: int) -> tuple[str, ...]:
             "norm" in k.lower() or "ln_" in k.lower() or k.endswith((".weight", "_weight", ".scale", "gamma", "beta"))
         )
 
+    by_prefix: dict[str, list[str]] = {}
+    for k, t in ckpt.tensors.items():
+        if len(t.shape) != 1 or norm_like(k) or conventions.split_name(k)[0] in owners:
+            continue
+        parts = k.split(".")
+        by_prefix.setdefault("", []).append(k)
+        for i in range(1, len(parts)):
+            by_prefix.setdefault(".".join(parts[:i]), []).append(k)
+    return by_prefix
+
+
+def _unread(ckpt, candidates: dict, prefix: str, used: set, d: int, n: int) -> tuple[str, ...]:
+    """1-D tensors of shape ``(n,)``/``(d,)`` under ``prefix`` that are not used and are not the
+    bias of another matrix: possible biases of this block under a name no rule reads."""
     return tuple(
         sorted(
-            k
-            for k, t in ckpt.tensors.items()
-            if k not in used
-            and k.startswith(under)
-            and t.shape in ((n,), (d,), (2 * n,))
-            and not norm_like(k)
-            and conventions.split_name(k)[0] not in owners
+            k for k in candidates.get(prefix, ()) if k not in used and ckpt.tensors[k].shape in ((n,), (d,), (2 * n,))
         )
     )
 
@@ -282,11 +304,11 @@ def scan(
     name, source = _activation.resolve(ckpt, kinds.pop(), activation)
     laid = [(g, order, *_layout(ckpt, g, transpose, allow_narrow)) for g, order in found]
     used = {t for g, *_ in laid for t in (*g.weights.values(), *g.biases.values())}
-    out = []
+    out, candidates = [], (_candidates(ckpt) if ckpt.graph_blocks is None else {})
     for layer, (g, order, d, n, flip) in enumerate(laid):
         tensors = dict(g.weights) | {f"{r}_bias": t for r, t in g.biases.items()}
         dtypes = sorted({ckpt.tensors[t].dtype for t in g.weights.values()})
-        unread = _unread(ckpt, g.prefix if g.convention.name != "onnx" else "", used, d, n)
+        unread = _unread(ckpt, candidates, g.prefix, used, d, n) if g.convention.name != "onnx" else ()
         out.append(
             Block(
                 ckpt.path,
