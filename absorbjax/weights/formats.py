@@ -281,7 +281,7 @@ def _safetensors(path: Path):
         for key in f.keys():
             sl = f.get_slice(key)
             dtype = sl.get_dtype()
-            tensors[key] = Tensor(key, tuple(sl.get_shape()), names.get(dtype, dtype.lower()), loader(key, dtype))
+            tensors[key] = Tensor(key, tuple(sl.get_shape()), names.get(dtype, dtype), loader(key, dtype))
     return tensors, meta, "safetensors", None
 
 
