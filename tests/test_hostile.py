@@ -1,7 +1,8 @@
 """Hostile files: every attack family of the review that hardened the readers, and a seeded mutation
 fuzzer over a valid small file of each format. Every file is made here, small, at test time.
 
-Each case runs ``absorbjax check`` (``cli.main``) in a child process under ``RLIMIT_AS`` (2.5 GB:
+Each case runs ``absorbjax check`` (``cli.main``) in a child process under ``RLIMIT_AS`` (2.5 GB,
+set by the child before it imports anything:
 XLA reserves ~2 GB of address space when the decision runs) and a wall-clock cap; the child reports
 its peak resident memory. Every outcome must be a verdict (exit 0) or exactly one line on stderr
 (exit 2), never a traceback, and the table's rows must be refused. Cases share one child per batch
@@ -29,6 +30,7 @@ CAP_AS, CAP_RSS_KB, CAP_SECONDS = 2500 << 20, 1536 << 10, 20.0
 _DRIVER = textwrap.dedent(
     """
     import contextlib, io, json, resource, sys, time
+    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[3]),) * 2)  # set here: no preexec_fn in a threaded parent
     from absorbjax import cli
     out = open(sys.argv[1], "w")
     for line in open(sys.argv[2]):
@@ -50,12 +52,6 @@ _DRIVER = textwrap.dedent(
 )
 
 
-def _limit():
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (CAP_AS, CAP_AS))
-
-
 def run_cases(tmp_path, cases, env=None):
     """Run ``cases`` (name, args, must_refuse) in one capped child; return name → result."""
     listing, results = tmp_path / "cases.jsonl", tmp_path / "results.jsonl"
@@ -63,8 +59,7 @@ def run_cases(tmp_path, cases, env=None):
     full_env = {**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})}
     try:
         subprocess.run(
-            [sys.executable, "-c", _DRIVER, str(results), str(listing)],
-            preexec_fn=_limit,
+            [sys.executable, "-c", _DRIVER, str(results), str(listing), str(CAP_AS)],
             env=full_env,
             timeout=CAP_SECONDS * 2 + 5 * len(cases),
             capture_output=True,
@@ -205,7 +200,12 @@ def torch_attacks(d):
 def bombs(d):
     """Deflate bombs: 64 MiB of zeros in 64 KiB, read under a budget of 8 MiB (ABSORBJAX_MAX_BYTES)."""
     zeros = b"\0" * (64 << 20)
-    pkl = _state([("fc1.weight", _tensor("0", N * D, 0, (N, D), (D, 1)))])
+    pkl = _state(
+        [
+            ("fc1.weight", _tensor("0", 16 << 20, 0, (N, D), (D, 1))),
+            ("fc2.weight", _tensor("0", 16 << 20, 0, (D, N), (N, 1))),
+        ]
+    )
     out = [
         ("bomb in data.pkl", torch_zip(d / "bpkl.pt", pkl[:-1] + zeros[: 1 << 24] + b".", {}, compress=8)),
         ("bomb in a storage record", torch_zip(d / "brec.pt", pkl, {"0": zeros}, compress=zipfile.ZIP_DEFLATED)),
@@ -215,10 +215,11 @@ def bombs(d):
         header = (
             b"\x93NUMPY\x01\x00"
             + b"v\x00"
-            + b"{'descr': '<f4', 'fortran_order': False, 'shape': (16777216,), }".ljust(117)
+            + b"{'descr': '<f4', 'fortran_order': False, 'shape': (4096, 4096), }".ljust(117)
             + b"\n"
         )
         zf.writestr("up.npy", header + zeros)
+        zf.writestr("down.npy", header + zeros)
     out.append(("bomb in an npz member", path))
     return out
 
@@ -236,8 +237,9 @@ def gguf_file(path, tensors, kv=(("general.architecture", "bert"),), data_size=N
     for k, v in kv:
         head += s(k) + struct.pack("<I", 8) + s(v)
     data, infos = b"", b""
-    for name, a, kind in tensors:
-        infos += s(name) + struct.pack("<I", a.ndim) + struct.pack(f"<{a.ndim}Q", *a.shape[::-1])
+    for name, a, kind, *dims in tensors:
+        dims = dims[0] if dims else a.shape[::-1]
+        infos += s(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
         infos += struct.pack("<IQ", kind, len(data))
         data += a.tobytes() + b"\0" * (-a.nbytes % 32)
     head += infos
@@ -364,6 +366,12 @@ def onnx_attacks(d):
     return out
 
 
+def _q81_size() -> int:
+    import gguf
+
+    return gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.Q8_1][1]
+
+
 def other_attacks(d):
     out = []
     gguf = d / "gguf"
@@ -376,7 +384,7 @@ def other_attacks(d):
     out.append(
         (
             "gguf Q8_1 weights",
-            gguf_file(gguf / "q81.gguf", [(n, np.zeros((a.shape[0], 36), np.uint8), 9) for n, a, _ in t]),
+            gguf_file(gguf / "q81.gguf", [(n, np.zeros((32, _q81_size()), np.uint8), 9, (32, 32)) for n, _, _ in t]),
         )
     )
     gated = [("blk.0.ffn_gate.weight", UP, 0), ("blk.0.ffn_up.weight", UP, 0), ("blk.0.ffn_down.weight", DOWN, 0)]
