@@ -156,6 +156,35 @@ def test_hypotheses_find_parallel_rows_at_any_scale():
     assert scale.hypotheses(U, D)[0] == ()
 
 
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(
+    seed=st.integers(0, 10**6),
+    e=st.integers(960, 1010),
+    shift=st.integers(-3, 3),
+    sign=st.sampled_from([1.0, -1.0]),
+    pair=st.tuples(st.integers(0, 2047), st.integers(0, 2047)).filter(lambda p: p[0] != p[1]),
+)
+def test_exactly_parallel_rows_at_extreme_scale_are_degenerate_on_the_wide_path(seed, e, shift, sign, pair):
+    """n = 2048 (the entry points' wide path): rows at scale 2^e, e up to 1010, whose float64 products
+    overflow (inf − inf = nan) and whose rescaling is inexact (a subnormal entry): an exactly parallel
+    pair is found by the exact test, so the answer is ``degenerate``, never ``not_absorbable``."""
+    from absorbjax import condition, models
+
+    d, n = 3, large.SCREEN_MIN_N
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((n, d)) / math.sqrt(d)
+    D = rng.standard_normal((d, n)) / n  # small enough for the trace test to decide
+    i, j = pair
+    U[i] = np.ldexp(U[i], e - max(shift, 0))
+    U[i, 2] = 2.0**-1070  # rescaling this row would round: the balancing keeps its stored scale
+    U[j] = sign * np.ldexp(U[i], shift)  # exactly parallel (a power-of-two multiple)
+    D[:, [i, j]] = np.ldexp(D[:, [i, j]], -e)
+    failed, _ = scale.hypotheses(U, D)
+    assert failed == (f"rows of W_up are parallel: pairs [{tuple(sorted(pair))}]",)
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
+    assert cert.status == "degenerate", cert.reason
+
+
 def test_hypotheses_zero_rows_and_columns():
     U, D = gaussian(5, 3, 9)
     U[4] = 0.0
@@ -164,12 +193,12 @@ def test_hypotheses_zero_rows_and_columns():
     assert "rows of W_up are zero: [4]" in failed and "columns of W_down are zero: [6]" in failed
 
 
-def test_verify_set_rejects_a_perturbed_set():
+def test_screen_check_rejects_a_perturbed_set():
     U, D, A, S = planted(9, 4, 12)
-    assert scale.verify_set(U, D, A, S, RTOL).accepted
+    assert scale.screen_check(U, D, A, S, RTOL).accepted
     D2 = D.copy()
     D2[0, S[0]] *= 1 + 1e-9
-    chk = scale.verify_set(U, D2, A, S, RTOL)
+    chk = scale.screen_check(U, D2, A, S, RTOL)
     assert not chk.accepted and chk.miss_frobenius >= exact_miss(U, D2, A, S)
 
 
@@ -179,7 +208,7 @@ def test_results_have_no_truth_value():
     with pytest.raises(TypeError, match="status"):
         bool(out)
     with pytest.raises(TypeError, match="accepted"):
-        bool(scale.verify_set(U, D, np.eye(4), [0], RTOL))
+        bool(scale.screen_check(U, D, np.eye(4), [0], RTOL))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def distance_bounds(U, D, A, cert: Certificate, *, steps: int | None = None) -> 
     norm_a = float(np.linalg.norm(A))
     g = (A.size + 4) * 2.0**-52  # ≥ the relative rounding of norm_a and of one division
     if cert.S is not None:
-        chk = scale.verify_set(U, D, A, cert.S, cert.rtol)
+        chk = scale.screen_check(U, D, A, cert.S, cert.rtol)
         up = chk.miss_frobenius / norm_a * (1 + g)
         return Distance(0.0, up, cert.S, "exact", math.nan, 0.0, cert)
     n, d = U.shape

@@ -28,7 +28,7 @@ then ``W_up[S,:]`` is invertible and ``W_up[S,:] A⁻¹ W_down[:,S] = −I``: ev
 ``b_i = W_up[i,:] A⁻¹ W_down[:,i] = −1``, and the cross terms vanish. Units with ``b_i ≈ −1``
 are the candidates; extra candidates are pruned on their cross terms. The sign sets ``{z_i < 0}``
 met by Frank–Wolfe are candidates too. A candidate is accepted only by ``verify`` (default
-:func:`verify_set`, rule (★) of :mod:`absorbjax.condition` with a rigorous float64 bound).
+:func:`screen_check`, rule (★) of :mod:`absorbjax.condition` with a rigorous float64 bound).
 
 **Hypotheses of Thm 8/10 (computed exactly).** Zero rows and columns are found exactly.
 Parallel rows without ``W_up W_upᵀ``: each row, rescaled by a power of two, is normalised with
@@ -64,7 +64,7 @@ __all__ = [
     "planted_candidates",
     "screen",
     "unit_scales",
-    "verify_set",
+    "screen_check",
 ]
 
 BLOCK = 512  # units per block: small enough for malloc to reuse (no page faults), ≈ 3 · BLOCK · d float64 numbers
@@ -356,10 +356,16 @@ def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK) -> float:
 
 
 def _parallel(u: np.ndarray, v: np.ndarray) -> bool:
-    """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic."""
+    """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic.
+
+    The float64 pre-filter only rules a pair out when every product is finite and two differ by more
+    than their rounding; an overflowing product (``inf − inf = nan``) goes to the exact test."""
     a = int(np.argmax(np.abs(u)))
-    if not np.all(np.abs(v * u[a] - u * v[a]) <= 4 * _U * np.abs(v * u[a]) + 4 * _ETA):
-        return False  # the float64 products differ by more than their rounding
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        vu, uv = v * u[a], u * v[a]
+        apart = np.abs(vu - uv) > 4 * _U * np.abs(vu) + 4 * _ETA
+    if np.all(np.isfinite(vu)) and np.all(np.isfinite(uv)) and np.any(apart):
+        return False  # finite float64 products that differ by more than their rounding
     ua, va = Fraction(float(u[a])), Fraction(float(v[a]))
     return all(Fraction(float(y)) * ua == Fraction(float(x)) * va for x, y in zip(u, v))
 
@@ -439,7 +445,7 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
     Candidates have ``|b_i + 1| ≤ tol``, kept ones ``|cross terms| ≤ tol`` (both invariant under unit
     rescalings). Costs
     ``O(n d)`` for ``A = I`` (else one ``d×d`` solve per block) plus ``O(|K|² d)`` on the ``|K|``
-    candidates (at most ``max_size``, default ``2d``). A heuristic: only :func:`verify_set` decides.
+    candidates (at most ``max_size``, default ``2d``). A heuristic: only :func:`screen_check` decides.
     """
     n, d = U.shape
     identity = np.array_equal(A, np.eye(d))
@@ -470,7 +476,7 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
     return K[keep] if keep.sum() == d else None
 
 
-def verify_set(U, D, A, S, rtol: float) -> SetCheck:
+def screen_check(U, D, A, S, rtol: float) -> SetCheck:
     """Rule (★) for one set in float64, with its rounding bound: accept when every entry has
     ``|fl(W_down[:,S] W_up[S,:] + A)_kj| ≤ (rtol + 2γ_{|S|+1}) (Σ_{i∈S} |W_down[k,i]||W_up[i,j]| + |A_kj|)``.
 
@@ -528,7 +534,7 @@ def screen(
         (★): :func:`miss_threshold`). Absence is proved when bound (D) exceeds it.
       rtol: the acceptance rule's slack, passed to ``verify``.
       steps: Frank–Wolfe steps after the trace test (each two ``O(n d²)`` products).
-      verify: ``verify(U, D, A, S, rtol) -> SetCheck``; default :func:`verify_set`.
+      verify: ``verify(U, D, A, S, rtol) -> SetCheck``; default :func:`screen_check`.
       find: also look for a planted set (:func:`planted_candidates`, the sign sets).
 
     Returns:
@@ -536,7 +542,7 @@ def screen(
       ``S``, or ``"undecided"``. The hypotheses of Thm 8/10 are checked in every case.
     """
     t0 = time.perf_counter()
-    verify = verify_set if verify is None else verify
+    verify = screen_check if verify is None else verify
     d = U.shape[1]
     timings: dict[str, float] = {}
     t = time.perf_counter()
