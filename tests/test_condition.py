@@ -4,6 +4,7 @@ import functools
 import inspect
 import itertools
 import json
+import math
 import types
 
 import jax
@@ -324,6 +325,47 @@ def test_biased_blocks_are_decided_by_the_ray_limit(name):
     generic = condition.find_absorbing_set(gaussian(1, 4, 12), name, bias=b)
     assert generic.status == "not_absorbable" and "Thm 8 via the ray limit" in generic.reason
     assert generic.theorem == "Thm 8 via the ray limit"
+
+
+def _exact_offset(params, S, b, c, e):
+    """``‖absorber(0) − block(0)‖`` in exact rationals: ``W_down[:,S] b[S] + c − e`` (``σ(b) − σ(−b) = b``)."""
+    from fractions import Fraction
+
+    D = np.asarray(params.down, np.float64)
+    out = []
+    for k in range(D.shape[0]):
+        x = sum((Fraction(float(D[k, i])) * Fraction(float(b[i])) for i in S), Fraction(0))
+        out.append(x + Fraction(float(c[k])) - Fraction(float(e[k])))
+    return math.sqrt(float(sum(x * x for x in out)))
+
+
+@pytest.mark.parametrize("size", [1.0, 1e16])
+def test_offset_bound_covers_the_absorber_at_zero(size):
+    """At x = 0 the absorber errs only by the rounding of its output bias e = c + W_down[:,S] b[S]:
+    the certificate's offset_bound bounds that exactly computed error (biases of size 1 and 1e16),
+    and is 0 where e is exact (dyadic biases and weights with short mantissas)."""
+    params, S = absorbable(4, 12, 4)
+    rng = np.random.default_rng(5)
+    b, c = rng.normal(size=12) * size, rng.normal(size=4) * size
+    cert = condition.find_absorbing_set(params, "relu", bias=b, out_bias=c)
+    assert cert.status == "absorbable" and cert.offset_bound is not None
+    beta, e = condition.absorber_biases(params, cert.S, b, c)
+    err = _exact_offset(params, cert.S, b, c, e)
+    assert err <= cert.offset_bound <= 2 * 2.0**-53 * math.sqrt(4) * float(np.max(np.abs(e))) + 1e-300
+    assert np.array_equal(beta[cert.S], -b[cert.S])
+    if size > 1:
+        assert cert.offset_bound > 0  # 1e16 biases: e has no exact float64 value here
+    # an exact dyadic block: W_up[S,:] = I, W_down[:,S] = −I, quarter-integer biases: e is exact
+    up = np.concatenate([np.eye(4), np.round(rng.normal(size=(8, 4)) * 4) / 4])
+    down = np.concatenate([-np.eye(4), np.round(rng.normal(size=(4, 8)) * 4) / 4], axis=1)
+    b8, c8 = np.round(b / size * 4) / 4, np.round(c / size * 4) / 4
+    cert8 = condition.find_absorbing_set(MLPParams(up, down), "relu", bias=b8, out_bias=c8)
+    assert cert8.status == "absorbable" and cert8.S.tolist() == [0, 1, 2, 3] and cert8.offset_bound == 0.0
+    e8 = condition.absorber_biases(MLPParams(up, down), cert8.S, b8, c8)[1]
+    assert _exact_offset(MLPParams(up, down), cert8.S, b8, c8, e8) == 0.0
+    plain = condition.find_absorbing_set(params, "relu")
+    assert plain.offset_bound == 0.0  # no biases: e = 0
+    assert condition.find_absorbing_set(gaussian(1, 4, 12), "relu", bias=b).offset_bound is None
 
 
 def test_parallel_rows_with_distinct_biases_are_degenerate():

@@ -20,11 +20,23 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["ETA", "EPS", "Verified", "balance", "gamma", "miss_bound", "sigma_min_lower", "verify_miss"]
+__all__ = [
+    "ETA",
+    "EPS",
+    "EXACT_OFFSET_MAX",
+    "Verified",
+    "balance",
+    "gamma",
+    "miss_bound",
+    "output_bias",
+    "sigma_min_lower",
+    "verify_miss",
+]
 
 EPS = float(np.finfo(np.float64).eps)
 _U = EPS / 2
 ETA = 2.0**-1074  # the absolute rounding of one float64 operation in the subnormal range
+EXACT_OFFSET_MAX = 2**22  # entries of W_down[:,S] up to which the output bias is computed exactly
 
 
 def gamma(k: int) -> float:
@@ -173,3 +185,61 @@ def miss_bound(U, D, A, m: np.ndarray, enough: float = 0.0) -> tuple[float, bool
         if err_f <= 1e-6 * norm_f or bound <= enough:
             return bound, False
     return _exact_norm(U, D, A, m), True
+
+
+def _norm_up(x: list[float]) -> float:
+    """A rigorous upper bound on ``‖x‖_2`` for float64 entries ``x`` (each already an upper bound on
+    an absolute value): the float64 sum of squares and root, with their rounding covered."""
+    if not any(x):
+        return 0.0
+    with np.errstate(over="ignore"):
+        total = math.fsum(v * v for v in x) * (1 + 4 * _U) + len(x) * ETA
+        return math.sqrt(total) * (1 + 4 * _U) + ETA
+
+
+def output_bias(D, b, m, out_bias, slope: Fraction = Fraction(1)) -> tuple[np.ndarray, float]:
+    """``(e, offset)``: the absorber's output bias ``e = c + slope·W_down[:,S] b[S]`` (``d``,) in
+    float64 and a rigorous upper bound ``offset ≥ ‖e − e_exact‖_2`` (``0.0`` when ``e`` is exact).
+
+    ``D = W_down (d, n)``, ``b`` the hidden bias ``(n,)``, ``m`` the mask of ``S``, ``out_bias`` the
+    output bias ``c`` ``(d,)``, ``slope`` the odd slope ``c_σ`` (``σ(z) − σ(−z) = c_σ z``). Up to
+    :data:`EXACT_OFFSET_MAX` entries of ``W_down[:,S]`` the exact ``e`` is formed in integer
+    arithmetic (``python-flint``) and rounded once, and ``offset`` is the norm of the exact rounding
+    errors; beyond that ``e`` is the float64 sum and ``offset`` Higham's bound ``γ_{|S|+4}`` on it.
+    """
+    Ds, bs = D[:, m], b[m]
+    d, k = Ds.shape
+    c = np.asarray(out_bias, np.float64)
+    p, q = slope.numerator, slope.denominator
+    if d * k > EXACT_OFFSET_MAX:
+        with np.errstate(over="ignore", under="ignore"):
+            s = float(slope)
+            e = c + s * (Ds @ bs)
+            mag = np.abs(c) + 2 * abs(s) * (np.abs(Ds) @ np.abs(bs))
+            err = gamma(k + 4) * mag + 2 * (k + 4) * (1 + abs(s)) * ETA
+        if not (np.all(np.isfinite(e)) and np.all(np.isfinite(err))):
+            raise ValueError("the absorber's output bias c + W_down[:,S] b[S] overflows float64")
+        return e, _norm_up([float(x) * (1 + 2 * _U) for x in err])
+    import flint
+
+    (cv, ce) = _dyadic(c)
+    if k:
+        (dv, de), (bv, be) = _dyadic(Ds), _dyadic(bs)
+        T = [int(x) for x in (flint.fmpz_mat(d, k, dv) * flint.fmpz_mat(k, 1, bv)).entries()]
+        et = de + be
+    else:
+        T, et = [0] * d, ce
+    E = min(ce, et)
+    e, miss = np.empty(d), []
+    for i, (ci, ti) in enumerate(zip(cv, T)):
+        num = q * (ci << (ce - E)) + p * (ti << (et - E))  # e_i = num · 2^E / q exactly
+        exact = Fraction(num << E, q) if E >= 0 else Fraction(num, q << -E)
+        try:
+            e[i] = float(exact)  # correctly rounded
+        except OverflowError:
+            raise ValueError("the absorber's output bias c + W_down[:,S] b[S] overflows float64") from None
+        if not math.isfinite(e[i]):
+            raise ValueError("the absorber's output bias c + W_down[:,S] b[S] overflows float64")
+        diff = abs(exact - Fraction(e[i]))
+        miss.append(0.0 if diff == 0 else float(diff) * (1 + 2 * _U) + ETA)
+    return e, _norm_up(miss)

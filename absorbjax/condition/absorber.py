@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from absorbjax.condition._arith import output_bias
 from absorbjax.condition.inputs import accepts, check_rtol, float_weights, mask_of, skip_matrix
 from absorbjax.models import MLPParams
 
@@ -85,6 +86,10 @@ def absorber_biases(params: MLPParams, S, bias, out_bias=None) -> tuple[np.ndarr
     ``σ(−w_i·x − b_i) = σ(w_i·x + b_i) − w_i·x − b_i`` (odd part ``z/2``), so the flipped units add
     ``−W_down[:,S](W_up[S,:] x + b[S]) = A x − W_down[:,S] b[S]``.
 
+    ``e`` is the exact ``c + W_down[:,S] b[S]`` rounded once to float64 (:func:`_arith.output_bias`);
+    the certificate's ``offset_bound`` (``find_absorbing_set(..., bias=b, out_bias=c)``) bounds that
+    rounding, so ``‖absorber(x) − block(x)‖ ≤ miss_bound·‖x‖ + offset_bound`` for every ``x``.
+
     Args:
       params: ``W_up (n, d)``, ``W_down (d, n)``; S: indices or a mask ``(n,)``;
       bias: the hidden bias ``b (n,)``; out_bias: the output bias ``c (d,)`` (``None``: 0).
@@ -101,4 +106,4 @@ def absorber_biases(params: MLPParams, S, bias, out_bias=None) -> tuple[np.ndarr
     c = np.zeros(d) if out_bias is None else np.asarray(out_bias, np.float64)
     if c.shape != (d,):
         raise ValueError(f"out_bias must be the output bias c, shape ({d},), got {c.shape}")
-    return np.where(m, -b, b), c + D[:, m] @ b[m]
+    return np.where(m, -b, b), output_bias(D, b, m, c)[0]

@@ -63,6 +63,10 @@ class Certificate(Verdict):
       miss_bound: for a set that passes rule (★): a rigorous upper bound on ``‖M_S‖_F ≥ ‖M_S‖_2``,
         ``M_S = W_down[:,S] W_up[S,:] + A`` exactly; the absorber is off by at most ``miss_bound·‖x‖``.
       miss_exact: whether ``M_S`` was computed in rational arithmetic (else float64 with a bound).
+      offset_bound: for an ``absorbable`` answer, a rigorous bound on ``‖absorber(0) − block(0)‖``: the
+        rounding of the absorber's output bias ``e = c + W_down[:,S] b[S]`` as
+        :func:`absorber_biases` returns it (0 where ``e`` is exact, and without biases); the
+        absorber errs by at most ``miss_bound·‖x‖ + offset_bound``.
       skip_rtol: rule (E): ``absorbable`` needs ``miss_bound ≤ skip_rtol · σ_min(A)``.
       seconds, timings: wall time, total and per phase.
     """
@@ -92,6 +96,7 @@ class Certificate(Verdict):
     theorem: str | None = None
     miss_bound: float | None = None
     miss_exact: bool | None = None
+    offset_bound: float | None = None
     skip_rtol: float | None = None
     seconds: float = 0.0
     timings: dict = dataclasses.field(default_factory=dict)

@@ -41,7 +41,9 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
     does ``activation``.
     """
     options = decision_options("distance", time_limit=time_limit, **options)
-    U, D, A, inputs = read_block(params, activation, skip=options.pop("skip"), bias=options.pop("bias"))
+    U, D, A, inputs = read_block(
+        params, activation, skip=options.pop("skip"), bias=options.pop("bias"), out_bias=options.pop("out_bias")
+    )
     n = U.shape[0]
     cert, rel = decide(U, D, A, inputs, **options)
     if rel is None:  # decided by the O(n d²) screen of condition.large

@@ -13,7 +13,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.activations import RAY_LIMIT_THEOREM
 from absorbjax.condition import large, scale
-from absorbjax.condition._arith import ETA, balance, miss_bound, sigma_min_lower
+from absorbjax.condition._arith import ETA, balance, miss_bound, output_bias, sigma_min_lower
 from absorbjax.condition.certificate import METHODS, Certificate, few, fmt
 from absorbjax.condition.inputs import (
     absolute_rounding,
@@ -136,12 +136,13 @@ def _search(U, D, A, rel, rtol: float, *, method: str, time_limit: float, target
 class Inputs(NamedTuple):
     """What :func:`decide` needs besides the weights: the stored dtypes of ``W_up`` and ``W_down``
     (each array rounds in its own), the hidden bias ``b`` ``(n,)`` or ``None``, the activation name
-    (or ``None``) and the skip kind."""
+    (or ``None``), the skip kind and the output bias ``c`` ``(d,)`` or ``None``."""
 
     dtypes: tuple
     bias: np.ndarray | None
     activation: str | None
     skip_kind: str
+    out_bias: np.ndarray | None = None
 
     @property
     def target(self) -> str:
@@ -246,11 +247,12 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     rtol = check_rtol(rtol)
     skip_rtol = check_skip_rtol(skip_rtol)
     absolute = absolute_rounding(U, inputs.dtypes[0]) or absolute_rounding(D, inputs.dtypes[1])
-    U0, (U, D) = U, balance(U, D)
+    U0, D0, (U, D) = U, D, balance(U, D)
     if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
         scr = large.wide_screen(U, D, A, rtol=rtol)
         if scr is not None:
-            return _wide(U, D, A, scr, inputs, rtol=rtol, skip_rtol=skip_rtol, absolute=absolute, t0=t0), None
+            cert = _wide(U, D, A, scr, inputs, rtol=rtol, skip_rtol=skip_rtol, absolute=absolute, t0=t0, D0=D0)
+            return cert, None
     UUt = U @ U.T
     dtype = (
         np.result_type(*inputs.dtypes)
@@ -268,10 +270,10 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     timings["search"] = time.perf_counter() - t
     loose = dict(rtol=rtol, method=method, time_limit=time_limit, timings=timings, absolute=absolute)
     rounding = _rounding(U, D, A, rel, out, inputs, **loose)  # the search again, with storage rounding's rtol
-    S, theorem, bound, exact = None, None, None, None
+    S, theorem, bound, exact, offset = None, None, None, None, None
     if out.found is not None:
         S = np.flatnonzero(out.found)
-        status, why, bound, exact = _promise(U, D, A, out.found, rtol, skip_rtol, inputs)
+        status, why, bound, exact, offset = _promise(U, D, A, out.found, rtol, skip_rtol, inputs, D0)
         if inputs.activation is not None and status == "absorbable":
             theorem = activations.get(inputs.activation).converse(biased=inputs.bias is not None)
         if status != "absorbable":
@@ -299,20 +301,20 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
         nondegenerate=not failed,
         failed=failed,
         min_row_sin=min_sin,
-        **_context(U, inputs, rounding, (theorem, bound, exact), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
+        **_context(U, inputs, rounding, (theorem, bound, exact, offset), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
         timings=timings,
     ), rel
 
 
-def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolute, t0) -> Certificate:
+def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolute, t0, D0) -> Certificate:
     """The certificate from the ``O(n d²)`` screen (:mod:`~absorbjax.condition.large`), by the same
     rules as the Gram path: a found set is judged by rule (E), "no S" by :func:`_absence`. The Gram
     relaxation's fields that were not computed are ``rank = -1``, ``nan`` or ``None``."""
     n, d = U.shape
-    S, theorem, bound, exact = None, None, None, None
+    S, theorem, bound, exact, offset = None, None, None, None, None
     unchecked = [f for f in scr.failed if f.startswith("undecided")]
     if scr.status == "found":
-        status, why, bound, exact = _promise(U, D, A, mask_of(scr.S, n), rtol, skip_rtol, inputs)
+        status, why, bound, exact, offset = _promise(U, D, A, mask_of(scr.S, n), rtol, skip_rtol, inputs, D0)
         why += f"; S found by the O(n d²) screen ({scr.method})"
         if status == "absorbable":
             S = scr.S
@@ -355,7 +357,7 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
         nondegenerate=not scr.failed,
         failed=scr.failed,
         min_row_sin=None,
-        **_context(U, inputs, rounding, (theorem, bound, exact), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
+        **_context(U, inputs, rounding, (theorem, bound, exact, offset), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
         timings=dict(scr.timings),
     )
 
@@ -363,8 +365,8 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
 def _context(U, inputs: Inputs, rounding: _Rounding, promise: tuple, *, rtol, skip_rtol, t0) -> dict:
     """The :class:`Certificate` fields both paths fill alike: the size, the tolerances, the caller's
     inputs (skip kind, storage, bias, activation), the storage-rounding answer, the promise
-    ``(theorem, miss_bound, miss_exact)`` and the seconds since ``t0``."""
-    theorem, bound, exact = promise
+    ``(theorem, miss_bound, miss_exact, offset_bound)`` and the seconds since ``t0``."""
+    theorem, bound, exact, offset = promise
     return dict(
         d=U.shape[1],
         n=U.shape[0],
@@ -380,14 +382,17 @@ def _context(U, inputs: Inputs, rounding: _Rounding, promise: tuple, *, rtol, sk
         theorem=theorem,
         miss_bound=bound,
         miss_exact=exact,
+        offset_bound=offset,
         skip_rtol=skip_rtol,
         seconds=time.perf_counter() - t0,
     )
 
 
-def _promise(U, D, A, found, rtol, skip_rtol, inputs):
-    """``(status, reason, bound, exact)`` for a set that passes rule (★): ``absorbable`` when the
-    exact miss is small against the skip (rule (E)), else ``undecided`` (cancellation)."""
+def _promise(U, D, A, found, rtol, skip_rtol, inputs, D0):
+    """``(status, reason, bound, exact, offset)`` for a set that passes rule (★): ``absorbable`` when
+    the exact miss is small against the skip (rule (E)), else ``undecided`` (cancellation).
+    ``offset`` bounds ``‖absorber(0) − block(0)‖``: the rounding of the absorber's output bias
+    (:func:`_arith.output_bias` on the stored ``W_down = D0``; 0 without biases)."""
     smin = sigma_min_lower(A)
     bound, exact = miss_bound(U, D, A, found, enough=skip_rtol * smin)  # rule (E) met by the rigorous float64 bound
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
@@ -396,9 +401,17 @@ def _promise(U, D, A, found, rtol, skip_rtol, inputs):
             f"W_down[:,S] W_up[S,:] = {inputs.target} up to a miss ‖M_S‖_2 <= {fmt(bound)} ({how}): the "
             f"absorber differs from the block by at most {fmt(bound)}·‖x‖ <= {fmt(skip_rtol)}·‖A x‖"
         )
+        offset = 0.0
+        if inputs.bias is not None or inputs.out_bias is not None:
+            b = np.zeros(U.shape[0]) if inputs.bias is None else inputs.bias
+            c = np.zeros(U.shape[1]) if inputs.out_bias is None else inputs.out_bias
+            offset = output_bias(D0, b, found, c)[1]
         if inputs.bias is not None:
-            why += "; with the hidden bias b the absorber also flips b[S] (output bias c + W_down[:,S] b[S])"
-        return "absorbable", why, bound, exact
+            why += (
+                "; with the hidden bias b the absorber also flips b[S] (output bias e = c + W_down[:,S] b[S], "
+                f"rounded: ‖absorber(0) − block(0)‖ <= {fmt(offset) if offset else 0})"
+            )
+        return "absorbable", why, bound, exact, offset
     cancel = float(np.max(np.abs(D[:, found]) @ np.abs(U[found, :])))
     return (
         "undecided",
@@ -409,6 +422,7 @@ def _promise(U, D, A, found, rtol, skip_rtol, inputs):
         ),
         bound,
         exact,
+        None,
     )
 
 
@@ -419,26 +433,27 @@ def _check_method(method, time_limit):
         raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
 
 
-def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=None):
+def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=None, out_bias=None):
     """One ungated block as the decision reads it: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)`` in
     float64, ``A`` ``(d, d)`` and the :class:`Inputs`, each argument checked (ValueError)."""
     act = check_activation(activation)
     U, D, _ = float_weights(params, batched=False)
     A = skip_matrix(skip, U.shape[1])
     kind = "identity" if skip is None else "matrix"
-    return U, D, A, Inputs(storage_dtypes(params), _bias_vector(bias, U.shape[0]), act, kind)
+    c = _bias_vector(out_bias, U.shape[1], "out_bias", "the output bias c of W_down σ(W_up x + b) + c")
+    return U, D, A, Inputs(storage_dtypes(params), _bias_vector(bias, U.shape[0]), act, kind, c)
 
 
-def _bias_vector(bias, n: int) -> np.ndarray | None:
+def _bias_vector(bias, n: int, name="bias", what="the hidden bias b of σ(W_up x + b)") -> np.ndarray | None:
     if bias is None:
         return None
     b = np.asarray(bias)
     if b.dtype == np.bool_ or not (np.issubdtype(b.dtype, np.floating) or np.issubdtype(b.dtype, np.integer)):
-        raise ValueError(f"bias must hold real numbers, got dtype {b.dtype}")
+        raise ValueError(f"{name} must hold real numbers, got dtype {b.dtype}")
     if b.shape != (n,):
-        raise ValueError(f"bias must be the hidden bias b of σ(W_up x + b), shape ({n},), got {b.shape}")
+        raise ValueError(f"{name} must be {what}, shape ({n},), got {b.shape}")
     if not np.all(np.isfinite(b)):
-        raise ValueError("bias contains NaN or inf")
+        raise ValueError(f"{name} contains NaN or inf")
     return b.astype(np.float64) if np.any(b != 0) else None
 
 
@@ -452,6 +467,7 @@ def find_absorbing_set(
     method: str = "auto",
     bias=None,
     skip_rtol: float | None = None,
+    out_bias=None,
 ) -> Certificate:
     """Decide whether some ``S`` has ``W_down[:,S] W_up[S,:] = −A`` (Thm 8/10, Lemma 4, and
     Thm 8 via the ray limit for biased blocks and gelu_tanh, silu, softplus).
@@ -477,10 +493,14 @@ def find_absorbing_set(
         output bias ``c`` becomes ``c + W_down[:,S] b[S]``: :func:`absorber_biases`); "no S" is
         ``not_absorbable`` by Thm 8 via the ray limit (any output bias ``c``, any free biases of the
         absorber). Parallel rows (with equal or distinct biases) are ``degenerate``. The output
-        bias ``c`` never changes the answer, so it is not an argument.
+        bias ``c`` never changes the answer.
       skip_rtol: rule (E): ``absorbable`` promises ``‖absorber(x) − block(x)‖ ≤ ‖M_S‖_2 ‖x‖`` with
         ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)`` (default ``1e-6``), ``M_S`` the exact miss; a set that
         passes rule (★) but not this is ``undecided`` (cancellation float64 cannot resolve).
+      out_bias: the output bias ``c`` ``(d,)`` (``None``: 0). It never changes the status; an
+        ``absorbable`` certificate's ``offset_bound`` bounds ``‖absorber(0) − block(0)‖``, the
+        rounding of the output bias ``e = c + W_down[:,S] b[S]`` that :func:`absorber_biases` returns
+        (0 where ``e`` is exact), so ``‖absorber(x) − block(x)‖ ≤ miss_bound·‖x‖ + offset_bound``.
 
     Returns:
       a :class:`Certificate`; ``str(cert)`` is a readable summary, ``cert.to_dict()`` is JSON.
@@ -500,7 +520,7 @@ def find_absorbing_set(
     References:
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
-    U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias)
+    U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias, out_bias=out_bias)
     return decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
 
 
@@ -510,9 +530,10 @@ def find_absorbing_sets(
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
     ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. ``options``: ``skip``,
-    ``rtol``, ``time_limit``, ``method``, ``bias``, ``skip_rtol``, as for
+    ``rtol``, ``time_limit``, ``method``, ``bias``, ``skip_rtol``, ``out_bias``, as for
     :func:`find_absorbing_set` and validated by it; ``skip`` is ``None``, one ``(d, d)`` matrix
-    for all draws or ``(draws, d, d)``, and ``bias`` one ``(n,)`` or ``(draws, n)``.
+    for all draws or ``(draws, d, d)``, ``bias`` one ``(n,)`` or ``(draws, n)``, and ``out_bias``
+    one ``(d,)`` or ``(draws, d)``.
     A plain loop: small blocks take about a millisecond each (``d = 3, n = 12``: over a thousand
     draws per second on two cores, see ``experiments/bench_condition.py``), so a batched
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
@@ -523,11 +544,17 @@ def find_absorbing_sets(
     draws, n, d = U.shape
     skips = _per_draw(options.pop("skip", None), (d, d), draws, "skip")
     biases = _per_draw(options.pop("bias", None), (n,), draws, "bias")
+    outs = _per_draw(options.pop("out_bias", None), (d,), draws, "out_bias")
     from tqdm.auto import tqdm
 
     return [
         find_absorbing_set(
-            MLPParams(params.up[k], params.down[k]), activation, skip=skips[k], bias=biases[k], **options
+            MLPParams(params.up[k], params.down[k]),
+            activation,
+            skip=skips[k],
+            bias=biases[k],
+            out_bias=outs[k],
+            **options,
         )
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]
