@@ -185,6 +185,58 @@ def test_exactly_parallel_rows_at_extreme_scale_are_degenerate_on_the_wide_path(
     assert cert.status == "degenerate", cert.reason
 
 
+def decoyed(seed, d, kinds, n=2048, skip=None):
+    """A planted ``S`` (``|S| = d``) at width ``n`` with decoys: for each kind and each unit ``i`` of
+    ``S`` one more unit, ``"dup"`` (``W_up[i,:]``, ``W_down[:,i]`` perturbed by a relative 1e-9),
+    ``"tied"`` (a dup rescaled so that its ``b_j`` equals ``b_i`` in float64), ``"sign"`` (both
+    negated: the same ``M_i``) or ``"scale"`` (``3·2^k`` and its inverse)."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((n, d)) / math.sqrt(d)
+    D = rng.standard_normal((d, n)) / n  # far from absorbing, except through S
+    A = np.eye(d) if skip is None else skip
+    S = np.sort(rng.permutation(n)[:d])
+    D[:, S] = -A @ np.linalg.inv(U[S])
+    free = rng.permutation(np.setdiff1d(np.arange(n), S))
+    for k, (kind, i) in enumerate((kind, i) for kind in kinds for i in S):
+        j = free[k]
+        if kind in ("dup", "tied"):
+            U[j] = U[i] * (1 + 1e-9 * rng.standard_normal(d))
+            D[:, j] = D[:, i] * (1 + 1e-9 * rng.standard_normal(d))
+            if kind == "tied":
+                Ai = np.linalg.solve(A, np.eye(d))
+                D[:, j] *= (U[i] @ Ai @ D[:, i]) / (U[j] @ Ai @ D[:, j])
+        elif kind == "sign":
+            U[j], D[:, j] = -U[i], -D[:, i]
+        else:
+            t = 3 * 2.0 ** int(rng.integers(-20, 20))
+            U[j], D[:, j] = U[i] * t, D[:, i] / t
+    return U, D, A, S
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None)
+@given(
+    seed=st.integers(0, 10**6),
+    d=st.integers(2, 12),
+    kinds=st.lists(st.sampled_from(["dup", "tied", "sign", "scale"]), min_size=1, max_size=3),
+    skip=st.booleans(),
+)
+def test_planted_search_is_robust_to_decoys(seed, d, kinds, skip):
+    """n = 2048: near-duplicates (relative 1e-9, also with b_j tied to b_i), sign-flipped and
+    rescaled copies of S's units do not hide S: the entry point answers ``absorbable`` with a set
+    whose exact miss is within its miss_bound; without exact copies that set is the planted S."""
+    from absorbjax import condition, models
+
+    A = None
+    if skip:
+        A = np.eye(d) + 0.2 * np.random.default_rng(seed + 1).standard_normal((d, d))
+    U, D, A, S = decoyed(seed, d, kinds, skip=A)
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu", skip=A, time_limit=5.0)
+    assert cert.status == "absorbable" and cert.method == "planted", cert.reason
+    assert exact_miss(U, D, A, cert.S) <= cert.miss_bound
+    if set(kinds) <= {"dup", "tied"}:
+        assert cert.S.tolist() == S.tolist()
+
+
 def test_hypotheses_zero_rows_and_columns():
     U, D = gaussian(5, 3, 9)
     U[4] = 0.0

@@ -440,12 +440,17 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
 
 def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_size: int | None = None):
     """A candidate ``S`` with ``|S| = d``: units with ``b_i = W_up[i,:] A⁻¹ W_down[:,i] ≈ −1`` whose
-    cross terms ``W_up[i,:] A⁻¹ W_down[:,j]`` vanish (module docstring), or ``None``.
+    cross terms ``C_ij = W_up[i,:] A⁻¹ W_down[:,j]`` vanish (module docstring), or ``None``.
 
-    Candidates have ``|b_i + 1| ≤ tol``, kept ones ``|cross terms| ≤ tol`` (both invariant under unit
-    rescalings). Costs
-    ``O(n d)`` for ``A = I`` (else one ``d×d`` solve per block) plus ``O(|K|² d)`` on the ``|K|``
-    candidates (at most ``max_size``, default ``2d``). A heuristic: only :func:`screen_check` decides.
+    Candidates ``K`` have ``|b_i + 1| ≤ tol`` (invariant under unit rescalings; the ``max_size``
+    closest kept, default ``4d + 64`` while ``|K|² d ≤ 2^35``, else ``2d``). Decoys, copies of a unit
+    of ``S`` (sign-flipped, rescaled, or perturbed by a relative 1e-9), are in ``K`` too, and each is
+    incompatible with its original (``C_ij ≈ −1``). So ``S`` is built greedily, closest ``b_i`` first,
+    from units whose cross terms with every chosen unit are within ``tol``; then single swaps of a chosen
+    unit for a compatible candidate lower ``‖C_SS + I‖_F`` (zero for an exact ``S``, and
+    ``W_down[:,S] W_up[S,:] = −A`` iff ``W_up[S,:] A⁻¹ W_down[:,S] = −I`` for invertible ``W_up[S,:]``)
+    until none does. Costs ``O(n d)`` for ``A = I`` (else one ``d×d`` solve per block) plus
+    ``O(|K|² d)``. A heuristic: only :func:`screen_check` (or the exact check) decides.
     """
     n, d = U.shape
     identity = np.array_equal(A, np.eye(d))
@@ -455,25 +460,53 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
 
         lu = lu_factor(A, check_finite=False)
     b = np.empty(n)
-    for s in _blocks(n, block):
-        dd = D[:, s].astype(np.float64)
-        x = dd if identity else lu_solve(lu, dd, check_finite=False)
-        b[s] = np.einsum("ik,ki->i", U[s].astype(np.float64), x)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for s in _blocks(n, block):
+            dd = D[:, s].astype(np.float64)
+            x = dd if identity else lu_solve(lu, dd, check_finite=False)
+            b[s] = np.einsum("ik,ki->i", U[s].astype(np.float64), x)
     K = np.flatnonzero(np.abs(b + 1) <= tol)
-    cap = 2 * d if max_size is None else max_size
-    if K.size < d or K.size > cap:
+    if max_size is None:
+        max_size = 4 * d + 64 if (4 * d + 64) ** 2 * d <= 2**35 else 2 * d
+    if K.size < d:
         return None
+    K = K[np.argsort(np.abs(b[K] + 1), kind="stable")[:max_size]]  # closest first
     Dk = D[:, K].astype(np.float64)
-    C = U[K].astype(np.float64) @ (Dk if identity else lu_solve(lu, Dk, check_finite=False))
-    C[np.arange(K.size), np.arange(K.size)] = 0.0
-    bad = np.abs(C) > tol
-    keep = np.ones(K.size, bool)
-    while keep.sum() > d:  # drop the candidate with the most nonzero cross terms
-        score = bad[np.ix_(keep, keep)].sum(axis=0) + bad[np.ix_(keep, keep)].sum(axis=1)
-        if score.max() == 0:
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        C = U[K].astype(np.float64) @ (Dk if identity else lu_solve(lu, Dk, check_finite=False))
+    C[~np.isfinite(C)] = np.inf
+    C[np.arange(K.size), np.arange(K.size)] = b[K]
+    off = C.copy()
+    np.fill_diagonal(off, 0.0)
+    ok = (np.abs(off) <= tol) & (np.abs(off.T) <= tol)  # compatible pairs (a unit with itself too)
+    chosen: list[int] = []
+    for a in range(K.size):  # greedy: closest b first, compatible with everything chosen
+        if all(ok[a, j] for j in chosen):
+            chosen.append(a)
+            if len(chosen) == d:
+                break
+    if len(chosen) < d:
+        return None
+    sq = np.where(np.isfinite(off), off, 0.0) ** 2
+    sym = sq + sq.T  # the cross-term cost of a pair
+    diag = (b[K] + 1) ** 2
+    for _ in range(2 * d):  # best single swap on ‖C_SS + I‖_F², until none helps
+        S = np.asarray(chosen)
+        fits = ok[:, S].sum(axis=1)  # how many chosen units each candidate is compatible with
+        cost_in = sym[:, S].sum(axis=1)  # cross cost of each candidate against all of S
+        best, move = 0.0, None
+        for p, i in enumerate(chosen):
+            alt = np.flatnonzero((fits - ok[:, i] == d - 1) & ~np.isin(np.arange(K.size), S))
+            if alt.size == 0:
+                continue
+            gain = diag[alt] + cost_in[alt] - sym[alt, i] - (diag[i] + cost_in[i])
+            k = int(np.argmin(gain))
+            if gain[k] < best:
+                best, move = float(gain[k]), (p, int(alt[k]))
+        if move is None:
             break
-        keep[np.flatnonzero(keep)[int(np.argmax(score))]] = False
-    return K[keep] if keep.sum() == d else None
+        chosen[move[0]] = move[1]
+    return np.sort(K[np.asarray(chosen)])
 
 
 def screen_check(U, D, A, S, rtol: float) -> SetCheck:
