@@ -231,3 +231,60 @@ def test_a_declared_ray_limit_is_refused_when_visibly_false(scratch):
     # declarations that hold pass (passing proves nothing; it only does not refuse)
     for fn in (jax.nn.relu, lambda z: jax.nn.relu(z) + 1e-6 * jnp.sin(z), lambda z: jax.nn.relu(z) + jnp.cbrt(z)):
         assert activations.register("x_test", fn, ray_limit="relu", overwrite=True).ray_limit == "relu"
+
+
+def _flip_planted(rng, d, n, S, c, A):
+    """``W_up (n, d)``, ``W_down (d, n)`` with ``c·W_down[:,S] W_up[S,:] = −A`` (``|S| = d``)."""
+    U = rng.standard_normal((n, d))
+    D = rng.standard_normal((d, n))
+    D[:, S] = -np.linalg.solve(U[S, :].T, A.T).T / c
+    return U, D
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("name", ["leaky_relu", "leaky_relu(0.2)", "leaky_relu(-0.5)", "hardswish", "relu"])
+def test_the_generalised_flip_is_exact_with_biases_and_any_skip(name):
+    """docs/theory/kink.md, 'if': with c = odd_slope and c·W_down[:,S] W_up[S,:] = −A, negating the
+    rows (and biases) in S and putting e = c₀ + c·W_down[:,S] b[S] reproduces A x + W_down σ(W_up x + b)
+    + c₀ to float64 rounding; the plain flip (c taken as 1) misses by |c − 1|·‖A x‖ for leaky."""
+    act = activations.get(name)
+    c = float(act.odd_slope)
+    rng = np.random.default_rng(45)
+    d, n, S = 3, 7, [1, 4, 5]
+    A = rng.standard_normal((d, d))
+    U, D = _flip_planted(rng, d, n, S, c, A)
+    b, c0 = rng.standard_normal(n), rng.standard_normal(d)
+    V, beta = U.copy(), b.copy()
+    V[S], beta[S] = -U[S], -b[S]
+    xs = rng.standard_normal((64, d)) * np.logspace(-2, 2, 64)[:, None]
+    sigma = lambda z: np.asarray(act(jnp.asarray(z)))  # noqa: E731
+    block = xs @ A.T + sigma(xs @ U.T + b) @ D.T + c0
+    flip = sigma(xs @ V.T + beta) @ D.T + c0 + c * D[:, S] @ b[S]
+    scale = np.linalg.norm(xs, axis=1) + 1
+    assert np.max(np.linalg.norm(block - flip, axis=1) / scale) <= 1e-12
+    plain = sigma(xs @ V.T + beta) @ D.T + c0 + D[:, S] @ b[S]  # the flip with c = 1
+    plain_miss = np.max(np.linalg.norm(block - plain, axis=1) / scale)
+    assert (plain_miss <= 1e-12) == (c == 1), plain_miss
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("alpha", [0.0, 0.01, 0.3])
+def test_the_kink_jump_is_kappa_u_w(alpha):
+    """docs/theory/kink.md, step 2: across the kink hyperplane H_i (at a point on no other one) the
+    Jacobian of A x + W_down ρ(W_up x + b) jumps by κ u_i w_iᵀ, κ = 1 − α, whatever A and the other
+    units; parallel rows with distinct biases have distinct hyperplanes and separate jumps."""
+    act = activations.leaky_relu(alpha)
+    rng = np.random.default_rng(7)
+    d, n = 3, 5
+    U, D, A = rng.standard_normal((n, d)), rng.standard_normal((d, n)), rng.standard_normal((d, d))
+    U[3] = -2.0 * U[0]  # parallel to row 0, distinct hyperplane: b[3] != -2 b[0]
+    b = rng.standard_normal(n)
+    f = lambda x: A @ x + D @ act(U @ x + b)  # noqa: E731
+    for i in range(n):
+        w = U[i]
+        x0 = rng.standard_normal(d)
+        x0 -= (w @ x0 + b[i]) / (w @ w) * w  # on H_i
+        assert np.min(np.abs(np.delete(U @ x0 + b, i))) > 1e-3  # on no other hyperplane
+        h = 1e-6 * w / np.linalg.norm(w)
+        jump = np.asarray(jax.jacfwd(f)(jnp.asarray(x0 + h))) - np.asarray(jax.jacfwd(f)(jnp.asarray(x0 - h)))
+        np.testing.assert_allclose(jump, (1 - alpha) * np.outer(D[:, i], w), atol=1e-12)
