@@ -200,8 +200,10 @@ def _hardswish(z):
 
 
 def _values(fn: Callable, z: np.ndarray) -> np.ndarray:
-    """``fn`` at the float32 points ``z``, as float64 numbers (any failure is a refusal)."""
-    return np.asarray(fn(jnp.asarray(z, jnp.float32)), dtype=np.float64)
+    """``fn`` at the float32 points ``z``, as float64 numbers; eager even when the first
+    :func:`get` of a name happens while ``jit`` traces."""
+    with jax.ensure_compile_time_eval():
+        return np.asarray(fn(jnp.asarray(z, jnp.float32)), dtype=np.float64)
 
 
 def _refuse_odd_slope(name: str, fn: Callable, c: Fraction) -> None:
@@ -309,7 +311,7 @@ def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_l
     if kink:
         _refuse_kink(name, fn, c)
         degree = 1
-    gate_at_zero = float(fn(jnp.zeros(()))) if gated else None
+    gate_at_zero = float(_values(fn, np.zeros(()))) if gated else None
     return Activation(
         name, fn, gated, degree, c, gate_at_zero, smooth_at_zero, ray_limit, bool(kink), paper_theorem, builtin
     )

@@ -288,3 +288,9 @@ def test_the_kink_jump_is_kappa_u_w(alpha):
         h = 1e-6 * w / np.linalg.norm(w)
         jump = np.asarray(jax.jacfwd(f)(jnp.asarray(x0 + h))) - np.asarray(jax.jacfwd(f)(jnp.asarray(x0 - h)))
         np.testing.assert_allclose(jump, (1 - alpha) * np.outer(D[:, i], w), atol=1e-12)
+
+
+def test_a_leaky_name_first_met_inside_jit_is_built_eagerly():
+    alpha = 0.123456789  # a name no other test uses, so the first get happens while tracing
+    f = jax.jit(lambda z: activations.get(f"leaky_relu({alpha!r})")(z))
+    np.testing.assert_allclose(f(jnp.array([-2.0, 3.0])), [-2 * alpha, 3.0], rtol=1e-6)
