@@ -150,6 +150,12 @@ def test_the_one_table_of_theorems():
     for name in ("relu2", "swiglu", "glu", "reglu"):
         for narrow in (False, True):
             assert get(name).converse(narrow=narrow) is None and get(name).ray_limit is None
+    # parallel rows with distinct biases: the kink theorem only (distinct hyperplanes), biased blocks only
+    for name in ("relu", "leaky_relu", "leaky_relu(0.3)"):
+        assert get(name).converse(biased=True, parallel_rows=True) == activations.KINK_THEOREM
+        assert get(name).converse(biased=False, parallel_rows=True) is None
+    for name in ("gelu", "silu", "softplus", "hardswish", "relu2", "swiglu"):
+        assert get(name).converse(biased=True, parallel_rows=True) is None
 
 
 def test_declared_facts_are_never_measured(scratch):
@@ -224,6 +230,8 @@ def test_a_declared_ray_limit_is_refused_when_visibly_false(scratch):
     for fn in (sigma, jnp.tanh, jnp.abs, lambda z: jax.nn.leaky_relu(z, 1e-4), lambda z: jnp.where(z > 0, z, 0.01 * z)):
         with pytest.raises(ValueError, match="declares ray_limit='relu'"):
             activations.register("x_test", fn, ray_limit="relu", overwrite=True)
+    with pytest.raises(ValueError, match="not finite"):  # an overflow cannot be checked: refused
+        activations.register("x_test", lambda z: jnp.log(1 + jnp.exp(z)), ray_limit="relu", overwrite=True)
     with pytest.raises(ValueError, match="forces"):
         activations.register("x_test", jax.nn.relu, ray_limit="relu", odd_slope=2)
     with pytest.raises(ValueError, match="ray_limit must be None or 'relu'"):
