@@ -386,3 +386,21 @@ def test_a_narrow_block_warns_naming_the_layout_and_the_converter():
         models.check_layout(models.init("relu", 4, 4, key=KEY))
     with pytest.raises(ValueError, match="params.up must have shape"):
         models.check_layout(models.MLPParams(np.zeros((5, 3)), np.zeros((3, 4))))
+
+
+@pytest.mark.x64
+def test_narrow_stacks_jacobian_ranks():
+    """docs/theory/depth.md §8 (n < d): a residual GELU stack's Jacobian at 0 is
+    Π_ℓ (I + ½ D_ℓ U_ℓ), invertible at a Gaussian draw, while a free stack's Jacobian has rank
+    ≤ n < d at every input tried."""
+    d, n, L = 5, 2, 3
+    params = models.init("gelu", d, n, key=KEY, depth=L)
+    J = jax.jacfwd(lambda x: models.stack(params, x, "gelu", residual=True))(jnp.zeros(d))
+    expected = np.eye(d)
+    for layer in range(L):
+        expected = (np.eye(d) + 0.5 * np.asarray(params.down[layer] @ params.up[layer])) @ expected
+    np.testing.assert_allclose(J, expected, atol=1e-13)
+    assert abs(np.linalg.det(expected)) > 1e-6
+    for x in np.asarray(jax.random.normal(KEY, (16, d), jnp.float64)):
+        F = jax.jacfwd(lambda x: models.stack(params, x, "gelu", residual=False))(jnp.asarray(x))
+        assert np.linalg.matrix_rank(np.asarray(F), tol=1e-10) <= n
