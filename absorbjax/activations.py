@@ -122,7 +122,7 @@ class Activation:
             out.append("declared kink: sigma(z) = p z (z > 0), q z (z < 0), p != q")
         return tuple(out)
 
-    def converse(self, *, biased: bool = False, narrow: bool = False, parallel_rows: bool = False) -> str | None:
+    def converse(self, biased: bool = False, narrow: bool = False, *, parallel_rows: bool = False) -> str | None:
         """The theorem proving "no ``S`` ⇒ no same-width absorber" for this ``σ``, or ``None``.
 
         ``S`` means ``c·W_down[:,S] W_up[S,:] = −A`` with ``c = odd_slope``; without a declared
