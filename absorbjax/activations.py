@@ -62,11 +62,15 @@ RAY_LIMIT_KINK_THEOREM = "kink theorem via the ray limit (every width)"  # docs/
 
 
 def _fmt(c: Fraction) -> str:
-    """``c`` as the shortest exact text: a float's repr when ``c`` is one, else ``p/q``."""
+    """``c`` as short exact text: an integer, a float's repr when ``c`` is one, ``(1 + a)`` when
+    ``c − 1`` is the float ``a`` (leaky_relu's ``1 + α``), else ``p/q``."""
     if c.denominator == 1:
         return str(c)
-    f = float(c)
-    return repr(f) if math.isfinite(f) and Fraction(f) == c else str(c)
+    for shift, text in ((0, "{}"), (1, "(1 + {})")):
+        f = float(c - shift)
+        if math.isfinite(f) and Fraction(f) == c - shift:
+            return text.format(repr(f))
+    return str(c)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -423,6 +427,8 @@ def get(name: str | Activation) -> Activation:
       'Thm 8 via the ray limit'
       >>> activations.get("leaky_relu(0.5)").result
       'kink theorem (every width): absorbs iff 1.5 W_down[:,S] W_up[S,:] = -I for some S'
+      >>> activations.get("leaky_relu").result  # c = 1 + α exactly, α the double nearest 0.01
+      'kink theorem (every width): absorbs iff (1 + 0.01) W_down[:,S] W_up[S,:] = -I for some S'
       >>> activations.get("tanhh")
       Traceback (most recent call last):
       ValueError: unknown activation 'tanhh'; known: relu, gelu, gelu_tanh, silu, softplus, leaky_relu, hardswish, relu2, reglu, swiglu, geglu, glu (and leaky_relu(alpha))
