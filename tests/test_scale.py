@@ -319,7 +319,9 @@ def test_undecided_wide_blocks_are_not_sent_to_the_gram_path(monkeypatch, screen
 
     U, D = gaussian(14, 4, 16, size=1.0)
     monkeypatch.setattr(scale, "miss_threshold", lambda *args, **kwargs: 1e9)  # nothing can be ruled out
-    assert large.wide_screen(U, D, np.eye(4), rtol=RTOL) is None
+    from absorbjax.condition.inputs import Rule
+
+    assert large.wide_screen(U, D, Rule.of(np.eye(4), RTOL)) is None
     monkeypatch.setattr(large, "GRAM_MAX_N", 8)
     cert = condition.find_absorbing_set(models.MLPParams(U, D))
     assert cert.status == "undecided" and "too wide" in cert.reason

@@ -84,11 +84,15 @@ def _dyadic(X: np.ndarray) -> tuple[list, int]:
     return [a << s if a else 0 for a, s in zip(m, sh)], e0
 
 
-def _exact(U, D, A, m):
-    """``(M, B, e)``: integer lists with ``M_S = M · 2^e`` and ``Σ_{i∈S}|W_down[k,i]||W_up[i,j]| + |A| =
-    B · 2^e`` exactly (row-major ``d×d``)."""
+ONE = Fraction(1)
+
+
+def _exact(U, D, A, m, c: Fraction = ONE):
+    """``(M, B, e)``: integer lists with ``q·M_S = M · 2^e`` and ``q·(|c| Σ_{i∈S}|W_down[k,i]||W_up[i,j]| +
+    |A|) = B · 2^e`` exactly (row-major ``d×d``), ``M_S = c·W_down[:,S] W_up[S,:] + A``, ``c = p/q``."""
     import flint
 
+    p, q = c.numerator, c.denominator
     Ds, Us = D[:, m], U[m, :]
     d, k = Ds.shape
     (dv, de), (uv, ue), (av, ae) = _dyadic(Ds), _dyadic(Us), _dyadic(A)
@@ -104,8 +108,8 @@ def _exact(U, D, A, m):
         P, Q, ep = [0] * (d * d), [0] * (d * d), ae
     e = min(ep, ae)
     sp, sa = ep - e, ae - e
-    M = [(p << sp) + (a << sa) for p, a in zip(P, av)]
-    B = [(q << sp) + (abs(a) << sa) for q, a in zip(Q, av)]
+    M = [p * (x << sp) + q * (a << sa) for x, a in zip(P, av)]
+    B = [abs(p) * (y << sp) + q * (abs(a) << sa) for y, a in zip(Q, av)]
     return M, B, e
 
 
@@ -122,28 +126,36 @@ class Verified(NamedTuple):
     exact: bool
 
 
-def _float_bounds(U, D, A, m):
-    """``(F, err, lo, hi)``: float64 ``M_S``, a bound on its error, and bounds on the exact sum
-    ``Σ_{i∈S}|W_down[k,i]||W_up[i,j]| + |A_kj|`` (entrywise, all rigorous)."""
+def _float_bounds(U, D, A, m, c: Fraction = ONE):
+    """``(F, err, lo, hi)``: float64 ``M_S = c·W_down[:,S] W_up[S,:] + A``, a bound on its error, and
+    bounds on the exact sum ``|c| Σ_{i∈S}|W_down[k,i]||W_up[i,j]| + |A_kj|`` (entrywise, all rigorous).
+    For ``c ≠ 1`` the float ``ĉ`` (``|ĉ − c| ≤ u|c|``) and the product ``ĉ·P̂`` add two roundings:
+    ``γ_{k+4}`` instead of ``γ_{k+2}``."""
     k = int(m.sum())
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         Ds, Us = D[:, m], U[m, :]
-        F = Ds @ Us + A
         S = np.abs(Ds) @ np.abs(Us)
-        g = gamma(k + 2)
+        if c == 1:
+            F = Ds @ Us + A
+            g, ca, cl, extra = gamma(k + 2), 1.0, 1.0, k + 2
+        else:
+            cf = float(c)
+            F = cf * (Ds @ Us) + A
+            g, ca, cl, extra = gamma(k + 4), abs(cf) * (1 + 2 * _U), abs(cf) * (1 - 2 * _U), (k + 4) * (1 + 2 * abs(cf))
         # the factors 1 ± 8u cover the rounding of these bounds and of the comparisons that use them
-        hi = ((S + k * ETA) / (1 - g) + np.abs(A)) * (1 + 8 * _U)
-        lo = np.maximum((S - k * ETA) / (1 + g), 0.0) + np.abs(A)
+        hi = (ca * (S + k * ETA) / (1 - g) + np.abs(A)) * (1 + 8 * _U)
+        lo = cl * np.maximum((S - k * ETA) / (1 + g), 0.0) + np.abs(A)
         lo *= 1 - 8 * _U
-        err = (g * hi + (k + 2) * ETA) * (1 + 8 * _U)
+        err = (g * hi + extra * ETA) * (1 + 8 * _U)
     return F, err, lo, hi
 
 
-def verify_miss(U, D, A, m: np.ndarray, r: float) -> Verified:
-    """Rule (E) for the mask ``m`` with slack ``r = r_S``: a rigorous float64 bound first, the exact
-    ``M_S`` (``python-flint``) when the bound cannot decide."""
+def verify_miss(U, D, A, m: np.ndarray, r: float, c: Fraction = ONE) -> Verified:
+    """Rule (★) for the mask ``m`` with slack ``r = r_S`` on ``M_S = c·W_down[:,S] W_up[S,:] + A``
+    (``c`` the odd slope, an exact fraction): a rigorous float64 bound first, the exact ``M_S``
+    (``python-flint``) when the bound cannot decide."""
     d = A.shape[0]
-    F, err, lo, hi = _float_bounds(U, D, A, m)
+    F, err, lo, hi = _float_bounds(U, D, A, m, c)
     aF = np.abs(F)
     finite = np.all(np.isfinite(F)) and np.all(np.isfinite(hi))
     if finite:
@@ -152,39 +164,42 @@ def verify_miss(U, D, A, m: np.ndarray, r: float) -> Verified:
             return Verified(True, float(np.max(aF, initial=0.0)), norm, False)
         if np.any(aF - err > r * hi):
             return Verified(False, float(np.max(aF, initial=0.0)), math.inf, False)
-    M, B, _ = _exact(U, D, A, m)
+    M, B, _ = _exact(U, D, A, m, c)
     rq = Fraction(r)
     p, q = rq.numerator, rq.denominator
     passes = all(q * abs(x) <= p * y for x, y in zip(M, B))
     return Verified(
-        passes, float(np.max(np.abs(F), initial=0.0)) if finite else math.inf, _exact_norm(U, D, A, m), True
+        passes, float(np.max(np.abs(F), initial=0.0)) if finite else math.inf, _exact_norm(U, D, A, m, c), True
     )
 
 
-def _exact_norm(U, D, A, m) -> float:
-    """A rigorous upper bound on ``‖M_S‖_F`` from the exact ``M_S``."""
-    M, _, e = _exact(U, D, A, m)
-    total = sum(x * x for x in M)  # ‖M_S‖_F² · 2^{−2e}, exact
+def _exact_norm(U, D, A, m, c: Fraction = ONE) -> float:
+    """A rigorous upper bound on ``‖M_S‖_F`` from the exact ``M_S = c·W_down[:,S] W_up[S,:] + A``."""
+    M, _, e = _exact(U, D, A, m, c)
+    total = sum(x * x for x in M)  # ‖q·M_S‖_F² · 2^{−2e}, exact
     if total == 0:
         return 0.0
     root = math.isqrt(total) + 1  # ≥ √total, exact integer arithmetic
     s = max(0, root.bit_length() - 52)
-    with np.errstate(over="ignore"):
-        return math.ldexp(float((root >> s) + 1), e + s) * (1 + 4 * _U) + ETA if e + s < 1000 else math.inf
+    if e + s >= 1000:
+        return math.inf
+    up = math.ldexp(float((root >> s) + 1), e + s) * (1 + 4 * _U)
+    return (up / c.denominator if c.denominator > 1 else up) * (1 + 4 * _U) + ETA
 
 
-def miss_bound(U, D, A, m: np.ndarray, enough: float = 0.0) -> tuple[float, bool]:
-    """``(bound, exact)``: a rigorous upper bound on ``‖M_S‖_F``, from float64 when its error bound
-    is below 1e-6 of the norm or the bound is already below ``enough``, else from the exact ``M_S``."""
+def miss_bound(U, D, A, m: np.ndarray, enough: float = 0.0, c: Fraction = ONE) -> tuple[float, bool]:
+    """``(bound, exact)``: a rigorous upper bound on ``‖M_S‖_F`` (``M_S = c·W_down[:,S] W_up[S,:] + A``),
+    from float64 when its error bound is below 1e-6 of the norm or the bound is already below
+    ``enough``, else from the exact ``M_S``."""
     d = A.shape[0]
-    F, err, _, _ = _float_bounds(U, D, A, m)
+    F, err, _, _ = _float_bounds(U, D, A, m, c)
     if np.all(np.isfinite(F)) and np.all(np.isfinite(err)):
         norm_f = float(np.linalg.norm(F))
         err_f = float(np.linalg.norm(err))
         bound = (norm_f + err_f) * (1 + (d * d + 2) * _U)
         if err_f <= 1e-6 * norm_f or bound <= enough:
             return bound, False
-    return _exact_norm(U, D, A, m), True
+    return _exact_norm(U, D, A, m, c), True
 
 
 def _norm_up(x: list[float]) -> float:

@@ -60,6 +60,8 @@ class Certificate(Verdict):
       activation: the activation named by the caller, if any.
       theorem: the theorem behind ``not_absorbable`` / ``degenerate`` (or behind "iff" for an
         ``absorbable`` answer with a named activation): "Thm 8", "Thm 10" or "Thm 8 via the ray limit".
+      assumes: the declared facts of the activation that the answer rests on (its
+        ``Activation.assumes``); empty for the built-ins, whose facts are proved in docs/theory.
       miss_bound: for a set that passes rule (★): a rigorous upper bound on ``‖M_S‖_F ≥ ‖M_S‖_2``,
         ``M_S = W_down[:,S] W_up[S,:] + A`` exactly; the absorber is off by at most ``miss_bound·‖x‖``.
       miss_exact: whether ``M_S`` was computed in rational arithmetic (else float64 with a bound).
@@ -94,6 +96,7 @@ class Certificate(Verdict):
     biased: bool = False
     activation: str | None = None
     theorem: str | None = None
+    assumes: tuple[str, ...] = ()
     miss_bound: float | None = None
     miss_exact: bool | None = None
     offset_bound: float | None = None

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from absorbjax.condition import large
-from absorbjax.condition._arith import EPS, balance, miss_bound
+from absorbjax.condition._arith import EPS, ONE, balance, miss_bound
 from absorbjax.condition.certificate import Distance
 from absorbjax.condition.decide import decide, decision_options, read_block
-from absorbjax.condition.inputs import mask_of
+from absorbjax.condition.inputs import Rule, mask_of
 from absorbjax.condition.integer import closest_mask, local_search
 from absorbjax.condition.relax import box_relaxation
 from absorbjax.models import MLPParams
@@ -49,6 +49,8 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
     if rel is None:  # decided by the O(n d²) screen of condition.large
         return large.distance_bounds(U, D, A, cert)
     U, D = balance(U, D)  # exact; the same M_i as the decision's
+    rule = Rule.of(A, 0.0, ONE if inputs.slope is None else inputs.slope)
+    A, widen = rule.Ac, (1 + 8 * EPS) if rule.c != 1 else 1.0  # relative numbers: ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖
     norm_a = float(np.linalg.norm(A))
     if cert.S is None:
         box, c_box = box_relaxation(U, D, A, rel)
@@ -64,5 +66,11 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
         cands = [local_search(rel.G, rel.b, s, 10 * n) for s in starts]
         # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
         m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
-    upper = miss_bound(U, D, A, m, enough=1e-12 * norm_a)[0] / norm_a * (1 + 4 * EPS)
-    return Distance(max(rel.lower / norm_a, box), upper, np.flatnonzero(m), how, rel.lower / norm_a, box, cert)
+    if rule.c == 1:
+        upper = miss_bound(U, D, A, m, enough=1e-12 * norm_a)[0] / norm_a * (1 + 4 * EPS)
+    else:  # the exact c·W_down[:,S] W_up[S,:] + A against ‖A‖_F
+        norm_c = float(np.linalg.norm(rule.A)) * (1 - 4 * EPS)
+        upper = miss_bound(U, D, rule.A, m, enough=1e-12 * norm_c, c=rule.c)[0] / norm_c * (1 + 4 * EPS)
+    shrink = 1.0 if widen == 1.0 else 1 - 8 * EPS - 2 * rule.approx / norm_a
+    lower, box = rel.lower / norm_a * shrink, box * shrink
+    return Distance(max(lower, box), upper, np.flatnonzero(m), how, lower, box, cert)

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
-from absorbjax.condition._arith import EPS, ETA, gamma, verify_miss
+from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
 from absorbjax.condition.certificate import few
 from absorbjax.models import GatedParams, MLPParams
 
 __all__ = [
     "DEFAULT_RTOL",
     "SKIP_RTOL",
+    "Rule",
     "absolute_rounding",
     "accepts",
     "check_activation",
@@ -195,11 +197,50 @@ def _allowed(U, D, A, m: np.ndarray, rtol: float) -> np.ndarray:
     return r * (np.abs(D[:, m]) @ np.abs(U[m, :]) + np.abs(A))
 
 
-def accepts(U, D, A, m: np.ndarray, rtol: float) -> tuple[bool, float]:
-    """Whether rule (★) accepts the mask ``m`` on the *exact* miss ``M_S`` (a rigorous float64 bound,
-    else rational arithmetic: :func:`_arith.verify_miss`), and ``‖M_S‖_max``."""
-    v = verify_miss(U, D, A, m, rtol + 2 * gamma(int(m.sum()) + 1))
+def accepts(U, D, A, m: np.ndarray, rtol: float, c: Fraction = ONE) -> tuple[bool, float]:
+    """Whether rule (★) accepts the mask ``m`` on the *exact* miss ``M_S = c·W_down[:,S] W_up[S,:] + A``
+    (a rigorous float64 bound, else rational arithmetic: :func:`_arith.verify_miss`), and
+    ``‖M_S‖_max``; ``c`` is the activation's odd slope (an exact fraction)."""
+    v = verify_miss(U, D, A, m, rtol + 2 * gamma(int(m.sum()) + 1), c)
     return v.passes, v.miss_max
+
+
+class Rule(NamedTuple):
+    """Rule (★) for ``c·W_down[:,S] W_up[S,:] = −A`` in one place: the exact skip ``A`` ``(d, d)``,
+    the slack ``rtol``, the odd slope ``c`` (exact), and the search's float64 skip ``Ac = fl(A/c)``
+    with ``approx ≥ ‖Ac − A/c‖_F`` (0 for ``c = 1``). The searches and proofs of absence run on
+    ``W_down[:,S] W_up[S,:] = −Ac`` with :meth:`threshold` widened by ``approx``; a set is accepted
+    only by :meth:`accepts`, on the exact ``c`` and ``A``."""
+
+    A: np.ndarray
+    rtol: float
+    c: Fraction
+    Ac: np.ndarray
+    approx: float
+
+    @classmethod
+    def of(cls, A: np.ndarray, rtol: float, c: Fraction = ONE) -> Rule:
+        if c == 1:
+            return cls(A, rtol, ONE, A, 0.0)
+        Ac = A / float(c)  # |Ac − A/c| ≤ 2.1u |A/c| entrywise (two roundings)
+        return cls(A, rtol, Fraction(c), Ac, 3 * EPS * float(np.linalg.norm(Ac)))
+
+    def loose(self, rtol: float) -> Rule:
+        """The same rule with another slack (storage rounding)."""
+        return self._replace(rtol=rtol)
+
+    def accepts(self, U, D, m: np.ndarray) -> tuple[bool, float]:
+        """:func:`accepts` for this rule: exact ``c`` and ``A``."""
+        return accepts(U, D, self.A, m, self.rtol, self.c)
+
+    def widen(self, thr: float) -> float:
+        """A Frobenius bound computed on ``Ac`` made valid for ``A/c``: ``|A/c| ≤ (1 + 3u)|Ac|`` in the
+        rule's sum, and the distance ``approx`` between the two."""
+        return thr if self.approx == 0 else thr * (1 + 2 * EPS) + self.approx * (1 + 2 * EPS)
+
+    def threshold(self, U, D) -> float:
+        """:func:`threshold_of` on ``Ac``, widened (:meth:`widen`)."""
+        return self.widen(threshold_of(U, D, self.Ac, self.rtol))
 
 
 def threshold_of(U, D, A, rtol: float) -> float:
