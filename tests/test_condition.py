@@ -579,3 +579,55 @@ def test_subnormal_products_and_power_of_two_scalings_are_exact():
     moved = MLPParams(np.ldexp(up, k[:, None]), np.ldexp(down, -k[None, :]))  # Gram would overflow
     assert condition.find_absorbing_set(moved, "gelu").status == "absorbable"
     assert condition.distance(moved).upper <= 1e-14
+
+
+def _psd_exact(M) -> bool:
+    """Whether the rational symmetric ``M`` is positive definite, or semidefinite up to a zero
+    pivot: Gaussian elimination in exact fractions (every pivot ≥ 0, nothing left off a zero one)."""
+    from fractions import Fraction
+
+    F = [[Fraction(x) for x in row] for row in M]
+    n = len(F)
+    for k in range(n):
+        if F[k][k] < 0:
+            return False
+        if F[k][k] == 0:
+            if any(F[k][j] != 0 for j in range(k, n)):
+                return False
+            continue
+        for i in range(k + 1, n):
+            f = F[i][k] / F[k][k]
+            for j in range(k, n):
+                F[i][j] -= f * F[k][j]
+    return True
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rigorous_constants_never_claim_too_much(seed):
+    """Rump's Cholesky certificate (certify_pd) and sigma_min_lower, against exact arithmetic on
+    nearly singular matrices (condition numbers up to 1e14): whatever they prove holds exactly."""
+    from fractions import Fraction
+
+    from absorbjax.condition import decide, relax  # the helpers as the decision uses them
+
+    certify_pd, sigma_min_lower = relax.certify_pd, decide.sigma_min_lower
+
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    lam = np.array([10.0 ** -rng.uniform(0, 14), 1.0, 2.0])
+    G = (Q * lam) @ Q.T
+    G = (G + G.T) / 2
+    for mu in (lam[0] * 0.25, lam[0] * 0.99, lam[0] * 1.01, lam[0] * 4):
+        if certify_pd(G, mu):
+            assert _psd_exact(
+                [[Fraction(float(G[i, j])) - (Fraction(mu) if i == j else 0) for j in range(3)] for i in range(3)]
+            )
+    assert certify_pd(G, lam[0] * 0.25) or lam[0] < 1e-12  # well away from the margin: proved
+    A = (Q * np.sqrt(lam)) @ rng.normal(size=(3, 3))
+    s = sigma_min_lower(A)
+    At = [[Fraction(float(x)) for x in row] for row in A]
+    AtA = [
+        [sum(At[k][i] * At[k][j] for k in range(3)) - (Fraction(s) ** 2 if i == j else 0) for j in range(3)]
+        for i in range(3)
+    ]
+    assert s >= 0 and _psd_exact(AtA)

@@ -62,8 +62,7 @@ def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: st
     A = rule.Ac
     thr = rule.threshold(U, D)
     lower = rel.lower
-    sigma = math.sqrt(max(rel.lam_low, 0.0))
-    radius = (thr + rel.rho + rel.err) / sigma if sigma > 0 else None
+    radius = rel.radius(thr)
     if method in ("auto", "relaxation"):
         if lower > thr:
             return _Outcome(
@@ -225,8 +224,7 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     timings["hypotheses"] = time.perf_counter() - t
     rel = relax(U, D, rule.Ac, UUt, timings)
     threshold = rule.threshold(U, D)
-    sigma = math.sqrt(max(rel.lam_low, 0.0))
-    radius = (threshold + rel.rho + rel.err) / sigma if sigma > 0 else None
+    radius = rel.radius(threshold)
     t = time.perf_counter()
     out = _search(U, D, rule, rel, method=method, time_limit=time_limit, target=inputs.target)
     timings["search"] = time.perf_counter() - t

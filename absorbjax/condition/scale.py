@@ -53,6 +53,8 @@ from fractions import Fraction
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from absorbjax.condition._arith import EPS, ETA, gamma
+
 __all__ = [
     "BLOCK",
     "Screen",
@@ -68,18 +70,11 @@ __all__ = [
 ]
 
 BLOCK = 512  # units per block: small enough for malloc to reuse (no page faults), ≈ 3 · BLOCK · d float64 numbers
-_U = 2.0**-53  # unit roundoff of float64
-_ETA = 2.0**-1074  # smallest subnormal: the absolute error of one underflowing operation
+_U = EPS / 2  # unit roundoff of float64
+_ETA = ETA  # smallest subnormal: the absolute error of one underflowing operation
 _THREADS = 2  # BLAS threads while this module multiplies
 _SAFE = 400  # binary exponents within ±_SAFE: squares and products neither over- nor underflow
-
-
-def _gamma(k: int) -> float:
-    """``γ_k = k u/(1 − k u)``: relative error bound of a float64 sum of ``k`` products."""
-    ku = k * _U
-    if not ku < 0.01:
-        raise ValueError(f"a float64 sum of {k} terms has no useful error bound")
-    return ku / (1 - ku)
+_gamma = gamma  # the one γ_k of the package (condition._arith)
 
 
 def _nonbool(fn):
