@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from typing import Any
 
@@ -12,9 +13,20 @@ from absorbjax import activations
 from absorbjax.io import to_jsonable
 from absorbjax.results import Result, Verdict
 
-__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "few", "fmt"]
+__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "Status", "few", "fmt"]
 
-STATUSES = ("absorbable", "not_absorbable", "degenerate", "undecided")
+
+class Status(enum.StrEnum):
+    """The four answers and what each promises (the decision chooses them by name, never by parsing
+    a message; a certificate stores the plain string, so its records are unchanged)."""
+
+    ABSORBABLE = "absorbable"  # a set S passes rules (★) and (E); the absorber errs by <= miss_bound·‖x‖ + offset_bound
+    NOT_ABSORBABLE = "not_absorbable"  # no set passes, proved, and the cited theorem's hypotheses hold
+    DEGENERATE = "degenerate"  # no set passes, but a hypothesis of the cited theorem fails
+    UNDECIDED = "undecided"  # no proof either way; the reason says why
+
+
+STATUSES = tuple(s.value for s in Status)
 METHODS = ("auto", "relaxation", "milp", "exhaustive")
 
 

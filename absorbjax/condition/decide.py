@@ -14,7 +14,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition import large, scale
 from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
-from absorbjax.condition.certificate import METHODS, Certificate, few, fmt
+from absorbjax.condition.certificate import METHODS, Certificate, Status, few, fmt
 from absorbjax.condition.inputs import (
     Rule,
     absolute_rounding,
@@ -51,9 +51,10 @@ _SMALL_N = 16  # below this the 2^n enumeration (one chunk) is the cheapest proo
 class _Outcome(NamedTuple):
     found: np.ndarray | None  # a mask accepted by rule (★)
     method: str
-    why: str  # the proof of absence, or "undecided: ..."; "" when found
+    why: str  # the proof of absence, or why there is none; "" when found
     lower: float  # certified lower bound on ‖Σ m_i M_i + A‖_F over m ∈ {0,1}^n
     residual: float | None  # ‖miss‖_max of the one candidate checked, if any
+    undecided: bool = False  # no set found and no proof of absence
 
 
 def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: str) -> _Outcome:
@@ -101,9 +102,10 @@ def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: st
             return _Outcome(
                 None,
                 "relaxation",
-                f"undecided: the relaxations leave freedom (rank G = {rel.rank}, n = {n}); use method='auto'",
+                f"the relaxations leave freedom (rank G = {rel.rank}, n = {n}); use method='auto'",
                 lower,
                 None,
+                undecided=True,
             )
     verdict, form = None, None
     if method == "milp" or (method == "auto" and n > _SMALL_N):
@@ -118,11 +120,12 @@ def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: st
                 f"confirm by enumerating 2^n subsets, n <= {EXHAUSTIVE_MAX_N})",
                 lower,
                 None,
+                undecided=True,
             )
     found, best = exhaustive(U, D, rule, rel, thr)
     if found is not None:
         return _Outcome(found, "exhaustive", "", lower, rule.accepts(U, D, found)[1])
-    after = "" if verdict is None else f" (after HiGHS, {form} constraints: {verdict.removeprefix('undecided: ')})"
+    after = "" if verdict is None else f" (after HiGHS, {form} constraints: {verdict})"
     return _Outcome(
         None,
         "exhaustive",
@@ -181,8 +184,8 @@ def _rounding(U, D, rule: Rule, rel, out, inputs, *, method, time_limit, timings
     if loose.found is not None:
         found = f"S passes with rtol {fmt(loose_rtol)} (found by {loose.method})"
         return _Rounding("yes", loose_rtol, np.flatnonzero(loose.found), found)
-    if loose.why.startswith("undecided"):
-        return _Rounding("undecided", loose_rtol, None, loose.why.removeprefix("undecided: "))
+    if loose.undecided:
+        return _Rounding("undecided", loose_rtol, None, loose.why)
     if absolute:
         return _Rounding(
             "undecided",
@@ -235,7 +238,7 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
         S = np.flatnonzero(out.found)
         status, why, bound, exact, offset = _promise(U, D, rule, out.found, skip_rtol, inputs, D0)
         theorem = found_theorem(status, inputs, narrow=n < U.shape[1])
-        if status != "absorbable":
+        if status != Status.ABSORBABLE:
             S = None
     else:
         hyper = hyperplanes(U0, inputs.bias, failed)
@@ -247,7 +250,7 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
         )
     residual = out.residual  # the one candidate checked, or the found set's ‖M_S‖_max
     return Certificate(
-        status=status,
+        status=Status(status).value,
         S=S,
         method=out.method,
         reason=why,
@@ -272,22 +275,22 @@ def _wide(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, skip_rtol, abs
     relaxation's fields that were not computed are ``rank = -1``, ``nan`` or ``None``."""
     n, d = U.shape
     S, theorem, bound, exact, offset = None, None, None, None, None
-    unchecked = [f for f in scr.failed if f.startswith("undecided")]
+    unchecked = [f for f in scr.failed if getattr(f, "kind", "") == "unchecked"]
     if scr.status == "found":
         status, why, bound, exact, offset = _promise(U, D, rule, mask_of(scr.S, n), skip_rtol, inputs, D0)
         why += f"; S found by the O(n d²) screen ({scr.method})"
         theorem = found_theorem(status, inputs, narrow=n < d)
-        if status == "absorbable":
+        if status == Status.ABSORBABLE:
             S = scr.S
     elif scr.status == "absent" and unchecked:
-        status, why = "undecided", f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}"
+        status, why = Status.UNDECIDED, f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}"
     else:
         why = (
             scr.reason
             if scr.status == "absent"
-            else (f"undecided: {scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation")
+            else (f"{scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation")
         )
-        out = _Outcome(None, scr.method, why, scr.lower, None)
+        out = _Outcome(None, scr.method, why, scr.lower, None, undecided=scr.status != "absent")
         status, why, theorem = absence(out, scr.failed, inputs, ("", False), narrow=n < d)
     extra = storage_rtol_pair(*inputs.dtypes)
     rounding = _Rounding("n/a", None, None, "float64 or integer storage")
@@ -303,7 +306,7 @@ def _wide(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, skip_rtol, abs
         else:
             rounding = _Rounding("undecided", loose, None, "the screen's bound does not reach the looser tolerance")
     return Certificate(
-        status=status,
+        status=Status(status).value,
         S=S,
         method=scr.method,
         reason=why,
@@ -361,7 +364,7 @@ def _promise(U, D, rule: Rule, found, skip_rtol, inputs, D0):
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
     if inputs.slope is None:
         return (
-            "undecided",
+            Status.UNDECIDED,
             (
                 f"W_down[:,S] W_up[S,:] = {inputs.target} up to {fmt(bound)} for S = {few(np.flatnonzero(found))}, "
                 f"but {inputs.activation} declares no odd slope (sigma(z) - sigma(-z) = c z), so the sign "
@@ -388,10 +391,10 @@ def _promise(U, D, rule: Rule, found, skip_rtol, inputs, D0):
                 f"; with the hidden bias b the absorber also flips b[S] (output bias e = c_out + {c}W_down[:,S] "
                 f"b[S], rounded: ‖absorber(0) − block(0)‖ <= {fmt(offset) if offset else 0})"
             )
-        return "absorbable", why, bound, exact, offset
+        return Status.ABSORBABLE, why, bound, exact, offset
     cancel = float(np.max(np.abs(D[:, found]) @ np.abs(U[found, :])))
     return (
-        "undecided",
+        Status.UNDECIDED,
         (
             f"a set S passes rule (★) (relative to Σ_(i∈S)|W_down||W_up| up to {fmt(cancel)}), but its exact "
             f"miss ‖M_S‖_2 <= {fmt(bound)} is not small against the skip (σ_min(A) >= {fmt(smin)}, skip_rtol "

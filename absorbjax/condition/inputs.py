@@ -13,6 +13,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
 from absorbjax.condition.certificate import few
+from absorbjax.condition.scale import Failure
 from absorbjax.models import GatedParams, MLPParams
 
 __all__ = [
@@ -326,17 +327,17 @@ def hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
     n, d = U.shape
     failed = []
     if d < 2:
-        failed.append(f"d = {d} < 2")
+        failed.append(Failure("d", f"d = {d} < 2"))
     zero_rows = np.flatnonzero(~U.any(axis=1))
     zero_cols = np.flatnonzero(~D.any(axis=0))
     if zero_rows.size:
-        failed.append(f"rows of W_up are zero: {few(zero_rows)}")
+        failed.append(Failure("zero_rows", f"rows of W_up are zero: {few(zero_rows)}"))
     if zero_cols.size:
-        failed.append(f"columns of W_down are zero: {few(zero_cols)}")
+        failed.append(Failure("zero_cols", f"columns of W_down are zero: {few(zero_cols)}"))
     pairs, min_sin = _pairs(U, UUt, dtype)
     if pairs:
         more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
-        failed.append(f"rows of W_up are parallel: pairs {pairs[:5]}{more}")
+        failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {pairs[:5]}{more}"))
     return tuple(failed), min_sin
 
 

@@ -70,7 +70,7 @@ def _quadratic(M: np.ndarray, G: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def milp(U, D, rule: Rule, rel: Relaxation, threshold: float, time_limit: float):
     """Search for a set that ``rule`` (★) accepts with HiGHS (on ``A = rule.Ac``). Returns ``(outcome, mask or None, how)``,
-    outcome ``"found"`` or ``"undecided: <why>"``, never a proof of absence.
+    outcome ``""`` (found) or why none was found, never a proof of absence.
 
     Variables ``m ∈ {0,1}^n``, zero objective, constraints necessary for (★):
 
@@ -112,7 +112,7 @@ def milp(U, D, rule: Rule, rel: Relaxation, threshold: float, time_limit: float)
     for _ in range(_MILP_MAX_CUTS):
         left = deadline - time.perf_counter()
         if left <= 0:
-            return f"undecided: time limit {time_limit:g} s reached", None, form
+            return f"time limit {time_limit:g} s reached", None, form
         res = optimize.milp(
             np.zeros(n),
             integrality=np.ones(n),
@@ -124,7 +124,7 @@ def milp(U, D, rule: Rule, rel: Relaxation, threshold: float, time_limit: float)
             if retried:
                 return (
                     (
-                        "undecided: HiGHS reports the MILP infeasible (with and without presolve), "
+                        "HiGHS reports the MILP infeasible (with and without presolve), "
                         "a floating-point verdict that is no proof"
                     ),
                     None,
@@ -133,13 +133,13 @@ def milp(U, D, rule: Rule, rel: Relaxation, threshold: float, time_limit: float)
             presolve, retried = False, True
             continue
         if res.x is None:
-            return f"undecided: HiGHS stopped without a solution ({res.message})", None, form
+            return f"HiGHS stopped without a solution ({res.message})", None, form
         m = res.x > 0.5
         if rule.accepts(U, D, m)[0]:
-            return "found", m, form
+            return "", m, form
         sign = np.where(m, 1.0, -1.0)
         cons.append(optimize.LinearConstraint(sign[None], -np.inf, m.sum() - 1))
-    return f"undecided: {_MILP_MAX_CUTS} HiGHS solutions failed verification", None, form
+    return f"{_MILP_MAX_CUTS} HiGHS solutions failed verification", None, form
 
 
 def local_search(G, b, m, max_flips: int) -> np.ndarray:

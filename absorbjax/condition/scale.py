@@ -57,6 +57,7 @@ from absorbjax.condition._arith import EPS, ETA, gamma
 
 __all__ = [
     "BLOCK",
+    "Failure",
     "Screen",
     "SetCheck",
     "box_bounds",
@@ -75,6 +76,23 @@ _ETA = ETA  # smallest subnormal: the absolute error of one underflowing operati
 _THREADS = 2  # BLAS threads while this module multiplies
 _SAFE = 400  # binary exponents within ±_SAFE: squares and products neither over- nor underflow
 _gamma = gamma  # the one γ_k of the package (condition._arith)
+
+
+class Failure(str):
+    """One failed hypothesis: its message (a plain ``str`` in records) and its ``kind``, by which the
+    decision reads it (never by the message): ``"d"``, ``"zero_rows"``, ``"zero_cols"``,
+    ``"parallel"`` (exactly parallel rows of ``W_up``) or ``"unchecked"`` (a check that could not
+    finish)."""
+
+    kind: str
+
+    def __new__(cls, kind: str, text: str) -> Failure:
+        out = super().__new__(cls, text)
+        out.kind = kind
+        return out
+
+    def __reduce__(self):
+        return Failure, (self.kind, str(self))
 
 
 def _nonbool(fn):
@@ -395,12 +413,16 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
     n, d = U.shape
     failed: list[str] = []
     if d < 2:
-        failed.append(f"d = {d} < 2")
+        failed.append(Failure("d", f"d = {d} < 2"))
     zero_rows = np.flatnonzero(~np.any(U != 0, axis=1))
     zero_cols = np.flatnonzero(~np.any(D != 0, axis=0))
-    for idx, what in ((zero_rows, "rows of W_up are zero"), (zero_cols, "columns of W_down are zero")):
+    for idx, kind, what in (
+        (zero_rows, "zero_rows", "rows of W_up are zero"),
+        (zero_cols, "zero_cols", "columns of W_down are zero"),
+    ):
         if idx.size:
-            failed.append(f"{what}: {idx[:10].tolist()}" + (f" and {idx.size - 10} more" if idx.size > 10 else ""))
+            more = f" and {idx.size - 10} more" if idx.size > 10 else ""
+            failed.append(Failure(kind, f"{what}: {idx[:10].tolist()}{more}"))
     p, w = _projections(U, block)
     live = np.flatnonzero(np.any(U != 0, axis=1))
     order = live[np.argsort(p[live], kind="stable")]
@@ -419,9 +441,10 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
             break
     if pairs:
         more = " and more" if len(pairs) > 5 else ""
-        failed.append(f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}")
+        failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}"))
     elif tested > cap:
-        failed.append(f"undecided: {tested} near-equal projections of rows of W_up, over the cap {cap}")
+        msg = f"undecided: {tested} near-equal projections of rows of W_up, over the cap {cap}"
+        failed.append(Failure("unchecked", msg))
     checked = (
         f"zero rows/columns exactly; parallel rows exactly ({tested} candidate pairs within the "
         f"rounding window {w:.2g} of one projection tested); min |sin| between rows not computed"

@@ -15,6 +15,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
 from absorbjax.condition._arith import balance
+from absorbjax.condition.certificate import Status
 from absorbjax.condition.inputs import parallel_pairs
 
 if TYPE_CHECKING:
@@ -34,8 +35,8 @@ def given(theorem: str | None, inputs: Inputs) -> str | None:
 def absence(out, failed, inputs, hyper, narrow: bool) -> tuple[str, str, str | None]:
     """``(status, reason, theorem)`` when no set passes (or the search is undecided). ``hyper``:
     :func:`hyperplanes`; ``narrow``: ``n < d``."""
-    if out.why.startswith("undecided"):
-        return "undecided", out.why.removeprefix("undecided: "), None
+    if out.undecided:
+        return Status.UNDECIDED, out.why, None
     biased = inputs.bias is not None
     act = inputs.activation
     par_text, distinct = hyper
@@ -50,18 +51,18 @@ def absence(out, failed, inputs, hyper, narrow: bool) -> tuple[str, str, str | N
         entry = activations.get(act)
         if entry.odd_slope is None:
             return (
-                "undecided",
+                Status.UNDECIDED,
                 (
                     f"no S exists ({out.why}), but {act} declares no odd slope (sigma(z) - sigma(-z) = c z): "
                     "no theorem applies"
                 ),
                 None,
             )
-        only_parallel = failed and all(f.startswith("rows of W_up are parallel") for f in failed)
+        only_parallel = failed and all(getattr(f, "kind", "") == "parallel" for f in failed)
         if only_parallel and distinct and entry.converse(biased=biased, parallel_rows=True) is not None:
             theorem = given(entry.converse(biased=biased, parallel_rows=True), inputs)
             why = f"no S exists, so by {theorem} (parallel rows, distinct kink hyperplanes: {par_text}): {out.why}"
-            return "not_absorbable", why, theorem
+            return Status.NOT_ABSORBABLE, why, theorem
         theorem = entry.converse(biased=biased, narrow=narrow)
         if theorem is None:
             lack = (
@@ -70,7 +71,7 @@ def absence(out, failed, inputs, hyper, narrow: bool) -> tuple[str, str, str | N
                 else "no declared ray limit or kink"
             )
             return (
-                "undecided",
+                Status.UNDECIDED,
                 (
                     f"no S exists ({out.why}), but for {act} only the 'if' direction is known "
                     f"(an S gives an absorber); no converse is proved ({lack})"
@@ -85,15 +86,15 @@ def absence(out, failed, inputs, hyper, narrow: bool) -> tuple[str, str, str | N
                 "; parallel rows with distinct biases (distinct kink hyperplanes) merge in the ray "
                 f"limit: {par_text}; not decided"
             )
-        return "degenerate", why, theorem
-    return "not_absorbable", f"no S exists, so by {theorem}: {out.why}", theorem
+        return Status.DEGENERATE, why, theorem
+    return Status.NOT_ABSORBABLE, f"no S exists, so by {theorem}: {out.why}", theorem
 
 
 def hyperplanes(U, bias, failed) -> tuple[str, bool]:
     """``(text, distinct)``: the parallel pairs of rows whose hyperplanes ``w·x + b = 0`` differ, in
     words ("" if none), and whether every parallel pair has distinct hyperplanes (pairwise
     non-proportional ``(w_i, b_i)``, the kink theorem's (H2))."""
-    if bias is None or not any(f.startswith("rows of W_up are parallel") for f in failed):
+    if bias is None or not any(getattr(f, "kind", "") == "parallel" for f in failed):
         return "", False
     V = balance(np.concatenate([U, bias[:, None]], axis=1), np.ones((1, U.shape[0])))[0]
     same = set(parallel_pairs(V, V @ V.T, np.float64))
@@ -105,7 +106,7 @@ def hyperplanes(U, bias, failed) -> tuple[str, bool]:
 
 def found_theorem(status: str, inputs: Inputs, *, narrow: bool) -> str | None:
     """The theorem behind "iff" of an ``absorbable`` answer for a named activation, if any."""
-    if inputs.activation is None or status != "absorbable":
+    if inputs.activation is None or status != Status.ABSORBABLE:
         return None
     entry = activations.get(inputs.activation)
     return given(entry.converse(biased=inputs.bias is not None, narrow=narrow), inputs)
