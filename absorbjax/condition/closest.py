@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from absorbjax.condition import large
@@ -47,7 +49,13 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
     n = U.shape[0]
     cert, rel = decide(U, D, A, inputs, **options)
     if rel is None:  # decided by the O(n d²) screen of condition.large
-        return large.distance_bounds(U, D, A, cert)
+        if inputs.slope in (None, 1):
+            return large.distance_bounds(U, D, A, cert)
+        rule = Rule.of(A, 0.0, inputs.slope)  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways
+        dist = large.distance_bounds(U, D, rule.Ac, cert)
+        slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
+        lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
+        return dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
     U, D = balance(U, D)  # exact; the same M_i as the decision's
     rule = Rule.of(A, 0.0, ONE if inputs.slope is None else inputs.slope)
     A, widen = rule.Ac, (1 + 8 * EPS) if rule.c != 1 else 1.0  # relative numbers: ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖

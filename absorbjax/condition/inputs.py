@@ -13,7 +13,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
 from absorbjax.condition.certificate import few
-from absorbjax.condition.scale import Failure
+from absorbjax.condition.scale import Failure, exactly_parallel
 from absorbjax.models import GatedParams, MLPParams
 
 __all__ = [
@@ -322,7 +322,8 @@ def hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
     function class (``W_up → W_up P⁻¹``, ``W_up[i,:] → t W_up[i,:]``): a row or column is zero when
     every stored entry is, and two rows are parallel when ``rank [u; v] = 1`` for the stored values.
     Pairs whose Gram cosine is below ``1 − 1e-6`` are certainly not parallel (the cosine's rounding
-    error is ``O(d·eps)``); the rest are checked exactly (:func:`_exactly_parallel`).
+    error is ``O(d·eps)``); the rest are checked exactly by the package's one parallel-row test,
+    :func:`scale.exactly_parallel` (the wide path's too).
     """
     n, d = U.shape
     failed = []
@@ -356,7 +357,7 @@ def _pairs(U, UUt, dtype) -> tuple[list, float | None]:
     top = float(np.nanmax(cos2)) if np.any(np.isfinite(cos2)) else 1.0
     min_sin = math.sqrt(max(1.0 - top, 0.0))
     i, j = np.nonzero(np.triu(~(cos2 < 1.0 - 1e-6), 1))  # NaN (out of range) is checked exactly
-    pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j) if _exactly_parallel(U[live[a]], U[live[b]], dtype)]
+    pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j) if exactly_parallel(U[live[a]], U[live[b]])]
     return pairs, min_sin
 
 
@@ -364,20 +365,3 @@ def parallel_pairs(U, UUt, dtype) -> list:
     """The pairs ``(i, j)``, ``i < j``, of nonzero rows of ``U`` that are exactly parallel (stored values;
     ``U`` balanced so that its Gram matrix ``UUt`` is in range)."""
     return _pairs(U, UUt, dtype)[0]
-
-
-def _exactly_parallel(u: np.ndarray, v: np.ndarray, dtype) -> bool:
-    """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic.
-
-    Products of two values stored with at most 26 significant bits (float32 and narrower, small
-    integers) are exact in float64; otherwise the check runs on Python fractions.
-    """
-    a = int(np.argmax(np.abs(u)))
-    narrow = (jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).nmant <= 23) or (
-        np.issubdtype(dtype, np.integer) and max(np.abs(u).max(), np.abs(v).max()) < 2**26
-    )
-    uv = np.abs(np.concatenate([u, v]))
-    if narrow and np.all((uv == 0) | ((uv > 2.0**-480) & (uv < 2.0**480))):  # no product under/overflows
-        return bool(np.all(v * u[a] == u * v[a]))
-    ua, va = Fraction(float(u[a])), Fraction(float(v[a]))
-    return all(Fraction(float(y)) * ua == Fraction(float(x)) * va for x, y in zip(u, v))

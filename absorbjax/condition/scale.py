@@ -62,6 +62,7 @@ __all__ = [
     "SetCheck",
     "box_bounds",
     "dual_lower",
+    "exactly_parallel",
     "hypotheses",
     "miss_threshold",
     "planted_candidates",
@@ -368,7 +369,7 @@ def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK) -> float:
 # Hypotheses of Thm 8/10 without W_up W_upᵀ
 
 
-def _parallel(u: np.ndarray, v: np.ndarray) -> bool:
+def exactly_parallel(u: np.ndarray, v: np.ndarray) -> bool:
     """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic.
 
     The float64 pre-filter only rules a pair out when every product is finite and two differ by more
@@ -435,7 +436,7 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
         for a in close:
             tested += 1
             i, j = int(order[a]), int(order[a + gap])
-            if _parallel(U[i].astype(np.float64), U[j].astype(np.float64)):
+            if exactly_parallel(U[i].astype(np.float64), U[j].astype(np.float64)):
                 pairs.append((min(i, j), max(i, j)))
         if len(pairs) > 5 or tested > cap:
             break
