@@ -363,3 +363,26 @@ def test_benchmark_case_and_table():
     text = bench.table({"results": {"cases": rows}})
     assert f"| decide | relu | 512 × 2048 | not_absorbable ({row['method']};" in text
     assert "| decide | 512, 1024 | 2.00 |" in text
+
+
+def test_wide_path_odd_slope_and_statuses():
+    """n = 2048, leaky_relu(0.2) (c = 1.2): planted c·W_down[:,S] W_up[S,:] = −I is found by the screen and
+    absorbable, its distance near 0; without the planted set the distance brackets a miss far from 0.
+    Statuses are plain strings in records (the enumeration stays inside the decision)."""
+    import json
+
+    from absorbjax import condition, models
+
+    rng = np.random.default_rng(3)
+    d, n = 8, large.SCREEN_MIN_N
+    U, D = rng.standard_normal((n, d)) / math.sqrt(d), rng.standard_normal((d, n)) / n
+    far = models.MLPParams(U, D.copy())
+    D[:, :d] = -np.linalg.inv(U[:d]) / 1.2
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "leaky_relu(0.2)")
+    assert (cert.status, cert.method, cert.S.tolist()) == ("absorbable", "planted", list(range(d)))
+    assert condition.find_absorbing_set(models.MLPParams(U, D), "relu").status != "absorbable"  # c = 1: no
+    assert condition.distance(models.MLPParams(U, D), "leaky_relu(0.2)").upper < 1e-12
+    dist = condition.distance(far, "leaky_relu(0.2)")
+    assert 0.5 < dist.lower <= dist.upper and dist.certificate.status == "not_absorbable"
+    assert condition.STATUSES == ("absorbable", "not_absorbable", "degenerate", "undecided")
+    assert type(cert.status) is str and json.loads(json.dumps(cert.to_dict()))["status"] == "absorbable"
