@@ -20,17 +20,30 @@ independently of the decision's machinery, in exact rational arithmetic on the s
 * ``within_rounding``: ``"yes"`` with a set that passes the storage rule, ``"no"`` only when brute
   force and the planted set (with the absolute rounding of zero/subnormal entries) find none.
 
+The families of issue 45 (:data:`EXTRA`, each with its own judge, exact where it decides):
+the wide path (``n = 2048``) with rows at ``2^960…2^1010`` and an exactly parallel pair (truth:
+``degenerate``), the wide path with decoys of a planted ``S`` (near-duplicates at relative 1e-9,
+sign-flipped and rescaled copies), activations registered without declared facts (a leaky relu of
+slope 0.1 and relu + 1e-6·sin, planted ``W_down[:,S] W_up[S,:] = −I``: only ``undecided`` is right),
+the built-in ``leaky_relu(α)`` (planted ``c·W_down[:,S] W_up[S,:] = −I``, ``c = 1 + α``, and generic),
+and biased absorbers at ``x = 0`` with biases up to 1e16 (``offset_bound`` against the exact offset).
+
 ``undecided`` and one-line ``ValueError`` refusals are allowed and counted; a crash (any other
 exception) counts as wrong. ``python experiments/soundness.py [--preset smoke|quick|full]``.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import sys
+from fractions import Fraction
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import condition, figstyle, reproduce, testing
+from absorbjax import activations, condition, figstyle, models, reproduce, testing
 
 NAME = "soundness"
 TITLE = "Certificates on adversarial weights (soundness)"
@@ -40,6 +53,205 @@ PRESETS = {
     "full": {"per_family": 1000},
 }
 OUTCOMES = ("absorbable", "not_absorbable", "degenerate", "undecided", "refused", "wrong")
+_U = 2.0**-53
+
+
+def _distinct_hyperplanes(params, bias) -> bool:
+    """The kink theorem's (H1), (H2) exactly: nonzero rows and columns, pairwise non-proportional
+    ``(w_i, b_i)``."""
+    up, down = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
+    if bias is None or not up.any(axis=1).all() or not down.any(axis=0).all():
+        return False
+    rows = [[Fraction(float(x)) for x in row] + [Fraction(float(b))] for row, b in zip(up, bias)]
+    return not any(
+        all(u[a] * v[b] == u[b] * v[a] for a in range(len(u)) for b in range(a + 1, len(u)))
+        for u, v in itertools.combinations(rows, 2)
+    )
+
+
+def judge(cert, params, activation, planted=None, bias=None) -> str:
+    """:func:`absorbjax.testing.judge`, which reads the hypotheses as Thm 8's; a ``not_absorbable``
+    citing the kink theorem for a biased kink block with parallel rows is right when the kink
+    theorem's own hypotheses hold exactly (the judge has checked that no set passes by then)."""
+    wrong = testing.judge(cert, params, activation, planted, bias)
+    kink = activation is not None and activations.get(activation).kink
+    cites = (cert.theorem or "").startswith(activations.KINK_THEOREM)
+    if wrong == "not_absorbable, but the hypotheses fail" and kink and cites:
+        return "" if _distinct_hyperplanes(params, bias) else "not_absorbable by the kink theorem, but (H2) fails"
+    return wrong
+
+
+# ---------------------------------------------------------------------------------------------
+# The families of issue 45: each make(rng, i) returns a case dict, each judge(cert, case) "" or why
+
+
+def _exact_miss_c(params, S, c: Fraction):
+    """``c·W_down[:,S] W_up[S,:] + I`` and ``|c|·Σ|W_down||W_up| + |I|`` in exact fractions."""
+    U, D = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
+    d = U.shape[1]
+    F = [[Fraction(float(x)) for x in row] for row in D[:, S]]
+    G = [[Fraction(float(x)) for x in row] for row in U[S]]
+    M = [[c * sum(F[k][i] * G[i][j] for i in range(len(S))) + (k == j) for j in range(d)] for k in range(d)]
+    B = [[abs(c) * sum(abs(F[k][i] * G[i][j]) for i in range(len(S))) + (k == j) for j in range(d)] for k in range(d)]
+    return M, B
+
+
+def _passes_c(params, S, c: Fraction, rtol: float) -> bool:
+    M, B = _exact_miss_c(params, S, c)
+    r = Fraction(rtol + 2 * (len(S) + 1) * _U / (1 - (len(S) + 1) * _U))
+    return all(abs(m) <= r * b for mr, br in zip(M, B) for m, b in zip(mr, br))
+
+
+def _wide_scales(rng, i):
+    d, n = 3, 2048
+    U = rng.standard_normal((n, d)) / math.sqrt(d)
+    D = rng.standard_normal((d, n)) / n
+    a, b = rng.choice(n, 2, replace=False)
+    e, k = int(rng.integers(960, 1008)), int(rng.integers(0, 3))
+    U[a] = np.ldexp(U[a], e)
+    U[a, 2] = 2.0**-1070  # the balancing cannot rescale this row exactly
+    U[b] = (-1) ** i * np.ldexp(U[a], k)
+    D[:, [a, b]] = np.ldexp(D[:, [a, b]], -e)
+    return {"params": models.MLPParams(U, D), "activation": "relu", "note": f"rows at 2^{e}, pair ({a}, {b})"}
+
+
+def _judge_wide_scales(cert, case):
+    return "" if cert.status in ("degenerate", "undecided") else f"{cert.status}, but rows are exactly parallel"
+
+
+def _decoys(rng, i):
+    d, n = int(rng.integers(2, 9)), 2048
+    U = rng.standard_normal((n, d)) / math.sqrt(d)
+    D = rng.standard_normal((d, n)) / n
+    S = np.sort(rng.choice(n, d, replace=False))
+    D[:, S] = -np.linalg.inv(U[S])
+    kinds = [("dup", "sign", "scale")[j % 3] for j in range(i % 3 + 1)]
+    free = rng.permutation(np.setdiff1d(np.arange(n), S))
+    for k, (kind, u) in enumerate((kind, u) for kind in kinds for u in S):
+        j = free[k]
+        if kind == "dup":
+            U[j], D[:, j] = U[u] * (1 + 1e-9 * rng.standard_normal(d)), D[:, u] * (1 + 1e-9 * rng.standard_normal(d))
+        elif kind == "sign":
+            U[j], D[:, j] = -U[u], -D[:, u]
+        else:
+            t = 3 * 2.0 ** int(rng.integers(-20, 20))
+            U[j], D[:, j] = U[u] * t, D[:, u] / t
+    note = f"d={d} n={n} decoys {'+'.join(kinds)}"
+    return {"params": models.MLPParams(U, D), "activation": "relu", "planted": S, "note": note}
+
+
+def _judge_planted(cert, case, c: Fraction = Fraction(1)):
+    params, S = case["params"], case.get("planted")
+    if cert.status == "absorbable":
+        if not _passes_c(params, list(cert.S), c, cert.rtol):
+            return "absorbable, but S fails rule (★) exactly"
+        M, _ = _exact_miss_c(params, list(cert.S), c)
+        norm = math.sqrt(float(sum(x * x for row in M for x in row)))
+        if not norm <= cert.miss_bound * (1 + 1e-12) or not norm <= cert.skip_rtol:
+            return f"absorbable, but the exact miss {norm:.3g} exceeds miss_bound {cert.miss_bound:.3g}"
+    if cert.status in ("not_absorbable", "degenerate") and S is not None and _passes_c(params, list(S), c, cert.rtol):
+        return f"{cert.status}, but the planted S passes"
+    return ""
+
+
+def _undeclared(rng, i):
+    name = ("_leaky_undeclared", "_relu_sin_undeclared")[i % 2]
+    d, n = int(rng.integers(2, 5)), int(rng.integers(6, 13))
+    up, down, S = testing.planted(rng, d, n) if i % 4 < 2 else (rng.normal(size=(n, d)), rng.normal(size=(d, n)), None)
+    return {"params": models.MLPParams(up, down), "activation": name, "planted": S, "note": f"{name} d={d} n={n}"}
+
+
+def _judge_undeclared(cert, case):
+    return "" if cert.status == "undecided" else f"{cert.status} for an activation without declared facts"
+
+
+def _leaky(rng, i):
+    alpha = float(rng.choice([0.01, 0.1, 0.2, 0.5, -0.3]))
+    name = f"leaky_relu({alpha!r})"
+    d, n = int(rng.integers(2, 6)), int(rng.integers(6, 15))
+    up, down = rng.normal(size=(n, d)), rng.normal(size=(d, n))
+    S = None
+    if i % 2:
+        S = np.sort(rng.choice(n, d, replace=False))
+        down[:, S] = -np.linalg.inv(up[S]) / (1 + alpha)
+    return {"params": models.MLPParams(up, down), "activation": name, "planted": S, "note": f"{name} d={d} n={n}"}
+
+
+def _judge_leaky(cert, case):
+    c = activations.get(case["activation"]).odd_slope
+    wrong = _judge_planted(cert, case, c)
+    if wrong or cert.status != "absorbable":
+        return wrong
+    params = case["params"]
+    V = condition.absorber(params, cert.S, odd_slope=c)
+    xs = np.random.default_rng(0).normal(size=(32, params.up.shape[1])) * 10.0 ** np.linspace(-3, 3, 32)[:, None]
+    with jax.enable_x64(True):
+        f = jax.vmap(lambda x: models.skip_mlp(params, x, case["activation"]))(jnp.asarray(xs))
+        g = jax.vmap(lambda x: models.mlp(V, x, case["activation"]))(jnp.asarray(xs))
+    gap = float(np.max(np.linalg.norm(np.asarray(f) - np.asarray(g), axis=1) / np.linalg.norm(xs, axis=1)))
+    return "" if gap <= 1e-9 else f"absorbable, but the absorber misses by {gap:.2g}·‖x‖"
+
+
+def _biased_zero(rng, i):
+    act = ("relu", "gelu", "silu", "leaky_relu")[i % 4]
+    d, n = int(rng.integers(2, 5)), int(rng.integers(6, 13))
+    up, down, S = testing.planted(rng, d, n)
+    if act == "leaky_relu":
+        down[:, S] /= float(activations.get(act).odd_slope)
+    size = 10.0 ** rng.uniform(0, 16)
+    note = f"{act} d={d} n={n} biases ~{size:.1g}"
+    return {
+        "params": models.MLPParams(up, down),
+        "activation": act,
+        "planted": S,
+        "bias": rng.normal(size=n) * size,
+        "out_bias": rng.normal(size=d) * size,
+        "note": note,
+    }
+
+
+def _judge_biased_zero(cert, case):
+    c = activations.get(case["activation"]).odd_slope
+    wrong = _judge_planted(cert, case, c)
+    if wrong or cert.status != "absorbable":
+        return wrong
+    params, b, c0 = case["params"], case["bias"], case["out_bias"]
+    _, e = condition.absorber_biases(params, cert.S, b, c0, odd_slope=c)
+    D = np.asarray(params.down, np.float64)
+    diffs = [
+        c * sum((Fraction(float(D[k, i])) * Fraction(float(b[i])) for i in cert.S), Fraction(0))
+        + Fraction(float(c0[k]))
+        - Fraction(float(e[k]))
+        for k in range(D.shape[0])
+    ]
+    exact = math.sqrt(float(sum(x * x for x in diffs)))
+    return "" if exact <= cert.offset_bound else f"‖absorber(0) − block(0)‖ = {exact:.3g} > offset_bound"
+
+
+EXTRA = {
+    "wide path: rows at 2^960–2^1008, an exactly parallel pair (n = 2048)": (_wide_scales, _judge_wide_scales),
+    "wide path: decoys of a planted S (near-duplicates, sign-flipped, rescaled; n = 2048)": (_decoys, _judge_planted),
+    "registered without declared facts (leaky 0.1, relu + 1e-6·sin)": (_undeclared, _judge_undeclared),
+    "leaky_relu(α): planted c·W_down[:,S] W_up[S,:] = −I and generic": (_leaky, _judge_leaky),
+    "biased absorbers at x = 0, biases up to 1e16": (_biased_zero, _judge_biased_zero),
+}
+
+
+def _register_undeclared():
+    leaky = lambda z: jnp.where(z > 0, z, 0.1 * z)  # noqa: E731
+    activations.register("_leaky_undeclared", leaky, degree=1, overwrite=True)
+    activations.register("_relu_sin_undeclared", lambda z: jax.nn.relu(z) + 1e-6 * jnp.sin(z), overwrite=True)
+
+
+def _case(family: str, rng, i) -> tuple[dict, object]:
+    """One case of either kind of family, as a dict, and its judge ``(cert, case) -> str``."""
+    if family in EXTRA:
+        make, check = EXTRA[family]
+        return make(rng, i), check
+    params, activation, planted, note, *bias = testing.FAMILIES[family](rng, i)
+    case = {"params": params, "activation": activation, "planted": planted, "note": note}
+    case["bias"] = bias[0] if bias else None
+    return case, lambda cert, c: judge(cert, c["params"], c["activation"], c["planted"], c["bias"])
 
 
 def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
@@ -47,15 +259,21 @@ def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
 
     ``time_limit`` (seconds per MILP) is far above what any instance needs on an idle 2-core
     machine (≤ 2 s), so that the record does not depend on the machine's load."""
-    make = testing.FAMILIES[family]
-    fam_index = list(testing.FAMILIES).index(family)
+    _register_undeclared()
+    fam_index = (list(testing.FAMILIES) + list(EXTRA)).index(family)
     rows = []
     for i in range(count):
         rng = np.random.default_rng([seed, fam_index, i])
-        params, activation, planted, note, *bias = make(rng, i)
-        bias = bias[0] if bias else None
+        case, check = _case(family, rng, i)
+        params, activation, planted, note = case["params"], case["activation"], case.get("planted"), case["note"]
         try:
-            cert = condition.find_absorbing_set(params, activation, time_limit=time_limit, bias=bias)
+            cert = condition.find_absorbing_set(
+                params,
+                activation,
+                time_limit=time_limit,
+                bias=case.get("bias"),
+                out_bias=case.get("out_bias"),
+            )
         except ValueError as err:  # a refusal in one clear line is allowed and counted
             rows.append(
                 {
@@ -83,7 +301,10 @@ def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
                 }
             )
             continue
-        wrong = testing.judge(cert, params, activation, planted, bias)
+        try:
+            wrong = check(cert, case)
+        except Exception as err:  # noqa: BLE001  a judge that fails on a certificate counts against it
+            wrong = f"judge failed: {err!r}"
         rows.append(
             {
                 "note": note,
@@ -144,7 +365,7 @@ def figure(results):
 
 
 def run(config, out, seed):
-    results = {family: audit(family, config["per_family"], seed) for family in testing.FAMILIES}
+    results = {family: audit(family, config["per_family"], seed) for family in [*testing.FAMILIES, *EXTRA]}
 
     record = {
         "families": {
@@ -166,8 +387,9 @@ def run(config, out, seed):
         reproduce.Claim(
             "no certificate is wrong and no call crashes on adversarial weights (low-precision and mixed "
             "storage, scaled and huge units, magnitude spread, coordinate changes, near misses, cancellation "
-            "inside S, subnormal and 2^±k-scaled units, biased blocks and the ray-limit activations), judged "
-            "in exact rational arithmetic",
+            "inside S, subnormal and 2^±k-scaled units, biased blocks and the ray-limit activations; the wide "
+            "path at extreme scales and with decoys, activations without declared facts, leaky_relu, biased "
+            "absorbers at x = 0), judged in exact rational arithmetic",
             f"{wrong} wrong ({crashes} crashes) of {total} ({undecided} undecided); {table}; first wrong: {first_wrong}",
             holds=wrong == 0,
             criterion="zero wrong answers and crashes; undecided and one-line refusals allowed, counted",

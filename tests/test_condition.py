@@ -4,6 +4,7 @@ import functools
 import inspect
 import itertools
 import json
+import math
 import types
 
 import jax
@@ -326,6 +327,47 @@ def test_biased_blocks_are_decided_by_the_ray_limit(name):
     assert generic.theorem == "Thm 8 via the ray limit"
 
 
+def _exact_offset(params, S, b, c, e):
+    """``‖absorber(0) − block(0)‖`` in exact rationals: ``W_down[:,S] b[S] + c − e`` (``σ(b) − σ(−b) = b``)."""
+    from fractions import Fraction
+
+    D = np.asarray(params.down, np.float64)
+    out = []
+    for k in range(D.shape[0]):
+        x = sum((Fraction(float(D[k, i])) * Fraction(float(b[i])) for i in S), Fraction(0))
+        out.append(x + Fraction(float(c[k])) - Fraction(float(e[k])))
+    return math.sqrt(float(sum(x * x for x in out)))
+
+
+@pytest.mark.parametrize("size", [1.0, 1e16])
+def test_offset_bound_covers_the_absorber_at_zero(size):
+    """At x = 0 the absorber errs only by the rounding of its output bias e = c + W_down[:,S] b[S]:
+    the certificate's offset_bound bounds that exactly computed error (biases of size 1 and 1e16),
+    and is 0 where e is exact (dyadic biases and weights with short mantissas)."""
+    params, S = absorbable(4, 12, 4)
+    rng = np.random.default_rng(5)
+    b, c = rng.normal(size=12) * size, rng.normal(size=4) * size
+    cert = condition.find_absorbing_set(params, "relu", bias=b, out_bias=c)
+    assert cert.status == "absorbable" and cert.offset_bound is not None
+    beta, e = condition.absorber_biases(params, cert.S, b, c)
+    err = _exact_offset(params, cert.S, b, c, e)
+    assert err <= cert.offset_bound <= 2 * 2.0**-53 * math.sqrt(4) * float(np.max(np.abs(e))) + 1e-300
+    assert np.array_equal(beta[cert.S], -b[cert.S])
+    if size > 1:
+        assert cert.offset_bound > 0  # 1e16 biases: e has no exact float64 value here
+    # an exact dyadic block: W_up[S,:] = I, W_down[:,S] = −I, quarter-integer biases: e is exact
+    up = np.concatenate([np.eye(4), np.round(rng.normal(size=(8, 4)) * 4) / 4])
+    down = np.concatenate([-np.eye(4), np.round(rng.normal(size=(4, 8)) * 4) / 4], axis=1)
+    b8, c8 = np.round(b / size * 4) / 4, np.round(c / size * 4) / 4
+    cert8 = condition.find_absorbing_set(MLPParams(up, down), "relu", bias=b8, out_bias=c8)
+    assert cert8.status == "absorbable" and cert8.S.tolist() == [0, 1, 2, 3] and cert8.offset_bound == 0.0
+    e8 = condition.absorber_biases(MLPParams(up, down), cert8.S, b8, c8)[1]
+    assert _exact_offset(MLPParams(up, down), cert8.S, b8, c8, e8) == 0.0
+    plain = condition.find_absorbing_set(params, "relu")
+    assert plain.offset_bound == 0.0  # no biases: e = 0
+    assert condition.find_absorbing_set(gaussian(1, 4, 12), "relu", bias=b).offset_bound is None
+
+
 def test_parallel_rows_with_distinct_biases_are_degenerate():
     p = gaussian(1, 4, 12)
     up = np.array(p.up)
@@ -537,3 +579,55 @@ def test_subnormal_products_and_power_of_two_scalings_are_exact():
     moved = MLPParams(np.ldexp(up, k[:, None]), np.ldexp(down, -k[None, :]))  # Gram would overflow
     assert condition.find_absorbing_set(moved, "gelu").status == "absorbable"
     assert condition.distance(moved).upper <= 1e-14
+
+
+def _psd_exact(M) -> bool:
+    """Whether the rational symmetric ``M`` is positive definite, or semidefinite up to a zero
+    pivot: Gaussian elimination in exact fractions (every pivot ≥ 0, nothing left off a zero one)."""
+    from fractions import Fraction
+
+    F = [[Fraction(x) for x in row] for row in M]
+    n = len(F)
+    for k in range(n):
+        if F[k][k] < 0:
+            return False
+        if F[k][k] == 0:
+            if any(F[k][j] != 0 for j in range(k, n)):
+                return False
+            continue
+        for i in range(k + 1, n):
+            f = F[i][k] / F[k][k]
+            for j in range(k, n):
+                F[i][j] -= f * F[k][j]
+    return True
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rigorous_constants_never_claim_too_much(seed):
+    """Rump's Cholesky certificate (certify_pd) and sigma_min_lower, against exact arithmetic on
+    nearly singular matrices (condition numbers up to 1e14): whatever they prove holds exactly."""
+    from fractions import Fraction
+
+    from absorbjax.condition import decide, relax  # the helpers as the decision uses them
+
+    certify_pd, sigma_min_lower = relax.certify_pd, decide.sigma_min_lower
+
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    lam = np.array([10.0 ** -rng.uniform(0, 14), 1.0, 2.0])
+    G = (Q * lam) @ Q.T
+    G = (G + G.T) / 2
+    for mu in (lam[0] * 0.25, lam[0] * 0.99, lam[0] * 1.01, lam[0] * 4):
+        if certify_pd(G, mu):
+            assert _psd_exact(
+                [[Fraction(float(G[i, j])) - (Fraction(mu) if i == j else 0) for j in range(3)] for i in range(3)]
+            )
+    assert certify_pd(G, lam[0] * 0.25) or lam[0] < 1e-12  # well away from the margin: proved
+    A = (Q * np.sqrt(lam)) @ rng.normal(size=(3, 3))
+    s = sigma_min_lower(A)
+    At = [[Fraction(float(x)) for x in row] for row in A]
+    AtA = [
+        [sum(At[k][i] * At[k][j] for k in range(3)) - (Fraction(s) ** 2 if i == j else 0) for j in range(3)]
+        for i in range(3)
+    ]
+    assert s >= 0 and _psd_exact(AtA)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from absorbjax import condition, models
+from absorbjax import activations, condition, models
 
 KEY = jax.random.key(0)
 
@@ -40,7 +40,8 @@ def relative_gap(target, absorbed, xs, activation):
 # Every odd-part-z/2 activation at one shape with |S| > d, and every shape for GELU: a wrong
 # pseudo-inverse (|S| > d) or a wrong S shows up as an O(1) gap.
 ABSORBER_CASES = [("gelu", 2, 4, None), ("gelu", 4, 16, None)] + [
-    (act, 3, 12, 5) for act in ("relu", "gelu", "gelu_tanh", "silu", "softplus")
+    (act, 3, 12, 5)
+    for act in ("relu", "gelu", "gelu_tanh", "silu", "softplus", "hardswish", "leaky_relu", "leaky_relu(0.2)")
 ]
 
 
@@ -50,8 +51,18 @@ def test_absorber_identity(activation, d, n, size):
     params, S = models.absorbable(activation, d, n, key=jax.random.fold_in(KEY, d * n), size=size)
     chex.assert_type(params.up, jnp.float64)
     assert len(S) == (size or d) and len(set(S.tolist())) == len(S)
-    np.testing.assert_allclose(params.down[:, S] @ params.up[S], -np.eye(d), atol=1e-12)
+    c = float(activations.get(activation).odd_slope)  # σ(z) − σ(−z) = c z: c·W_down[:,S] W_up[S,:] = −I
+    np.testing.assert_allclose(c * params.down[:, S] @ params.up[S], -np.eye(d), atol=1e-12)
     assert float(relative_gap(params, flip(params, S), inputs(KEY, 1000, d), activation)) <= 1e-12
+
+
+@pytest.mark.x64
+def test_leaky_blocks_planted_for_c_one_are_not_absorbed_by_the_flip():
+    """The plain condition W_down[:,S] W_up[S,:] = −I is the wrong one for leaky_relu(α): the flip
+    then misses by α·‖x‖ (the issue's item 1), so absorbable plants with c = 1 + α."""
+    params, S = models.absorbable("relu", 3, 12, key=KEY, size=5)  # W_down[:,S] W_up[S,:] = −I
+    gap = float(relative_gap(params, flip(params, S), inputs(KEY, 1000, 3), "leaky_relu(0.1)"))
+    assert gap > 1e-2
 
 
 @pytest.mark.x64
@@ -326,3 +337,70 @@ def test_orthogonal_samples_never_hang_the_cpu_runtime():
     10 of 10: the race depends on timing); with it, 4 of 4 finished in about 6 s (2026-12-03)."""
     proc = subprocess.run([sys.executable, "-c", _MANY_ORTHOGONAL_SAMPLES], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout: flax kernels are (in, out); the params are PyTorch layout (out, in)
+
+
+def test_from_flax_takes_layers_or_kernels_and_matches_the_flax_forward():
+    from flax import nnx
+
+    up = nnx.Linear(8, 32, use_bias=False, rngs=nnx.Rngs(0))
+    down = nnx.Linear(32, 8, use_bias=False, rngs=nnx.Rngs(1))
+    x = jax.random.normal(KEY, (8,))
+    for params in (
+        models.MLPParams.from_flax(up, down),
+        models.MLPParams.from_flax(up.kernel[...], down.kernel[...]),
+    ):
+        assert models.dims(params) == (8, 32)
+        np.testing.assert_allclose(models.mlp(params, x, "gelu"), down(activations.get("gelu")(up(x))), rtol=1e-5)
+    gated = models.GatedParams.from_flax(up.kernel[...], up.kernel[...], down.kernel[...])
+    assert models.dims(gated) == (8, 32)
+
+
+def test_a_narrow_block_warns_naming_the_layout_and_the_converter():
+    """nnx.Linear(8, 32) / (32, 8) kernels passed as MLPParams read as d = 32, n = 8 (the issue's
+    item 8): check_layout warns, naming (in, out) and from_flax, unless narrow=True; the converter,
+    wide blocks and square ones pass silently."""
+    import warnings
+
+    from flax import nnx
+
+    up = nnx.Linear(8, 32, use_bias=False, rngs=nnx.Rngs(0))
+    down = nnx.Linear(32, 8, use_bias=False, rngs=nnx.Rngs(1))
+    raw = models.MLPParams(up.kernel[...], down.kernel[...])
+    assert models.dims(raw) == (32, 8)
+    with pytest.warns(models.NarrowBlockWarning, match=r"width n = 8 < input d = 32.*\(in, out\).*from_flax"):
+        assert models.check_layout(raw) is raw
+    gated = models.GatedParams(up.kernel[...], up.kernel[...], down.kernel[...])
+    with pytest.warns(models.NarrowBlockWarning, match="GatedParams.from_flax"):
+        models.check_layout(gated)
+    draws = models.MLPParams(np.zeros((4, 2, 5)), np.zeros((4, 5, 2)))  # a leading draws axis
+    with pytest.warns(models.NarrowBlockWarning, match="width n = 2 < input d = 5"):
+        models.check_layout(draws)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        models.check_layout(raw, narrow=True)
+        models.check_layout(models.MLPParams.from_flax(up, down))
+        models.check_layout(models.init("relu", 4, 4, key=KEY))
+    with pytest.raises(ValueError, match="params.up must have shape"):
+        models.check_layout(models.MLPParams(np.zeros((5, 3)), np.zeros((3, 4))))
+
+
+@pytest.mark.x64
+def test_narrow_stacks_jacobian_ranks():
+    """docs/theory/depth.md §8 (n < d): a residual GELU stack's Jacobian at 0 is
+    Π_ℓ (I + ½ D_ℓ U_ℓ), invertible at a Gaussian draw, while a free stack's Jacobian has rank
+    ≤ n < d at every input tried."""
+    d, n, L = 5, 2, 3
+    params = models.init("gelu", d, n, key=KEY, depth=L)
+    J = jax.jacfwd(lambda x: models.stack(params, x, "gelu", residual=True))(jnp.zeros(d))
+    expected = np.eye(d)
+    for layer in range(L):
+        expected = (np.eye(d) + 0.5 * np.asarray(params.down[layer] @ params.up[layer])) @ expected
+    np.testing.assert_allclose(J, expected, atol=1e-13)
+    assert abs(np.linalg.det(expected)) > 1e-6
+    for x in np.asarray(jax.random.normal(KEY, (16, d), jnp.float64)):
+        F = jax.jacfwd(lambda x: models.stack(params, x, "gelu", residual=False))(jnp.asarray(x))
+        assert np.linalg.matrix_rank(np.asarray(F), tol=1e-10) <= n

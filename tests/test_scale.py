@@ -156,6 +156,87 @@ def test_hypotheses_find_parallel_rows_at_any_scale():
     assert scale.hypotheses(U, D)[0] == ()
 
 
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(
+    seed=st.integers(0, 10**6),
+    e=st.integers(960, 1010),
+    shift=st.integers(-3, 3),
+    sign=st.sampled_from([1.0, -1.0]),
+    pair=st.tuples(st.integers(0, 2047), st.integers(0, 2047)).filter(lambda p: p[0] != p[1]),
+)
+def test_exactly_parallel_rows_at_extreme_scale_are_degenerate_on_the_wide_path(seed, e, shift, sign, pair):
+    """n = 2048 (the entry points' wide path): rows at scale 2^e, e up to 1010, whose float64 products
+    overflow (inf − inf = nan) and whose rescaling is inexact (a subnormal entry): an exactly parallel
+    pair is found by the exact test, so the answer is ``degenerate``, never ``not_absorbable``."""
+    from absorbjax import condition, models
+
+    d, n = 3, large.SCREEN_MIN_N
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((n, d)) / math.sqrt(d)
+    D = rng.standard_normal((d, n)) / n  # small enough for the trace test to decide
+    i, j = pair
+    U[i] = np.ldexp(U[i], e - max(shift, 0))
+    U[i, 2] = 2.0**-1070  # rescaling this row would round: the balancing keeps its stored scale
+    U[j] = sign * np.ldexp(U[i], shift)  # exactly parallel (a power-of-two multiple)
+    D[:, [i, j]] = np.ldexp(D[:, [i, j]], -e)
+    failed, _ = scale.hypotheses(U, D)
+    assert failed == (f"rows of W_up are parallel: pairs [{tuple(sorted(pair))}]",)
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
+    assert cert.status == "degenerate", cert.reason
+
+
+def decoyed(seed, d, kinds, n=2048, skip=None):
+    """A planted ``S`` (``|S| = d``) at width ``n`` with decoys: for each kind and each unit ``i`` of
+    ``S`` one more unit, ``"dup"`` (``W_up[i,:]``, ``W_down[:,i]`` perturbed by a relative 1e-9),
+    ``"tied"`` (a dup rescaled so that its ``b_j`` equals ``b_i`` in float64), ``"sign"`` (both
+    negated: the same ``M_i``) or ``"scale"`` (``3·2^k`` and its inverse)."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((n, d)) / math.sqrt(d)
+    D = rng.standard_normal((d, n)) / n  # far from absorbing, except through S
+    A = np.eye(d) if skip is None else skip
+    S = np.sort(rng.permutation(n)[:d])
+    D[:, S] = -A @ np.linalg.inv(U[S])
+    free = rng.permutation(np.setdiff1d(np.arange(n), S))
+    for k, (kind, i) in enumerate((kind, i) for kind in kinds for i in S):
+        j = free[k]
+        if kind in ("dup", "tied"):
+            U[j] = U[i] * (1 + 1e-9 * rng.standard_normal(d))
+            D[:, j] = D[:, i] * (1 + 1e-9 * rng.standard_normal(d))
+            if kind == "tied":
+                Ai = np.linalg.solve(A, np.eye(d))
+                D[:, j] *= (U[i] @ Ai @ D[:, i]) / (U[j] @ Ai @ D[:, j])
+        elif kind == "sign":
+            U[j], D[:, j] = -U[i], -D[:, i]
+        else:
+            t = 3 * 2.0 ** int(rng.integers(-20, 20))
+            U[j], D[:, j] = U[i] * t, D[:, i] / t
+    return U, D, A, S
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None)
+@given(
+    seed=st.integers(0, 10**6),
+    d=st.integers(2, 12),
+    kinds=st.lists(st.sampled_from(["dup", "tied", "sign", "scale"]), min_size=1, max_size=3),
+    skip=st.booleans(),
+)
+def test_planted_search_is_robust_to_decoys(seed, d, kinds, skip):
+    """n = 2048: near-duplicates (relative 1e-9, also with b_j tied to b_i), sign-flipped and
+    rescaled copies of S's units do not hide S: the entry point answers ``absorbable`` with a set
+    whose exact miss is within its miss_bound; without exact copies that set is the planted S."""
+    from absorbjax import condition, models
+
+    A = None
+    if skip:
+        A = np.eye(d) + 0.2 * np.random.default_rng(seed + 1).standard_normal((d, d))
+    U, D, A, S = decoyed(seed, d, kinds, skip=A)
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu", skip=A, time_limit=5.0)
+    assert cert.status == "absorbable" and cert.method == "planted", cert.reason
+    assert exact_miss(U, D, A, cert.S) <= cert.miss_bound
+    if set(kinds) <= {"dup", "tied"}:
+        assert cert.S.tolist() == S.tolist()
+
+
 def test_hypotheses_zero_rows_and_columns():
     U, D = gaussian(5, 3, 9)
     U[4] = 0.0
@@ -164,12 +245,12 @@ def test_hypotheses_zero_rows_and_columns():
     assert "rows of W_up are zero: [4]" in failed and "columns of W_down are zero: [6]" in failed
 
 
-def test_verify_set_rejects_a_perturbed_set():
+def test_screen_check_rejects_a_perturbed_set():
     U, D, A, S = planted(9, 4, 12)
-    assert scale.verify_set(U, D, A, S, RTOL).accepted
+    assert scale.screen_check(U, D, A, S, RTOL).accepted
     D2 = D.copy()
     D2[0, S[0]] *= 1 + 1e-9
-    chk = scale.verify_set(U, D2, A, S, RTOL)
+    chk = scale.screen_check(U, D2, A, S, RTOL)
     assert not chk.accepted and chk.miss_frobenius >= exact_miss(U, D2, A, S)
 
 
@@ -179,7 +260,7 @@ def test_results_have_no_truth_value():
     with pytest.raises(TypeError, match="status"):
         bool(out)
     with pytest.raises(TypeError, match="accepted"):
-        bool(scale.verify_set(U, D, np.eye(4), [0], RTOL))
+        bool(scale.screen_check(U, D, np.eye(4), [0], RTOL))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,7 +319,9 @@ def test_undecided_wide_blocks_are_not_sent_to_the_gram_path(monkeypatch, screen
 
     U, D = gaussian(14, 4, 16, size=1.0)
     monkeypatch.setattr(scale, "miss_threshold", lambda *args, **kwargs: 1e9)  # nothing can be ruled out
-    assert large.wide_screen(U, D, np.eye(4), rtol=RTOL) is None
+    from absorbjax.condition.inputs import Rule
+
+    assert large.wide_screen(U, D, Rule.of(np.eye(4), RTOL)) is None
     monkeypatch.setattr(large, "GRAM_MAX_N", 8)
     cert = condition.find_absorbing_set(models.MLPParams(U, D))
     assert cert.status == "undecided" and "too wide" in cert.reason
@@ -280,3 +363,26 @@ def test_benchmark_case_and_table():
     text = bench.table({"results": {"cases": rows}})
     assert f"| decide | relu | 512 × 2048 | not_absorbable ({row['method']};" in text
     assert "| decide | 512, 1024 | 2.00 |" in text
+
+
+def test_wide_path_odd_slope_and_statuses():
+    """n = 2048, leaky_relu(0.2) (c = 1.2): planted c·W_down[:,S] W_up[S,:] = −I is found by the screen and
+    absorbable, its distance near 0; without the planted set the distance brackets a miss far from 0.
+    Statuses are plain strings in records (the enumeration stays inside the decision)."""
+    import json
+
+    from absorbjax import condition, models
+
+    rng = np.random.default_rng(3)
+    d, n = 8, large.SCREEN_MIN_N
+    U, D = rng.standard_normal((n, d)) / math.sqrt(d), rng.standard_normal((d, n)) / n
+    far = models.MLPParams(U, D.copy())
+    D[:, :d] = -np.linalg.inv(U[:d]) / 1.2
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "leaky_relu(0.2)")
+    assert (cert.status, cert.method, cert.S.tolist()) == ("absorbable", "planted", list(range(d)))
+    assert condition.find_absorbing_set(models.MLPParams(U, D), "relu").status != "absorbable"  # c = 1: no
+    assert condition.distance(models.MLPParams(U, D), "leaky_relu(0.2)").upper < 1e-12
+    dist = condition.distance(far, "leaky_relu(0.2)")
+    assert 0.5 < dist.lower <= dist.upper and dist.certificate.status == "not_absorbable"
+    assert condition.STATUSES == ("absorbable", "not_absorbable", "degenerate", "undecided")
+    assert type(cert.status) is str and json.loads(json.dumps(cert.to_dict()))["status"] == "absorbable"

@@ -3,17 +3,51 @@ independently (:mod:`absorbjax.testing`: exact rational misses, brute force over
 planted sets, exact hypotheses, the absorber evaluated in float64). ``undecided`` is allowed; a
 wrong answer or a crash is not (a refusal is a one-line ``ValueError`` naming float64's range)."""
 
+import itertools
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from absorbjax import condition, models, testing
+from absorbjax import activations, condition, models, testing
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
 ATTACK = settings(
     max_examples=12, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
+
+
+def distinct_hyperplanes(params, bias) -> bool:
+    """The kink theorem's hypotheses, exactly (Python fractions): rows of W_up and columns of W_down
+    nonzero, and the pairs (w_i, b_i) pairwise non-proportional (distinct kink hyperplanes)."""
+    from fractions import Fraction
+
+    up, down = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
+    if bias is None or not up.any(axis=1).all() or not down.any(axis=0).all():
+        return False
+    rows = [[Fraction(float(x)) for x in row] + [Fraction(float(b))] for row, b in zip(up, bias)]
+    for u, v in itertools.combinations(rows, 2):
+        if all(u[a] * v[b] == u[b] * v[a] for a in range(len(u)) for b in range(a + 1, len(u))):
+            return False
+    return True
+
+
+def judge(cert, params, activation, planted=None, bias=None) -> str:
+    """:func:`testing.judge`, which reads hypotheses as Thm 8's; a ``not_absorbable`` that cites the
+    kink theorem for a biased kink block with parallel rows is right when its own hypotheses hold
+    exactly (every earlier check of the judge, no set passing, has been made by then)."""
+    wrong = testing.judge(cert, params, activation, planted, bias)
+    kink = activation is not None and activations.get(activation).kink
+    if (
+        wrong == "not_absorbable, but the hypotheses fail"
+        and kink
+        and (cert.theorem or "").startswith(activations.KINK_THEOREM)
+    ):
+        return "" if distinct_hyperplanes(params, bias) else "not_absorbable by the kink theorem, but (H2) fails"
+    return wrong
 
 
 @pytest.mark.parametrize("family", list(testing.FAMILIES))
@@ -27,7 +61,7 @@ def test_no_wrong_certificate(family, seed, index):
     except ValueError as err:
         assert "float64" in str(err) and "\n" not in str(err), note
         return
-    assert testing.judge(cert, params, activation, planted, bias) == "", (note, str(cert))
+    assert judge(cert, params, activation, planted, bias) == "", (note, str(cert))
 
 
 @ATTACK
@@ -112,3 +146,106 @@ def test_exactly_parallel_rows_are_found_at_any_scale():
     assert cert.status == "degenerate" and "(1, 4)" in cert.failed[0] and "(2, 5)" in cert.failed[0]
     up16 = up.astype(np.float16)
     assert condition.find_absorbing_set(models.MLPParams(up16, down.astype(np.float16))).status == "degenerate"
+
+
+# ---------------------------------------------------------------------------------------------
+# Declared facts and the generalised flip (c·W_down[:,S] W_up[S,:] = −A)
+
+
+def _gaussian(seed, d, n):
+    rng = np.random.default_rng(100 + seed)
+    return models.MLPParams(rng.normal(size=(n, d)), rng.normal(size=(d, n)))
+
+
+def _leaky_planted(alpha, d=4, n=12, seed=0):
+    """Weights with c·W_down[:,S] W_up[S,:] = −I for leaky_relu(α), c = 1 + α, S = the first d units."""
+    rng = np.random.default_rng(seed)
+    U, D = rng.normal(size=(n, d)), rng.normal(size=(d, n))
+    D[:, :d] = -np.linalg.inv(U[:d]) / (1 + alpha)
+    return models.MLPParams(U, D)
+
+
+def _rel_gap(params, V, activation, bias=None, beta=None, e=None):
+    """``max ‖block(x) − absorber(x)‖ / ‖x‖`` over 64 inputs of norms 1e-3 … 1e3 (float64)."""
+    rng = np.random.default_rng(2)
+    xs = rng.normal(size=(64, params.up.shape[1])) * 10.0 ** rng.uniform(-3, 3, (64, 1))
+    block = jax.vmap(lambda x: models.skip_mlp(params, x, activation))(jnp.asarray(xs))
+    free = jax.vmap(lambda x: models.mlp(V, x, activation))(jnp.asarray(xs))
+    return float(np.max(np.linalg.norm(np.asarray(block) - np.asarray(free), axis=1) / np.linalg.norm(xs, axis=1)))
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.2])
+def test_leaky_relu_is_decided_by_the_generalised_flip(alpha):
+    """leaky_relu(α), c = 1 + α: planted c·W_down[:,S] W_up[S,:] = −I is absorbable with an absorber
+    exact to 1e-9·‖x‖; a generic block is not absorbable by the kink theorem; the planted c = 1
+    condition (W_down[:,S] W_up[S,:] = −I) is not the leaky one."""
+    name = "leaky_relu" if alpha == 0.01 else f"leaky_relu({alpha})"
+    params = _leaky_planted(alpha)
+    cert = condition.find_absorbing_set(params, name)
+    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1, 2, 3], cert.reason
+    assert cert.theorem == activations.KINK_THEOREM and cert.assumes == ()
+    V = condition.absorber(params, cert.S, odd_slope=name)
+    assert _rel_gap(params, V, name) <= 1e-9
+    with pytest.raises(ValueError, match="c·W_down"):
+        condition.absorber(params, cert.S)  # c = 1 is the wrong condition for leaky weights
+    generic = condition.find_absorbing_set(_gaussian(2, 4, 12), name)
+    assert generic.status == "not_absorbable" and generic.theorem == activations.KINK_THEOREM
+    relu_weights = _leaky_planted(0.0)
+    assert condition.find_absorbing_set(relu_weights, name).status == "not_absorbable"
+
+
+def test_user_activations_need_declared_facts():
+    """A registered leaky relu (slope 0.1) without a declared odd slope is never certified absorbable,
+    not even with W_down[:,S] W_up[S,:] = −I (its absorber would miss by 0.1·‖x‖); relu + 1e-6·sin
+    likewise. Declared (odd slope 1.1, kink), it is decided, and the certificate lists what it assumes."""
+    leaky = lambda z: jnp.where(z > 0, z, 0.1 * z)  # noqa: E731
+    activations.register("_leaky_undeclared", leaky, degree=1, overwrite=True)
+    activations.register("_relu_sin", lambda z: jax.nn.relu(z) + 1e-6 * jnp.sin(z), overwrite=True)
+    activations.register("_leaky_declared", leaky, degree=1, odd_slope=1.1, kink=True, overwrite=True)
+    try:
+        one = _leaky_planted(0.0)
+        for name in ("_leaky_undeclared", "_relu_sin"):
+            cert = condition.find_absorbing_set(one, name)
+            assert cert.status == "undecided" and cert.S is None and "declares no odd slope" in cert.reason
+            assert condition.find_absorbing_set(_gaussian(2, 4, 12), name).status == "undecided"
+        cert = condition.find_absorbing_set(one, "_leaky_declared")
+        assert cert.status == "not_absorbable" and "given the declared" in cert.theorem
+        cert = condition.find_absorbing_set(_leaky_planted(0.1), "_leaky_declared")
+        assert cert.status == "absorbable" and "given the declared" in cert.theorem
+        assert cert.assumes == activations.get("_leaky_declared").assumes and len(cert.assumes) == 2
+        V = condition.absorber(_leaky_planted(0.1), cert.S, odd_slope=1.1)
+        assert _rel_gap(_leaky_planted(0.1), V, "_leaky_declared") <= 1e-9
+    finally:
+        for name in ("_leaky_undeclared", "_relu_sin", "_leaky_declared"):
+            activations.unregister(name)
+
+
+def test_narrow_blocks_cite_an_every_width_theorem():
+    """n < d: Thm 8 assumes n ≥ d; relu and leaky_relu are not absorbable by the kink theorem, an
+    activation with a declared odd slope but neither kink nor ray limit is undecided."""
+    rng = np.random.default_rng(4)
+    p = models.MLPParams(rng.normal(size=(3, 5)), rng.normal(size=(5, 3)))
+    for name in ("relu", "leaky_relu(0.3)"):
+        cert = condition.find_absorbing_set(p, name)
+        assert cert.status == "not_absorbable" and cert.theorem == activations.KINK_THEOREM
+    assert condition.find_absorbing_set(p, "gelu").theorem == activations.RAY_LIMIT_KINK_THEOREM
+    activations.register("_odd_only", lambda z: z / 2 + z * z, odd_slope=1, overwrite=True)
+    try:
+        cert = condition.find_absorbing_set(p, "_odd_only")
+        assert cert.status == "undecided" and "n >= d" in cert.reason
+    finally:
+        activations.unregister("_odd_only")
+
+
+def test_biased_relu_with_parallel_rows_and_distinct_biases_is_decided():
+    """Parallel rows whose kink hyperplanes differ (pairwise non-proportional (w_i, b_i)): relu and
+    leaky_relu are decided by the kink theorem; the same hyperplane stays degenerate."""
+    p = _gaussian(1, 4, 12)
+    up = np.array(p.up)
+    up[5] = 2.0 * up[3]
+    b = np.random.default_rng(0).normal(size=12)
+    for name in ("relu", "leaky_relu"):
+        cert = condition.find_absorbing_set(models.MLPParams(up, p.down), name, bias=b)
+        assert cert.status == "not_absorbable" and cert.theorem == activations.KINK_THEOREM, cert.reason
+    b[5] = 2.0 * b[3]
+    assert condition.find_absorbing_set(models.MLPParams(up, p.down), "relu", bias=b).status == "degenerate"

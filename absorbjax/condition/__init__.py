@@ -11,6 +11,18 @@ equals some residual-free block ``V_down σ(V_up x)`` of the same width iff an i
 (``A = I`` by default). With ``M_i = W_down[:,i] W_up[i,:]`` (``d×d``) this asks whether a 0/1
 vector ``m`` solves ``Σ m_i M_i = −A``: ``d²`` equations, ``n`` unknowns.
 
+**The generalised flip** (``docs/theory/kink.md``, ``docs/theory/ray_limit.md``). For an activation
+with a *declared* odd slope ``c`` (``σ(z) − σ(−z) = c z``; ``Activation.odd_slope``, an exact
+fraction: 1 for the five above and hardswish, ``1 + α`` for ``leaky_relu(α)``) the condition is
+``c·W_down[:,S] W_up[S,:] = −A``; the searches run on ``−A/c`` (rounded, with the rounding added to
+every threshold) and a set is accepted only on the exact ``c`` and ``A``. Without a declared ``c``,
+``absorbable`` is never issued (``undecided``). The converse is the theorem
+``Activation.converse(biased, narrow, parallel_rows)`` names: for width ``n < d`` the kink theorem
+(relu, leaky_relu) or the kink theorem via the ray limit (every width); biased kink blocks whose
+parallel rows have distinct biases (pairwise non-proportional ``(w_i, b_i)``) the kink theorem.
+A certificate for an activation outside the built-ins lists the declared facts it rests on in
+``cert.assumes`` and its ``theorem`` says "given the declared facts (...)".
+
 **What "=" means: rules (★) and (E)** (``docs/theory/certificates.md``). The decision runs on
 the *stored* values (a float16, bfloat16, float32 or integer weight is an exact float64 number;
 the stored dtypes are recorded). A set ``S`` passes rule (★) when its *exact* miss

@@ -3,13 +3,36 @@ its biases when the block has them."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import jax.numpy as jnp
 import numpy as np
 
+from absorbjax import activations
+from absorbjax.condition._arith import ONE, output_bias
 from absorbjax.condition.inputs import accepts, check_rtol, float_weights, mask_of, skip_matrix
 from absorbjax.models import MLPParams
 
-__all__ = ["absorber", "absorber_biases"]
+__all__ = ["absorber", "absorber_biases", "odd_slope_of"]
+
+
+def odd_slope_of(odd_slope) -> Fraction:
+    """The exact odd slope ``c`` (``σ(z) − σ(−z) = c z``) from ``None`` (1: relu, gelu, gelu_tanh,
+    silu, softplus, hardswish), a number (its exact value) or an activation name (its declared
+    ``odd_slope``; ``ValueError`` when it declares none)."""
+    if odd_slope is None:
+        return ONE
+    if isinstance(odd_slope, str):
+        c = activations.get(odd_slope).odd_slope
+        if c is None:
+            raise ValueError(f"activation {odd_slope!r} declares no odd slope: the sign flip is not known to absorb")
+        return c
+    if isinstance(odd_slope, bool) or not isinstance(odd_slope, (int, float, Fraction, np.integer, np.floating)):
+        raise ValueError(f"odd_slope must be a number, an activation name or None, got {odd_slope!r}")
+    c = Fraction(odd_slope) if isinstance(odd_slope, Fraction) else Fraction(float(odd_slope))
+    if c == 0:
+        raise ValueError("odd_slope must be nonzero")
+    return c
 
 
 def absorber(
@@ -19,13 +42,14 @@ def absorber(
     skip=None,
     rtol: float | None = None,
     check: bool = True,
+    odd_slope=None,
 ) -> MLPParams:
     """The residual-free block that equals ``x ↦ A x + W_down σ(W_up x)``.
 
     ``V_up = W_up`` with the rows in ``S`` negated, ``V_down = W_down``. For activations with
-    ``σ(z) − σ(−z) = z`` (relu, gelu, gelu_tanh, silu, softplus):
-    ``V_down σ(V_up x) = W_down σ(W_up x) − W_down[:,S] W_up[S,:] x``, which is
-    ``A x + W_down σ(W_up x)`` exactly when ``W_down[:,S] W_up[S,:] = −A``. The same weights serve
+    ``σ(z) − σ(−z) = c z`` (``c = 1``: relu, gelu, gelu_tanh, silu, softplus, hardswish;
+    ``leaky_relu(α)``: ``1 + α``): ``V_down σ(V_up x) = W_down σ(W_up x) − c·W_down[:,S] W_up[S,:] x``,
+    which is ``A x + W_down σ(W_up x)`` exactly when ``c·W_down[:,S] W_up[S,:] = −A``. The same weights serve
     every invertible ``A`` (Lemma 4: the reduced block has ``V_down' = A⁻¹W_down``, and
     multiplying back by ``A`` returns ``W_down``); ``skip`` only changes the condition checked.
     A block with a hidden bias ``b`` is absorbed by also negating ``b[S]`` and adding
@@ -36,6 +60,7 @@ def absorber(
       S: indices ``(|S|,)`` or a boolean mask ``(n,)``.
       skip: ``A`` ``(d, d)``, ``None`` = ``I``.
       rtol, check: with ``check=True`` a set that rule (★) rejects raises ``ValueError``.
+      odd_slope: ``c`` as a number, an activation name (its declared slope) or ``None`` (``c = 1``).
 
     Returns:
       ``MLPParams`` of JAX arrays ``(V_up (n, d), V_down (d, n))`` in the dtype of ``params``
@@ -59,7 +84,8 @@ def absorber(
     n, d = U.shape
     m = mask_of(S, n)
     if check:
-        ok, miss = accepts(U, D, skip_matrix(skip, d), m, check_rtol(rtol))
+        c = odd_slope_of(odd_slope)
+        ok, miss = accepts(U, D, skip_matrix(skip, d), m, check_rtol(rtol), c)
         if not ok:
             hint = ""
             if np.dtype(dtype).itemsize < 8 and np.issubdtype(dtype, np.floating):
@@ -68,7 +94,7 @@ def absorber(
                     'them in float64 (enable x64: jax.config.update("jax_enable_x64", True))'
                 )
             raise ValueError(
-                f"S does not satisfy W_down[:,S] W_up[S,:] = −A: entrywise miss {miss:.3g} is outside "
+                f"S does not satisfy c·W_down[:,S] W_up[S,:] = −A (c = {float(c):.6g}): entrywise miss {miss:.3g} is outside "
                 f"the tolerance (condition.tolerance(params, S)){hint}"
             )
     up = jnp.asarray(params.up)
@@ -76,14 +102,19 @@ def absorber(
     return MLPParams(up * sign[:, None], jnp.asarray(params.down))
 
 
-def absorber_biases(params: MLPParams, S, bias, out_bias=None) -> tuple[np.ndarray, np.ndarray]:
+def absorber_biases(params: MLPParams, S, bias, out_bias=None, *, odd_slope=None) -> tuple[np.ndarray, np.ndarray]:
     """The biases ``(β (n,), e (d,))`` of the absorber of a biased block.
 
     The block ``x ↦ A x + W_down σ(W_up x + b) + c`` with ``W_down[:,S] W_up[S,:] = −A`` equals
     ``V_down σ(V_up x + β) + e`` with ``(V_up, V_down)`` = :func:`absorber` (rows of ``W_up`` in ``S``
     negated), ``β = b`` with ``b[S]`` negated and ``e = c + W_down[:,S] b[S]``: for ``i ∈ S``,
-    ``σ(−w_i·x − b_i) = σ(w_i·x + b_i) − w_i·x − b_i`` (odd part ``z/2``), so the flipped units add
-    ``−W_down[:,S](W_up[S,:] x + b[S]) = A x − W_down[:,S] b[S]``.
+    ``σ(−w_i·x − b_i) = σ(w_i·x + b_i) − c(w_i·x + b_i)`` (odd slope ``c``), so the flipped units add
+    ``−c·W_down[:,S](W_up[S,:] x + b[S]) = A x − c·W_down[:,S] b[S]``: with ``c ≠ 1``
+    (``odd_slope``, as for :func:`absorber`) ``e = c_out + c·W_down[:,S] b[S]``.
+
+    ``e`` is the exact ``c + W_down[:,S] b[S]`` rounded once to float64 (:func:`_arith.output_bias`);
+    the certificate's ``offset_bound`` (``find_absorbing_set(..., bias=b, out_bias=c)``) bounds that
+    rounding, so ``‖absorber(x) − block(x)‖ ≤ miss_bound·‖x‖ + offset_bound`` for every ``x``.
 
     Args:
       params: ``W_up (n, d)``, ``W_down (d, n)``; S: indices or a mask ``(n,)``;
@@ -101,4 +132,4 @@ def absorber_biases(params: MLPParams, S, bias, out_bias=None) -> tuple[np.ndarr
     c = np.zeros(d) if out_bias is None else np.asarray(out_bias, np.float64)
     if c.shape != (d,):
         raise ValueError(f"out_bias must be the output bias c, shape ({d},), got {c.shape}")
-    return np.where(m, -b, b), c + D[:, m] @ b[m]
+    return np.where(m, -b, b), output_bias(D, b, m, c, odd_slope_of(odd_slope))[0]

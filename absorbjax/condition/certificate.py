@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from typing import Any
 
@@ -12,9 +13,20 @@ from absorbjax import activations
 from absorbjax.io import to_jsonable
 from absorbjax.results import Result, Verdict
 
-__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "few", "fmt"]
+__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "Status", "few", "fmt"]
 
-STATUSES = ("absorbable", "not_absorbable", "degenerate", "undecided")
+
+class Status(enum.StrEnum):
+    """The four answers and what each promises (the decision chooses them by name, never by parsing
+    a message; a certificate stores the plain string, so its records are unchanged)."""
+
+    ABSORBABLE = "absorbable"  # a set S passes rules (★) and (E); the absorber errs by <= miss_bound·‖x‖ + offset_bound
+    NOT_ABSORBABLE = "not_absorbable"  # no set passes, proved, and the cited theorem's hypotheses hold
+    DEGENERATE = "degenerate"  # no set passes, but a hypothesis of the cited theorem fails
+    UNDECIDED = "undecided"  # no proof either way; the reason says why
+
+
+STATUSES = tuple(s.value for s in Status)
 METHODS = ("auto", "relaxation", "milp", "exhaustive")
 
 
@@ -60,9 +72,15 @@ class Certificate(Verdict):
       activation: the activation named by the caller, if any.
       theorem: the theorem behind ``not_absorbable`` / ``degenerate`` (or behind "iff" for an
         ``absorbable`` answer with a named activation): "Thm 8", "Thm 10" or "Thm 8 via the ray limit".
+      assumes: the declared facts of the activation that the answer rests on (its
+        ``Activation.assumes``); empty for the built-ins, whose facts are proved in docs/theory.
       miss_bound: for a set that passes rule (★): a rigorous upper bound on ``‖M_S‖_F ≥ ‖M_S‖_2``,
         ``M_S = W_down[:,S] W_up[S,:] + A`` exactly; the absorber is off by at most ``miss_bound·‖x‖``.
       miss_exact: whether ``M_S`` was computed in rational arithmetic (else float64 with a bound).
+      offset_bound: for an ``absorbable`` answer, a rigorous bound on ``‖absorber(0) − block(0)‖``: the
+        rounding of the absorber's output bias ``e = c + W_down[:,S] b[S]`` as
+        :func:`absorber_biases` returns it (0 where ``e`` is exact, and without biases); the
+        absorber errs by at most ``miss_bound·‖x‖ + offset_bound``.
       skip_rtol: rule (E): ``absorbable`` needs ``miss_bound ≤ skip_rtol · σ_min(A)``.
       seconds, timings: wall time, total and per phase.
     """
@@ -90,8 +108,10 @@ class Certificate(Verdict):
     biased: bool = False
     activation: str | None = None
     theorem: str | None = None
+    assumes: tuple[str, ...] = ()
     miss_bound: float | None = None
     miss_exact: bool | None = None
+    offset_bound: float | None = None
     skip_rtol: float | None = None
     seconds: float = 0.0
     timings: dict = dataclasses.field(default_factory=dict)

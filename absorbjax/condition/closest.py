@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from absorbjax.condition import large
-from absorbjax.condition._arith import EPS, balance, miss_bound
+from absorbjax.condition._arith import EPS, ONE, balance, miss_bound
 from absorbjax.condition.certificate import Distance
 from absorbjax.condition.decide import decide, decision_options, read_block
-from absorbjax.condition.inputs import mask_of
+from absorbjax.condition.inputs import Rule, mask_of
 from absorbjax.condition.integer import closest_mask, local_search
 from absorbjax.condition.relax import box_relaxation
 from absorbjax.models import MLPParams
@@ -41,12 +43,22 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
     does ``activation``.
     """
     options = decision_options("distance", time_limit=time_limit, **options)
-    U, D, A, inputs = read_block(params, activation, skip=options.pop("skip"), bias=options.pop("bias"))
+    U, D, A, inputs = read_block(
+        params, activation, skip=options.pop("skip"), bias=options.pop("bias"), out_bias=options.pop("out_bias")
+    )
     n = U.shape[0]
     cert, rel = decide(U, D, A, inputs, **options)
     if rel is None:  # decided by the O(n d²) screen of condition.large
-        return large.distance_bounds(U, D, A, cert)
+        if inputs.slope in (None, 1):
+            return large.distance_bounds(U, D, A, cert)
+        rule = Rule.of(A, 0.0, inputs.slope)  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways
+        dist = large.distance_bounds(U, D, rule.Ac, cert)
+        slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
+        lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
+        return dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
     U, D = balance(U, D)  # exact; the same M_i as the decision's
+    rule = Rule.of(A, 0.0, ONE if inputs.slope is None else inputs.slope)
+    A, widen = rule.Ac, (1 + 8 * EPS) if rule.c != 1 else 1.0  # relative numbers: ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖
     norm_a = float(np.linalg.norm(A))
     if cert.S is None:
         box, c_box = box_relaxation(U, D, A, rel)
@@ -62,5 +74,11 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
         cands = [local_search(rel.G, rel.b, s, 10 * n) for s in starts]
         # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
         m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
-    upper = miss_bound(U, D, A, m, enough=1e-12 * norm_a)[0] / norm_a * (1 + 4 * EPS)
-    return Distance(max(rel.lower / norm_a, box), upper, np.flatnonzero(m), how, rel.lower / norm_a, box, cert)
+    if rule.c == 1:
+        upper = miss_bound(U, D, A, m, enough=1e-12 * norm_a)[0] / norm_a * (1 + 4 * EPS)
+    else:  # the exact c·W_down[:,S] W_up[S,:] + A against ‖A‖_F
+        norm_c = float(np.linalg.norm(rule.A)) * (1 - 4 * EPS)
+        upper = miss_bound(U, D, rule.A, m, enough=1e-12 * norm_c, c=rule.c)[0] / norm_c * (1 + 4 * EPS)
+    shrink = 1.0 if widen == 1.0 else 1 - 8 * EPS - 2 * rule.approx / norm_a
+    lower, box = rel.lower / norm_a * shrink, box * shrink
+    return Distance(max(lower, box), upper, np.flatnonzero(m), how, lower, box, cert)

@@ -6,32 +6,31 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
 
 from absorbjax import activations
-from absorbjax.activations import RAY_LIMIT_THEOREM
 from absorbjax.condition import large, scale
-from absorbjax.condition._arith import ETA, balance, miss_bound, sigma_min_lower
-from absorbjax.condition.certificate import METHODS, Certificate, few, fmt
+from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
+from absorbjax.condition.certificate import METHODS, Certificate, Status, few, fmt
 from absorbjax.condition.inputs import (
+    Rule,
     absolute_rounding,
-    accepts,
     check_activation,
     check_rtol,
     check_skip_rtol,
     float_weights,
     hypotheses,
     mask_of,
-    parallel_pairs,
     skip_matrix,
     storage_dtypes,
     storage_rtol_pair,
-    threshold_of,
 )
 from absorbjax.condition.integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition.relax import box_lower, relax
+from absorbjax.condition.verdict import absence, found_theorem, hyperplanes
 from absorbjax.models import MLPParams
 
 __all__ = [
@@ -52,18 +51,19 @@ _SMALL_N = 16  # below this the 2^n enumeration (one chunk) is the cheapest proo
 class _Outcome(NamedTuple):
     found: np.ndarray | None  # a mask accepted by rule (★)
     method: str
-    why: str  # the proof of absence, or "undecided: ..."; "" when found
+    why: str  # the proof of absence, or why there is none; "" when found
     lower: float  # certified lower bound on ‖Σ m_i M_i + A‖_F over m ∈ {0,1}^n
     residual: float | None  # ‖miss‖_max of the one candidate checked, if any
+    undecided: bool = False  # no set found and no proof of absence
 
 
-def _search(U, D, A, rel, rtol: float, *, method: str, time_limit: float, target: str) -> _Outcome:
-    """Find a set that rule (★) accepts with this ``rtol``, or prove that none exists."""
+def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: str) -> _Outcome:
+    """Find a set that ``rule`` (★) accepts, or prove that none exists (on ``A = rule.Ac``)."""
     n, d = U.shape
-    thr = threshold_of(U, D, A, rtol)
+    A = rule.Ac
+    thr = rule.threshold(U, D)
     lower = rel.lower
-    sigma = math.sqrt(max(rel.lam_low, 0.0))
-    radius = (thr + rel.rho + rel.err) / sigma if sigma > 0 else None
+    radius = rel.radius(thr)
     if method in ("auto", "relaxation"):
         if lower > thr:
             return _Outcome(
@@ -76,7 +76,7 @@ def _search(U, D, A, rel, rtol: float, *, method: str, time_limit: float, target
             )
         if radius is not None and radius < 0.5:
             m = rel.c > 0.5
-            ok, residual = accepts(U, D, A, m, rtol)
+            ok, residual = rule.accepts(U, D, m)
             if ok:
                 return _Outcome(m, "rounding", "", lower, residual)
             return _Outcome(
@@ -102,15 +102,16 @@ def _search(U, D, A, rel, rtol: float, *, method: str, time_limit: float, target
             return _Outcome(
                 None,
                 "relaxation",
-                f"undecided: the relaxations leave freedom (rank G = {rel.rank}, n = {n}); use method='auto'",
+                f"the relaxations leave freedom (rank G = {rel.rank}, n = {n}); use method='auto'",
                 lower,
                 None,
+                undecided=True,
             )
     verdict, form = None, None
     if method == "milp" or (method == "auto" and n > _SMALL_N):
-        verdict, found, form = milp(U, D, A, rel, rtol, thr, time_limit)
+        verdict, found, form = milp(U, D, rule, rel, thr, time_limit)
         if found is not None:
-            return _Outcome(found, "milp", "", lower, accepts(U, D, A, found, rtol)[1])
+            return _Outcome(found, "milp", "", lower, rule.accepts(U, D, found)[1])
         if n > EXHAUSTIVE_MAX_N:
             return _Outcome(
                 None,
@@ -119,11 +120,12 @@ def _search(U, D, A, rel, rtol: float, *, method: str, time_limit: float, target
                 f"confirm by enumerating 2^n subsets, n <= {EXHAUSTIVE_MAX_N})",
                 lower,
                 None,
+                undecided=True,
             )
-    found, best = exhaustive(U, D, A, rel, rtol, thr)
+    found, best = exhaustive(U, D, rule, rel, thr)
     if found is not None:
-        return _Outcome(found, "exhaustive", "", lower, accepts(U, D, A, found, rtol)[1])
-    after = "" if verdict is None else f" (after HiGHS, {form} constraints: {verdict.removeprefix('undecided: ')})"
+        return _Outcome(found, "exhaustive", "", lower, rule.accepts(U, D, found)[1])
+    after = "" if verdict is None else f" (after HiGHS, {form} constraints: {verdict})"
     return _Outcome(
         None,
         "exhaustive",
@@ -136,17 +138,24 @@ def _search(U, D, A, rel, rtol: float, *, method: str, time_limit: float, target
 class Inputs(NamedTuple):
     """What :func:`decide` needs besides the weights: the stored dtypes of ``W_up`` and ``W_down``
     (each array rounds in its own), the hidden bias ``b`` ``(n,)`` or ``None``, the activation name
-    (or ``None``) and the skip kind."""
+    (or ``None``), the skip kind, the output bias ``c`` ``(d,)`` or ``None``, the activation's
+    declared odd slope ``slope`` (``σ(z) − σ(−z) = slope·z``; ``None``: not declared, ``1`` without
+    an activation) and the declared facts the answer rests on (``assumes``; empty for built-ins)."""
 
     dtypes: tuple
     bias: np.ndarray | None
     activation: str | None
     skip_kind: str
+    out_bias: np.ndarray | None = None
+    slope: Fraction | None = ONE
+    assumes: tuple[str, ...] = ()
 
     @property
     def target(self) -> str:
-        """What ``W_down[:,S] W_up[S,:]`` must equal, in words: ``"−I"`` or ``"−A"``."""
-        return "−I" if self.skip_kind == "identity" else "−A"
+        """What ``W_down[:,S] W_up[S,:]`` must equal, in words: ``"−I"`` or ``"−A"`` (``/c`` for an
+        odd slope ``c ≠ 1``)."""
+        core = "−I" if self.skip_kind == "identity" else "−A"
+        return core if self.slope in (None, 1) else f"{core}/c (c = {float(self.slope):.6g})"
 
 
 class _Rounding(NamedTuple):
@@ -159,24 +168,24 @@ class _Rounding(NamedTuple):
     reason: str
 
 
-def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, timings, absolute) -> _Rounding:
+def _rounding(U, D, rule: Rule, rel, out, inputs, *, method, time_limit, timings, absolute) -> _Rounding:
     """Storage rounding, per array; ``absolute``: some stored entry is zero or subnormal in its
     dtype (absolute rounding, which the rule does not cover)."""
     dt_up, dt_down = inputs.dtypes
     extra = storage_rtol_pair(dt_up, dt_down)
     if extra == 0:
         return _Rounding("n/a", None, None, "float64 or integer storage")
-    loose_rtol = rtol + extra
+    loose_rtol = rule.rtol + extra
     if out.found is not None:
         return _Rounding("yes", loose_rtol, np.flatnonzero(out.found), "the set S passes already")
     t = time.perf_counter()
-    loose = _search(U, D, A, rel, loose_rtol, method=method, time_limit=time_limit, target=inputs.target)
+    loose = _search(U, D, rule.loose(loose_rtol), rel, method=method, time_limit=time_limit, target=inputs.target)
     timings["storage"] = time.perf_counter() - t
     if loose.found is not None:
         found = f"S passes with rtol {fmt(loose_rtol)} (found by {loose.method})"
         return _Rounding("yes", loose_rtol, np.flatnonzero(loose.found), found)
-    if loose.why.startswith("undecided"):
-        return _Rounding("undecided", loose_rtol, None, loose.why.removeprefix("undecided: "))
+    if loose.undecided:
+        return _Rounding("undecided", loose_rtol, None, loose.why)
     if absolute:
         return _Rounding(
             "undecided",
@@ -190,51 +199,6 @@ def _rounding(U, D, A, rel, out, inputs, *, rtol, method, time_limit, timings, a
     return _Rounding("no", loose_rtol, None, f"{loose.why} [{loose.method}]")
 
 
-def _absence(out, failed, inputs, par_bias) -> tuple[str, str, str | None]:
-    """``(status, reason, theorem)`` when no set passes (or the search is undecided)."""
-    if out.why.startswith("undecided"):
-        return "undecided", out.why.removeprefix("undecided: "), None
-    biased = inputs.bias is not None
-    act = inputs.activation
-    if act is None:
-        theorem = (
-            RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
-            if biased
-            else "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
-        )
-    else:
-        theorem = activations.get(act).converse(biased=biased)
-    if theorem is None:
-        return (
-            "undecided",
-            (
-                f"no S exists ({out.why}), but for {act} only the 'if' direction is known "
-                "(an S gives an absorber); no converse is proved (no declared ray limit)"
-            ),
-            None,
-        )
-    if failed:
-        why = f"no S exists ({out.why}), but {theorem} needs nondegenerate weights"
-        if par_bias:
-            why += (
-                "; parallel rows with distinct biases (distinct kink hyperplanes) merge in the ray "
-                f"limit: {par_bias}; not decided"
-            )
-        return "degenerate", why, theorem
-    return "not_absorbable", f"no S exists, so by {theorem}: {out.why}", theorem
-
-
-def _distinct_biases(U, bias, failed) -> str:
-    """The parallel pairs of rows whose hyperplanes ``w·x + b = 0`` differ, in words; "" if none."""
-    if bias is None or not any(f.startswith("rows of W_up are parallel") for f in failed):
-        return ""
-    V = balance(np.concatenate([U, bias[:, None]], axis=1), np.ones((1, U.shape[0])))[0]
-    same = set(parallel_pairs(V, V @ V.T, np.float64))
-    Ub = balance(U, np.ones((1, U.shape[0])))[0]
-    pairs = [p for p in parallel_pairs(Ub, Ub @ Ub.T, np.float64) if p not in same]
-    return "" if not pairs else f"pairs {pairs[:5]}" + (f" and {len(pairs) - 5} more" if len(pairs) > 5 else "")
-
-
 def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None):
     """The decision on float64 ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)``; returns
     ``(Certificate, Relaxation)``. The weights are balanced first (exact, :func:`_arith.balance`)."""
@@ -246,11 +210,13 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     rtol = check_rtol(rtol)
     skip_rtol = check_skip_rtol(skip_rtol)
     absolute = absolute_rounding(U, inputs.dtypes[0]) or absolute_rounding(D, inputs.dtypes[1])
-    U0, (U, D) = U, balance(U, D)
+    U0, D0, (U, D) = U, D, balance(U, D)
+    rule = Rule.of(A, rtol, ONE if inputs.slope is None else inputs.slope)  # c·W_down[:,S] W_up[S,:] = −A
     if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
-        scr = large.wide_screen(U, D, A, rtol=rtol)
+        scr = large.wide_screen(U, D, rule)
         if scr is not None:
-            return _wide(U, D, A, scr, inputs, rtol=rtol, skip_rtol=skip_rtol, absolute=absolute, t0=t0), None
+            cert = _wide(U, D, rule, scr, inputs, skip_rtol=skip_rtol, absolute=absolute, t0=t0, D0=D0)
+            return cert, None
     UUt = U @ U.T
     dtype = (
         np.result_type(*inputs.dtypes)
@@ -259,25 +225,24 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     )
     failed, min_sin = hypotheses(U, D, UUt, dtype)
     timings["hypotheses"] = time.perf_counter() - t
-    rel = relax(U, D, A, UUt, timings)
-    threshold = threshold_of(U, D, A, rtol)
-    sigma = math.sqrt(max(rel.lam_low, 0.0))
-    radius = (threshold + rel.rho + rel.err) / sigma if sigma > 0 else None
+    rel = relax(U, D, rule.Ac, UUt, timings)
+    threshold = rule.threshold(U, D)
+    radius = rel.radius(threshold)
     t = time.perf_counter()
-    out = _search(U, D, A, rel, rtol, method=method, time_limit=time_limit, target=inputs.target)
+    out = _search(U, D, rule, rel, method=method, time_limit=time_limit, target=inputs.target)
     timings["search"] = time.perf_counter() - t
-    loose = dict(rtol=rtol, method=method, time_limit=time_limit, timings=timings, absolute=absolute)
-    rounding = _rounding(U, D, A, rel, out, inputs, **loose)  # the search again, with storage rounding's rtol
-    S, theorem, bound, exact = None, None, None, None
+    loose = dict(method=method, time_limit=time_limit, timings=timings, absolute=absolute)
+    rounding = _rounding(U, D, rule, rel, out, inputs, **loose)  # the search again, with storage rounding's rtol
+    S, theorem, bound, exact, offset = None, None, None, None, None
     if out.found is not None:
         S = np.flatnonzero(out.found)
-        status, why, bound, exact = _promise(U, D, A, out.found, rtol, skip_rtol, inputs)
-        if inputs.activation is not None and status == "absorbable":
-            theorem = activations.get(inputs.activation).converse(biased=inputs.bias is not None)
-        if status != "absorbable":
+        status, why, bound, exact, offset = _promise(U, D, rule, out.found, skip_rtol, inputs, D0)
+        theorem = found_theorem(status, inputs, narrow=n < U.shape[1])
+        if status != Status.ABSORBABLE:
             S = None
     else:
-        status, why, theorem = _absence(out, failed, inputs, _distinct_biases(U0, inputs.bias, failed))
+        hyper = hyperplanes(U0, inputs.bias, failed)
+        status, why, theorem = absence(out, failed, inputs, hyper, narrow=n < U.shape[1])
     if S is None and rounding.within == "yes":
         why += (
             f"; but within {'/'.join(map(str, inputs.dtypes))} storage rounding (rtol "
@@ -285,7 +250,7 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
         )
     residual = out.residual  # the one candidate checked, or the found set's ‖M_S‖_max
     return Certificate(
-        status=status,
+        status=Status(status).value,
         S=S,
         method=out.method,
         reason=why,
@@ -299,39 +264,39 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
         nondegenerate=not failed,
         failed=failed,
         min_row_sin=min_sin,
-        **_context(U, inputs, rounding, (theorem, bound, exact), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
+        **_context(U, inputs, rounding, (theorem, bound, exact, offset), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
         timings=timings,
     ), rel
 
 
-def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolute, t0) -> Certificate:
+def _wide(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, skip_rtol, absolute, t0, D0) -> Certificate:
     """The certificate from the ``O(n d²)`` screen (:mod:`~absorbjax.condition.large`), by the same
-    rules as the Gram path: a found set is judged by rule (E), "no S" by :func:`_absence`. The Gram
+    rules as the Gram path: a found set is judged by rule (E), "no S" by :func:`absence`. The Gram
     relaxation's fields that were not computed are ``rank = -1``, ``nan`` or ``None``."""
     n, d = U.shape
-    S, theorem, bound, exact = None, None, None, None
-    unchecked = [f for f in scr.failed if f.startswith("undecided")]
+    S, theorem, bound, exact, offset = None, None, None, None, None
+    unchecked = [f for f in scr.failed if getattr(f, "kind", "") == "unchecked"]
     if scr.status == "found":
-        status, why, bound, exact = _promise(U, D, A, mask_of(scr.S, n), rtol, skip_rtol, inputs)
+        status, why, bound, exact, offset = _promise(U, D, rule, mask_of(scr.S, n), skip_rtol, inputs, D0)
         why += f"; S found by the O(n d²) screen ({scr.method})"
-        if status == "absorbable":
+        theorem = found_theorem(status, inputs, narrow=n < d)
+        if status == Status.ABSORBABLE:
             S = scr.S
-            if inputs.activation is not None:
-                theorem = activations.get(inputs.activation).converse(biased=inputs.bias is not None)
     elif scr.status == "absent" and unchecked:
-        status, why = "undecided", f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}"
+        status, why = Status.UNDECIDED, f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}"
     else:
         why = (
             scr.reason
             if scr.status == "absent"
-            else (f"undecided: {scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation")
+            else (f"{scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation")
         )
-        status, why, theorem = _absence(_Outcome(None, scr.method, why, scr.lower, None), scr.failed, inputs, "")
+        out = _Outcome(None, scr.method, why, scr.lower, None, undecided=scr.status != "absent")
+        status, why, theorem = absence(out, scr.failed, inputs, ("", False), narrow=n < d)
     extra = storage_rtol_pair(*inputs.dtypes)
     rounding = _Rounding("n/a", None, None, "float64 or integer storage")
     if extra > 0:
-        loose = rtol + extra
-        tau_r = scale.miss_threshold(U, D, A, loose) + (n + 2) * d * ETA
+        loose = rule.rtol + extra
+        tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, loose) + (n + 2) * d * ETA)
         if S is not None:
             rounding = _Rounding("yes", loose, S, "the set S passes already")
         elif scr.lower > tau_r and not absolute:
@@ -341,7 +306,7 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
         else:
             rounding = _Rounding("undecided", loose, None, "the screen's bound does not reach the looser tolerance")
     return Certificate(
-        status=status,
+        status=Status(status).value,
         S=S,
         method=scr.method,
         reason=why,
@@ -355,7 +320,7 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
         nondegenerate=not scr.failed,
         failed=scr.failed,
         min_row_sin=None,
-        **_context(U, inputs, rounding, (theorem, bound, exact), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
+        **_context(U, inputs, rounding, (theorem, bound, exact, offset), rtol=rule.rtol, skip_rtol=skip_rtol, t0=t0),
         timings=dict(scr.timings),
     )
 
@@ -363,8 +328,8 @@ def _wide(U, D, A, scr: scale.Screen, inputs: Inputs, *, rtol, skip_rtol, absolu
 def _context(U, inputs: Inputs, rounding: _Rounding, promise: tuple, *, rtol, skip_rtol, t0) -> dict:
     """The :class:`Certificate` fields both paths fill alike: the size, the tolerances, the caller's
     inputs (skip kind, storage, bias, activation), the storage-rounding answer, the promise
-    ``(theorem, miss_bound, miss_exact)`` and the seconds since ``t0``."""
-    theorem, bound, exact = promise
+    ``(theorem, miss_bound, miss_exact, offset_bound)`` and the seconds since ``t0``."""
+    theorem, bound, exact, offset = promise
     return dict(
         d=U.shape[1],
         n=U.shape[0],
@@ -378,30 +343,58 @@ def _context(U, inputs: Inputs, rounding: _Rounding, promise: tuple, *, rtol, sk
         biased=inputs.bias is not None,
         activation=inputs.activation,
         theorem=theorem,
+        assumes=inputs.assumes,
         miss_bound=bound,
         miss_exact=exact,
+        offset_bound=offset,
         skip_rtol=skip_rtol,
         seconds=time.perf_counter() - t0,
     )
 
 
-def _promise(U, D, A, found, rtol, skip_rtol, inputs):
-    """``(status, reason, bound, exact)`` for a set that passes rule (★): ``absorbable`` when the
-    exact miss is small against the skip (rule (E)), else ``undecided`` (cancellation)."""
+def _promise(U, D, rule: Rule, found, skip_rtol, inputs, D0):
+    """``(status, reason, bound, exact, offset)`` for a set that passes rule (★): ``absorbable`` when
+    the exact miss ``c·W_down[:,S] W_up[S,:] + A`` is small against the skip (rule (E)) and the
+    activation declares its odd slope ``c``, else ``undecided`` (cancellation; no declared ``c``).
+    ``offset`` bounds ``‖absorber(0) − block(0)‖``: the rounding of the absorber's output bias
+    (:func:`_arith.output_bias` on the stored ``W_down = D0``; 0 without biases)."""
+    A = rule.A
     smin = sigma_min_lower(A)
-    bound, exact = miss_bound(U, D, A, found, enough=skip_rtol * smin)  # rule (E) met by the rigorous float64 bound
+    bound, exact = miss_bound(U, D, A, found, enough=skip_rtol * smin, c=rule.c)  # rule (E), float64 first
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
-    if bound <= skip_rtol * smin:
-        why = (
-            f"W_down[:,S] W_up[S,:] = {inputs.target} up to a miss ‖M_S‖_2 <= {fmt(bound)} ({how}): the "
-            f"absorber differs from the block by at most {fmt(bound)}·‖x‖ <= {fmt(skip_rtol)}·‖A x‖"
+    if inputs.slope is None:
+        return (
+            Status.UNDECIDED,
+            (
+                f"W_down[:,S] W_up[S,:] = {inputs.target} up to {fmt(bound)} for S = {few(np.flatnonzero(found))}, "
+                f"but {inputs.activation} declares no odd slope (sigma(z) - sigma(-z) = c z), so the sign "
+                "flip is not known to absorb: absorbable is never issued on a measured fact"
+            ),
+            bound,
+            exact,
+            None,
         )
+    if bound <= skip_rtol * smin:
+        c = "" if rule.c == 1 else "c·"
+        why = (
+            f"{c}W_down[:,S] W_up[S,:] = {'−I' if inputs.skip_kind == 'identity' else '−A'} up to a miss "
+            f"‖M_S‖_2 <= {fmt(bound)} ({how}): the absorber differs from the block by at most "
+            f"{fmt(bound)}·‖x‖ <= {fmt(skip_rtol)}·‖A x‖"
+        )
+        offset = 0.0
+        if inputs.bias is not None or inputs.out_bias is not None:
+            b = np.zeros(U.shape[0]) if inputs.bias is None else inputs.bias
+            e0 = np.zeros(U.shape[1]) if inputs.out_bias is None else inputs.out_bias
+            offset = output_bias(D0, b, found, e0, rule.c)[1]
         if inputs.bias is not None:
-            why += "; with the hidden bias b the absorber also flips b[S] (output bias c + W_down[:,S] b[S])"
-        return "absorbable", why, bound, exact
+            why += (
+                f"; with the hidden bias b the absorber also flips b[S] (output bias e = c_out + {c}W_down[:,S] "
+                f"b[S], rounded: ‖absorber(0) − block(0)‖ <= {fmt(offset) if offset else 0})"
+            )
+        return Status.ABSORBABLE, why, bound, exact, offset
     cancel = float(np.max(np.abs(D[:, found]) @ np.abs(U[found, :])))
     return (
-        "undecided",
+        Status.UNDECIDED,
         (
             f"a set S passes rule (★) (relative to Σ_(i∈S)|W_down||W_up| up to {fmt(cancel)}), but its exact "
             f"miss ‖M_S‖_2 <= {fmt(bound)} is not small against the skip (σ_min(A) >= {fmt(smin)}, skip_rtol "
@@ -409,6 +402,7 @@ def _promise(U, D, A, found, rtol, skip_rtol, inputs):
         ),
         bound,
         exact,
+        None,
     )
 
 
@@ -419,26 +413,31 @@ def _check_method(method, time_limit):
         raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
 
 
-def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=None):
+def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=None, out_bias=None):
     """One ungated block as the decision reads it: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)`` in
     float64, ``A`` ``(d, d)`` and the :class:`Inputs`, each argument checked (ValueError)."""
     act = check_activation(activation)
     U, D, _ = float_weights(params, batched=False)
     A = skip_matrix(skip, U.shape[1])
     kind = "identity" if skip is None else "matrix"
-    return U, D, A, Inputs(storage_dtypes(params), _bias_vector(bias, U.shape[0]), act, kind)
+    c = _bias_vector(out_bias, U.shape[1], "out_bias", "the output bias c of W_down σ(W_up x + b) + c")
+    slope, assumes = ONE, ()
+    if act is not None:
+        entry = activations.get(act)
+        slope, assumes = entry.odd_slope, entry.assumes
+    return U, D, A, Inputs(storage_dtypes(params), _bias_vector(bias, U.shape[0]), act, kind, c, slope, assumes)
 
 
-def _bias_vector(bias, n: int) -> np.ndarray | None:
+def _bias_vector(bias, n: int, name="bias", what="the hidden bias b of σ(W_up x + b)") -> np.ndarray | None:
     if bias is None:
         return None
     b = np.asarray(bias)
     if b.dtype == np.bool_ or not (np.issubdtype(b.dtype, np.floating) or np.issubdtype(b.dtype, np.integer)):
-        raise ValueError(f"bias must hold real numbers, got dtype {b.dtype}")
+        raise ValueError(f"{name} must hold real numbers, got dtype {b.dtype}")
     if b.shape != (n,):
-        raise ValueError(f"bias must be the hidden bias b of σ(W_up x + b), shape ({n},), got {b.shape}")
+        raise ValueError(f"{name} must be {what}, shape ({n},), got {b.shape}")
     if not np.all(np.isfinite(b)):
-        raise ValueError("bias contains NaN or inf")
+        raise ValueError(f"{name} contains NaN or inf")
     return b.astype(np.float64) if np.any(b != 0) else None
 
 
@@ -452,6 +451,7 @@ def find_absorbing_set(
     method: str = "auto",
     bias=None,
     skip_rtol: float | None = None,
+    out_bias=None,
 ) -> Certificate:
     """Decide whether some ``S`` has ``W_down[:,S] W_up[S,:] = −A`` (Thm 8/10, Lemma 4, and
     Thm 8 via the ray limit for biased blocks and gelu_tanh, silu, softplus).
@@ -477,10 +477,14 @@ def find_absorbing_set(
         output bias ``c`` becomes ``c + W_down[:,S] b[S]``: :func:`absorber_biases`); "no S" is
         ``not_absorbable`` by Thm 8 via the ray limit (any output bias ``c``, any free biases of the
         absorber). Parallel rows (with equal or distinct biases) are ``degenerate``. The output
-        bias ``c`` never changes the answer, so it is not an argument.
+        bias ``c`` never changes the answer.
       skip_rtol: rule (E): ``absorbable`` promises ``‖absorber(x) − block(x)‖ ≤ ‖M_S‖_2 ‖x‖`` with
         ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)`` (default ``1e-6``), ``M_S`` the exact miss; a set that
         passes rule (★) but not this is ``undecided`` (cancellation float64 cannot resolve).
+      out_bias: the output bias ``c`` ``(d,)`` (``None``: 0). It never changes the status; an
+        ``absorbable`` certificate's ``offset_bound`` bounds ``‖absorber(0) − block(0)‖``, the
+        rounding of the output bias ``e = c + W_down[:,S] b[S]`` that :func:`absorber_biases` returns
+        (0 where ``e`` is exact), so ``‖absorber(x) − block(x)‖ ≤ miss_bound·‖x‖ + offset_bound``.
 
     Returns:
       a :class:`Certificate`; ``str(cert)`` is a readable summary, ``cert.to_dict()`` is JSON.
@@ -500,7 +504,7 @@ def find_absorbing_set(
     References:
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
-    U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias)
+    U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias, out_bias=out_bias)
     return decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
 
 
@@ -510,9 +514,10 @@ def find_absorbing_sets(
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
     ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. ``options``: ``skip``,
-    ``rtol``, ``time_limit``, ``method``, ``bias``, ``skip_rtol``, as for
+    ``rtol``, ``time_limit``, ``method``, ``bias``, ``skip_rtol``, ``out_bias``, as for
     :func:`find_absorbing_set` and validated by it; ``skip`` is ``None``, one ``(d, d)`` matrix
-    for all draws or ``(draws, d, d)``, and ``bias`` one ``(n,)`` or ``(draws, n)``.
+    for all draws or ``(draws, d, d)``, ``bias`` one ``(n,)`` or ``(draws, n)``, and ``out_bias``
+    one ``(d,)`` or ``(draws, d)``.
     A plain loop: small blocks take about a millisecond each (``d = 3, n = 12``: over a thousand
     draws per second on two cores, see ``experiments/bench_condition.py``), so a batched
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
@@ -523,11 +528,17 @@ def find_absorbing_sets(
     draws, n, d = U.shape
     skips = _per_draw(options.pop("skip", None), (d, d), draws, "skip")
     biases = _per_draw(options.pop("bias", None), (n,), draws, "bias")
+    outs = _per_draw(options.pop("out_bias", None), (d,), draws, "out_bias")
     from tqdm.auto import tqdm
 
     return [
         find_absorbing_set(
-            MLPParams(params.up[k], params.down[k]), activation, skip=skips[k], bias=biases[k], **options
+            MLPParams(params.up[k], params.down[k]),
+            activation,
+            skip=skips[k],
+            bias=biases[k],
+            out_bias=outs[k],
+            **options,
         )
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]

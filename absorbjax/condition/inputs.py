@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
-from absorbjax.condition._arith import EPS, ETA, gamma, verify_miss
+from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
 from absorbjax.condition.certificate import few
+from absorbjax.condition.scale import Failure, exactly_parallel
 from absorbjax.models import GatedParams, MLPParams
 
 __all__ = [
     "DEFAULT_RTOL",
     "SKIP_RTOL",
+    "Rule",
     "absolute_rounding",
     "accepts",
     "check_activation",
@@ -195,11 +198,50 @@ def _allowed(U, D, A, m: np.ndarray, rtol: float) -> np.ndarray:
     return r * (np.abs(D[:, m]) @ np.abs(U[m, :]) + np.abs(A))
 
 
-def accepts(U, D, A, m: np.ndarray, rtol: float) -> tuple[bool, float]:
-    """Whether rule (★) accepts the mask ``m`` on the *exact* miss ``M_S`` (a rigorous float64 bound,
-    else rational arithmetic: :func:`_arith.verify_miss`), and ``‖M_S‖_max``."""
-    v = verify_miss(U, D, A, m, rtol + 2 * gamma(int(m.sum()) + 1))
+def accepts(U, D, A, m: np.ndarray, rtol: float, c: Fraction = ONE) -> tuple[bool, float]:
+    """Whether rule (★) accepts the mask ``m`` on the *exact* miss ``M_S = c·W_down[:,S] W_up[S,:] + A``
+    (a rigorous float64 bound, else rational arithmetic: :func:`_arith.verify_miss`), and
+    ``‖M_S‖_max``; ``c`` is the activation's odd slope (an exact fraction)."""
+    v = verify_miss(U, D, A, m, rtol + 2 * gamma(int(m.sum()) + 1), c)
     return v.passes, v.miss_max
+
+
+class Rule(NamedTuple):
+    """Rule (★) for ``c·W_down[:,S] W_up[S,:] = −A`` in one place: the exact skip ``A`` ``(d, d)``,
+    the slack ``rtol``, the odd slope ``c`` (exact), and the search's float64 skip ``Ac = fl(A/c)``
+    with ``approx ≥ ‖Ac − A/c‖_F`` (0 for ``c = 1``). The searches and proofs of absence run on
+    ``W_down[:,S] W_up[S,:] = −Ac`` with :meth:`threshold` widened by ``approx``; a set is accepted
+    only by :meth:`accepts`, on the exact ``c`` and ``A``."""
+
+    A: np.ndarray
+    rtol: float
+    c: Fraction
+    Ac: np.ndarray
+    approx: float
+
+    @classmethod
+    def of(cls, A: np.ndarray, rtol: float, c: Fraction = ONE) -> Rule:
+        if c == 1:
+            return cls(A, rtol, ONE, A, 0.0)
+        Ac = A / float(c)  # |Ac − A/c| ≤ 2.1u |A/c| entrywise (two roundings)
+        return cls(A, rtol, Fraction(c), Ac, 3 * EPS * float(np.linalg.norm(Ac)))
+
+    def loose(self, rtol: float) -> Rule:
+        """The same rule with another slack (storage rounding)."""
+        return self._replace(rtol=rtol)
+
+    def accepts(self, U, D, m: np.ndarray) -> tuple[bool, float]:
+        """:func:`accepts` for this rule: exact ``c`` and ``A``."""
+        return accepts(U, D, self.A, m, self.rtol, self.c)
+
+    def widen(self, thr: float) -> float:
+        """A Frobenius bound computed on ``Ac`` made valid for ``A/c``: ``|A/c| ≤ (1 + 3u)|Ac|`` in the
+        rule's sum, and the distance ``approx`` between the two."""
+        return thr if self.approx == 0 else thr * (1 + 2 * EPS) + self.approx * (1 + 2 * EPS)
+
+    def threshold(self, U, D) -> float:
+        """:func:`threshold_of` on ``Ac``, widened (:meth:`widen`)."""
+        return self.widen(threshold_of(U, D, self.Ac, self.rtol))
 
 
 def threshold_of(U, D, A, rtol: float) -> float:
@@ -280,22 +322,23 @@ def hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
     function class (``W_up → W_up P⁻¹``, ``W_up[i,:] → t W_up[i,:]``): a row or column is zero when
     every stored entry is, and two rows are parallel when ``rank [u; v] = 1`` for the stored values.
     Pairs whose Gram cosine is below ``1 − 1e-6`` are certainly not parallel (the cosine's rounding
-    error is ``O(d·eps)``); the rest are checked exactly (:func:`_exactly_parallel`).
+    error is ``O(d·eps)``); the rest are checked exactly by the package's one parallel-row test,
+    :func:`scale.exactly_parallel` (the wide path's too).
     """
     n, d = U.shape
     failed = []
     if d < 2:
-        failed.append(f"d = {d} < 2")
+        failed.append(Failure("d", f"d = {d} < 2"))
     zero_rows = np.flatnonzero(~U.any(axis=1))
     zero_cols = np.flatnonzero(~D.any(axis=0))
     if zero_rows.size:
-        failed.append(f"rows of W_up are zero: {few(zero_rows)}")
+        failed.append(Failure("zero_rows", f"rows of W_up are zero: {few(zero_rows)}"))
     if zero_cols.size:
-        failed.append(f"columns of W_down are zero: {few(zero_cols)}")
+        failed.append(Failure("zero_cols", f"columns of W_down are zero: {few(zero_cols)}"))
     pairs, min_sin = _pairs(U, UUt, dtype)
     if pairs:
         more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
-        failed.append(f"rows of W_up are parallel: pairs {pairs[:5]}{more}")
+        failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {pairs[:5]}{more}"))
     return tuple(failed), min_sin
 
 
@@ -314,7 +357,7 @@ def _pairs(U, UUt, dtype) -> tuple[list, float | None]:
     top = float(np.nanmax(cos2)) if np.any(np.isfinite(cos2)) else 1.0
     min_sin = math.sqrt(max(1.0 - top, 0.0))
     i, j = np.nonzero(np.triu(~(cos2 < 1.0 - 1e-6), 1))  # NaN (out of range) is checked exactly
-    pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j) if _exactly_parallel(U[live[a]], U[live[b]], dtype)]
+    pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j) if exactly_parallel(U[live[a]], U[live[b]])]
     return pairs, min_sin
 
 
@@ -322,20 +365,3 @@ def parallel_pairs(U, UUt, dtype) -> list:
     """The pairs ``(i, j)``, ``i < j``, of nonzero rows of ``U`` that are exactly parallel (stored values;
     ``U`` balanced so that its Gram matrix ``UUt`` is in range)."""
     return _pairs(U, UUt, dtype)[0]
-
-
-def _exactly_parallel(u: np.ndarray, v: np.ndarray, dtype) -> bool:
-    """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic.
-
-    Products of two values stored with at most 26 significant bits (float32 and narrower, small
-    integers) are exact in float64; otherwise the check runs on Python fractions.
-    """
-    a = int(np.argmax(np.abs(u)))
-    narrow = (jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).nmant <= 23) or (
-        np.issubdtype(dtype, np.integer) and max(np.abs(u).max(), np.abs(v).max()) < 2**26
-    )
-    uv = np.abs(np.concatenate([u, v]))
-    if narrow and np.all((uv == 0) | ((uv > 2.0**-480) & (uv < 2.0**480))):  # no product under/overflows
-        return bool(np.all(v * u[a] == u * v[a]))
-    ua, va = Fraction(float(u[a])), Fraction(float(v[a]))
-    return all(Fraction(float(y)) * ua == Fraction(float(x)) * va for x, y in zip(u, v))

@@ -9,7 +9,7 @@ import numpy as np
 from scipy import optimize
 
 from absorbjax.condition._arith import EPS, ETA, gamma
-from absorbjax.condition.inputs import accepts
+from absorbjax.condition.inputs import Rule
 from absorbjax.condition.relax import Relaxation
 
 __all__ = ["EXHAUSTIVE_MAX_N", "closest_mask", "exhaustive", "local_search", "milp"]
@@ -23,8 +23,8 @@ _MILP_MAX_CUTS = 50
 # Integer search
 
 
-def exhaustive(U, D, A, rel: Relaxation, rtol: float, threshold: float):
-    """All ``2^n`` masks in chunks; a proof either way.
+def exhaustive(U, D, rule: Rule, rel: Relaxation, threshold: float):
+    """All ``2^n`` masks in chunks; a proof either way. ``A`` below is the search's ``rule.Ac``.
 
     ``q(m) = mᵀGm − 2bᵀm + ‖A‖_F²`` is ``‖Σ m_i M_i + A‖_F²``; every set that rule (★) accepts has
     ``q ≤ threshold²``. ``q`` is computed with an error below ``(4d + 4n + 16)·eps·q̄(m)``, where
@@ -33,6 +33,7 @@ def exhaustive(U, D, A, rel: Relaxation, rtol: float, threshold: float):
     are checked by rule (★) itself. Returns ``(mask or None, min_m ‖Σ m_i M_i + A‖_F)``.
     """
     n, d = U.shape
+    A = rule.Ac
     if n > EXHAUSTIVE_MAX_N:
         raise ValueError(f"method='exhaustive' enumerates 2^n subsets; n = {n} > {EXHAUSTIVE_MAX_N}")
     G, b, a2 = rel.G, rel.b, float(np.sum(A * A))
@@ -48,7 +49,7 @@ def exhaustive(U, D, A, rel: Relaxation, rtol: float, threshold: float):
         near = np.flatnonzero(q <= threshold**2 + err)
         for k in near[np.argsort(q[near])]:
             m = M[k] > 0.5
-            if accepts(U, D, A, m, rtol)[0]:
+            if rule.accepts(U, D, m)[0]:
                 return m, math.sqrt(max(best, 0.0))
     return None, math.sqrt(max(best, 0.0))
 
@@ -67,9 +68,9 @@ def _quadratic(M: np.ndarray, G: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("bi,bi->b", M @ G, M) - 2 * M @ b
 
 
-def milp(U, D, A, rel: Relaxation, rtol: float, threshold: float, time_limit: float):
-    """Search for a set that rule (★) accepts with HiGHS. Returns ``(outcome, mask or None, how)``,
-    outcome ``"found"`` or ``"undecided: <why>"``, never a proof of absence.
+def milp(U, D, rule: Rule, rel: Relaxation, threshold: float, time_limit: float):
+    """Search for a set that ``rule`` (★) accepts with HiGHS (on ``A = rule.Ac``). Returns ``(outcome, mask or None, how)``,
+    outcome ``""`` (found) or why none was found, never a proof of absence.
 
     Variables ``m ∈ {0,1}^n``, zero objective, constraints necessary for (★):
 
@@ -86,7 +87,7 @@ def milp(U, D, A, rel: Relaxation, rtol: float, threshold: float, time_limit: fl
     exactly or answers ``undecided``. An infeasible verdict is retried once with presolve off.
     """
     n, d = U.shape
-    r = rtol + 2 * gamma(n + 1)
+    A, r = rule.Ac, rule.rtol + 2 * gamma(n + 1)
     if d * d * n <= _MILP_DENSE_MAX:
         M = np.einsum("ki,ij->kji", D, U).reshape(d * d, n)
         a = A.reshape(-1)
@@ -111,7 +112,7 @@ def milp(U, D, A, rel: Relaxation, rtol: float, threshold: float, time_limit: fl
     for _ in range(_MILP_MAX_CUTS):
         left = deadline - time.perf_counter()
         if left <= 0:
-            return f"undecided: time limit {time_limit:g} s reached", None, form
+            return f"time limit {time_limit:g} s reached", None, form
         res = optimize.milp(
             np.zeros(n),
             integrality=np.ones(n),
@@ -123,7 +124,7 @@ def milp(U, D, A, rel: Relaxation, rtol: float, threshold: float, time_limit: fl
             if retried:
                 return (
                     (
-                        "undecided: HiGHS reports the MILP infeasible (with and without presolve), "
+                        "HiGHS reports the MILP infeasible (with and without presolve), "
                         "a floating-point verdict that is no proof"
                     ),
                     None,
@@ -132,13 +133,13 @@ def milp(U, D, A, rel: Relaxation, rtol: float, threshold: float, time_limit: fl
             presolve, retried = False, True
             continue
         if res.x is None:
-            return f"undecided: HiGHS stopped without a solution ({res.message})", None, form
+            return f"HiGHS stopped without a solution ({res.message})", None, form
         m = res.x > 0.5
-        if accepts(U, D, A, m, rtol)[0]:
-            return "found", m, form
+        if rule.accepts(U, D, m)[0]:
+            return "", m, form
         sign = np.where(m, 1.0, -1.0)
         cons.append(optimize.LinearConstraint(sign[None], -np.inf, m.sum() - 1))
-    return f"undecided: {_MILP_MAX_CUTS} HiGHS solutions failed verification", None, form
+    return f"{_MILP_MAX_CUTS} HiGHS solutions failed verification", None, form
 
 
 def local_search(G, b, m, max_flips: int) -> np.ndarray:

@@ -16,8 +16,9 @@ import math
 import numpy as np
 
 from absorbjax.condition import scale
-from absorbjax.condition._arith import ETA
+from absorbjax.condition._arith import ETA, miss_bound
 from absorbjax.condition.certificate import Certificate, Distance
+from absorbjax.condition.inputs import Rule, mask_of
 
 __all__ = ["FW_BUDGET", "GRAM_MAX_N", "SCREEN_MIN_N", "distance_bounds", "wide_screen"]
 
@@ -26,7 +27,7 @@ GRAM_MAX_N = 8192  # wider blocks never reach the Gram path (≈ 30 s and 4 GB a
 FW_BUDGET = 2**37  # n d² up to which distance takes a Frank–Wolfe step (2048×8192: 2^36)
 
 
-def wide_screen(U, D, A, *, rtol: float, steps: int = 2) -> scale.Screen | None:
+def wide_screen(U, D, rule: Rule, *, steps: int = 2) -> scale.Screen | None:
     """The ``O(n d²)`` screen of ``W_up = U (n, d)``, ``W_down = D (d, n)``, skip ``A (d, d)``.
 
     ``τ`` bounds the exact miss of every set that rule (★) accepts (:func:`scale.miss_threshold`
@@ -36,8 +37,17 @@ def wide_screen(U, D, A, *, rtol: float, steps: int = 2) -> scale.Screen | None:
     Gram path's reach). A found set is only a candidate: the caller judges it by rule (E).
     """
     n, d = U.shape
-    tau = scale.miss_threshold(U, D, A, rtol) + (n + 2) * d * ETA
-    scr = scale.screen(U, D, A, tau=tau, rtol=rtol, steps=steps)
+    A = rule.Ac  # the search's skip A/c; the found set is checked on the exact c and A
+
+    def verify(U, D, _A, S, _rtol):
+        m = mask_of(S, n)
+        ok, miss = rule.accepts(U, D, m)
+        return scale.SetCheck(
+            np.sort(np.asarray(S)), ok, miss, math.inf if not ok else miss_bound(U, D, rule.A, m, c=rule.c)[0]
+        )
+
+    tau = rule.widen(scale.miss_threshold(U, D, A, rule.rtol) + (n + 2) * d * ETA)
+    scr = scale.screen(U, D, A, tau=tau, rtol=rule.rtol, steps=steps, verify=verify)
     if scr.status == "undecided" and n <= GRAM_MAX_N:
         return None
     return scr
@@ -52,7 +62,7 @@ def distance_bounds(U, D, A, cert: Certificate, *, steps: int | None = None) -> 
     norm_a = float(np.linalg.norm(A))
     g = (A.size + 4) * 2.0**-52  # ≥ the relative rounding of norm_a and of one division
     if cert.S is not None:
-        chk = scale.verify_set(U, D, A, cert.S, cert.rtol)
+        chk = scale.screen_check(U, D, A, cert.S, cert.rtol)
         up = chk.miss_frobenius / norm_a * (1 + g)
         return Distance(0.0, up, cert.S, "exact", math.nan, 0.0, cert)
     n, d = U.shape

@@ -9,7 +9,7 @@ import time
 import numpy as np
 from scipy import linalg as sla
 
-from absorbjax.condition._arith import EPS
+from absorbjax.condition._arith import EPS, certify_pd, gamma
 
 __all__ = ["Relaxation", "box_lower", "box_relaxation", "relax"]
 
@@ -24,17 +24,26 @@ class Relaxation:
     lam_low: float  # certified lower bound on λ_min(G) (0 when rank < n)
     rho: float  # ‖Σ c_i M_i + A‖_F at the computed c
     lower: float  # certified lower bound on ‖Σ m_i M_i + A‖_F, m ∈ {0,1}^n
-    err: float  # rounding-error bound on rho
-    eps_perp: float  # reach of the dropped eigendirections over the cube [0,1]^n
+    err: float  # rounding-error bound on rho (rigorous)
+    eps_perp: float  # reach of the dropped eigendirections over the cube [0,1]^n (steers the MILP only)
     eig: tuple[np.ndarray, np.ndarray] | None  # (λ, Q) when computed
 
+    def radius(self, threshold: float) -> float | None:
+        """``δ``: every ``m`` whose exact miss is within ``threshold`` has ``‖m − c‖_2 ≤ δ``
+        (``‖K(m − c)‖ ≤ threshold + ρ_exact``, ``‖K v‖ ≥ √λ_low ‖v‖``); ``None`` without a certified
+        ``λ_low > 0``."""
+        if not self.lam_low > 0:
+            return None
+        return (threshold + self.rho + self.err) / math.sqrt(self.lam_low) * (1 + 8 * EPS)
 
-def _positive_definite(G: np.ndarray, tau: float):
-    """``(solve, λ_low)`` with ``λ_min(G) ≥ λ_low > 0`` certified by Cholesky, else ``None``.
 
-    Cholesky of ``G``, 30 steps of inverse iteration for a Rayleigh quotient ``λ̂ ≥ λ_min``, then a
-    second Cholesky of ``G − (λ̂/4) I``: its success proves ``λ_min ≥ λ̂/4 − τ`` (``τ`` covers the
-    factorisation's backward error). Two ``O(n³/3)`` factorisations instead of an eigensolver.
+def _positive_definite(G: np.ndarray):
+    """``(solve, λ_low)`` with ``λ_min(G) ≥ λ_low > 0`` proved, else ``None``.
+
+    Cholesky of ``G``, 30 steps of inverse iteration for a Rayleigh quotient ``λ̂ ≥ λ_min``, then
+    :func:`_arith.certify_pd` with ``λ_low = λ̂/4``: a second Cholesky, of ``G − (λ̂/4 + c) I`` with
+    Rump's shift ``c ≈ γ_{n+1} tr(G)`` (Rump 2006, BIT 46, Thm 2.3), whose success proves
+    ``λ_min(G) ≥ λ̂/4``. Two ``O(n³/3)`` factorisations instead of an eigensolver.
     """
     n = G.shape[0]
     try:
@@ -47,26 +56,28 @@ def _positive_definite(G: np.ndarray, tau: float):
         x = solve(x)
         x /= np.linalg.norm(x)
     mu = float(x @ G @ x) / 4
-    if not mu > 2 * tau:
+    if not (mu > 0 and certify_pd(G, mu)):
         return None
-    try:
-        sla.cho_factor(G - mu * np.eye(n), check_finite=False)
-    except np.linalg.LinAlgError:
-        return None
-    return solve, mu - tau
+    return solve, mu
 
 
 def relax(U, D, A, UUt, timings) -> Relaxation:
     """Least squares ``min_c ‖Σ c_i M_i + A‖_F`` from ``G = (W_downᵀW_down) ⊙ (W_up W_upᵀ)``.
 
-    ``τ = 4·max(n,d)·eps·‖G‖_∞`` is the rank threshold. Positive definite ``G`` (certified by
-    Cholesky, :func:`_positive_definite`) has rank ``n``; otherwise the eigendecomposition is
-    restricted to eigenvalues above ``τ``, and the dropped directions change
-    ``‖Σ m_i M_i + A‖_F`` by at most ``ε_⊥ = √(n·(λ_dropped + τ + ‖E‖))`` over the cube ``[0,1]^n`` (``E``: the rounding of ``G``). Two
-    steps of refinement with exact residuals ``R = −A − Σ c_i M_i`` make ``c`` accurate without
-    forming ``K``. For every ``m ∈ {0,1}^n``: ``‖Σ m_i M_i + A‖_F ≥ ρ − 2η − ε_⊥ − err``, where
-    ``η² = gᵀG⁺g`` is the decrease still available at ``c`` (``g = Kᵀ vec R``, with a factor 2 of
-    margin) and ``err = n·eps·‖|W_down| diag|c| |W_up| + |A|‖_F`` bounds the rounding in ``ρ``.
+    ``τ = 4·max(n,d)·eps·‖G‖_∞`` is the rank threshold: it only steers (which eigendirections the
+    solve keeps); nothing certified rests on it. Positive definite ``G`` (proved by Cholesky with
+    Rump's shift, :func:`_positive_definite`) has rank ``n`` and a certified ``λ_low``; otherwise the
+    eigendecomposition is restricted to eigenvalues above ``τ`` (``λ_low`` then proved the same way
+    when the rank is ``n``, else 0). Two steps of refinement with exact residuals
+    ``R = −A − Σ c_i M_i`` make ``c`` accurate without forming ``K``.
+
+    The lower bound, for every real ``m`` (hence every ``m ∈ {0,1}^n``): least squares has
+    ``ρ_min = √(ρ² − η²) ≥ ρ − η`` exactly, ``η = ‖K(c − c*)‖ ≤ ‖g‖/√λ_min(KᵀK)`` with
+    ``g = Kᵀ vec R``; so ``lower = ρ − err − ‖g‖_up/√λ_low`` with ``‖g‖`` and ``λ_low`` bounded
+    rigorously, and 0 without a proved ``λ_low > 0`` (the box relaxation decides those). This
+    replaces ``ρ − 2η`` with ``η² = gᵀG⁺g`` computed, whose factor 2 was a margin, not a proof.
+    ``err = γ_{n+2}(1 + γ_{n+2})‖|W_down| diag|c| |W_up| + |A|‖_F`` (plus ``γ_{d²+2}ρ``)
+    bounds the rounding in ``ρ`` (Higham §3.1).
     """
     n, d = U.shape
     t = time.perf_counter()
@@ -79,7 +90,7 @@ def relax(U, D, A, UUt, timings) -> Relaxation:
     timings["gram"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    pd = _positive_definite(G, tau) if tau > 0 else None
+    pd = _positive_definite(G) if tau > 0 else None
     eig, lam_perp = None, 0.0
     if pd is not None:
         (solve, lam_low), rank = pd, n
@@ -92,8 +103,9 @@ def relax(U, D, A, UUt, timings) -> Relaxation:
         # The dropped directions of the true Gram matrix reach at most λ_dropped + τ (the
         # eigensolver's backward error) + gram_err.
         lam_perp = max(float(lam[~keep].max(initial=0.0)), 0.0) + tau + gram_err if rank < n else 0.0
-        lam_low = float(lam[0]) - tau if rank == n else 0.0
+        lam_low = float(lam[0]) / 4 if rank == n and certify_pd(G, float(lam[0]) / 4) else 0.0
         eig = (lam, Q)
+    gram_err *= 1 + 8 * (d + 2) * EPS  # the rounding of the norms in it
     lam_low = max(lam_low - gram_err, 0.0)  # a lower bound on λ_min of the true KᵀK
     timings["factor"] = time.perf_counter() - t
 
@@ -108,10 +120,17 @@ def relax(U, D, A, UUt, timings) -> Relaxation:
         c = c + solve(grad(c)[1])
     R, g = grad(c)
     rho = float(np.linalg.norm(R))
-    eta = math.sqrt(max(float(g @ solve(g)), 0.0))
-    err = n * EPS * float(np.linalg.norm((np.abs(D) * np.abs(c)) @ np.abs(U) + np.abs(A)))
+    g_n = gamma(n + 2)
+    err = g_n * (1 + g_n) * float(np.linalg.norm((np.abs(D) * np.abs(c)) @ np.abs(U) + np.abs(A))) * (1 + 8 * EPS)
+    err += gamma(d * d + 2) * rho  # the rounding of ‖R‖_F itself
     eps_perp = math.sqrt(n * lam_perp)
-    lower = max(0.0, rho - 2 * eta - eps_perp - err)
+    lower = 0.0
+    if lam_low > 0 and math.isfinite(rho):  # ρ_min = √(ρ² − η²) ≥ ρ − η, η = ‖K(c − c*)‖ ≤ ‖g‖/√λ_min(KᵀK)
+        nu = np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1) * (1 + 8 * (d + 2) * EPS)
+        g_err = (err + gamma(2 * d + 2) * rho) * float(np.linalg.norm(nu))  # |ĝ_i − g_i| ≤ ν_i (‖ΔR‖ + γ ρ)
+        g_up = (float(np.linalg.norm(g)) * (1 + gamma(n + 2)) + g_err) * (1 + 8 * EPS)
+        eta_up = g_up / math.sqrt(lam_low) * (1 + 8 * EPS)
+        lower = max(lower, (rho - err - eta_up) * (1 - 4 * EPS))
     timings["solve"] = time.perf_counter() - t
     return Relaxation(G, b, c, rank, tau, lam_low, rho, lower, err, eps_perp, eig)
 
@@ -212,8 +231,15 @@ def _frank_wolfe(U, D, A, c) -> tuple[float, float]:
     R = -A - (D * c) @ U
     g = np.einsum("ki,ki->i", D, R @ U.T)
     f = float(np.sum(R * R))
-    bound = f + float(np.sum(np.minimum(2 * g * c, -2 * g * (1 - c))))
-    err = n * EPS * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
-    err_g = (err + 2 * d * EPS * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
-    margin = 2 * math.sqrt(f) * err + err**2 + 2 * float(np.sum(err_g))
+    terms = np.minimum(2 * g * c, -2 * g * (1 - c))
+    bound = f + float(np.sum(terms))
+    g_n = gamma(n + 2)  # the rounding of R: γ_{n+2} (|W_down| diag c |W_up| + |A|), Frobenius below this
+    err = g_n * (1 + g_n) * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
+    err *= 1 + 8 * (d + 2) * EPS  # the norms' own rounding
+    err_g = (err + gamma(2 * d + 2) * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
+    # f and the sum of terms are float64 sums too: γ_{d²+2} f and γ_{n+2} Σ|terms| cover them
+    sums = gamma(d * d + 2) * f + g_n * float(np.sum(np.abs(terms)))
+    margin = (2 * math.sqrt(f) * err + err**2 + 2 * float(np.sum(err_g)) * (1 + 8 * (d + 2) * EPS) + sums) * (
+        1 + 8 * EPS
+    )
     return f, math.sqrt(max(bound - margin, 0.0))

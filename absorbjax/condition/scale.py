@@ -28,7 +28,7 @@ then ``W_up[S,:]`` is invertible and ``W_up[S,:] A⁻¹ W_down[:,S] = −I``: ev
 ``b_i = W_up[i,:] A⁻¹ W_down[:,i] = −1``, and the cross terms vanish. Units with ``b_i ≈ −1``
 are the candidates; extra candidates are pruned on their cross terms. The sign sets ``{z_i < 0}``
 met by Frank–Wolfe are candidates too. A candidate is accepted only by ``verify`` (default
-:func:`verify_set`, rule (★) of :mod:`absorbjax.condition` with a rigorous float64 bound).
+:func:`screen_check`, rule (★) of :mod:`absorbjax.condition` with a rigorous float64 bound).
 
 **Hypotheses of Thm 8/10 (computed exactly).** Zero rows and columns are found exactly.
 Parallel rows without ``W_up W_upᵀ``: each row, rescaled by a power of two, is normalised with
@@ -53,33 +53,47 @@ from fractions import Fraction
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from absorbjax.condition._arith import EPS, ETA, gamma
+
 __all__ = [
     "BLOCK",
+    "Failure",
     "Screen",
     "SetCheck",
     "box_bounds",
     "dual_lower",
+    "exactly_parallel",
     "hypotheses",
     "miss_threshold",
     "planted_candidates",
     "screen",
     "unit_scales",
-    "verify_set",
+    "screen_check",
 ]
 
 BLOCK = 512  # units per block: small enough for malloc to reuse (no page faults), ≈ 3 · BLOCK · d float64 numbers
-_U = 2.0**-53  # unit roundoff of float64
-_ETA = 2.0**-1074  # smallest subnormal: the absolute error of one underflowing operation
+_U = EPS / 2  # unit roundoff of float64
+_ETA = ETA  # smallest subnormal: the absolute error of one underflowing operation
 _THREADS = 2  # BLAS threads while this module multiplies
 _SAFE = 400  # binary exponents within ±_SAFE: squares and products neither over- nor underflow
+_gamma = gamma  # the one γ_k of the package (condition._arith)
 
 
-def _gamma(k: int) -> float:
-    """``γ_k = k u/(1 − k u)``: relative error bound of a float64 sum of ``k`` products."""
-    ku = k * _U
-    if not ku < 0.01:
-        raise ValueError(f"a float64 sum of {k} terms has no useful error bound")
-    return ku / (1 - ku)
+class Failure(str):
+    """One failed hypothesis: its message (a plain ``str`` in records) and its ``kind``, by which the
+    decision reads it (never by the message): ``"d"``, ``"zero_rows"``, ``"zero_cols"``,
+    ``"parallel"`` (exactly parallel rows of ``W_up``) or ``"unchecked"`` (a check that could not
+    finish)."""
+
+    kind: str
+
+    def __new__(cls, kind: str, text: str) -> Failure:
+        out = super().__new__(cls, text)
+        out.kind = kind
+        return out
+
+    def __reduce__(self):
+        return Failure, (self.kind, str(self))
 
 
 def _nonbool(fn):
@@ -355,11 +369,17 @@ def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK) -> float:
 # Hypotheses of Thm 8/10 without W_up W_upᵀ
 
 
-def _parallel(u: np.ndarray, v: np.ndarray) -> bool:
-    """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic."""
+def exactly_parallel(u: np.ndarray, v: np.ndarray) -> bool:
+    """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic.
+
+    The float64 pre-filter only rules a pair out when every product is finite and two differ by more
+    than their rounding; an overflowing product (``inf − inf = nan``) goes to the exact test."""
     a = int(np.argmax(np.abs(u)))
-    if not np.all(np.abs(v * u[a] - u * v[a]) <= 4 * _U * np.abs(v * u[a]) + 4 * _ETA):
-        return False  # the float64 products differ by more than their rounding
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        vu, uv = v * u[a], u * v[a]
+        apart = np.abs(vu - uv) > 4 * _U * np.abs(vu) + 4 * _ETA
+    if np.all(np.isfinite(vu)) and np.all(np.isfinite(uv)) and np.any(apart):
+        return False  # finite float64 products that differ by more than their rounding
     ua, va = Fraction(float(u[a])), Fraction(float(v[a]))
     return all(Fraction(float(y)) * ua == Fraction(float(x)) * va for x, y in zip(u, v))
 
@@ -394,12 +414,16 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
     n, d = U.shape
     failed: list[str] = []
     if d < 2:
-        failed.append(f"d = {d} < 2")
+        failed.append(Failure("d", f"d = {d} < 2"))
     zero_rows = np.flatnonzero(~np.any(U != 0, axis=1))
     zero_cols = np.flatnonzero(~np.any(D != 0, axis=0))
-    for idx, what in ((zero_rows, "rows of W_up are zero"), (zero_cols, "columns of W_down are zero")):
+    for idx, kind, what in (
+        (zero_rows, "zero_rows", "rows of W_up are zero"),
+        (zero_cols, "zero_cols", "columns of W_down are zero"),
+    ):
         if idx.size:
-            failed.append(f"{what}: {idx[:10].tolist()}" + (f" and {idx.size - 10} more" if idx.size > 10 else ""))
+            more = f" and {idx.size - 10} more" if idx.size > 10 else ""
+            failed.append(Failure(kind, f"{what}: {idx[:10].tolist()}{more}"))
     p, w = _projections(U, block)
     live = np.flatnonzero(np.any(U != 0, axis=1))
     order = live[np.argsort(p[live], kind="stable")]
@@ -412,15 +436,16 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
         for a in close:
             tested += 1
             i, j = int(order[a]), int(order[a + gap])
-            if _parallel(U[i].astype(np.float64), U[j].astype(np.float64)):
+            if exactly_parallel(U[i].astype(np.float64), U[j].astype(np.float64)):
                 pairs.append((min(i, j), max(i, j)))
         if len(pairs) > 5 or tested > cap:
             break
     if pairs:
         more = " and more" if len(pairs) > 5 else ""
-        failed.append(f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}")
+        failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}"))
     elif tested > cap:
-        failed.append(f"undecided: {tested} near-equal projections of rows of W_up, over the cap {cap}")
+        msg = f"undecided: {tested} near-equal projections of rows of W_up, over the cap {cap}"
+        failed.append(Failure("unchecked", msg))
     checked = (
         f"zero rows/columns exactly; parallel rows exactly ({tested} candidate pairs within the "
         f"rounding window {w:.2g} of one projection tested); min |sin| between rows not computed"
@@ -434,12 +459,17 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
 
 def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_size: int | None = None):
     """A candidate ``S`` with ``|S| = d``: units with ``b_i = W_up[i,:] A⁻¹ W_down[:,i] ≈ −1`` whose
-    cross terms ``W_up[i,:] A⁻¹ W_down[:,j]`` vanish (module docstring), or ``None``.
+    cross terms ``C_ij = W_up[i,:] A⁻¹ W_down[:,j]`` vanish (module docstring), or ``None``.
 
-    Candidates have ``|b_i + 1| ≤ tol``, kept ones ``|cross terms| ≤ tol`` (both invariant under unit
-    rescalings). Costs
-    ``O(n d)`` for ``A = I`` (else one ``d×d`` solve per block) plus ``O(|K|² d)`` on the ``|K|``
-    candidates (at most ``max_size``, default ``2d``). A heuristic: only :func:`verify_set` decides.
+    Candidates ``K`` have ``|b_i + 1| ≤ tol`` (invariant under unit rescalings; the ``max_size``
+    closest kept, default ``4d + 64`` while ``|K|² d ≤ 2^35``, else ``2d``). Decoys, copies of a unit
+    of ``S`` (sign-flipped, rescaled, or perturbed by a relative 1e-9), are in ``K`` too, and each is
+    incompatible with its original (``C_ij ≈ −1``). So ``S`` is built greedily, closest ``b_i`` first,
+    from units whose cross terms with every chosen unit are within ``tol``; then single swaps of a chosen
+    unit for a compatible candidate lower ``‖C_SS + I‖_F`` (zero for an exact ``S``, and
+    ``W_down[:,S] W_up[S,:] = −A`` iff ``W_up[S,:] A⁻¹ W_down[:,S] = −I`` for invertible ``W_up[S,:]``)
+    until none does. Costs ``O(n d)`` for ``A = I`` (else one ``d×d`` solve per block) plus
+    ``O(|K|² d)``. A heuristic: only :func:`screen_check` (or the exact check) decides.
     """
     n, d = U.shape
     identity = np.array_equal(A, np.eye(d))
@@ -449,28 +479,56 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
 
         lu = lu_factor(A, check_finite=False)
     b = np.empty(n)
-    for s in _blocks(n, block):
-        dd = D[:, s].astype(np.float64)
-        x = dd if identity else lu_solve(lu, dd, check_finite=False)
-        b[s] = np.einsum("ik,ki->i", U[s].astype(np.float64), x)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for s in _blocks(n, block):
+            dd = D[:, s].astype(np.float64)
+            x = dd if identity else lu_solve(lu, dd, check_finite=False)
+            b[s] = np.einsum("ik,ki->i", U[s].astype(np.float64), x)
     K = np.flatnonzero(np.abs(b + 1) <= tol)
-    cap = 2 * d if max_size is None else max_size
-    if K.size < d or K.size > cap:
+    if max_size is None:
+        max_size = 4 * d + 64 if (4 * d + 64) ** 2 * d <= 2**35 else 2 * d
+    if K.size < d:
         return None
+    K = K[np.argsort(np.abs(b[K] + 1), kind="stable")[:max_size]]  # closest first
     Dk = D[:, K].astype(np.float64)
-    C = U[K].astype(np.float64) @ (Dk if identity else lu_solve(lu, Dk, check_finite=False))
-    C[np.arange(K.size), np.arange(K.size)] = 0.0
-    bad = np.abs(C) > tol
-    keep = np.ones(K.size, bool)
-    while keep.sum() > d:  # drop the candidate with the most nonzero cross terms
-        score = bad[np.ix_(keep, keep)].sum(axis=0) + bad[np.ix_(keep, keep)].sum(axis=1)
-        if score.max() == 0:
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        C = U[K].astype(np.float64) @ (Dk if identity else lu_solve(lu, Dk, check_finite=False))
+    C[~np.isfinite(C)] = np.inf
+    C[np.arange(K.size), np.arange(K.size)] = b[K]
+    off = C.copy()
+    np.fill_diagonal(off, 0.0)
+    ok = (np.abs(off) <= tol) & (np.abs(off.T) <= tol)  # compatible pairs (a unit with itself too)
+    chosen: list[int] = []
+    for a in range(K.size):  # greedy: closest b first, compatible with everything chosen
+        if all(ok[a, j] for j in chosen):
+            chosen.append(a)
+            if len(chosen) == d:
+                break
+    if len(chosen) < d:
+        return None
+    sq = np.where(np.isfinite(off), off, 0.0) ** 2
+    sym = sq + sq.T  # the cross-term cost of a pair
+    diag = (b[K] + 1) ** 2
+    for _ in range(2 * d):  # best single swap on ‖C_SS + I‖_F², until none helps
+        S = np.asarray(chosen)
+        fits = ok[:, S].sum(axis=1)  # how many chosen units each candidate is compatible with
+        cost_in = sym[:, S].sum(axis=1)  # cross cost of each candidate against all of S
+        best, move = 0.0, None
+        for p, i in enumerate(chosen):
+            alt = np.flatnonzero((fits - ok[:, i] == d - 1) & ~np.isin(np.arange(K.size), S))
+            if alt.size == 0:
+                continue
+            gain = diag[alt] + cost_in[alt] - sym[alt, i] - (diag[i] + cost_in[i])
+            k = int(np.argmin(gain))
+            if gain[k] < best:
+                best, move = float(gain[k]), (p, int(alt[k]))
+        if move is None:
             break
-        keep[np.flatnonzero(keep)[int(np.argmax(score))]] = False
-    return K[keep] if keep.sum() == d else None
+        chosen[move[0]] = move[1]
+    return np.sort(K[np.asarray(chosen)])
 
 
-def verify_set(U, D, A, S, rtol: float) -> SetCheck:
+def screen_check(U, D, A, S, rtol: float) -> SetCheck:
     """Rule (★) for one set in float64, with its rounding bound: accept when every entry has
     ``|fl(W_down[:,S] W_up[S,:] + A)_kj| ≤ (rtol + 2γ_{|S|+1}) (Σ_{i∈S} |W_down[k,i]||W_up[i,j]| + |A_kj|)``.
 
@@ -528,7 +586,7 @@ def screen(
         (★): :func:`miss_threshold`). Absence is proved when bound (D) exceeds it.
       rtol: the acceptance rule's slack, passed to ``verify``.
       steps: Frank–Wolfe steps after the trace test (each two ``O(n d²)`` products).
-      verify: ``verify(U, D, A, S, rtol) -> SetCheck``; default :func:`verify_set`.
+      verify: ``verify(U, D, A, S, rtol) -> SetCheck``; default :func:`screen_check`.
       find: also look for a planted set (:func:`planted_candidates`, the sign sets).
 
     Returns:
@@ -536,7 +594,7 @@ def screen(
       ``S``, or ``"undecided"``. The hypotheses of Thm 8/10 are checked in every case.
     """
     t0 = time.perf_counter()
-    verify = verify_set if verify is None else verify
+    verify = screen_check if verify is None else verify
     d = U.shape[1]
     timings: dict[str, float] = {}
     t = time.perf_counter()

@@ -7,14 +7,16 @@ units), ``W_down ∈ R^{d×n}``. Blocks act on ONE example; add batches, draws a
 only float arrays.
 
 Two rooms: :mod:`absorbjax.models.blocks` (the params types, ``mlp``, ``skip_mlp``, ``stack``,
-``reduce_skip``) and :mod:`absorbjax.models.draws` (random weights: ``init``, ``sample``,
+``reduce_skip``, ``check_layout``) and :mod:`absorbjax.models.draws` (random weights: ``init``, ``sample``,
 ``absorbable``); every name is used as ``models.<name>``.
 """
 
 from absorbjax.models.blocks import (
     GatedParams,
     MLPParams,
+    NarrowBlockWarning,
     Params,
+    check_layout,
     dims,
     flax_kernel,
     mlp,
@@ -46,6 +48,8 @@ __all__ = [
     "reduce_skip",
     "dims",
     "flax_kernel",
+    "check_layout",
+    "NarrowBlockWarning",
     "size_bucket",
     "compiled_programs",
     "DISTS",

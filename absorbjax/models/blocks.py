@@ -4,6 +4,7 @@ are the package's (:mod:`absorbjax.models`)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -13,7 +14,19 @@ from jax import lax
 
 from absorbjax import activations
 
-__all__ = ["MLPParams", "GatedParams", "Params", "mlp", "skip_mlp", "stack", "reduce_skip", "dims", "flax_kernel"]
+__all__ = [
+    "MLPParams",
+    "GatedParams",
+    "Params",
+    "mlp",
+    "skip_mlp",
+    "stack",
+    "reduce_skip",
+    "dims",
+    "flax_kernel",
+    "check_layout",
+    "NarrowBlockWarning",
+]
 
 
 def flax_kernel(layer, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:
@@ -138,6 +151,52 @@ def dims(params: Params) -> tuple[int, int]:
                 f"{down} (n={n}, d={d}); got {shape}"
             )
     return d, n
+
+
+class NarrowBlockWarning(UserWarning):
+    """A block narrower than its input (``n < d``): often flax kernels ``(in, out)`` passed as
+    PyTorch-layout params; see :func:`check_layout`."""
+
+
+def check_layout(params: Params, *, narrow: bool = False, stacklevel: int = 3) -> Params:
+    """``params`` unchanged, after a :class:`NarrowBlockWarning` when the block is narrower than
+    its input (``n < d``) and ``narrow`` is false.
+
+    The params are PyTorch layout, ``W_up (n, d)``; flax's ``nnx.Linear`` stores ``kernel (in, out)``,
+    so kernels of ``nnx.Linear(d, n)``, ``nnx.Linear(n, d)`` passed as ``MLPParams(up, down)`` read as a
+    block of width ``d`` on inputs of dimension ``n`` — narrow when the real block is wide. Callers
+    that decide or draw conclusions from a block (``condition``) call this on the user's params;
+    ``narrow=True`` says the narrow block is meant. ``stacklevel`` is passed to
+    :func:`warnings.warn` (3: the warning points at the caller of the function that calls this).
+    Leading axes (draws, layers) are allowed; shapes are checked by :func:`dims`.
+
+    Examples:
+      >>> import warnings
+      >>> import numpy as np
+      >>> from absorbjax import models
+      >>> up_kernel, down_kernel = np.ones((8, 32)), np.ones((32, 8))  # nnx.Linear(8, 32), (32, 8)
+      >>> with warnings.catch_warnings(record=True) as caught:
+      ...     warnings.simplefilter("always")
+      ...     _ = models.check_layout(models.MLPParams(up_kernel, down_kernel))
+      >>> print(caught[0].message)  # doctest: +ELLIPSIS
+      MLPParams read as W_up (n, d) = (8, 32): width n = 8 < input d = 32. ... MLPParams.from_flax(...) ...
+      >>> models.dims(models.MLPParams.from_flax(up_kernel, down_kernel))  # (d, n): 8 inputs, width 32
+      (8, 32)
+    """
+    d, n = dims(params)
+    if n < d and not narrow:
+        kind = type(params).__name__
+        fields = ", ".join(params._fields)
+        warnings.warn(
+            f"{kind} read as W_up (n, d) = ({n}, {d}): width n = {n} < input d = {d}. The params are "
+            f"PyTorch layout (out, in); flax nnx.Linear kernels are (in, out): for layers nnx.Linear({n}, {d}) "
+            f"and nnx.Linear({d}, {n}) (a block of width {d} on inputs of dimension {n}) use "
+            f"{kind}.from_flax(...) with the layers or kernels ({fields}). If the narrow block is meant, "
+            "pass narrow=True.",
+            NarrowBlockWarning,
+            stacklevel=stacklevel,
+        )
+    return params
 
 
 def _check(params: Params, x: jax.Array, activation: str) -> activations.Activation:

@@ -262,11 +262,14 @@ def absorbable(
     dtype=None,
     depth: int | None = None,
 ) -> tuple[MLPParams, np.ndarray | list[np.ndarray]]:
-    """Gaussian weights that satisfy ``W_down[:,S] W_up[S,:] = −I_d`` for a random index set ``S``.
+    """Gaussian weights that satisfy ``c·W_down[:,S] W_up[S,:] = −I_d`` for a random index set ``S``,
+    ``c`` the activation's declared odd slope (``σ(z) − σ(−z) = c z``; ``leaky_relu(α)``: ``1 + α``; 1
+    for the others and where none is declared, e.g. relu2, whose blocks drawn here do not absorb).
 
-    ``|S| = size`` (default ``d``, at most ``n``). ``W_down[:,S] = −W_up[S,:]⁺ + Z (I − W_up[S,:]
-    W_up[S,:]⁺)`` with random ``Z``: the negative pseudo-inverse plus a random component in the left
-    null space (nonzero only when ``|S| > d``). Returns ``(params, S)`` with ``S`` sorted.
+    ``|S| = size`` (default ``d``, at most ``n``). ``W_down[:,S] = (−W_up[S,:]⁺ + Z (I − W_up[S,:]
+    W_up[S,:]⁺))/c`` with random ``Z``: the negative pseudo-inverse plus a random component in the left
+    null space (nonzero only when ``|S| > d``), divided by ``c`` (rounded to the dtype).
+    Returns ``(params, S)`` with ``S`` sorted.
     Gated activations raise: the sign-flip absorber is for ungated blocks.
 
     ``depth=L``: a stack of ``L`` such blocks, layer ``l`` drawn from ``fold_in(key, l)``; returns
@@ -288,7 +291,8 @@ def absorbable(
 
     References:
       Thm 8 (ReLU) and Thm 10 (GELU): for ``d ≥ 2`` and nondegenerate weights the block absorbs
-      its skip iff such an ``S`` exists; ``absorbjax.condition.absorber`` builds the absorber.
+      its skip iff such an ``S`` exists; the kink theorem (``docs/theory/kink.md``) for
+      ``leaky_relu`` with ``c = 1 + α``; ``absorbjax.condition.absorber`` builds the absorber.
     """
     act = activations.get(activation)
     if act.gated:
@@ -311,6 +315,8 @@ def absorbable(
     pinv = jnp.linalg.pinv(up_s)  # (d, |S|)
     z = jax.random.normal(kz, (d, size), params.up.dtype) / math.sqrt(size)
     down_s = -pinv + z @ (jnp.eye(size, dtype=pinv.dtype) - up_s @ pinv)
+    if act.odd_slope not in (None, 1):
+        down_s = down_s / float(act.odd_slope)
     return MLPParams(params.up, params.down.at[:, S].set(down_s)), S
 
 
