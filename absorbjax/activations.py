@@ -1,4 +1,4 @@
-"""One registry of activations, with the facts the paper's theorems use.
+"""One registry of activations, with the facts the theorems need, all *declared*, never measured.
 
 An ungated block applies ``σ`` to ``W_up x``; a gated block applies the gate ``g`` to
 ``W_gate x`` and multiplies by the linear value branch ``W_value x``. Each entry records:
@@ -6,17 +6,24 @@ An ungated block applies ``σ`` to ``W_up x``; a gated block applies the gate ``
 - ``gated``: whether the function is a gate ``g`` (GLU family) or an activation ``σ``;
 - ``degree``: the positive-homogeneity degree ``k`` of the *block*, when ``f(t x) = t^k f(x)``
   for ``t > 0`` (ReLU: 1, ReLU²: 2, ReGLU: 1 + 1 = 2), else ``None``;
-- ``odd_part_half``: whether ``σ(z) − σ(−z) = z`` (odd part ``z/2``), which makes the
-  sign-flip absorber exact;
+- ``odd_slope``: the declared ``c`` (an exact :class:`~fractions.Fraction`) with
+  ``σ(z) − σ(−z) = c·z`` for every ``z``, which makes the sign-flip absorber exact
+  (``σ(−z) = σ(z) − c z``); ``None`` when not declared (relu, gelu, gelu_tanh, silu, softplus,
+  hardswish: ``1``; ``leaky_relu(α)``: ``1 + α``);
+- ``ray_limit``: ``"relu"`` when declared that ``σ − relu = o(|z|)`` as ``|z| → ∞`` (relu, gelu,
+  gelu_tanh, silu, softplus, hardswish), so that ``σ(t a + b)/t → relu(a)`` for every ``a, b`` as
+  ``t → ∞`` (``docs/theory/ray_limit.md``);
+- ``kink``: declared that ``σ(z) = p z`` for ``z > 0`` and ``q z`` for ``z < 0`` with ``p ≠ q``
+  (relu, leaky_relu): the kink theorem decides every width and any skip (``docs/theory/kink.md``);
 - ``gate_at_zero``: ``g(0)`` for gates (Prop 6 needs ``g(0) = 0``), ``None`` otherwise;
 - ``smooth_at_zero``: whether the function is differentiable at 0 (Prop 6 needs it);
-- ``ray_limit``: ``"relu"`` when *declared* that ``σ − relu`` is bounded on ``R`` (relu, gelu,
-  gelu_tanh, silu, softplus), so that ``σ(t a + b)/t → relu(a)`` for every ``a, b`` as ``t → ∞``
-  (the *ray limit*, biases included; ``docs/theory/ray_limit.md``). Never inferred: a user
-  activation declares it and :func:`register` checks it numerically;
-- ``paper_theorem``: the paper's theorem proving the bias-free converse (relu: Thm 8, gelu: Thm 10).
+- ``paper_theorem``: the paper's theorem proving the bias-free converse (relu: Thm 8, gelu: Thm 10);
+- ``builtin``: registered by absorbjax, its facts proved on the page; a user's registration is
+  not, and a certificate resting on it lists the declarations in ``Activation.assumes``.
 
-:meth:`Activation.converse` is the one place that says which theorem decides which block.
+:func:`register` never infers a fact; its sanity checks at a few points can only *refuse* a
+declaration that is visibly false. :meth:`Activation.converse` is the one place that says which
+theorem decides which block.
 
 ``family`` derives from these: ``"homogeneous"`` (degree ``k ≠ 1``, Prop 5), ``"gated"``
 (Prop 6 when ``g(0) = 0`` and smooth), ``"ungated"`` (Thm 8/10 territory).
@@ -25,20 +32,46 @@ An ungated block applies ``σ`` to ``W_up x``; a gated block applies the gate ``
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
+import re
+import warnings
+from fractions import Fraction
+from numbers import Rational
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["Activation", "RAY_LIMIT_THEOREM", "get", "names", "register", "unregister"]
+__all__ = [
+    "Activation",
+    "KINK_THEOREM",
+    "RAY_LIMIT_KINK_THEOREM",
+    "RAY_LIMIT_THEOREM",
+    "get",
+    "leaky_relu",
+    "names",
+    "register",
+    "unregister",
+]
 
-RAY_LIMIT_THEOREM = "Thm 8 via the ray limit"  # proved beyond the paper: docs/theory/ray_limit.md
+RAY_LIMIT_THEOREM = "Thm 8 via the ray limit"  # n ≥ d; proved beyond the paper: docs/theory/ray_limit.md
+KINK_THEOREM = "kink theorem (every width)"  # every n, any skip A, biases: docs/theory/kink.md
+RAY_LIMIT_KINK_THEOREM = "kink theorem via the ray limit (every width)"  # docs/theory/ray_limit.md
+
+
+def _fmt(c: Fraction) -> str:
+    """``c`` as the shortest exact text: a float's repr when ``c`` is one, else ``p/q``."""
+    if c.denominator == 1:
+        return str(c)
+    f = float(c)
+    return repr(f) if math.isfinite(f) and Fraction(f) == c else str(c)
 
 
 @dataclasses.dataclass(frozen=True)
 class Activation:
-    """A registered activation ``σ`` (or gate ``g``) and the facts the theorems need.
+    """A registered activation ``σ`` (or gate ``g``) and the declared facts the theorems need.
 
     Examples:
       >>> from absorbjax import activations
@@ -47,36 +80,69 @@ class Activation:
       (True, 0.0, 'gated', True)
       >>> float(act(1.0))  # the gate g = silu
       0.7310585975646973
+      >>> leaky = activations.get("leaky_relu(0.25)")
+      >>> leaky.odd_slope, leaky.kink, leaky.converse(biased=True, narrow=True)
+      (Fraction(5, 4), True, 'kink theorem (every width)')
 
     References:
       Prop 5 (``degree`` ``k ≠ 1``), Prop 6 (``gate_at_zero = 0``, ``smooth_at_zero``),
-      Thm 8/10 (``odd_part_half``: the sign-flip absorber's identity ``σ(z) − σ(−z) = z``).
+      Thm 8/10 and the generalised flip (``odd_slope``: ``σ(z) − σ(−z) = c z``), the ray limit
+      (``docs/theory/ray_limit.md``), the kink theorem (``docs/theory/kink.md``).
     """
 
     name: str
     fn: Callable[[jax.Array], jax.Array]
     gated: bool = False
     degree: float | None = None
-    odd_part_half: bool = False
+    odd_slope: Fraction | None = None
     gate_at_zero: float | None = None
     smooth_at_zero: bool = True
     ray_limit: str | None = None
+    kink: bool = False
     paper_theorem: str | None = None
+    builtin: bool = False
 
-    def converse(self, *, biased: bool = False) -> str | None:
+    @property
+    def odd_part_half(self) -> bool:
+        """Whether ``σ(z) − σ(−z) = z`` is declared (``odd_slope == 1``); kept for older callers."""
+        return self.odd_slope == 1
+
+    @property
+    def assumes(self) -> tuple[str, ...]:
+        """The declared facts a certificate for this activation rests on; empty for the built-ins,
+        whose facts are proved in ``docs/theory``."""
+        if self.builtin:
+            return ()
+        out = []
+        if self.odd_slope is not None:
+            out.append(f"declared odd part: sigma(z) - sigma(-z) = {_fmt(self.odd_slope)} z")
+        if self.ray_limit == "relu":
+            out.append("declared ray limit: sigma - relu = o(|z|)")
+        if self.kink:
+            out.append("declared kink: sigma(z) = p z (z > 0), q z (z < 0), p != q")
+        return tuple(out)
+
+    def converse(self, *, biased: bool = False, narrow: bool = False) -> str | None:
         """The theorem proving "no ``S`` ⇒ no same-width absorber" for this ``σ``, or ``None``.
 
-        Bias-free relu and gelu: the paper's Thm 8 and Thm 10. Every ungated ``σ`` with odd part
-        ``z/2`` and a declared ray limit ``relu``, with or without hidden bias:
-        :data:`RAY_LIMIT_THEOREM` (proved beyond the paper): put ``x → t x`` in an identity between
-        the biased residual block and a biased free block, divide by ``t``, let ``t → ∞``: the
-        bias-free ReLU blocks on the same ``W_up, W_down`` agree, and Thm 8 (Lemma 4) gives ``S``.
+        ``S`` means ``c·W_down[:,S] W_up[S,:] = −A`` with ``c = odd_slope``; without a declared
+        ``c`` nothing is proved. ``narrow`` (width ``n < d``): the kink theorem for kink
+        activations, the kink theorem via the ray limit for ray-limit ones (both every width, any
+        ``A``). ``n ≥ d``: bias-free relu and gelu the paper's Thm 8 and Thm 10; an ungated ``σ``
+        with a declared ray limit ``relu``, with or without hidden bias, :data:`RAY_LIMIT_THEOREM`;
+        a kink ``σ`` without one (leaky_relu) :data:`KINK_THEOREM`.
         """
-        if self.gated or self.family == "homogeneous" or not self.odd_part_half:
+        if self.gated or self.family == "homogeneous" or self.odd_slope is None:
             return None
+        if narrow:
+            if self.kink:
+                return KINK_THEOREM
+            return RAY_LIMIT_KINK_THEOREM if self.ray_limit == "relu" else None
         if not biased and self.paper_theorem is not None:
             return self.paper_theorem
-        return RAY_LIMIT_THEOREM if self.ray_limit == "relu" else None
+        if self.ray_limit == "relu":
+            return RAY_LIMIT_THEOREM
+        return KINK_THEOREM if self.kink else None
 
     @property
     def family(self) -> str:
@@ -93,17 +159,19 @@ class Activation:
 
     @property
     def result(self) -> str:
-        """The paper's result that decides absorption for blocks with this activation."""
+        """The result that decides absorption for blocks with this activation."""
         if self.family == "homogeneous":
             return "Prop 5: never absorbs (homogeneous of degree k != 1)"
         if self.gated:
             if self.never_absorbs:
                 return "Prop 6: never absorbs (gate differentiable at 0 with g(0) = 0)"
             return "not covered: gate with g(0) != 0 or not differentiable at 0"
+        c = "" if self.odd_slope in (None, 1) else f"{_fmt(self.odd_slope)} "
         theorem = self.converse()
         if theorem is not None:
-            return f"{theorem}: absorbs iff W_down[:,S] W_up[S,:] = -I for some S"
-        if self.odd_part_half:
+            given = "" if self.builtin else "given the declared facts, "
+            return f"{given}{theorem}: absorbs iff {c}W_down[:,S] W_up[S,:] = -I for some S"
+        if self.odd_slope is not None:
             return "sign-flip absorber exact when an S exists; converse not proven"
         return "not covered"
 
@@ -126,28 +194,125 @@ def _gelu_tanh(z):
     return jax.nn.gelu(z, approximate=True)
 
 
-def _odd_part_is_half(fn: Callable) -> bool:
-    """Numerical check of ``σ(z) − σ(−z) = z`` on a grid in [−8, 8] (float32-safe, rtol 1e-5)."""
-    z = np.linspace(-8.0, 8.0, 257, dtype=np.float32)
-    lhs = np.asarray(fn(jnp.asarray(z)) - fn(jnp.asarray(-z)))
-    return bool(np.allclose(lhs, z, rtol=1e-5, atol=1e-5))
+def _hardswish(z):
+    # z·relu6(z + 3)/6 (PyTorch's Hardswish), exactly z above 3 and 0 below −3; `where` for jet
+    return jnp.where(z >= 3.0, z, jnp.where(z <= -3.0, 0.0, z * (z + 3.0) / 6.0))
 
 
-def _check_ray_limit(name: str, fn: Callable) -> None:
-    """Numerical sanity check of a declared ray limit ``relu``: ``|σ(t z + b)/t − relu(z)|`` at
-    ``t = 1e3`` is below ``1e-2`` on ``z ∈ [−4, 4]`` (``z = 0`` included), ``b ∈ {−1, 0, 1}``, and
-    ``|σ(z) − relu(z)|`` does not grow from ``|z| = 10²`` to ``|z| = 10⁴`` (``σ − relu`` bounded)."""
-    z = np.concatenate([np.linspace(-4.0, 4.0, 33), [0.0]]).astype(np.float32)
-    t = np.float32(1e3)
-    relu = np.maximum(z, 0.0)
-    gap = max(float(np.max(np.abs(np.asarray(fn(jnp.asarray(t * z + b))) / t - relu))) for b in (-1.0, 0.0, 1.0))
-    far = np.array([1e2, -1e2, 1e4, -1e4], np.float32)
-    tail = np.abs(np.asarray(fn(jnp.asarray(far))) - np.maximum(far, 0.0))
-    if not (gap <= 1e-2 and np.all(np.isfinite(tail)) and max(tail[2:]) <= max(tail[:2]) + 1.0):
+def _values(fn: Callable, z: np.ndarray) -> np.ndarray:
+    """``fn`` at the float32 points ``z``, as float64 numbers (any failure is a refusal)."""
+    return np.asarray(fn(jnp.asarray(z, jnp.float32)), dtype=np.float64)
+
+
+def _refuse_odd_slope(name: str, fn: Callable, c: Fraction) -> None:
+    """Refuse ``σ(z) − σ(−z) = c z`` when it is visibly false at a few points (relative 1e-4)."""
+    z = np.array([0.375, 1.0, 2.5, 7.0, 31.0, 1000.0], np.float32)
+    plus, minus = _values(fn, z), _values(fn, -z)
+    cz = float(c) * z.astype(np.float64)
+    scale = np.abs(plus) + np.abs(minus) + np.abs(cz)
+    bad = ~np.isfinite(plus - minus) | (np.abs(plus - minus - cz) > 1e-4 * scale + 1e-6)
+    if np.any(bad):
+        i = int(np.argmax(bad))
         raise ValueError(
-            f"activation {name!r} declares ray_limit='relu', but sigma(t z + b)/t differs from relu(z) by "
-            f"{gap:.3g} at t = 1e3 (or sigma - relu grows: {tail.tolist()}); do not declare it"
+            f"activation {name!r} declares odd_slope={_fmt(c)}, but sigma(z) - sigma(-z) = {plus[i] - minus[i]:.6g} "
+            f"at z = {z[i]:g}, not {cz[i]:.6g}; do not declare it"
         )
+
+
+def _refuse_ray_limit(name: str, fn: Callable) -> None:
+    """Refuse ``σ − relu = o(|z|)`` when visibly false: with ``r(s)`` the largest
+    ``|σ(z) − relu(z)|/|z|`` over four points ``|z| ≈ s`` of each sign, refuse when some value is
+    not finite, when ``r(1e30) > 1e-3``, or when ``r`` has not halved from ``s = 1e2`` to
+    ``s = 1e30`` while above float32's rounding (``1e-6``). Passing proves nothing."""
+    s = np.array([1e2, 1e6, 1e10, 1e14, 1e18, 1e22, 1e26, 1e30])
+    z = (s[:, None] * np.array([1.0, 1.3721, 2.7183, 6.1803])).astype(np.float32)
+    z = np.concatenate([z, -z], axis=1)
+    with np.errstate(all="ignore"):
+        vals = _values(fn, z)
+        r = np.max(np.abs(vals - np.maximum(z, 0.0)) / np.abs(z.astype(np.float64)), axis=1)
+    if not np.all(np.isfinite(r)) or r[-1] > 1e-3 or (r[-1] > 1e-6 and r[-1] >= r[0] / 2):
+        raise ValueError(
+            f"activation {name!r} declares ray_limit='relu' (sigma - relu = o(|z|)), but "
+            f"|sigma(z) - relu(z)|/|z| is {', '.join(f'{x:.2g}' for x in r)} at |z| = 1e2, 1e6, ..., 1e30, "
+            "not tending to 0; do not declare it"
+        )
+
+
+def _refuse_kink(name: str, fn: Callable, c: Fraction | None) -> None:
+    """Refuse a declared kink ``σ(z) = p z (z > 0), q z (z < 0), p ≠ q`` (``p = σ(1)``,
+    ``q = −σ(−1)``) when visibly false at a few points, or when ``p + q`` is not the declared ``c``."""
+    if c is None:
+        raise ValueError(f"activation {name!r} declares kink=True without odd_slope (c = p + q); declare both")
+    p, q = float(_values(fn, np.ones(1))[0]), -float(_values(fn, -np.ones(1))[0])
+    z = np.array([0.5, 2.0, 10.0, 1000.0], np.float32)
+    plus, minus = _values(fn, z), _values(fn, -z)
+    z64 = z.astype(np.float64)
+    tol = 1e-4 * (abs(p) + abs(q))
+    if not (
+        math.isfinite(p)
+        and math.isfinite(q)
+        and abs(p - q) > tol
+        and abs(float(_values(fn, np.zeros(1))[0])) <= tol
+        and np.all(np.abs(plus - p * z64) <= tol * z64)
+        and np.all(np.abs(minus + q * z64) <= tol * z64)
+        and abs(p + q - float(c)) <= tol
+    ):
+        raise ValueError(
+            f"activation {name!r} declares kink=True (sigma(z) = p z for z > 0, q z for z < 0, p != q, "
+            f"p + q = odd_slope = {_fmt(c)}), but p = sigma(1) = {p:.6g}, q = -sigma(-1) = {q:.6g} do not fit; "
+            "do not declare it"
+        )
+
+
+def _as_fraction(name: str, c) -> Fraction:
+    """A declared odd slope as an exact :class:`~fractions.Fraction` (a float's exact value)."""
+    if isinstance(c, bool) or not isinstance(c, (Rational, float, int, np.floating, np.integer)):
+        raise ValueError(f"odd_slope of {name!r} must be a Fraction, int or float, got {c!r}")
+    if isinstance(c, (float, np.floating)) and not math.isfinite(c):
+        raise ValueError(f"odd_slope of {name!r} must be finite, got {c!r}")
+    return Fraction(c) if isinstance(c, Rational) else Fraction(float(c))
+
+
+def _register(name, fn, *, builtin=False, gated=False, degree=None, odd_slope=None, smooth_at_zero=True,
+              ray_limit=None, kink=False, paper_theorem=None, overwrite=False) -> Activation:  # fmt: skip
+    """:func:`register` with the built-ins' fields (``builtin``, ``paper_theorem``)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if name in _REGISTRY and not overwrite:
+        raise ValueError(f"activation {name!r} is already registered; pass overwrite=True")
+    entry = _entry(name, fn, builtin=builtin, gated=gated, degree=degree, odd_slope=odd_slope,
+                   smooth_at_zero=smooth_at_zero, ray_limit=ray_limit, kink=kink, paper_theorem=paper_theorem)  # fmt: skip
+    _REGISTRY[name] = entry
+    return entry
+
+
+def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_limit, kink, paper_theorem):
+    """A checked :class:`Activation` (not registered): refuses visibly false declarations."""
+    if not callable(fn):
+        raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+    c = None if odd_slope is None else _as_fraction(name, odd_slope)
+    if ray_limit not in (None, "relu"):
+        raise ValueError(f"ray_limit must be None or 'relu' (the only limit a theorem uses), got {ray_limit!r}")
+    if gated and (ray_limit is not None or kink):
+        raise ValueError("ray_limit and kink are facts about ungated activations; pass gated=False")
+    if ray_limit is not None and c is not None and c != 1:
+        raise ValueError(
+            f"activation {name!r} declares ray_limit='relu' and odd_slope={_fmt(c)}: a ray limit relu forces "
+            "sigma(z) - sigma(-z) = z (c = 1; docs/theory/ray_limit.md); do not declare both"
+        )
+    if kink and degree not in (None, 1):
+        raise ValueError(f"activation {name!r} declares kink=True (degree 1) and degree={degree}")
+    if c is not None:
+        _refuse_odd_slope(name, fn, c)
+    if ray_limit is not None:
+        _refuse_ray_limit(name, fn)
+    if kink:
+        _refuse_kink(name, fn, c)
+        degree = 1
+    gate_at_zero = float(fn(jnp.zeros(()))) if gated else None
+    return Activation(
+        name, fn, gated, degree, c, gate_at_zero, smooth_at_zero, ray_limit, bool(kink), paper_theorem, builtin
+    )
 
 
 def register(
@@ -156,46 +321,45 @@ def register(
     *,
     gated: bool = False,
     degree: float | None = None,
-    odd_part_half: bool | None = None,
+    odd_slope: Fraction | float | None = None,
     smooth_at_zero: bool = True,
     ray_limit: str | None = None,
-    paper_theorem: str | None = None,
+    kink: bool = False,
     overwrite: bool = False,
+    odd_part_half: bool | None = None,
 ) -> Activation:
     """Register an elementwise activation (or, with ``gated=True``, a gate ``g``).
 
-    ``odd_part_half`` is measured numerically when not given; ``gate_at_zero`` is ``g(0)``.
-    ``degree`` is the homogeneity degree of the whole block (for a gate of degree ``k`` the
-    gated block has degree ``k + 1``). ``ray_limit="relu"`` declares that ``σ − relu`` is bounded
-    (so ``σ(t a + b)/t → relu(a)``): checked numerically, a ``ValueError`` when the check fails;
-    it is never inferred. ``paper_theorem`` is for the built-ins. Returns the new entry.
+    Facts are declared, never measured: ``odd_slope=c`` declares ``σ(z) − σ(−z) = c z`` (kept as
+    the exact :class:`~fractions.Fraction` of the number given; without it no certificate says
+    ``absorbable``), ``ray_limit="relu"`` declares ``σ − relu = o(|z|)``, ``kink=True`` declares
+    ``σ(z) = p z (z > 0), q z (z < 0)`` with ``p ≠ q`` (and needs ``odd_slope = p + q``). Each
+    declaration is sanity-checked at a few points and refused (``ValueError``) when visibly false;
+    passing the check proves nothing, and certificates list the declarations in
+    ``Activation.assumes``. ``degree`` is the homogeneity degree of the whole block (for a gate of
+    degree ``k`` the gated block has degree ``k + 1``); ``gate_at_zero`` is ``g(0)``.
+    ``odd_part_half=True`` is the older spelling of ``odd_slope=1`` (deprecated). Returns the new
+    entry.
 
     Examples:
       >>> import jax.numpy as jnp
       >>> from absorbjax import activations
       >>> entry = activations.register("leaky", lambda z: jnp.where(z > 0, z, 0.1 * z), degree=1)
-      >>> entry.odd_part_half, entry.family  # measured: leaky(z) − leaky(−z) = 1.1 z
-      (False, 'ungated')
+      >>> entry.odd_slope, entry.converse()  # nothing declared, nothing measured, nothing proved
+      (None, None)
+      >>> entry = activations.register(
+      ...     "leaky", lambda z: jnp.where(z > 0, z, 0.1 * z), odd_slope=1.1, kink=True, overwrite=True
+      ... )
+      >>> entry.converse(), entry.assumes[0]
+      ('kink theorem (every width)', 'declared odd part: sigma(z) - sigma(-z) = 1.1 z')
       >>> activations.unregister("leaky")
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    if name in _REGISTRY and not overwrite:
-        raise ValueError(f"activation {name!r} is already registered; pass overwrite=True")
-    if not callable(fn):
-        raise ValueError(f"fn must be callable, got {type(fn).__name__}")
-    if odd_part_half is None:
-        odd_part_half = _odd_part_is_half(fn)
-    if ray_limit not in (None, "relu"):
-        raise ValueError(f"ray_limit must be None or 'relu' (the only limit a theorem uses), got {ray_limit!r}")
-    if ray_limit is not None:
-        if gated:
-            raise ValueError("ray_limit is a fact about ungated activations; pass gated=False")
-        _check_ray_limit(name, fn)
-    gate_at_zero = float(fn(jnp.zeros(()))) if gated else None
-    entry = Activation(name, fn, gated, degree, odd_part_half, gate_at_zero, smooth_at_zero, ray_limit, paper_theorem)
-    _REGISTRY[name] = entry
-    return entry
+    if odd_part_half is not None:
+        warnings.warn("odd_part_half is deprecated: declare odd_slope=1", DeprecationWarning, stacklevel=2)
+        if odd_part_half and odd_slope is None:
+            odd_slope = 1
+    return _register(name, fn, gated=gated, degree=degree, odd_slope=odd_slope, smooth_at_zero=smooth_at_zero,
+                     ray_limit=ray_limit, kink=kink, overwrite=overwrite)  # fmt: skip
 
 
 def unregister(name: str) -> None:
@@ -204,8 +368,37 @@ def unregister(name: str) -> None:
     del _REGISTRY[name]
 
 
+@functools.lru_cache(maxsize=64)
+def leaky_relu(alpha: float = 0.01) -> Activation:
+    """The built-in leaky ReLU ``σ(z) = max(z, α z)`` (``z`` for ``z ≥ 0``, ``α z`` below): a
+    kink with ``p = 1``, ``q = α``, odd slope ``c = 1 + α`` exactly (the float ``α``'s exact
+    value); PReLU is the same block with a per-model ``α``. Named ``"leaky_relu(α)"``, which
+    :func:`get` parses; ``"leaky_relu"`` is ``α = 0.01``. ``α = 1`` (linear) and ``α = −1``
+    (``|z|``) are refused.
+
+    Examples:
+      >>> from absorbjax import activations
+      >>> from fractions import Fraction
+      >>> act = activations.leaky_relu(0.2)
+      >>> act.name, act.odd_slope == 1 + Fraction(0.2), act.odd_slope == Fraction(6, 5)
+      ('leaky_relu(0.2)', True, False)
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating, np.integer)):
+        raise ValueError(f"alpha must be a real number, got {alpha!r}")
+    alpha = float(alpha)
+    if not math.isfinite(alpha) or alpha in (1.0, -1.0):
+        raise ValueError(f"leaky_relu needs a finite alpha other than 1 (linear) and -1 (|z|), got {alpha!r}")
+    fn = functools.partial(jax.nn.leaky_relu, negative_slope=alpha)
+    return _entry(f"leaky_relu({alpha!r})", fn, builtin=True, gated=False, degree=1, odd_slope=1 + Fraction(alpha),
+                  smooth_at_zero=False, ray_limit=None, kink=True, paper_theorem=None)  # fmt: skip
+
+
+_LEAKY = re.compile(r"leaky_relu\(\s*([^()\s]+)\s*\)")
+
+
 def get(name: str | Activation) -> Activation:
     """The registry entry for ``name``; ``ValueError`` listing the known names if unknown.
+    ``"leaky_relu(α)"`` is :func:`leaky_relu` of the number ``α``.
 
     Examples:
       >>> from absorbjax import activations
@@ -215,16 +408,26 @@ def get(name: str | Activation) -> Activation:
       'Thm 10: absorbs iff W_down[:,S] W_up[S,:] = -I for some S'
       >>> activations.get("silu").converse(biased=True)
       'Thm 8 via the ray limit'
+      >>> activations.get("leaky_relu(0.5)").result
+      'kink theorem (every width): absorbs iff 1.5 W_down[:,S] W_up[S,:] = -I for some S'
       >>> activations.get("tanhh")
       Traceback (most recent call last):
-      ValueError: unknown activation 'tanhh'; known: relu, gelu, gelu_tanh, silu, softplus, relu2, reglu, swiglu, geglu, glu
+      ValueError: unknown activation 'tanhh'; known: relu, gelu, gelu_tanh, silu, softplus, leaky_relu, hardswish, relu2, reglu, swiglu, geglu, glu (and leaky_relu(alpha))
     """
     if isinstance(name, Activation):
         return name
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown activation {name!r}; known: {', '.join(names())}") from None
+        pass
+    match = _LEAKY.fullmatch(name) if isinstance(name, str) else None
+    if match is not None:
+        try:
+            alpha = float(match.group(1))
+        except ValueError:
+            raise ValueError(f"activation {name!r}: alpha {match.group(1)!r} is not a number") from None
+        return leaky_relu(alpha)
+    raise ValueError(f"unknown activation {name!r}; known: {', '.join(names())} (and leaky_relu(alpha))") from None
 
 
 def names(*, gated: bool | None = None) -> tuple[str, ...]:
@@ -238,19 +441,22 @@ def names(*, gated: bool | None = None) -> tuple[str, ...]:
     return tuple(k for k, v in _REGISTRY.items() if gated is None or v.gated == gated)
 
 
-# Ungated activations σ.
-# σ − relu is bounded for these five: 0, −|z|Φ(−|z|), −|z|(1 − tanh(·))/2, −|z|·sigmoid(−|z|),
-# log(1 + e^{−|z|}); hence the declared ray limit relu.
-register(
-    "relu", jax.nn.relu, degree=1, odd_part_half=True, smooth_at_zero=False, ray_limit="relu", paper_theorem="Thm 8"
-)
-register("gelu", _gelu, odd_part_half=True, ray_limit="relu", paper_theorem="Thm 10")  # exact z Φ(z)
-register("gelu_tanh", _gelu_tanh, odd_part_half=True, ray_limit="relu")  # jax.nn.gelu's default
-register("silu", jax.nn.silu, odd_part_half=True, ray_limit="relu")
-register("softplus", jax.nn.softplus, odd_part_half=True, ray_limit="relu")
-register("relu2", _relu2, degree=2, odd_part_half=False)
+# Ungated activations σ: the facts proved in docs/theory (ray_limit.md, kink.md).
+# σ(z) − σ(−z) = z for the first six; σ − relu is bounded for relu, gelu, gelu_tanh, silu,
+# softplus, hardswish: 0, −|z|Φ(−|z|), −|z|(1 − tanh(·))/2, −|z|·sigmoid(−|z|), log(1 + e^{−|z|}),
+# and hardswish − relu = 0 outside (−3, 3); hence the declared ray limit relu.
+_ONE = Fraction(1)
+_register("relu", jax.nn.relu, builtin=True, degree=1, odd_slope=_ONE, smooth_at_zero=False, ray_limit="relu",
+          kink=True, paper_theorem="Thm 8")  # fmt: skip
+_register("gelu", _gelu, builtin=True, odd_slope=_ONE, ray_limit="relu", paper_theorem="Thm 10")  # exact z Φ(z)
+_register("gelu_tanh", _gelu_tanh, builtin=True, odd_slope=_ONE, ray_limit="relu")  # jax.nn.gelu's default
+_register("silu", jax.nn.silu, builtin=True, odd_slope=_ONE, ray_limit="relu")
+_register("softplus", jax.nn.softplus, builtin=True, odd_slope=_ONE, ray_limit="relu")
+_REGISTRY["leaky_relu"] = dataclasses.replace(leaky_relu(0.01), name="leaky_relu")
+_register("hardswish", _hardswish, builtin=True, odd_slope=_ONE, ray_limit="relu")  # z·relu6(z + 3)/6
+_register("relu2", _relu2, builtin=True, degree=2)  # odd part z|z|: no odd slope
 # Gates g of gated blocks W_down (g(W_gate x) ⊙ W_value x).
-register("reglu", jax.nn.relu, gated=True, degree=2, odd_part_half=True, smooth_at_zero=False)
-register("swiglu", jax.nn.silu, gated=True, odd_part_half=True)
-register("geglu", _gelu, gated=True, odd_part_half=True)
-register("glu", jax.nn.sigmoid, gated=True, odd_part_half=False)
+_register("reglu", jax.nn.relu, builtin=True, gated=True, degree=2, odd_slope=_ONE, smooth_at_zero=False)
+_register("swiglu", jax.nn.silu, builtin=True, gated=True, odd_slope=_ONE)
+_register("geglu", _gelu, builtin=True, gated=True, odd_slope=_ONE)
+_register("glu", jax.nn.sigmoid, builtin=True, gated=True)  # sigmoid(z) − sigmoid(−z) = tanh(z/2)
