@@ -442,3 +442,223 @@ def test_float_rank_needs_float64():
     with jax.enable_x64(False):
         with pytest.raises(ValueError, match="float64"):
             dimension.float_rank(_point(2, 2, 2, 4), "gelu")
+
+
+# ---------------------------------------------------------------------------------------------
+# Stacks with biases (step 9): b_ℓ(x) = x + D_ℓ σ(U_ℓ x + β_ℓ) + γ_ℓ, c_ℓ(x) = V_down σ(V_up x + β) + e
+
+
+def _biased_flat(pt):
+    """The point's parameters as exact rationals (floats), in the columns' order: up, down, β, γ."""
+    parts = [pt.up, pt.down, pt.hidden_bias, pt.out_bias]
+    return np.concatenate([np.asarray(a, np.float64).ravel() for a in parts]) / pt.denominator
+
+
+def _biased_stack(w, x, shape, sigma, residual):
+    L, n, d = shape
+    up = w[: L * n * d].reshape(L, n, d)
+    down = w[L * n * d : 2 * L * n * d].reshape(L, d, n)
+    beta = w[2 * L * n * d : 2 * L * n * d + L * n].reshape(L, n)
+    gamma = w[2 * L * n * d + L * n :].reshape(L, d)
+    for layer in range(L):
+        out = down[layer] @ sigma(up[layer] @ x + beta[layer]) + gamma[layer]
+        x = x + out if residual else out
+    return x
+
+
+def _biased_tangents(pt, activation, residual):
+    """Exact symmetry tangents mod p, columns in (up, down, β, γ) order. Free: the affine junction
+    gauges (E, t): δW_down^ℓ = E W_down^ℓ, δγ_ℓ = E γ_ℓ + t, δW_up^{ℓ+1} = −W_up^{ℓ+1} E,
+    δβ_{ℓ+1} = −W_up^{ℓ+1} t; and for ReLU the rescalings δ(W_up^ℓ[i], β_ℓ[i]) = (W_up^ℓ[i], β_ℓ[i]),
+    δW_down^ℓ[:,i] = −W_down^ℓ[:,i]. Residual: the translations δγ_ℓ = t, δβ_{ℓ+1} = −W_up^{ℓ+1} t,
+    δγ_{ℓ+1} = −t."""
+    p = dimension.PRIME
+    qinv = pow(int(pt.denominator), p - 2, p)
+    up, down, beta, gamma = (
+        np.asarray(a, object) % p * qinv % p for a in (pt.up, pt.down, pt.hidden_bias, pt.out_bias)
+    )
+    L, n, d = pt.up.shape
+    U, D, B, G = range(4)  # which parameter array an entry perturbs
+    cols = []
+
+    def col(*entries):  # entries: (array, layer, index, value)
+        z = [np.zeros(s, object) for s in ((L, n, d), (L, d, n), (L, n), (L, d))]
+        for k, layer, idx, val in entries:
+            z[k][layer][idx] = val
+        return np.concatenate([a.ravel() for a in z]) % p
+
+    eye = np.eye(d, dtype=np.int64).astype(object)
+    everything = slice(None)
+    for layer in range(L - 1):
+        for a in range(d):
+            t = eye[a]
+            nxt = (B, layer + 1, everything, -up[layer + 1].dot(t))
+            if residual:
+                cols.append(col((G, layer, everything, t), nxt, (G, layer + 1, everything, -t)))
+                continue
+            for b in range(d):
+                E = np.outer(eye[a], eye[b])
+                cols.append(
+                    col(
+                        (D, layer, everything, E.dot(down[layer])),
+                        (G, layer, everything, E.dot(gamma[layer])),
+                        (U, layer + 1, everything, -up[layer + 1].dot(E)),
+                    )
+                )
+            cols.append(col((G, layer, everything, t), nxt))
+    if activation == "relu":
+        for layer in range(L):
+            for i in range(n):
+                cols.append(
+                    col(
+                        (U, layer, i, up[layer, i]),
+                        (B, layer, i, beta[layer, i]),
+                        (D, layer, (everything, i), -down[layer][:, i]),
+                    )
+                )
+    return np.stack(cols, 1)
+
+
+def _modular(pt, activation, residual, order=5):
+    p = dimension.PRIME
+    if activation == "relu":
+        masks, on_kink = dimension.relu_masks(pt, residual)
+        assert not on_kink.any()
+        return dimension.forward_jacobian(pt, residual, 1, p, 0, masks, chunk=8)
+    return dimension.forward_jacobian(pt, residual, order, p, 12345, None, chunk=8)
+
+
+def _rank_mod_p(M):
+    import flint
+
+    p = dimension.PRIME
+    M = np.asarray(M, object) % p
+    return flint.nmod_mat(M.shape[0], M.shape[1], [int(v) for v in M.ravel()], p).rank()
+
+
+def test_biased_counts():
+    """Step 9's counts: P = 2Lnd + L(n + d); the free bound subtracts (L−1)(d² + d) (and nL for
+    ReLU); the residual maximum subtracts (L−1)d (and nL): the same gap (L−1)d² as without biases."""
+    for act, d, n, L in [("gelu", 2, 3, 2), ("relu", 3, 4, 3), ("gelu", 1, 2, 4)]:
+        P = dimension.param_count(d, n, L, bias=True)
+        assert P == dimension.param_count(d, n, L) + L * (n + d)
+        gap = dimension.residual_max(act, d, n, L, bias=True) - dimension.free_bound(act, d, n, L, bias=True)
+        assert gap == (L - 1) * d * d == dimension.residual_max(act, d, n, L) - dimension.free_bound(act, d, n, L)
+
+
+@pytest.mark.parametrize(
+    "activation,d,n,L", [("gelu", 2, 3, 2), ("gelu", 2, 2, 3), ("relu", 2, 3, 2), ("relu", 3, 3, 3)]
+)
+def test_biased_symmetries_are_in_the_kernel_and_independent(activation, d, n, L):
+    """Step 9, exactly mod p: the affine junction gauges (and ReLU rescalings) annihilate the free
+    Jacobian and are independent; the translations annihilate the residual Jacobian and are
+    independent; the skip breaks the linear part of the gauge."""
+    P = dimension.param_count(d, n, L, bias=True)
+    bias = "zero" if activation == "gelu" else "gaussian"
+    pt = _point(d, n, L, inputs=4 * P // d, bias=bias, key=jax.random.key(3))
+    p = dimension.PRIME
+    relu_sym = n * L if activation == "relu" else 0
+    Tf = _biased_tangents(pt, activation, residual=False)
+    assert Tf.shape[1] == (L - 1) * (d * d + d) + relu_sym == _rank_mod_p(Tf)
+    Mf = _modular(pt, activation, residual=False)
+    assert not np.any(np.asarray(Mf, object).dot(Tf) % p)
+    Tr = _biased_tangents(pt, activation, residual=True)
+    assert Tr.shape[1] == (L - 1) * d + relu_sym == _rank_mod_p(Tr)
+    Mr = _modular(pt, activation, residual=True)
+    assert not np.any(np.asarray(Mr, object).dot(Tr) % p)
+    assert np.any(np.asarray(Mr, object).dot(Tf) % p)  # the free gauge is no symmetry of the residual stack
+
+
+def test_biased_modular_jacobian_is_the_reduction_of_the_exact_one():
+    """Step 2 with biases (ReLU, rational nonzero biases, denominator 16): the float64 Jacobian is
+    exact there and its reduction mod p is the modular one, bias columns included."""
+    pt = _point(2, 3, 2, inputs=6, denominator=16, bias="gaussian")
+    assert np.any(pt.hidden_bias) and np.any(pt.out_bias)
+    p = dimension.PRIME
+    modular = _modular(pt, "relu", residual=True)
+    J = np.asarray(
+        jax.jacfwd(
+            lambda w: jax.vmap(lambda x: _biased_stack(w, x, pt.up.shape, jax.nn.relu, True))(
+                pt.xs(jnp.float64)
+            ).ravel()
+        )(jnp.asarray(_biased_flat(pt)))
+    )
+    E = next(e for e in range(64) if np.all(J * 2.0**e == np.rint(J * 2.0**e)))
+    scaled = J * 2.0**E
+    assert np.abs(scaled).max() < 2**52 and J.shape == modular.shape
+    assert np.array_equal(modular * pow(2, E, p) % p, np.rint(scaled).astype(np.int64) % p)
+
+
+def test_biased_modular_jets_are_the_reduction_of_the_exact_ones():
+    """The jet path with biases (zero at the point, their columns differentiated; rows t^0..t^3),
+    with c replaced by 1/8 so that σ(z) = z/2 + z²/8 and float64 is exact."""
+    pt = _point(2, 2, 2, inputs=2, denominator=16, bias="zero")
+    p = dimension.PRIME
+    modular = dimension.forward_jacobian(pt, True, 3, p, pow(8, p - 2, p), None, chunk=2)
+
+    def sigma(z):
+        return z / 2 + z * z / 8
+
+    def jets(w):
+        def along(x):
+            def g(t):
+                return _biased_stack(w, t * x, pt.up.shape, sigma, True)
+
+            d1 = jax.jacfwd(g)
+            d2 = jax.jacfwd(d1)
+            d3 = jax.jacfwd(d2)
+            return jnp.stack([g(0.0), d1(0.0), d2(0.0), d3(0.0)], axis=1)  # (d, 4): m! × coefficient
+
+        return jax.vmap(along)(pt.xs(jnp.float64)).ravel()
+
+    J = np.asarray(jax.jacfwd(jets)(jnp.asarray(_biased_flat(pt))))
+    E = next(e for e in range(64) if np.all(J * 2.0**e == np.rint(J * 2.0**e)))
+    scaled = J * 2.0**E
+    assert np.abs(scaled).max() < 2**52 and J.shape == modular.shape
+    factorials = np.tile(np.array([1, 1, 2, 6]), J.shape[0] // 4)[:, None]
+    assert np.array_equal(modular * factorials % p * pow(2, E, p) % p, np.rint(scaled).astype(np.int64) % p)
+
+
+@pytest.mark.parametrize("d,N", [(1, 3), (2, 4), (3, 3)])
+def test_one_layer_biased_gelu_has_full_rank(d, N):
+    """Lemma A′ with biases (at zero biases, step 9): one GELU layer with output bias has rank 2Nd + N + d."""
+    P = dimension.param_count(d, N, 1, bias=True)
+    pt = _point(d, N, 1, inputs=1 if d == 1 else P // d + 2, bias="zero")
+    assert dimension.exact_rank(pt, "gelu", order=2 * P + 3 if d == 1 else 7).rank == 2 * N * d + N + d == P
+
+
+@pytest.mark.parametrize("d,n,L", [(1, 2, 2), (2, 2, 2), (2, 3, 2), (3, 3, 2), (2, 2, 3)])
+def test_biased_gelu_free_bound_attained_and_residual_rank_above(d, n, L):
+    """Step 9's theorem, computed exactly: free biased GELU stacks reach b = P − (L−1)(d² + d)
+    exactly; residual ones reach P − (L−1)d, at the generic point and at a near-identity one
+    (Lemma B with biases), which exceeds b by (L−1)d²."""
+    P = dimension.param_count(d, n, L, bias=True)
+    b = dimension.free_bound("gelu", d, n, L, bias=True)
+    top = dimension.residual_max("gelu", d, n, L, bias=True)
+    kw = {"order": 2 * P + 3, "max_order": 2 * P + 3, "inputs": 1} if d == 1 else {}
+    free = dimension.certify("gelu", d, n, L, key=KEY, residual=False, bias=True, **kw)
+    assert free.rank == free.free_bound == b and free.status == "undecided" and free.bias
+    for shrink in (0, 10):
+        cert = dimension.certify("gelu", d, n, L, key=KEY, bias=True, shrink=shrink, **kw)
+        assert cert.rank == cert.maximum == top == b + (L - 1) * d * d
+        assert cert.status == "certified_disjoint" and cert.method == "rank" and "biases" in cert.scope
+
+
+@pytest.mark.parametrize("d,n,L", [(2, 4, 2), (3, 3, 2), (2, 2, 3)])
+def test_biased_relu_residual_rank_above_the_bound(d, n, L):
+    """ReLU with rational nonzero biases: the residual stack reaches P − (L−1)d − nL > b (at a
+    generic and a near-identity point, so on an open set); free stacks stay at or below b."""
+    b = dimension.free_bound("relu", d, n, L, bias=True)
+    K = 8 * dimension.param_count(d, n, L, bias=True) // d
+    for shrink in (0, 10):
+        cert = dimension.certify("relu", d, n, L, key=KEY, bias=True, shrink=shrink, inputs=K)
+        assert cert.rank == cert.maximum == dimension.residual_max("relu", d, n, L, bias=True) > b
+        assert cert.status == "certified_disjoint" and "open region" in cert.scope
+    free = dimension.certify("relu", d, n, L, key=KEY, residual=False, bias=True, inputs=K)
+    assert free.rank <= b and free.status == "undecided"
+
+
+def test_gelu_jets_refuse_nonzero_biases():
+    pt = _point(2, 2, 2, inputs=3, bias="gaussian")
+    with pytest.raises(ValueError, match="zero biases"):
+        dimension.exact_rank(pt, "gelu")
