@@ -662,3 +662,47 @@ def test_gelu_jets_refuse_nonzero_biases():
     pt = _point(2, 2, 2, inputs=3, bias="gaussian")
     with pytest.raises(ValueError, match="zero biases"):
         dimension.exact_rank(pt, "gelu")
+
+
+@pytest.mark.parametrize("n,L", [(1, 2), (2, 2), (3, 3)])
+def test_biased_relu_line_is_certified(n, L):
+    """§9.4 at d = 1: with biases the kinks are the points −β_j/u_j and the residual ReLU stack
+    reaches P_b − (L−1) − nL > b_b at a near-identity point (so on an open set)."""
+    K = 40 * dimension.param_count(1, n, L, bias=True)
+    cert = dimension.certify("relu", 1, n, L, key=KEY, bias=True, shrink=10, inputs=K)
+    assert cert.rank == cert.maximum == dimension.residual_max("relu", 1, n, L, bias=True)
+    assert cert.rank > cert.free_bound and cert.status == "certified_disjoint"
+
+
+def test_line_relu_is_decided():
+    """§10, d = 1 without biases: for n >= 2 the free stack (p relu(x) + m relu(−x), then identities
+    relu(x) − relu(−x)) reproduces every residual stack; for n = 1 every free stack vanishes on a
+    half-line while a residual one with 1 + D_ℓ U_ℓ != 0 does not."""
+    xs = jnp.linspace(-3.0, 3.0, 61)[:, None]
+    for s in range(5):
+        n, L = 2 + s % 3, 1 + s % 4
+        k1, k2 = jax.random.split(jax.random.key(10 + s))
+        res = models.MLPParams(jax.random.normal(k1, (L, n, 1)), jax.random.normal(k2, (L, 1, n)))
+
+        def f(x, p=res):
+            return models.stack(p, x, "relu")
+
+        p, m = float(f(jnp.ones(1))[0]), float(f(-jnp.ones(1))[0])
+        up = np.zeros((L, n, 1))
+        up[:, 0, 0], up[:, 1, 0] = 1.0, -1.0
+        down = np.zeros((L, 1, n))
+        down[:, 0, 0], down[:, 0, 1] = 1.0, -1.0
+        down[0, 0, 0], down[0, 0, 1] = p, m
+        free = models.MLPParams(jnp.asarray(up), jnp.asarray(down))
+        got = jax.vmap(lambda x: models.stack(free, x, "relu", residual=False))(xs)
+        want = jax.vmap(f)(xs)
+        assert np.allclose(got, want, rtol=1e-12, atol=1e-12)
+    for s in range(5):
+        L = 1 + s % 3
+        k1, k2 = jax.random.split(jax.random.key(20 + s))
+        w = models.MLPParams(jax.random.normal(k1, (L, 1, 1)), jax.random.normal(k2, (L, 1, 1)))
+        assert np.all(1 + w.down[:, 0, 0] * w.up[:, 0, 0] != 0)
+        ends = [models.stack(w, jnp.array([x]), "relu")[0] for x in (1.0, -1.0)]
+        assert ends[0] * ends[1] != 0
+        free = [models.stack(w, jnp.array([x]), "relu", residual=False)[0] for x in (1.0, -1.0)]
+        assert free[0] * free[1] == 0
