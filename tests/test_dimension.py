@@ -706,3 +706,14 @@ def test_line_relu_is_decided():
         assert ends[0] * ends[1] != 0
         free = [models.stack(w, jnp.array([x]), "relu", residual=False)[0] for x in (1.0, -1.0)]
         assert free[0] * free[1] == 0
+
+
+@pytest.mark.parametrize(
+    "activation,d,n,L", [("gelu", 2, 3, 2), ("gelu", 3, 3, 3), ("relu", 2, 4, 2), ("relu", 3, 6, 2)]
+)
+@pytest.mark.parametrize("residual", [True, False])
+def test_biased_exact_rank_equals_float_rank(activation, d, n, L, residual):
+    """An independent check: the float64 SVD rank of the values' Jacobian, through the biased blocks
+    of models (not the modular code), equals the exact rank of the jets / values at the same point."""
+    cert = dimension.certify(activation, d, n, L, key=KEY, residual=residual, bias=True)
+    assert cert.float_rank == cert.rank and cert.float_gap > 1e6

@@ -282,7 +282,7 @@ def certify(
         biases (step 9): the free bound loses the affine junction gauge ``(L−1)(d² + d)``, the
         residual maximum the translations ``(L−1)d``. GELU points have zero biases (the jets stay
         polynomial; their columns are still differentiated), ReLU points rational ones. No narrow
-        argument and no float check (both bias-free only).
+        argument (bias-free only); the float check composes the biased blocks of ``models``.
 
     Examples:
       >>> cert = certify("gelu", 2, 2, 2, key=jax.random.key(0), float_check=False)
@@ -296,7 +296,6 @@ def certify(
     P = param_count(d, n, depth, bias=bias)
     bound = free_bound(name, d, n, depth, bias=bias)
     maximum = residual_max(name, d, n, depth, bias=bias) if residual else bound
-    float_check = float_check and not bias
     if bias and params is not None:
         raise ValueError("params (bias-free MLPParams) cannot be combined with bias=True")
     if subfamily is not None:
@@ -307,7 +306,7 @@ def certify(
     order, max_order = _jet_orders(name, d, P, order, max_order, prime)
     k_inputs = inputs if inputs is not None else _default_inputs(name, d, n, depth, order, bias)
     # The float check needs K d >= P outputs; the jets use the first k_inputs directions.
-    k_float = max(k_inputs, math.ceil(2 * param_count(d, n, depth) / d)) if float_check else k_inputs
+    k_float = max(k_inputs, math.ceil(2 * param_count(d, n, depth, bias=bias) / d)) if float_check else k_inputs
     point_bias = None if not bias else ("zero" if name == "gelu" else "gaussian")
     full = rational_point(
         d, n, depth, key=key, inputs=k_float, denominator=denominator, params=params, shrink=shrink, bias=point_bias

@@ -58,6 +58,8 @@ class FloatRank(NamedTuple):
 
 def float_rank(point: RationalPoint, activation: str, *, residual: bool = True) -> FloatRank:
     """Float64 rank of ``J = ∂(f_W(x_1), …, f_W(x_K)) / ∂W`` at ``point`` (``jax.jacfwd``, SVD).
+    With biases (``point.bias``) the blocks of :mod:`absorbjax.models` are composed with their
+    ``bias`` argument and ``β``, ``γ`` are differentiated too: a path independent of the exact one.
 
     Needs float64 (``jax.config.update("jax_enable_x64", True)`` or ``jax.enable_x64``); absorbjax
     does not switch it on.
@@ -77,11 +79,24 @@ def float_rank(point: RationalPoint, activation: str, *, residual: bool = True) 
             "float_rank needs float64: enable it with jax.enable_x64(True) or jax.config.update('jax_enable_x64', True)"
         )
     params, xs = point.params(jnp.float64), point.xs(jnp.float64)
+    if point.bias:  # columns (up, down, β, γ), as in forward_jacobian; the blocks of models, layer by layer
+        q = float(point.denominator)
+        params = (params, jnp.asarray(point.hidden_bias / q), jnp.asarray(point.out_bias / q))
     flat, unravel = ravel_pytree(params)
+
+    def one(p, x):
+        if not point.bias:
+            return models.stack(p, x, name, residual=residual)
+        weights, beta, gamma = p
+        block = models.skip_mlp if residual else models.mlp
+        for layer in range(beta.shape[0]):
+            w = models.MLPParams(weights.up[layer], weights.down[layer])
+            x = block(w, x, name, bias={"up": beta[layer], "down": gamma[layer]})
+        return x
 
     def outputs(w):
         p = unravel(w)
-        return jax.vmap(lambda x: models.stack(p, x, name, residual=residual))(xs).ravel()
+        return jax.vmap(lambda x: one(p, x))(xs).ravel()
 
     J = jax.jit(jax.jacfwd(outputs))(flat)
     s = np.asarray(jnp.linalg.svd(J, compute_uv=False))
