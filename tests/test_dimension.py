@@ -717,3 +717,69 @@ def test_biased_exact_rank_equals_float_rank(activation, d, n, L, residual):
     of models (not the modular code), equals the exact rank of the jets / values at the same point."""
     cert = dimension.certify(activation, d, n, L, key=KEY, residual=residual, bias=True)
     assert cert.float_rank == cert.rank and cert.float_gap > 1e6
+
+
+# ---------------------------------------------------------------------------------------------
+# ReLU: an open set outside Ω (§11)
+
+
+def _fold_point(d, n, L, seed=0):
+    """Block 1 folds R^d onto the negative orthant (rows e_j, columns −2e_j: x_j − 2 relu(x_j) = −|x_j|)
+    plus n − d small units; the rows of blocks 2..L lie near (1, …, 1). Rational (denominator 256)."""
+    rng = np.random.default_rng(seed)
+    up = rng.standard_normal((L, n, d)) / np.sqrt(d)
+    down = rng.standard_normal((L, d, n)) / np.sqrt(n)
+    up[0, :d], down[0][:, :d] = np.eye(d), -2 * np.eye(d)
+    down[0][:, d:] /= 64
+    up[1:] = 1 + rng.standard_normal((L - 1, n, d)) / 16
+    K = 40 * 2 * L * n
+    return dimension.rational_point(d, n, L, key=jax.random.key(seed), inputs=K, params=models.MLPParams(up, down))
+
+
+@pytest.mark.parametrize("d,n,L", [(2, 2, 2), (2, 4, 2), (3, 6, 2), (2, 3, 3)])
+def test_relu_omega_misses_an_open_set(d, n, L):
+    """§11: with ε = Σ_{i>d} ‖D_1[:,i]‖_1 ‖U_1[i]‖_1, every row v of blocks >= 2 with
+    min_j v_j > max_j |v_j| ε is negative on b_1(x), x != 0 (checked exactly in rationals), so those
+    blocks are dead and f_W = b_1: the exact rank is 2nd − n, at most the free bound b."""
+    from fractions import Fraction
+
+    pt = _fold_point(d, n, L)
+    q = pt.denominator
+
+    def l1(a):
+        return Fraction(int(np.abs(a).sum()), q)
+
+    eps = sum(l1(pt.down[0][:, i]) * l1(pt.up[0][i]) for i in range(d, n))
+    for layer in range(1, L):
+        for v in pt.up[layer]:
+            assert Fraction(int(v.min()), q) > Fraction(int(np.abs(v).max()), q) * eps
+    r = dimension.exact_rank(pt, "relu").rank
+    assert r == 2 * n * d - n <= dimension.free_bound("relu", d, n, L) < dimension.residual_max("relu", d, n, L)
+    params, xs = pt.params(jnp.float64), pt.xs(jnp.float64)
+    first = jax.tree.map(lambda a: a[0], params)
+    got = jax.vmap(lambda x: models.stack(params, x, "relu"))(xs)
+    assert np.array_equal(got, jax.vmap(lambda x: models.skip_mlp(first, x, "relu"))(xs))
+    cert = dimension.certify("relu", d, n, L, key=KEY, params=params, float_check=False)
+    assert cert.rank == r  # the rank count cannot decide here
+    if n < 2 * d:  # §6 still applies: not reproduced by any free stack of width n
+        assert dimension.narrow_invertible(pt) and cert.method == "narrow"
+    else:
+        assert cert.status == "undecided"
+
+
+def test_a_folded_stack_in_the_open_set_is_reproduced():
+    """§11, n = 2d: block 1 = x − 2 relu(x) − relu(−x) coordinatewise (D_S U_S = −I for S = all units,
+    image in the negative orthant), block 2 dead on it. The free stack (rows of S flipped; then the
+    identity relu(y) − relu(−y)) reproduces it exactly at dyadic inputs."""
+    d, n = 2, 4
+    eye = np.eye(d)
+    up1, down1 = np.vstack([eye, -eye]), np.hstack([-2 * eye, -eye])
+    rng = np.random.default_rng(5)
+    up2 = 1 + rng.integers(0, 16, (n, d)) / 64
+    down2 = rng.integers(-64, 64, (d, n)) / 64
+    res = models.MLPParams(jnp.asarray(np.stack([up1, up2])), jnp.asarray(np.stack([down1, down2])))
+    free = models.MLPParams(jnp.asarray(np.stack([-up1, up1])), jnp.asarray(np.stack([down1, np.hstack([eye, -eye])])))
+    xs = jnp.asarray(rng.integers(-256, 256, (200, d)) / 64)
+    got = jax.vmap(lambda x: models.stack(free, x, "relu", residual=False))(xs)
+    want = jax.vmap(lambda x: models.stack(res, x, "relu"))(xs)
+    assert np.array_equal(got, want) and np.all(np.asarray(want) <= 0)
