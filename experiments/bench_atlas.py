@@ -10,6 +10,7 @@ draws the atlas table and figure from it (``docs/results/depth.md``).
 
     python experiments/bench_atlas.py [--budget 900] [--max-d 16] [--out figures/depth.atlas.json]
     python experiments/bench_atlas.py --bias [--budget 240]      # figures/depth.atlas.bias.json
+    python experiments/bench_atlas.py --check-record figures/depth.atlas.bias.json --check 8
 
 ``--bias`` certifies the same grid for stacks with biases (``docs/theory/depth.md`` §9: hidden and
 output biases in both families; ``P_b = L(2nd + n + d)``, free bound ``P_b − (L−1)(d² + d)``). Its
@@ -152,7 +153,7 @@ def spot_check(record: dict, count: int, seed: int = 0) -> list[dict]:
         act, d, n, L = r["activation"], r["d"], r["n"], r["depth"]
         k_size = jax.random.fold_in(jax.random.fold_in(key, ACTIVATIONS.index(act)), 10000 * d + 100 * n + L)
         with jax.enable_x64(True):
-            cert = dimension.certify(act, d, n, L, key=k_size, bias=record["bias"], inputs=r["inputs"])
+            cert = dimension.certify(act, d, n, L, key=k_size, bias=record.get("bias", False), inputs=r["inputs"])
         out.append(
             {
                 **{k: r[k] for k in ("activation", "d", "n", "depth", "params")},
@@ -174,7 +175,15 @@ def main(argv=None) -> int:
     ap.add_argument("--check", type=int, default=0, help="re-certify this many random sizes with the float rank")
     ap.add_argument("--bias", action="store_true", help="stacks with biases (docs/theory/depth.md §9)")
     ap.add_argument("--out", default=None, help="default figures/depth.atlas.json (.bias.json with --bias)")
+    ap.add_argument("--check-record", default=None, help="only spot-check this record (with --check) and rewrite it")
     args = ap.parse_args(argv)
+    if args.check_record:
+        record = json.loads(Path(args.check_record).read_text())
+        record["spot_checks"] = spot_check(record, args.check, args.seed)
+        Path(args.check_record).write_text(json.dumps(io.to_jsonable(record), indent=1) + "\n")
+        agree = sum(c["agree"] for c in record["spot_checks"])
+        print(f"{agree} of {len(record['spot_checks'])} spot checks agree")
+        return 0
     args.out = args.out or ("figures/depth.atlas.bias.json" if args.bias else "figures/depth.atlas.json")
     record = run(args.budget, args.max_d, args.seed, args.bias)
     record["spot_checks"] = spot_check(record, args.check, args.seed)

@@ -783,3 +783,13 @@ def test_a_folded_stack_in_the_open_set_is_reproduced():
     got = jax.vmap(lambda x: models.stack(free, x, "relu", residual=False))(xs)
     want = jax.vmap(lambda x: models.stack(res, x, "relu"))(xs)
     assert np.array_equal(got, want) and np.all(np.asarray(want) <= 0)
+
+
+@pytest.mark.parametrize("activation,n", [("gelu", 2), ("gelu", 4), ("relu", 2), ("relu", 8)])
+def test_biased_depth_one_is_decided_by_the_one_block_theorem(activation, n):
+    """L = 1 has no rank gap; with biases the kink theorem (GELU: through the ray limit) decides it,
+    its hypotheses checked exactly at the point; without biases n = 4 stays undecided by this module."""
+    cert = dimension.certify(activation, 2, n, 1, key=KEY, bias=True, float_check=False)
+    assert cert.rank == cert.free_bound and cert.status == "certified_disjoint" and cert.method == "kink"
+    assert dimension.certify(activation, 2, 4, 1, key=KEY, float_check=False).status == "undecided"
+    assert dimension.certify(activation, 2, n, 1, key=KEY, bias=True, residual=False).status == "undecided"

@@ -46,7 +46,8 @@ class DepthCertificate(Verdict):
       status: ``"certified_disjoint"`` (proved, with ``scope``) or ``"undecided"`` (nothing is
         claimed; ``reason`` says why).
       method: which argument decided: ``"rank"`` (``docs/theory/depth.md``, steps 1–3),
-        ``"narrow"`` (step 6, ReLU; step 7 for GELU) or ``"none"``.
+        ``"narrow"`` (step 6, ReLU; step 7 for GELU), ``"kink"`` (depth 1 with biases: the one-block
+        theorem, ``docs/theory/kink.md``, step 9) or ``"none"``.
       reason: one sentence.
       scope: the weights the conclusion covers.
       activation, d, n, depth: the size; ``residual``: which family was counted (``False`` only
@@ -221,6 +222,21 @@ def _verdict(
     return "undecided", "none", reason, "nothing is claimed"
 
 
+def _kink_hypotheses(point: RationalPoint, name: str) -> bool:
+    """The depth-1 theorem's hypotheses at the point, exactly: every row of ``W_up`` and column of
+    ``W_down`` nonzero, and the rows (ReLU: the pairs ``(W_up[i], β[i])``) pairwise non-proportional."""
+    up, down = point.up[0].astype(object), point.down[0].astype(object)
+    if name == "relu":
+        up = np.concatenate([up, point.hidden_bias[0].astype(object)[:, None]], axis=1)
+    if not (np.all(np.any(up != 0, axis=1)) and np.all(np.any(down != 0, axis=0))):
+        return False
+    for i in range(len(up)):
+        for j in range(i):
+            if not np.any(np.outer(up[i], up[j]) != np.outer(up[j], up[i])):  # all 2×2 minors vanish
+                return False
+    return True
+
+
 def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | None, prime) -> tuple[int, int]:
     """The first and the largest jet order tried (GELU; 1 and 1 for ReLU); ``prime`` must exceed the largest."""
     if name != "gelu":
@@ -320,9 +336,22 @@ def certify(
         if name == "gelu"
         else "values f(x_k) at rational inputs off every kink (checked exactly)"
     )
+    kink = bias and depth == 1 and residual and subfamily is None and _kink_hypotheses(point, name)
     verdict = _verdict(
         name, d, n, depth, residual, best.rank, bound, narrow, _scope(name, P, subfamily is not None, bias)
     )
+    if kink and verdict[0] == "undecided":  # depth 1 with biases: the one-block theorem decides
+        theorem = "the kink theorem" if name == "relu" else "the ray limit and the kink theorem"
+        verdict = (
+            "certified_disjoint",
+            "kink",
+            (
+                f"depth 1 with biases: by {theorem} (docs/theory/kink.md, ray_limit.md) a block meeting the "
+                "hypotheses (checked exactly at this point) is reproduced by a free block of its width only if "
+                "some S has W_down[:,S] W_up[S,:] = -I (rank count alone would not decide)"
+            ),
+            "almost all weights and biases: the blocks with such an S form a proper algebraic subset",
+        )
     # DepthCertificate's fields in order: (status, method, reason, scope), the size, the exact rank, the float rank.
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
