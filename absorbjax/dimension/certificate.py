@@ -237,6 +237,17 @@ def _kink_hypotheses(point: RationalPoint, name: str) -> bool:
     return True
 
 
+def _kink_verdict(name: str) -> tuple[str, str, str, str]:
+    """``(status, method, reason, scope)`` of depth 1 with biases (``docs/theory/depth.md``, 9.5)."""
+    theorem = "the kink theorem" if name == "relu" else "the ray limit and the kink theorem"
+    reason = (
+        f"depth 1 with biases: by {theorem} (docs/theory/kink.md, ray_limit.md) a block meeting the hypotheses "
+        "(checked exactly at this point) is reproduced by a free block of its width only if some S has "
+        "W_down[:,S] W_up[S,:] = -I (the rank count alone would not decide)"
+    )
+    return "certified_disjoint", "kink", reason, "almost all weights and biases: blocks with such an S form a null set"
+
+
 def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | None, prime) -> tuple[int, int]:
     """The first and the largest jet order tried (GELU; 1 and 1 for ReLU); ``prime`` must exceed the largest."""
     if name != "gelu":
@@ -341,17 +352,7 @@ def certify(
         name, d, n, depth, residual, best.rank, bound, narrow, _scope(name, P, subfamily is not None, bias)
     )
     if kink and verdict[0] == "undecided":  # depth 1 with biases: the one-block theorem decides
-        theorem = "the kink theorem" if name == "relu" else "the ray limit and the kink theorem"
-        verdict = (
-            "certified_disjoint",
-            "kink",
-            (
-                f"depth 1 with biases: by {theorem} (docs/theory/kink.md, ray_limit.md) a block meeting the "
-                "hypotheses (checked exactly at this point) is reproduced by a free block of its width only if "
-                "some S has W_down[:,S] W_up[S,:] = -I (rank count alone would not decide)"
-            ),
-            "almost all weights and biases: the blocks with such an S form a proper algebraic subset",
-        )
+        verdict = _kink_verdict(name)
     # DepthCertificate's fields in order: (status, method, reason, scope), the size, the exact rank, the float rank.
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
