@@ -9,6 +9,13 @@ reached, the fit ``seconds ≈ a · P^k`` and the machine; ``absorbjax reproduce
 draws the atlas table and figure from it (``docs/results/depth.md``).
 
     python experiments/bench_atlas.py [--budget 900] [--max-d 16] [--out figures/depth.atlas.json]
+    python experiments/bench_atlas.py --bias [--budget 240]      # figures/depth.atlas.bias.json
+    python experiments/bench_atlas.py --check-record figures/depth.atlas.bias.json --check 8
+
+``--bias`` certifies the same grid for stacks with biases (``docs/theory/depth.md`` §9: hidden and
+output biases in both families; ``P_b = L(2nd + n + d)``, free bound ``P_b − (L−1)(d² + d)``). Its
+record goes to its own file, so the bias-free atlas (drawn by ``experiments/depth.py``) is unchanged;
+to compare the two in the same time budget, run both with the same ``--budget`` on the same machine.
 
 Sizes with ``d = 1`` are left out: ReLU stacks on ``R`` are two linear pieces (rank ≤ 2 whatever
 the weights), and GELU jets on ``R`` need orders near ``2P`` (the theorem covers ``d = 1`` anyway).
@@ -49,22 +56,23 @@ def power_fit(params, seconds) -> tuple[float, float]:
     return float(np.exp(loga)), float(k)
 
 
-def certify_row(act: str, d: int, n: int, L: int, key: jax.Array) -> dict:
+def certify_row(act: str, d: int, n: int, L: int, key: jax.Array, bias: bool = False) -> dict:
     """One size at one point. ReLU's default ``2P/d`` inputs can miss the narrow linear regions of
     wide layers (``d = 2``, ``n = 8``: rank 42 < b = 44 with 64 inputs, 48 = the maximum with 256), so
     an undecided ReLU size is retried at the same point with 4× and then 16× the inputs."""
-    cert = dimension.certify(act, d, n, L, key=key, float_check=False)
+    cert = dimension.certify(act, d, n, L, key=key, float_check=False, bias=bias)
     seconds = cert.seconds
     for more in (4, 16):
         if act != "relu" or cert.status == "certified_disjoint" or cert.rank >= cert.maximum:
             break
-        cert = dimension.certify(act, d, n, L, key=key, float_check=False, inputs=more * cert.inputs)
+        cert = dimension.certify(act, d, n, L, key=key, float_check=False, inputs=more * cert.inputs, bias=bias)
         seconds += cert.seconds
     return {
         "activation": act,
         "d": d,
         "n": n,
         "depth": L,
+        "bias": bias,
         "params": cert.params,
         "status": cert.status,
         "method": cert.method,
@@ -77,13 +85,13 @@ def certify_row(act: str, d: int, n: int, L: int, key: jax.Array) -> dict:
     }
 
 
-def run(budget: float, max_d: int, seed: int = 0) -> dict:
+def run(budget: float, max_d: int, seed: int = 0, bias: bool = False) -> dict:
     """The atlas within ``budget`` seconds of wall time (this process; prefer ``nice``)."""
     key = jax.random.key(seed)
     start = time.perf_counter()
     rows, skipped = [], []
     for act, d, n, L in grid(max_d):
-        P = dimension.param_count(d, n, L)
+        P = dimension.param_count(d, n, L, bias=bias)
         done = [r for r in rows if r["activation"] == act]
         a, k = power_fit([r["params"] for r in done], [r["seconds"] for r in done])
         predicted = a * P**k if len(done) >= WARMUP else 0.0
@@ -94,7 +102,7 @@ def run(budget: float, max_d: int, seed: int = 0) -> dict:
             )
             continue
         k_size = jax.random.fold_in(jax.random.fold_in(key, ACTIVATIONS.index(act)), 10000 * d + 100 * n + L)
-        rows.append(certify_row(act, d, n, L, k_size))
+        rows.append(certify_row(act, d, n, L, k_size, bias))
         r = rows[-1]
         print(
             f"{act} ({d},{n},{L}) P={P}: {r['status']} rank {r['rank']} vs b {r['free_bound']} "
@@ -119,6 +127,7 @@ def run(budget: float, max_d: int, seed: int = 0) -> dict:
         "budget_seconds": budget,
         "max_d": max_d,
         "seed": seed,
+        "bias": bias,
         "widths": list(WIDTHS),
         "depths": list(DEPTHS),
         "seconds": round(time.perf_counter() - start, 1),
@@ -130,14 +139,54 @@ def run(budget: float, max_d: int, seed: int = 0) -> dict:
     }
 
 
+def spot_check(record: dict, count: int, seed: int = 0) -> list[dict]:
+    """An independent check of ``count`` certified sizes drawn at random from the record: each is
+    re-certified at the same point with the float64 SVD rank (the float blocks of ``models`` and
+    ``jax.jacfwd``, not the modular code) beside the exact one; ``agree`` when the two ranks match."""
+    certified = [r for r in record["rows"] if r["status"] == "certified_disjoint" and r["method"] == "rank"]
+    rng = np.random.default_rng([seed, 49])
+    picks = rng.choice(len(certified), size=min(count, len(certified)), replace=False) if certified else []
+    key = jax.random.key(record["seed"])
+    out = []
+    for i in sorted(int(i) for i in picks):
+        r = certified[i]
+        act, d, n, L = r["activation"], r["d"], r["n"], r["depth"]
+        k_size = jax.random.fold_in(jax.random.fold_in(key, ACTIVATIONS.index(act)), 10000 * d + 100 * n + L)
+        with jax.enable_x64(True):
+            cert = dimension.certify(act, d, n, L, key=k_size, bias=record.get("bias", False), inputs=r["inputs"])
+        out.append(
+            {
+                **{k: r[k] for k in ("activation", "d", "n", "depth", "params")},
+                "exact_rank": cert.rank,
+                "float_rank": cert.float_rank,
+                "float_gap": cert.float_gap,
+                "agree": cert.float_rank == cert.rank == r["rank"],
+            }
+        )
+        print(f"check {act} ({d},{n},{L}): exact {cert.rank}, float {cert.float_rank} (gap {cert.float_gap:.3g})")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=float, default=900.0, help="wall-clock seconds (default 900)")
     ap.add_argument("--max-d", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="figures/depth.atlas.json")
+    ap.add_argument("--check", type=int, default=0, help="re-certify this many random sizes with the float rank")
+    ap.add_argument("--bias", action="store_true", help="stacks with biases (docs/theory/depth.md §9)")
+    ap.add_argument("--out", default=None, help="default figures/depth.atlas.json (.bias.json with --bias)")
+    ap.add_argument("--check-record", default=None, help="only spot-check this record (with --check) and rewrite it")
     args = ap.parse_args(argv)
-    record = run(args.budget, args.max_d, args.seed)
+    if args.check_record:
+        record = json.loads(Path(args.check_record).read_text())
+        record["spot_checks"] = spot_check(record, args.check, args.seed)
+        Path(args.check_record).write_text(json.dumps(io.to_jsonable(record), indent=1) + "\n")
+        agree = sum(c["agree"] for c in record["spot_checks"])
+        print(f"{agree} of {len(record['spot_checks'])} spot checks agree")
+        return 0
+    args.out = args.out or ("figures/depth.atlas.bias.json" if args.bias else "figures/depth.atlas.json")
+    record = run(args.budget, args.max_d, args.seed, args.bias)
+    record["spot_checks"] = spot_check(record, args.check, args.seed)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(io.to_jsonable(record), indent=1) + "\n")
     for act, f in record["fits"].items():

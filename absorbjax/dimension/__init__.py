@@ -21,6 +21,13 @@ each step labelled *proved* or *computed exactly*, are in ``docs/theory/depth.md
    columns; almost all weights of that set are disjoint from the free family. (How much of Gaussian
    weight space the certified set covers is *estimated* by the ``depth`` experiment, not proved.)
 6. *Narrow ReLU width (proved)*, ``d ≤ n < 2d``; 7. *GELU → ReLU limit (proved)*.
+8. *Biases (proved)*, ``bias=True`` everywhere above: ``b_ℓ(x) = x + D_ℓ σ(U_ℓ x + β_ℓ) + γ_ℓ`` against
+   ``c_ℓ(x) = V_down σ(V_up x + β) + e``. Free bound ``P_b − (L−1)(d² + d)`` (affine junction gauge;
+   ``− nL`` for ReLU), residual maximum ``P_b − (L−1)d`` (translations), attained by almost all biased
+   GELU weights; the gap is again ``(L−1)d²``. GELU points have zero biases (jets from ``t⁰``), ReLU
+   points rational ones.
+9. *ReLU exceptions (proved):* ``Ω`` is not of full measure (an open set of folded stacks has rank
+   ``≤ b``); on the line (``d = 1``, no biases) every residual stack of width ``n ≥ 2`` is a free one.
 
 Floating-point ranks (:func:`float_rank`) are the quick check beside the exact ones, never a
 certificate.

@@ -46,7 +46,8 @@ class DepthCertificate(Verdict):
       status: ``"certified_disjoint"`` (proved, with ``scope``) or ``"undecided"`` (nothing is
         claimed; ``reason`` says why).
       method: which argument decided: ``"rank"`` (``docs/theory/depth.md``, steps 1–3),
-        ``"narrow"`` (step 6, ReLU; step 7 for GELU) or ``"none"``.
+        ``"narrow"`` (step 6, ReLU; step 7 for GELU), ``"kink"`` (depth 1 with biases: the one-block
+        theorem, ``docs/theory/kink.md``, step 9) or ``"none"``.
       reason: one sentence.
       scope: the weights the conclusion covers.
       activation, d, n, depth: the size; ``residual``: which family was counted (``False`` only
@@ -63,6 +64,7 @@ class DepthCertificate(Verdict):
       float_rank, float_gap: the float64 SVD rank at the same point and inputs and its gap
         (``None`` when not run).
       seconds: wall time.
+      bias: whether both families carry biases (``params`` then counts them, step 9).
     """
 
     scope: str
@@ -86,6 +88,7 @@ class DepthCertificate(Verdict):
     float_rank: int | None = None
     float_gap: float | None = None
     seconds: float = 0.0
+    bias: bool = False
 
     @property
     def certified(self) -> bool:
@@ -97,7 +100,7 @@ class DepthCertificate(Verdict):
         lines = [
             f"{self.status}  [method: {self.method}]  {self.reason}",
             (
-                f"  {self.activation} d={self.d} n={self.n} L={self.depth}: {fam} family rank >= {self.rank} "
+                f"  {self.activation} d={self.d} n={self.n} L={self.depth}{' with biases' if self.bias else ''}: {fam} family rank >= {self.rank} "
                 f"(an exact rank mod p={self.prime}, a lower bound; of {self.params} parameters, max "
                 f"{self.maximum}) vs free bound b = {self.free_bound}"
             ),
@@ -121,8 +124,8 @@ class DepthCertificate(Verdict):
         return out
 
 
-def _default_inputs(name: str, d: int, n: int, depth: int, order: int) -> int:
-    target = param_count(d, n, depth)
+def _default_inputs(name: str, d: int, n: int, depth: int, order: int, bias: bool = False) -> int:
+    target = param_count(d, n, depth, bias=bias)
     if name == "relu":
         return max(8, math.ceil(2 * target / d))
     return max(2, math.ceil(1.5 * target / (d * order)) + 2)
@@ -158,10 +161,12 @@ def _best_rank(
     return best
 
 
-def _scope(name: str, params: int, subfamily: bool) -> str:
-    """What a rank certificate covers (steps 3 and 5)."""
+def _scope(name: str, params: int, subfamily: bool, bias: bool = False) -> str:
+    """What a rank certificate covers (steps 3, 5 and 9)."""
     if name == "gelu":
         where = "almost all weights (a proper algebraic subset excepted: the jets are polynomials in the weights)"
+        if bias:
+            where = "almost all weights and biases (a null set excepted: the stack is analytic in weights and biases)"
         return f"almost all theta of the affine family W_0 + B theta ({params} parameters)" if subfamily else where
     region = (
         "the open region around the point where every probe input keeps its activation pattern (ReLU's "
@@ -217,6 +222,32 @@ def _verdict(
     return "undecided", "none", reason, "nothing is claimed"
 
 
+def _kink_hypotheses(point: RationalPoint, name: str) -> bool:
+    """The depth-1 theorem's hypotheses at the point, exactly: every row of ``W_up`` and column of
+    ``W_down`` nonzero, and the rows (ReLU: the pairs ``(W_up[i], β[i])``) pairwise non-proportional."""
+    up, down = point.up[0].astype(object), point.down[0].astype(object)
+    if name == "relu":
+        up = np.concatenate([up, point.hidden_bias[0].astype(object)[:, None]], axis=1)
+    if not (np.all(np.any(up != 0, axis=1)) and np.all(np.any(down != 0, axis=0))):
+        return False
+    for i in range(len(up)):
+        for j in range(i):
+            if not np.any(np.outer(up[i], up[j]) != np.outer(up[j], up[i])):  # all 2×2 minors vanish
+                return False
+    return True
+
+
+def _kink_verdict(name: str) -> tuple[str, str, str, str]:
+    """``(status, method, reason, scope)`` of depth 1 with biases (``docs/theory/depth.md``, 9.5)."""
+    theorem = "the kink theorem" if name == "relu" else "the ray limit and the kink theorem"
+    reason = (
+        f"depth 1 with biases: by {theorem} (docs/theory/kink.md, ray_limit.md) a block meeting the hypotheses "
+        "(checked exactly at this point) is reproduced by a free block of its width only if some S has "
+        "W_down[:,S] W_up[S,:] = -I (the rank count alone would not decide)"
+    )
+    return "certified_disjoint", "kink", reason, "almost all weights and biases: blocks with such an S form a null set"
+
+
 def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | None, prime) -> tuple[int, int]:
     """The first and the largest jet order tried (GELU; 1 and 1 for ReLU); ``prime`` must exceed the largest."""
     if name != "gelu":
@@ -248,6 +279,7 @@ def certify(
     params: models.MLPParams | None = None,
     max_order: int | None = None,
     shrink: int = 0,
+    bias: bool = False,
 ) -> DepthCertificate:
     """Certify (or not) that almost all residual stacks of this size are reproduced by no free
     stack of the same width and depth.
@@ -273,6 +305,11 @@ def certify(
       params: round these ``MLPParams`` (leading ``L`` axis) instead of drawing the point.
       max_order: largest GELU jet order tried.
       shrink: scale every ``W_down^ℓ`` by ``2^-shrink`` (a near-identity point, step 4).
+      bias: stacks with biases ``b_ℓ(x) = x + D_ℓ σ(U_ℓ x + β_ℓ) + γ_ℓ`` against free stacks with
+        biases (step 9): the free bound loses the affine junction gauge ``(L−1)(d² + d)``, the
+        residual maximum the translations ``(L−1)d``. GELU points have zero biases (the jets stay
+        polynomial; their columns are still differentiated), ReLU points rational ones. No narrow
+        argument (bias-free only); the float check composes the biased blocks of ``models``.
 
     Examples:
       >>> cert = certify("gelu", 2, 2, 2, key=jax.random.key(0), float_check=False)
@@ -283,32 +320,42 @@ def certify(
     """
     start = time.perf_counter()
     name = check_sizes(activation, d, n, depth)
-    P = param_count(d, n, depth)
-    bound = free_bound(name, d, n, depth)
-    maximum = residual_max(name, d, n, depth) if residual else bound
+    P = param_count(d, n, depth, bias=bias)
+    bound = free_bound(name, d, n, depth, bias=bias)
+    maximum = residual_max(name, d, n, depth, bias=bias) if residual else bound
+    if bias and params is not None:
+        raise ValueError("params (bias-free MLPParams) cannot be combined with bias=True")
     if subfamily is not None:
         if np.ndim(subfamily) != 2:
             raise ValueError(f"subfamily must be an integer matrix of shape ({P}, m), got {np.shape(subfamily)}")
         P = np.shape(subfamily)[1]
         maximum = min(maximum, P)
     order, max_order = _jet_orders(name, d, P, order, max_order, prime)
-    k_inputs = inputs if inputs is not None else _default_inputs(name, d, n, depth, order)
+    k_inputs = inputs if inputs is not None else _default_inputs(name, d, n, depth, order, bias)
     # The float check needs K d >= P outputs; the jets use the first k_inputs directions.
-    k_float = max(k_inputs, math.ceil(2 * param_count(d, n, depth) / d)) if float_check else k_inputs
-    full = rational_point(d, n, depth, key=key, inputs=k_float, denominator=denominator, params=params, shrink=shrink)
+    k_float = max(k_inputs, math.ceil(2 * param_count(d, n, depth, bias=bias) / d)) if float_check else k_inputs
+    point_bias = None if not bias else ("zero" if name == "gelu" else "gaussian")
+    full = rational_point(
+        d, n, depth, key=key, inputs=k_float, denominator=denominator, params=params, shrink=shrink, bias=point_bias
+    )
     point = full._replace(inputs=full.inputs[:k_inputs])
     best = _best_rank(point, name, residual, order, max_order, maximum, prime, subfamily)
-    narrow = narrow_invertible(point) if n < 2 * d and residual and subfamily is None else None
+    narrow = narrow_invertible(point) if n < 2 * d and residual and subfamily is None and not bias else None
     fr = float_rank(full, name, residual=residual) if float_check and subfamily is None else None
     probes = (
-        f"Taylor coefficients of t -> f(t x_k) at t = 0, orders 1..{best.order}"
+        f"Taylor coefficients of t -> f(t x_k) at t = 0, orders {0 if bias else 1}..{best.order}"
         if name == "gelu"
         else "values f(x_k) at rational inputs off every kink (checked exactly)"
     )
-    verdict = _verdict(name, d, n, depth, residual, best.rank, bound, narrow, _scope(name, P, subfamily is not None))
+    kink = bias and depth == 1 and residual and subfamily is None and _kink_hypotheses(point, name)
+    verdict = _verdict(
+        name, d, n, depth, residual, best.rank, bound, narrow, _scope(name, P, subfamily is not None, bias)
+    )
+    if kink and verdict[0] == "undecided":  # depth 1 with biases: the one-block theorem decides
+        verdict = _kink_verdict(name)
     # DepthCertificate's fields in order: (status, method, reason, scope), the size, the exact rank, the float rank.
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
     return DepthCertificate(
-        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start
+        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias
     )

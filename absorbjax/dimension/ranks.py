@@ -58,6 +58,8 @@ class FloatRank(NamedTuple):
 
 def float_rank(point: RationalPoint, activation: str, *, residual: bool = True) -> FloatRank:
     """Float64 rank of ``J = ∂(f_W(x_1), …, f_W(x_K)) / ∂W`` at ``point`` (``jax.jacfwd``, SVD).
+    With biases (``point.bias``) the blocks of :mod:`absorbjax.models` are composed with their
+    ``bias`` argument and ``β``, ``γ`` are differentiated too: a path independent of the exact one.
 
     Needs float64 (``jax.config.update("jax_enable_x64", True)`` or ``jax.enable_x64``); absorbjax
     does not switch it on.
@@ -77,11 +79,24 @@ def float_rank(point: RationalPoint, activation: str, *, residual: bool = True) 
             "float_rank needs float64: enable it with jax.enable_x64(True) or jax.config.update('jax_enable_x64', True)"
         )
     params, xs = point.params(jnp.float64), point.xs(jnp.float64)
+    if point.bias:  # columns (up, down, β, γ), as in forward_jacobian; the blocks of models, layer by layer
+        q = float(point.denominator)
+        params = (params, jnp.asarray(point.hidden_bias / q), jnp.asarray(point.out_bias / q))
     flat, unravel = ravel_pytree(params)
+
+    def one(p, x):
+        if not point.bias:
+            return models.stack(p, x, name, residual=residual)
+        weights, beta, gamma = p
+        block = models.skip_mlp if residual else models.mlp
+        for layer in range(beta.shape[0]):
+            w = models.MLPParams(weights.up[layer], weights.down[layer])
+            x = block(w, x, name, bias={"up": beta[layer], "down": gamma[layer]})
+        return x
 
     def outputs(w):
         p = unravel(w)
-        return jax.vmap(lambda x: models.stack(p, x, name, residual=residual))(xs).ravel()
+        return jax.vmap(lambda x: one(p, x))(xs).ravel()
 
     J = jax.jit(jax.jacfwd(outputs))(flat)
     s = np.asarray(jnp.linalg.svd(J, compute_uv=False))
@@ -159,25 +174,36 @@ def forward_jacobian(
     point: RationalPoint, residual: bool, order: int, p: int, c0: int, masks: list[np.ndarray] | None, chunk: int
 ) -> np.ndarray:
     """Rows ``(K·d·order, P)``: ``∂/∂W`` of the Taylor coefficients of ``t ↦ f(t x_k)`` (orders
-    1..``order``) mod ``p``; for ReLU (``masks`` given) the one coefficient is ``f(x_k)`` (a ReLU
-    stack is positively homogeneous: ``f(t x) = t f(x)``). Columns follow
-    ``ravel_pytree(MLPParams(up, down))``. Layout: values ``(K, T, d)``, tangents ``(K, P, T, d)``."""
+    1..``order``; 0..``order`` with biases) mod ``p``; for ReLU (``masks`` given) the one
+    coefficient is ``f(x_k)`` (without biases a ReLU stack is positively homogeneous:
+    ``f(t x) = t f(x)``). Columns follow ``ravel_pytree(MLPParams(up, down))``, then with biases
+    ``β`` ``(L, n)`` and ``γ`` ``(L, d)``. Layout: values ``(K, T, d)``, tangents ``(K, P, T, d)``.
+
+    GELU jets are polynomial only at points with zero biases (pre-activations with zero constant
+    term); a GELU point with a nonzero bias is refused."""
     L, n, d = point.up.shape
     if max(n, d) > 2**11:
         raise ValueError(f"exact ranks need n, d <= 2048 (exact float64 sums), got n={n}, d={d}")
+    bias = point.bias
+    if bias and masks is None and (np.any(point.hidden_bias != 0) or np.any(point.out_bias != 0)):
+        raise ValueError("GELU jets need zero biases at the point (bias='zero'): the series is taken at 0")
     qinv = pow(int(point.denominator), p - 2, p)
-    up = (point.up % p * qinv % p).astype(np.float64)
-    down = (point.down % p * qinv % p).astype(np.float64)
-    xs = (point.inputs % p * qinv % p).astype(np.float64)
-    P = param_count(d, n, L)
+
+    def mod(a):
+        return (np.asarray(a) % p * qinv % p).astype(np.float64)
+
+    up, down, xs = mod(point.up), mod(point.down), mod(point.inputs)
+    beta, gamma = (mod(point.hidden_bias), mod(point.out_bias)) if bias else (None, None)
+    P0 = param_count(d, n, L)
+    P = param_count(d, n, L, bias=bias)
     T = 1 if masks is not None else order + 1
-    first = 0 if masks is not None else 1  # index of the t^1 coefficient
+    first = 0 if masks is not None or bias else 1  # first coefficient kept (t^1, or t^0 with biases)
     blocks = []
     for start in range(0, xs.shape[0], chunk):
         x = xs[start : start + chunk]
         K = x.shape[0]
         z = np.zeros((K, T, d))
-        z[:, first, :] = x
+        z[:, 0 if masks is not None else 1, :] = x  # x t: the t^1 coefficient (ReLU: the value)
         dz = np.zeros((K, P, T, d))
         for layer in range(L):
             U, D = up[layer], down[layer]
@@ -186,6 +212,9 @@ def forward_jacobian(
             h = _matmul(z, U.T, p)  # (K, T, n)
             dh = _matmul(dz, U.T, p)  # (K, P, T, n)
             dh[:, ucols.ravel(), :, ii.ravel()] += z[:, :, jj.ravel()].transpose(2, 0, 1)
+            if bias:  # ∂h_i/∂β_i = 1, a constant (t^0) coefficient
+                h[:, 0, :] = np.fmod(h[:, 0, :] + beta[layer], p)
+                dh[:, P0 + layer * n + np.arange(n), 0, np.arange(n)] += 1
             dh = np.fmod(dh, p)
             if masks is None:
                 a, da_dh = _gelu_series(h, p, c0)
@@ -199,6 +228,9 @@ def forward_jacobian(
             ii, jj = np.meshgrid(np.arange(d), np.arange(n), indexing="ij")
             dcols = L * n * d + layer * d * n + ii * n + jj
             dout[:, dcols.ravel(), :, ii.ravel()] += a[:, :, jj.ravel()].transpose(2, 0, 1)
+            if bias:  # ∂out_j/∂γ_j = 1
+                out[:, 0, :] = np.fmod(out[:, 0, :] + gamma[layer], p)
+                dout[:, P0 + L * n + layer * d + np.arange(d), 0, np.arange(d)] += 1
             dout = np.fmod(dout, p)
             z, dz = (np.fmod(z + out, p), np.fmod(dz + dout, p)) if residual else (out, dout)
         # (K, P, T, d) -> rows (K, d, orders 1..order), columns P
@@ -217,10 +249,14 @@ def relu_masks(point: RationalPoint, residual: bool) -> tuple[list[np.ndarray], 
     masks, on_kink = [], np.zeros(point.inputs.shape[0], bool)
     for layer in range(L):
         h = up[layer].dot(z)  # (n, K), denominator scaled by q
+        if point.bias:  # β / q = β q^(1+2l) / q^(2+2l)
+            h = h + point.hidden_bias[layer].astype(object)[:, None] * q ** (1 + 2 * layer)
         on_kink |= np.any(h == 0, axis=0)
         m = np.vectorize(lambda v: v > 0, otypes=[bool])(h)
         masks.append(m.T)
         out = down[layer].dot(h * m)  # denominator scaled by q^2
+        if point.bias:  # γ / q = γ q^(2+2l) / q^(3+2l)
+            out = out + point.out_bias[layer].astype(object)[:, None] * q ** (2 + 2 * layer)
         z = z * q * q + out if residual else out
     return masks, on_kink
 
@@ -270,7 +306,9 @@ def exact_rank(
     over ``R`` (``docs/theory/depth.md``, step 2).
 
     Args:
-      point: a :class:`RationalPoint` (weights and probe inputs / jet directions).
+      point: a :class:`RationalPoint` (weights and probe inputs / jet directions); with biases
+        (``point.bias``) their columns are differentiated too, and for GELU the biases must be 0
+        at the point (the jets are then polynomial; step 9) and the jets include ``t^0``.
       activation: ``"gelu"`` (Taylor coefficients of ``t ↦ f(t x_k)`` up to ``t^order``) or
         ``"relu"`` (values ``f(x_k)``; inputs on a kink, checked exactly, are dropped).
       residual: residual stack (``True``) or free stack.
@@ -298,7 +336,7 @@ def exact_rank(
     if not flint.fmpz(int(prime)).is_prime():
         raise ValueError(f"prime must be prime, got {prime}")
     L, n, d = point.up.shape
-    P = param_count(d, n, L)
+    P = param_count(d, n, L, bias=point.bias)
     if subfamily is not None:
         subfamily = np.asarray(subfamily)
         if subfamily.ndim != 2 or subfamily.shape[0] != P or not np.issubdtype(subfamily.dtype, np.integer):
