@@ -227,12 +227,31 @@ def test_public_signatures_follow_the_api_conventions():
 # ---------------------------------------------------------------- the docs site
 
 
+def gen_pages():
+    """docs/gen_pages.py loaded as a module."""
+    from absorbjax import reproduce
+
+    return reproduce.load_script(DOCS / "gen_pages.py")
+
+
 def test_generated_pages_are_what_the_records_give():
-    """docs/results and docs/benchmarks are generated from the JSON records, never hand-edited."""
+    """docs/benchmarks/index.md is generated from the benchmark records, never hand-edited."""
     proc = subprocess.run(
         [sys.executable, str(DOCS / "gen_pages.py"), "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_nothing_in_docs_is_derived_from_the_experiment_records():
+    """``absorbjax reproduce`` rewrites figures/ only: the results page and every figure it shows
+    are made at build time (docs/hooks.py), so no file under docs/ copies a record or a figure, and
+    rerunning the experiments cannot leave docs/ stale."""
+    tracked = subprocess.run(["git", "ls-files", "docs"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    built = set(gen_pages().built_pages(ROOT / "figures"))
+    assert built == {"results/index.md"} and not {f"docs/{uri}" for uri in built} & set(tracked)
+    assert not [p for p in tracked if p.endswith((".png", ".pdf")) and p.startswith("docs/results/")]
 
 
 def test_figures_summary_is_what_the_records_give(tmp_path):
@@ -252,7 +271,7 @@ def test_results_page_shows_every_recorded_figure():
     the page (served from figures/ at build time: see test_docs_build_strict)."""
     import json
 
-    page = (DOCS / "results" / "index.md").read_text()
+    page = gen_pages().results_page(ROOT / "figures")
     names = {
         c["figure"]
         for path in (ROOT / "figures").glob("*.json")
@@ -274,9 +293,10 @@ def test_every_experiment_script_is_grouped_in_the_docs():
 
 def test_docs_build_strict(tmp_path):
     """``mkdocs build --strict``: a broken link, a missing nav page or a docstring the API
-    reference cannot render fails the suite. Every figure a results page links is in the site as
-    ``results/NAME.png``, the bytes of ``figures/NAME.png`` (served by docs/hooks.py, no copy in
-    docs/), and the hook and generator scripts are not."""
+    reference cannot render fails the suite. The results page is in the site, made from the
+    records at build time, and every figure a results page links is there as ``results/NAME.png``,
+    the bytes of ``figures/NAME.png`` (both added by docs/hooks.py, no copy in docs/); the hook and
+    generator scripts are not."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
@@ -289,11 +309,9 @@ def test_docs_build_strict(tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     site = tmp_path / "site"
     assert (site / "api" / "fit" / "index.html").is_file()
-    linked = {
-        name
-        for page in (DOCS / "results").glob("*.md")
-        for name in re.findall(r"!\[[^\]]*\]\(([\w.-]+\.png)\)", page.read_text())
-    }
+    pages = [p.read_text() for p in (DOCS / "results").glob("*.md")] + list(gen_pages().built_pages().values())
+    linked = {name for page in pages for name in re.findall(r"!\[[^\]]*\]\(([\w.-]+\.png)\)", page)}
+    assert "Every claim" in (site / "results" / "index.html").read_text()
     assert {"absorber.png", "depth.png", "trained_blocks.png"} <= linked
     for name in linked:
         assert (site / "results" / name).read_bytes() == (ROOT / "figures" / name).read_bytes(), name
