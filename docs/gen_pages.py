@@ -55,9 +55,9 @@ def verdict(row: dict) -> str:
 def machine(record: dict) -> str:
     env = record.get("environment", {})
     devices = ", ".join(env.get("devices", [])[:1]) or "?"
-    return (
-        f"{devices} ({env.get('cpu', '?')}, {env.get('cores', '?')} cores), jax {env.get('jax', '?')}, "
-        f"written {env.get('time', env.get('date', '?'))}"
+    written = env.get("time", env.get("date"))  # experiment records keep it apart (figures/timings.json)
+    return f"{devices} ({env.get('cpu', '?')}, {env.get('cores', '?')} cores), jax {env.get('jax', '?')}" + (
+        f", written {written}" if written else ""
     )
 
 

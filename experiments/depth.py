@@ -365,7 +365,7 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used):
             f"{cert}/{len(rows)} sizes certified_disjoint (ReLU scope: an open region around each point); smallest "
             f"margin rank − b = {min(r['rank'] - r['free_bound'] for r in rows)}; largest size "
             f"{largest['activation']} (d,n,L) = ({largest['d']},{largest['n']},{largest['depth']}), P = "
-            f"{largest['params']}: rank {largest['rank']} vs b = {largest['free_bound']} in {largest['seconds']} s",
+            f"{largest['params']}: rank {largest['rank']} vs b = {largest['free_bound']}",
             holds=cert == len(rows),
             criterion="every size of the grid certified (exact rank mod p > b, or n < 2d)",
             figure=NAME,

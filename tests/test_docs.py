@@ -266,6 +266,21 @@ def test_figures_summary_is_what_the_records_give(tmp_path):
     assert (tmp_path / "README.md").read_text() == (ROOT / "figures" / "README.md").read_text()
 
 
+def test_every_committed_record_is_at_the_preset_the_main_job_runs():
+    """``absorbjax reproduce --force`` (the README's main line, preset ``quick``) regenerates exactly
+    what is committed: every experiment record in figures/ is at that preset, seed 0."""
+    import json
+
+    from absorbjax import reproduce
+
+    records = {name: ROOT / "figures" / f"{name}.json" for name in reproduce.discover()}
+    made = {name: json.loads(path.read_text()) for name, path in records.items() if path.is_file()}
+    assert len(made) >= 12
+    assert {(r["config"]["preset"], r["seed"]) for r in made.values()} == {("quick", 0)}, {
+        name: r["config"]["preset"] for name, r in made.items()
+    }
+
+
 def test_results_page_shows_every_recorded_figure():
     """Each figure a record's claims name is embedded under its experiment, as ``NAME.png`` beside
     the page (served from figures/ at build time: see test_docs_build_strict)."""
