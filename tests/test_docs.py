@@ -224,6 +224,51 @@ def test_public_signatures_follow_the_api_conventions():
     ]
 
 
+# ---------------------------------------------------------------- results that read well
+
+
+@pytest.mark.x64
+def test_every_result_prints_short_and_keeps_everything(tmp_path):
+    """A result's repr is one line of at most 400 characters (status, the numbers that matter,
+    where the rest is); ``details()`` and ``to_dict()`` keep everything. One of each result type:
+    two certificates, a distance, a width and a depth certificate, a checked block, a search."""
+    import json
+
+    import jax
+    import numpy as np
+
+    import absorbjax
+    from absorbjax import dimension, models, results, weights
+
+    params, S = models.absorbable("gelu", d=4, n=16, key=jax.random.key(0))
+    generic = models.init("gelu", 4, 16, key=jax.random.key(2))
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "block.npz", up=rng.normal(size=(16, 4)), down=rng.normal(size=(4, 16)))
+    targets, _ = models.absorbable_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
+    found = {
+        "absorbable": absorbjax.find_absorbing_set(params, "gelu"),
+        "not absorbable": absorbjax.find_absorbing_set(generic, "gelu"),
+        "distance": absorbjax.distance(generic),
+        "width": absorbjax.min_extra_width(models.init("relu", 3, 6, key=jax.random.key(0)), "relu"),
+        "depth": dimension.certify("gelu", 2, 4, 2, key=jax.random.key(0), float_check=False),
+        "block": weights.check(weights.scan(tmp_path / "block.npz", "relu").blocks[0]),
+        "search": absorbjax.search(targets, "relu", key=jax.random.key(1), restarts=2, steps=20, progress=False),
+    }
+    for name, result in found.items():
+        assert isinstance(result, results.Result), name
+        text = repr(result)
+        assert len(text) <= results.REPR_LIMIT and "\n" not in text and ".details()" in text, (name, text)
+        assert text.startswith(type(result).__name__ + "("), text
+        assert len(result.details()) > len(text) and json.dumps(result.to_dict()), name
+    assert found["absorbable"].status in repr(found["absorbable"]) and "|S| = 4" in repr(found["absorbable"])
+    assert "not_absorbable" in repr(found["not absorbable"]) and f"{found['distance'].lower:.3g} <=" in str(
+        found["distance"]
+    )
+    long = found["not absorbable"]
+    assert len(str(long)) > 400  # a certificate's summary is the long form; its repr is not
+    assert "certificate" in found["distance"].details() and "relaxation:" in found["distance"].details()
+
+
 # ---------------------------------------------------------------- the docs site
 
 
