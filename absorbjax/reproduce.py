@@ -9,6 +9,9 @@ An experiment is a module in ``experiments/`` that defines
   (``holds``) against a stated ``criterion`` (``figure=NAME`` where the figure shows it);
 - optionally ``figure(results) -> matplotlib.figure.Figure | None``: its figure drawn from those
   returned numbers alone (the record's ``"results"``; ``None`` when they hold nothing to draw).
+- optionally ``tables(results) -> {file name: text}``: files derived from the record's
+  ``"results"`` alone (a markdown table), written beside the record. ``run`` computes and returns
+  numbers; everything drawn or rendered from them is made by the protocol, from the record.
 
 :func:`run_experiment` runs ``run`` with float64 enabled for that call only (the experiments
 make exactness claims; the process-wide ``jax_enable_x64`` is left as it was), writes the
@@ -254,6 +257,18 @@ def run_experiment(
     return record
 
 
+def _write_tables(module: ModuleType, results: dict, out: Path) -> list[str]:
+    """The files of ``module.tables(results)`` written in ``out``; their names."""
+    made = getattr(module, "tables", None)
+    files = made(results) if callable(made) else {}
+    for name, text in files.items():
+        if Path(name).name != name:
+            raise ValueError(f"experiment {module.NAME}: tables() must name files in the output folder, got {name!r}")
+        with io.atomic_open(out / name) as f:
+            f.write(text)
+    return list(files)
+
+
 def _record_timing(out: Path, name: str, timing: dict) -> None:
     """``out/TIMINGS[name] = timing``: when and how long a run took, kept apart from its record."""
     path = out / TIMINGS
@@ -265,8 +280,10 @@ def _record_timing(out: Path, name: str, timing: dict) -> None:
 
 
 def _save_drawn(module: ModuleType, results: dict, out: Path, name: str) -> str | None:
-    """``module.figure(results)`` saved as ``out/name.png`` and ``.pdf``; returns ``name``, or
-    ``None`` when the module defines no ``figure`` or it draws nothing (returns ``None``)."""
+    """``module.tables(results)`` written and ``module.figure(results)`` saved as ``out/name.png``
+    and ``.pdf``; returns ``name``, or ``None`` when the module defines no ``figure`` or it draws
+    nothing (returns ``None``)."""
+    _write_tables(module, results, out)
     draw = getattr(module, "figure", None)
     fig = draw(results) if callable(draw) else None
     return None if fig is None else plotting.save_figure(fig, out, name)

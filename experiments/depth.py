@@ -265,6 +265,11 @@ def atlas_markdown(atlas) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tables(results):
+    """``depth.atlas.md``: the atlas table of the record (written by ``reproduce`` beside it)."""
+    return {f"{NAME}.atlas.md": atlas_markdown(results["atlas"])} if results.get("atlas") else {}
+
+
 def _stack(blocks):
     return jax.tree.map(lambda *a: jnp.stack(a), *blocks)
 
@@ -447,14 +452,18 @@ ATLAS_FIELDS = ("activation", "d", "n", "depth", "params", "status", "method", "
 
 
 def _atlas_summary(atlas):
-    """What the record keeps of the atlas benchmark's record: its rows (the fields the figure
-    draws), fits, budget and largest ``d``; ``None`` without an atlas."""
+    """What the record keeps of the atlas benchmark's record, all that the figure and the table
+    (:func:`tables`) draw on: its rows, the sizes skipped, fits, budget, time used, machine and
+    largest ``d``; ``None`` without an atlas."""
     if atlas is None:
         return None
     return {
         "rows": [{k: r[k] for k in ATLAS_FIELDS} for r in atlas["rows"]],
+        "skipped": [{k: r[k] for k in ("activation", "d", "n", "depth")} for r in atlas["skipped"]],
         "fits": atlas["fits"],
         "budget_seconds": atlas["budget_seconds"],
+        "seconds": atlas["seconds"],
+        "machine": atlas["machine"],
         "max_d": atlas["max_d"],
     }
 
@@ -481,8 +490,6 @@ def run(config, out, seed):
         "ladder_slope": slope,
         "fit": {k: cfg[k] for k in ("d", "n", "depth", "draws", "restarts")},
     }
-    if atlas is not None:
-        (Path(out) / f"{NAME}.atlas.md").write_text(atlas_markdown(atlas))
     results["claims"] = _claims(rows, near, cov, atlas, cal, eps, floor, slope, used)
     return results
 

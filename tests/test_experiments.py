@@ -113,6 +113,21 @@ def test_run_experiment_saves_the_figure_drawn_from_the_record(tmp_path):
     assert sorted(p.name for p in bare.iterdir()) == ["demo.json", reproduce.TIMINGS]
 
 
+def test_tables_are_written_from_the_record_by_run_and_by_replot(tmp_path):
+    """``tables(results)`` makes files beside the record from its JSON ``results`` (the experiment
+    only computes); replot writes them again; a name outside the output folder is refused."""
+    demo = _tiny_experiment([])
+    demo.tables = lambda results: {"demo.md": f"| x |\n|---|\n| {results['x']} |\n"}
+    reproduce.run_experiment(demo, tmp_path, preset="smoke")
+    assert (tmp_path / "demo.md").read_text() == "| x |\n|---|\n| [0.0, 1.0] |\n"
+    (tmp_path / "demo.md").unlink()
+    assert reproduce.replot(tmp_path, {"demo": demo}) == (["demo"], {})
+    assert (tmp_path / "demo.md").is_file()
+    demo.tables = lambda results: {"../demo.md": ""}
+    with pytest.raises(ValueError, match="must name files in the output folder"):
+        reproduce.replot(tmp_path, {"demo": demo})
+
+
 def test_a_figure_lost_after_its_record_is_drawn_from_it_without_rerunning(tmp_path):
     """A ``figure`` that raises leaves the record (nothing measured is lost); the next run
     without ``force`` draws the missing figure from that record and does not run again."""
