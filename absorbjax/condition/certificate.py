@@ -120,6 +120,17 @@ class Certificate(Verdict):
     def absorbable(self) -> bool:
         return self.status == "absorbable"
 
+    def _summary(self) -> str:
+        """The short repr (:class:`absorbjax.results.Result`): status, method, theorem, the number behind it."""
+        if self.S is not None:
+            found = f"|S| = {self.S.size}, miss <= {fmt(self.miss_bound)}·‖x‖"
+        elif self.residual is not None:
+            found = f"the only candidate misses by {fmt(self.residual)}"
+        else:
+            found = f"every S misses by >= {fmt(self.lower_bound)} (Frobenius)"
+        theorem = f", {self.theorem}" if self.theorem else ""
+        return f"{self.status} by {self.method}{theorem}: {found}; d = {self.d}, n = {self.n}; {self.reason}"
+
     def summary(self) -> str:
         target = "I" if self.skip == "identity" else "A"
         lines = [f"{self.status}  [method: {self.method}]  {self.reason}"]
@@ -185,6 +196,13 @@ class Distance(Result):
     box: float
     certificate: Certificate
     truth_field = "upper"
+
+    def _summary(self) -> str:
+        """The short repr (:class:`absorbjax.results.Result`): the bounds, the set and the decision."""
+        return (
+            f"{fmt(self.lower)} <= min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F <= {fmt(self.upper)} "
+            f"(|S| = {self.S.size}, {self.method}); certificate: {self.certificate.status}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}

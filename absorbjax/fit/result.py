@@ -66,6 +66,16 @@ class SearchResult(_SearchFields, Result):
         tol = self.config["tol"] if tol is None else tol
         return (self.best_loss <= tol) & (self.holdout_loss <= tol)
 
+    def _summary(self) -> str:
+        """The short repr (:class:`absorbjax.results.Result`): the problem, solved draws, median loss."""
+        c, (draws, restarts) = self.config, self.losses.shape
+        loss = self.best_loss[np.isfinite(self.best_loss)]
+        median = f"{np.median(loss):.3g}" if loss.size else "n/a"
+        return (
+            f"{c['activation']} d={c['d']} n={c['n']} depth={c['depth']}: solved {int(self.solved().sum())}/{draws} "
+            f"draws ({restarts} restarts), median best loss {median}"
+        )
+
     def summary(self) -> str:
         """A few lines: quantiles of ``best_loss``, solved fraction, failures, the profile."""
         loss = self.best_loss

@@ -71,6 +71,12 @@ class BlockCheck(Verdict):
     hidden_bias_nonzero: bool = False
     output_bias: str | None = None
 
+    def _summary(self) -> str:
+        """The short repr (:class:`absorbjax.results.Result`): the block, the answer, the bounds."""
+        bounds = "" if self.lower is None else f", distance {self.lower:.3g} … {self.upper:.3g}"
+        block = f"{self.name} (layer {self.layer}, {self.activation}, d = {self.d}, n = {self.n})"
+        return f"{block}: {self.status} by {self.method}{bounds}; {self.reason}"
+
 
 def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
     if act.never_absorbs and not hidden_nonzero and not block.unread:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
 from pathlib import Path
 
@@ -17,9 +18,22 @@ KNOWN = {
 }
 
 
-def checkpoint_file(package: str, filename: str | None = None) -> Path:
+def checkpoint_file(package: str | os.PathLike, filename: str | None = None) -> Path:
     """The installed file ``filename`` of distribution ``package`` (or of a :data:`KNOWN` short
-    name); ``ValueError`` with the ``pip install`` to run when it is not installed."""
+    name); ``ValueError`` with the ``pip install`` to run when it is not installed.
+
+    ``package`` may also be a path (a ``Path``, or a string that is not a short name and has a path
+    separator or names a file or folder that exists): a file is returned as it is, a folder as it is or, with
+    ``filename``, the file of that name inside it; ``ValueError`` when there is none.
+    ``absorbjax info`` lists where the known packages are installed.
+    """
+    path = Path(package)
+    named = isinstance(package, str) and (package in KNOWN or not ({os.sep, "/"} & set(package) or path.exists()))
+    if not named:
+        found = path / filename if filename else path
+        if not (found.is_file() or (found.is_dir() and not filename)):
+            raise ValueError(f"no checkpoint file {str(found)!r}")
+        return found
     if package in KNOWN:
         package, default = KNOWN[package]
         filename = filename or default
