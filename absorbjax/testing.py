@@ -26,6 +26,7 @@ __all__ = [
     "exact_miss",
     "judge",
     "nondegenerate",
+    "distinct_hyperplanes",
     "passes",
     "passing_sets",
     "planted",
@@ -45,36 +46,38 @@ def _arrays(params, skip=None):
     return U, D, A
 
 
-def exact_miss(params, S, skip=None) -> list[list[Fraction]]:
-    """``W_down[:,S] W_up[S,:] + A`` (``d×d``) in exact rational arithmetic on the stored values."""
+def exact_miss(params, S, skip=None, c=1) -> list[list[Fraction]]:
+    """``c·W_down[:,S] W_up[S,:] + A`` (``d×d``) in exact rational arithmetic on the stored values
+    (``c`` the activation's odd slope, an exact rational; 1 for relu, gelu and the ray-limit family)."""
     U, D, A = _arrays(params, skip)
     S = [int(i) for i in np.atleast_1d(np.asarray(S, int))]
+    c = Fraction(c)
     d = U.shape[1]
     return [
         [
             Fraction(float(A[k, j]))
-            + sum((Fraction(float(D[k, i])) * Fraction(float(U[i, j])) for i in S), Fraction(0))
+            + c * sum((Fraction(float(D[k, i])) * Fraction(float(U[i, j])) for i in S), Fraction(0))
             for j in range(d)
         ]
         for k in range(d)
     ]
 
 
-def _abs_sum(U, D, A, S, k, j) -> Fraction:
-    return abs(Fraction(float(A[k, j]))) + sum(
+def _abs_sum(U, D, A, S, k, j, c=1) -> Fraction:
+    return abs(Fraction(float(A[k, j]))) + abs(Fraction(c)) * sum(
         (abs(Fraction(float(D[k, i])) * Fraction(float(U[i, j]))) for i in S), Fraction(0)
     )
 
 
-def passes(params, S, r: float, skip=None, extra=None) -> bool:
-    """Rule (★) on the exact miss: ``|M_S| ≤ r (Σ_{i∈S}|W_down||W_up| + |A|) (+ extra)`` entrywise."""
+def passes(params, S, r: float, skip=None, extra=None, c=1) -> bool:
+    """Rule (★) on the exact miss: ``|M_S| ≤ r (|c| Σ_{i∈S}|W_down||W_up| + |A|) (+ extra)`` entrywise."""
     U, D, A = _arrays(params, skip)
     S = [int(i) for i in np.atleast_1d(np.asarray(S, int))]
-    M = exact_miss(params, S, skip)
+    M = exact_miss(params, S, skip, c)
     rq = Fraction(r)
     d = U.shape[1]
     return all(
-        abs(M[k][j]) <= rq * _abs_sum(U, D, A, S, k, j) + (0 if extra is None else Fraction(extra[k][j]))
+        abs(M[k][j]) <= rq * _abs_sum(U, D, A, S, k, j, c) + (0 if extra is None else Fraction(extra[k][j]))
         for k in range(d)
         for j in range(d)
     )
@@ -86,20 +89,20 @@ def frobenius(M) -> float:
     return math.sqrt(float(total)) if total else 0.0
 
 
-def passing_sets(params, rtol: float, *, limit: int = BRUTE_MAX_N, skip=None) -> list | None:
-    """Every set ``S`` whose exact miss passes rule (★) with ``r_S = rtol + 2γ_{|S|+1}``, by brute
-    force over all ``2^n`` masks (float64 screen with a rigorous margin, exact check of the rest);
-    ``None`` when ``n > limit``."""
+def passing_sets(params, rtol: float, *, limit: int = BRUTE_MAX_N, skip=None, c=1) -> list | None:
+    """Every set ``S`` whose exact miss ``c·W_down[:,S] W_up[S,:] + A`` passes rule (★) with
+    ``r_S = rtol + 2γ_{|S|+1}``, by brute force over all ``2^n`` masks (float64 screen with a
+    rigorous margin, exact check of the rest); ``None`` when ``n > limit``."""
     U, D, A = _arrays(params, skip)
     n, d = U.shape
     if n > limit:
         return None
     with np.errstate(under="ignore", over="ignore"):
-        M = np.einsum("ki,ij->ikj", D, U).reshape(n, d * d)
+        M = float(c) * np.einsum("ki,ij->ikj", D, U).reshape(n, d * d)  # float(c): one more rounding
         aM = np.abs(M)
         a = A.reshape(-1)
         found = []
-        g = (n + 3) * _U / (1 - (n + 3) * _U)
+        g = (n + 4) * _U / (1 - (n + 4) * _U)
         for lo in range(0, 2**n, 1 << 14):
             idx = np.arange(lo, min(lo + (1 << 14), 2**n))
             masks = ((idx[:, None] >> np.arange(n)) & 1).astype(np.float64)
@@ -111,7 +114,7 @@ def passing_sets(params, rtol: float, *, limit: int = BRUTE_MAX_N, skip=None) ->
             maybe = np.all(np.abs(F) - err <= r * (Sig * (1 + 2 * g) + err), axis=1)
             for j in np.flatnonzero(maybe):
                 S = np.flatnonzero(masks[j])
-                if passes(params, S, float(r[j, 0]), skip):
+                if passes(params, S, float(r[j, 0]), skip, c=c):
                     found.append(S)
     return found
 
@@ -161,9 +164,25 @@ def nondegenerate(params) -> bool:
     return True
 
 
+def distinct_hyperplanes(params, bias) -> bool:
+    """The kink theorem's hypotheses (docs/theory/kink.md), exactly on the stored values: rows of
+    ``W_up`` and columns of ``W_down`` nonzero, and the pairs ``(w_i, b_i)`` pairwise
+    non-proportional (distinct kink hyperplanes; ``bias=None`` reads ``b = 0``)."""
+    U, D, _ = _arrays(params)
+    b = np.zeros(U.shape[0]) if bias is None else np.asarray(bias, np.float64)
+    if not U.any(axis=1).all() or not D.any(axis=0).all():
+        return False
+    rows = [[Fraction(float(x)) for x in row] + [Fraction(float(t))] for row, t in zip(U, b)]
+    return not any(
+        all(u[a] * v[q] == u[q] * v[a] for a in range(len(u)) for q in range(a + 1, len(u)))
+        for u, v in itertools.combinations(rows, 2)
+    )
+
+
 def absorber_gap(params, S, activation: str, bias=None) -> float:
     """``max |block(x) − absorber(x)| / (|x| + |W_down| |W_up| |x| + |W_down||b|)`` entrywise in float64
-    on 64 random inputs, the absorber with ``b[S]`` negated and output bias ``W_down[:,S] b[S]``."""
+    on 64 random inputs, the absorber with ``b[S]`` negated and output bias ``c·W_down[:,S] b[S]`` (``c``
+    the activation's declared odd slope)."""
     import jax
 
     U, D, _ = _arrays(params)
@@ -173,10 +192,11 @@ def absorber_gap(params, S, activation: str, bias=None) -> float:
     V, beta = U.copy(), b.copy()
     V[S] *= -1
     beta[S] *= -1
-    sigma = activations.get(activation).fn
+    act = activations.get(activation)
+    c = float(act.odd_slope)
     with jax.enable_x64(True), np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        block = xs + np.asarray(sigma(xs @ U.T + b)) @ D.T
-        free = np.asarray(sigma(xs @ V.T + beta)) @ D.T + D[:, S] @ b[S]
+        block = xs + np.asarray(act.fn(xs @ U.T + b)) @ D.T
+        free = np.asarray(act.fn(xs @ V.T + beta)) @ D.T + c * (D[:, S] @ b[S])
         scale = np.abs(xs) + (np.abs(xs) @ np.abs(U).T + np.abs(b)) @ np.abs(D).T
     return float(np.max(np.abs(block - free) / scale))
 
@@ -184,18 +204,23 @@ def absorber_gap(params, S, activation: str, bias=None) -> float:
 def judge(cert, params, activation: str, planted=None, bias=None) -> str:
     """``""`` when the certificate is right about the stored values, else what is wrong with it.
 
-    ``absorbable``: ``S`` passes rule (★) exactly, ``miss_bound`` bounds the exact ``‖M_S‖_F`` and is
-    within ``skip_rtol`` of the skip, and the absorber reproduces the block in float64;
-    ``not_absorbable`` / ``degenerate``: no set passes (brute force for ``n ≤ 18``, else the planted
-    set), the hypotheses match an exact check, and the activation has a proved converse;
-    ``within_rounding``: "yes" with a set that passes the storage rule, "no" only when none (nor the
-    planted set with absolute rounding) does. ``undecided`` is always allowed."""
-    rtol = cert.rtol
+    ``c`` is the activation's declared odd slope (rule (★): ``c·W_down[:,S] W_up[S,:] = −A``).
+    ``absorbable``: ``c`` declared, ``S`` passes rule (★) exactly, ``miss_bound`` bounds the exact
+    ``‖M_S‖_F`` and is within ``skip_rtol`` of the skip, and the absorber reproduces the block in
+    float64; ``not_absorbable`` / ``degenerate``: no set passes (brute force for ``n ≤ 18``, else the
+    planted set), the cited theorem is one the activation has, and its hypotheses match an exact
+    check (Thm 8's, or the kink theorem's distinct hyperplanes); ``within_rounding``: "yes" with a
+    set that passes the storage rule, "no" only when none (nor the planted set with absolute
+    rounding) does. ``undecided`` is always allowed."""
+    rtol, act = cert.rtol, activations.get(activation)
+    c = act.odd_slope
     if cert.status == "absorbable":
+        if c is None:
+            return f"absorbable for {activation}, which declares no odd slope"
         r = rtol + 2 * (cert.S.size + 1) * _U / (1 - (cert.S.size + 1) * _U)
-        if not passes(params, cert.S, r):
+        if not passes(params, cert.S, r, c=c):
             return "absorbable, but S fails rule (★) exactly"
-        norm = frobenius(exact_miss(params, cert.S))
+        norm = frobenius(exact_miss(params, cert.S, c=c))
         if not norm <= cert.miss_bound * (1 + 1e-12):
             return f"absorbable, but the exact miss {norm:.3g} exceeds miss_bound {cert.miss_bound:.3g}"
         if not norm <= cert.skip_rtol * (1 + 1e-12):
@@ -204,18 +229,25 @@ def judge(cert, params, activation: str, planted=None, bias=None) -> str:
         if not gap <= 1e-9:
             return f"absorbable, but the absorber misses the block by {gap:.2g}"
     if cert.status in ("not_absorbable", "degenerate"):
-        if planted is not None and frobenius(exact_miss(params, planted)) == 0:
+        cc = 1 if c is None else c
+        if planted is not None and frobenius(exact_miss(params, planted, c=cc)) == 0:
             return f"{cert.status}, but the planted S is exact"
         r_pl = None if planted is None else rtol + 2 * (len(planted) + 1) * _U / (1 - (len(planted) + 1) * _U)
-        if planted is not None and passes(params, planted, r_pl):
+        if planted is not None and passes(params, planted, r_pl, c=cc):
             return f"{cert.status}, but the planted S passes"
-        sets = passing_sets(params, rtol)
+        sets = passing_sets(params, rtol, c=cc)
         if sets:
             return f"{cert.status}, but brute force finds {sets[0].tolist()}"
-        if (cert.status == "degenerate") == nondegenerate(params):
+        theorem = cert.theorem or ""
+        kink = theorem.startswith((activations.KINK_THEOREM, activations.RAY_LIMIT_KINK_THEOREM))
+        hold = distinct_hyperplanes(params, bias) if kink else nondegenerate(params)
+        if (cert.status == "degenerate") == hold:
             return f"{cert.status}, but the hypotheses {'hold' if cert.status == 'degenerate' else 'fail'}"
-        if cert.status == "not_absorbable" and activations.get(activation).converse(biased=cert.biased) is None:
-            return f"not_absorbable for {activation}, whose converse is not proved"
+        if cert.status == "not_absorbable":
+            b = cert.biased
+            known = {act.converse(b), act.converse(b, narrow=True), act.converse(b, parallel_rows=True)} - {None}
+            if not any(theorem.startswith(t) for t in known):
+                return f"not_absorbable for {activation} citing {theorem!r}, not a converse it has"
     if cert.within_rounding == "yes":
         r = cert.rounding_rtol + 2 * (cert.rounding_S.size + 1) * _U / (1 - (cert.rounding_S.size + 1) * _U)
         if not passes(params, cert.rounding_S, r):

@@ -34,7 +34,6 @@ exception) counts as wrong. ``python experiments/soundness.py [--preset smoke|qu
 
 from __future__ import annotations
 
-import itertools
 import math
 import sys
 from fractions import Fraction
@@ -56,50 +55,8 @@ OUTCOMES = ("absorbable", "not_absorbable", "degenerate", "undecided", "refused"
 _U = 2.0**-53
 
 
-def _distinct_hyperplanes(params, bias) -> bool:
-    """The kink theorem's (H1), (H2) exactly: nonzero rows and columns, pairwise non-proportional
-    ``(w_i, b_i)``."""
-    up, down = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
-    if bias is None or not up.any(axis=1).all() or not down.any(axis=0).all():
-        return False
-    rows = [[Fraction(float(x)) for x in row] + [Fraction(float(b))] for row, b in zip(up, bias)]
-    return not any(
-        all(u[a] * v[b] == u[b] * v[a] for a in range(len(u)) for b in range(a + 1, len(u)))
-        for u, v in itertools.combinations(rows, 2)
-    )
-
-
-def judge(cert, params, activation, planted=None, bias=None) -> str:
-    """:func:`absorbjax.testing.judge`, which reads the hypotheses as Thm 8's; a ``not_absorbable``
-    citing the kink theorem for a biased kink block with parallel rows is right when the kink
-    theorem's own hypotheses hold exactly (the judge has checked that no set passes by then)."""
-    wrong = testing.judge(cert, params, activation, planted, bias)
-    kink = activation is not None and activations.get(activation).kink
-    cites = (cert.theorem or "").startswith(activations.KINK_THEOREM)
-    if wrong == "not_absorbable, but the hypotheses fail" and kink and cites:
-        return "" if _distinct_hyperplanes(params, bias) else "not_absorbable by the kink theorem, but (H2) fails"
-    return wrong
-
-
 # ---------------------------------------------------------------------------------------------
 # The families of issue 45: each make(rng, i) returns a case dict, each judge(cert, case) "" or why
-
-
-def _exact_miss_c(params, S, c: Fraction):
-    """``c·W_down[:,S] W_up[S,:] + I`` and ``|c|·Σ|W_down||W_up| + |I|`` in exact fractions."""
-    U, D = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
-    d = U.shape[1]
-    F = [[Fraction(float(x)) for x in row] for row in D[:, S]]
-    G = [[Fraction(float(x)) for x in row] for row in U[S]]
-    M = [[c * sum(F[k][i] * G[i][j] for i in range(len(S))) + (k == j) for j in range(d)] for k in range(d)]
-    B = [[abs(c) * sum(abs(F[k][i] * G[i][j]) for i in range(len(S))) + (k == j) for j in range(d)] for k in range(d)]
-    return M, B
-
-
-def _passes_c(params, S, c: Fraction, rtol: float) -> bool:
-    M, B = _exact_miss_c(params, S, c)
-    r = Fraction(rtol + 2 * (len(S) + 1) * _U / (1 - (len(S) + 1) * _U))
-    return all(abs(m) <= r * b for mr, br in zip(M, B) for m, b in zip(mr, br))
 
 
 def _wide_scales(rng, i):
@@ -140,16 +97,24 @@ def _decoys(rng, i):
     return {"params": models.MLPParams(U, D), "activation": "relu", "planted": S, "note": note}
 
 
+def _r(rtol: float, k: int) -> float:
+    """Rule (★)'s ``r_S = rtol + 2γ_{|S|+1}``."""
+    return rtol + 2 * (k + 1) * _U / (1 - (k + 1) * _U)
+
+
 def _judge_planted(cert, case, c: Fraction = Fraction(1)):
     params, S = case["params"], case.get("planted")
     if cert.status == "absorbable":
-        if not _passes_c(params, list(cert.S), c, cert.rtol):
+        if not testing.passes(params, cert.S, _r(cert.rtol, len(cert.S)), c=c):
             return "absorbable, but S fails rule (★) exactly"
-        M, _ = _exact_miss_c(params, list(cert.S), c)
-        norm = math.sqrt(float(sum(x * x for row in M for x in row)))
+        norm = testing.frobenius(testing.exact_miss(params, cert.S, c=c))
         if not norm <= cert.miss_bound * (1 + 1e-12) or not norm <= cert.skip_rtol:
             return f"absorbable, but the exact miss {norm:.3g} exceeds miss_bound {cert.miss_bound:.3g}"
-    if cert.status in ("not_absorbable", "degenerate") and S is not None and _passes_c(params, list(S), c, cert.rtol):
+    if (
+        cert.status in ("not_absorbable", "degenerate")
+        and S is not None
+        and testing.passes(params, S, _r(cert.rtol, len(S)), c=c)
+    ):
         return f"{cert.status}, but the planted S passes"
     return ""
 
@@ -251,7 +216,7 @@ def _case(family: str, rng, i) -> tuple[dict, object]:
     params, activation, planted, note, *bias = testing.FAMILIES[family](rng, i)
     case = {"params": params, "activation": activation, "planted": planted, "note": note}
     case["bias"] = bias[0] if bias else None
-    return case, lambda cert, c: judge(cert, c["params"], c["activation"], c["planted"], c["bias"])
+    return case, lambda cert, c: testing.judge(cert, c["params"], c["activation"], c["planted"], c["bias"])
 
 
 def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:

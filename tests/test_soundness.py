@@ -3,8 +3,6 @@ independently (:mod:`absorbjax.testing`: exact rational misses, brute force over
 planted sets, exact hypotheses, the absorber evaluated in float64). ``undecided`` is allowed; a
 wrong answer or a crash is not (a refusal is a one-line ``ValueError`` naming float64's range)."""
 
-import itertools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,36 +18,6 @@ ATTACK = settings(
 )
 
 
-def distinct_hyperplanes(params, bias) -> bool:
-    """The kink theorem's hypotheses, exactly (Python fractions): rows of W_up and columns of W_down
-    nonzero, and the pairs (w_i, b_i) pairwise non-proportional (distinct kink hyperplanes)."""
-    from fractions import Fraction
-
-    up, down = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
-    if bias is None or not up.any(axis=1).all() or not down.any(axis=0).all():
-        return False
-    rows = [[Fraction(float(x)) for x in row] + [Fraction(float(b))] for row, b in zip(up, bias)]
-    for u, v in itertools.combinations(rows, 2):
-        if all(u[a] * v[b] == u[b] * v[a] for a in range(len(u)) for b in range(a + 1, len(u))):
-            return False
-    return True
-
-
-def judge(cert, params, activation, planted=None, bias=None) -> str:
-    """:func:`testing.judge`, which reads hypotheses as Thm 8's; a ``not_absorbable`` that cites the
-    kink theorem for a biased kink block with parallel rows is right when its own hypotheses hold
-    exactly (every earlier check of the judge, no set passing, has been made by then)."""
-    wrong = testing.judge(cert, params, activation, planted, bias)
-    kink = activation is not None and activations.get(activation).kink
-    if (
-        wrong == "not_absorbable, but the hypotheses fail"
-        and kink
-        and (cert.theorem or "").startswith(activations.KINK_THEOREM)
-    ):
-        return "" if distinct_hyperplanes(params, bias) else "not_absorbable by the kink theorem, but (H2) fails"
-    return wrong
-
-
 @pytest.mark.parametrize("family", list(testing.FAMILIES))
 @ATTACK
 @given(seed=st.integers(0, 2**32 - 1), index=st.integers(0, 11))
@@ -61,7 +29,7 @@ def test_no_wrong_certificate(family, seed, index):
     except ValueError as err:
         assert "float64" in str(err) and "\n" not in str(err), note
         return
-    assert judge(cert, params, activation, planted, bias) == "", (note, str(cert))
+    assert testing.judge(cert, params, activation, planted, bias) == "", (note, str(cert))
 
 
 @ATTACK
