@@ -309,10 +309,11 @@ def _info(args) -> int:
         f"absorbjax {absorbjax.__version__}, jax {jax.__version__}, backend {jax.default_backend()}, "
         f"devices {jax.devices()}"
     )
-    print(f"{'activation':<10} {'family':<12} {'odd part z/2':<13} result")
+    print(f"{'activation':<12} {'family':<12} {'odd slope c':<13} result")
     for name in activations.names():
         a = activations.get(name)
-        print(f"{name:<10} {a.family:<12} {a.odd_part_half!s:<13} {a.result}")
+        c = "-" if a.odd_slope is None else f"{float(a.odd_slope):g}"
+        print(f"{name:<12} {a.family:<12} {c:<13} {a.result}")
     from absorbjax.weights import packages
 
     print("checkpoint packages (weights.checkpoint_file(NAME); absorbjax check FILE):")

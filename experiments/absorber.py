@@ -1,8 +1,9 @@
 """The sign-flip absorber (design §1) on every registered ungated activation.
 
-On weights with ``W_down[:,S] W_up[S,:] = −I``, the residual-free block with the rows of ``W_up``
+On weights with ``c·W_down[:,S] W_up[S,:] = −I``, the residual-free block with the rows of ``W_up``
 in ``S`` negated reproduces ``x + W_down σ(W_up x)`` to rounding error exactly when
-``σ(z) − σ(−z) = z``; ReLU² (odd part ``z|z|/2``) fails. Float64 throughout. (Gated blocks at the
+``σ(z) − σ(−z) = c z`` (the activation's declared odd slope ``c``: 1 for relu, gelu and the ray-limit
+family, ``1 + α`` for leaky_relu); ReLU² (odd part ``z|z|/2``, no odd slope) fails. Float64 throughout. (Gated blocks at the
 origin, Prop 6, are measured by ``prop6.py``.)
 """
 
@@ -27,9 +28,10 @@ PRESETS = {
 def absorber_errors(activation, d, n, draws, xs, key):
     """Max-abs and max-relative error of the sign-flip absorber over ``draws`` absorbable blocks."""
     target, sets = models.absorbable_sample(activation, d, n, key=key, draws=draws)
+    c = activations.get(activation).odd_slope
     absorbed = jax.tree.map(
         lambda *a: jnp.stack(a),
-        *[condition.absorber(jax.tree.map(lambda a: a[i], target), S) for i, S in enumerate(sets)],
+        *[condition.absorber(jax.tree.map(lambda a: a[i], target), S, odd_slope=c) for i, S in enumerate(sets)],
     )
     diff = jax.jit(
         jax.vmap(
@@ -43,17 +45,17 @@ def absorber_errors(activation, d, n, draws, xs, key):
 
 def figure(results):
     """Bars of the largest relative error of the absorber per activation (log scale), from a
-    record's ``results``: blue where ``σ(z) − σ(−z) = z`` (exact up to rounding), vermilion where
-    not; one column wide."""
+    record's ``results``: blue where ``σ(z) − σ(−z) = c z`` is declared (exact up to rounding),
+    vermilion where not; one column wide."""
     ungated = results["ungated"]
     names = list(ungated)
-    odd = np.array([bool(ungated[k]["odd_part_half"]) for k in names])
+    odd = np.array([ungated[k]["odd_slope"] is not None for k in names])
     errs = np.array([max(ungated[k]["max_rel_error"], 1e-17) for k in names])
     x = np.arange(len(names))
     with figstyle.context():
         fig, ax = figstyle.subplots(width=figstyle.SINGLE, height=2.4)
-        ax.bar(x[odd], errs[odd], color=figstyle.PALETTE[0], label="σ(z) − σ(−z) = z")
-        ax.bar(x[~odd], errs[~odd], color=figstyle.PALETTE[1], label="σ(z) − σ(−z) ≠ z")
+        ax.bar(x[odd], errs[odd], color=figstyle.PALETTE[0], label="σ(z) − σ(−z) = c z")
+        ax.bar(x[~odd], errs[~odd], color=figstyle.PALETTE[1], label="no odd slope")
         ax.axhline(1e-12, color="k", lw=0.8, ls="--", label="1e-12")
         ax.set_xticks(x, names, rotation=30, ha="right", rotation_mode="anchor")
         ax.set_yscale("log")
@@ -76,20 +78,20 @@ def run(config, out, seed):
         ungated[name] = {
             "max_abs_error": max_abs,
             "max_rel_error": max_rel,
-            "odd_part_half": activations.get(name).odd_part_half,
+            "odd_slope": None if (c := activations.get(name).odd_slope) is None else float(c),
         }
 
     print(f"\nsign-flip absorber, d={d}, n={n}, {draws} absorbable draws x {len(xs)} inputs (float64)")
-    print(f"{'activation':<10} {'s(z)-s(-z)=z':>13} {'max |error|':>12} {'max rel error':>14}")
+    print(f"{'activation':<12} {'odd slope c':>11} {'max |error|':>12} {'max rel error':>14}")
     for name, r in ungated.items():
-        print(f"{name:<10} {str(r['odd_part_half']):>13} {r['max_abs_error']:12.2e} {r['max_rel_error']:14.2e}")
+        print(f"{name:<12} {str(r['odd_slope']):>11} {r['max_abs_error']:12.2e} {r['max_rel_error']:14.2e}")
 
     names = list(ungated)
-    odd = [k for k in names if ungated[k]["odd_part_half"]]
+    odd = [k for k in names if ungated[k]["odd_slope"] is not None]
     worst_odd = max(ungated[k]["max_rel_error"] for k in odd)
     claims = [
         reproduce.Claim(
-            "sign-flip absorber exact when σ(z) − σ(−z) = z (" + ", ".join(odd) + ")",
+            "sign-flip absorber exact when σ(z) − σ(−z) = c z (" + ", ".join(odd) + ")",
             f"max relative error {worst_odd:.1e} over {draws} draws × {len(xs)} inputs",
             holds=worst_odd <= 1e-10,
             criterion="max relative error ≤ 1e-10 (float64)",

@@ -181,7 +181,7 @@ def test_modular_jets_are_the_reduction_of_the_exact_ones():
     pt = _point(2, 2, 2, inputs=2, denominator=16)
     p = dimension.PRIME
     modular = dimension.forward_jacobian(pt, True, 3, p, pow(8, p - 2, p), None, chunk=2)
-    activations.register("_gelu_jet3", lambda z: z / 2 + z * z / 8, odd_part_half=False)
+    activations.register("_gelu_jet3", lambda z: z / 2 + z * z / 8)
     try:
         params, xs = pt.params(jnp.float64), pt.xs(jnp.float64)
         flat, unravel = ravel_pytree(params)
