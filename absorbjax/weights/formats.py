@@ -234,19 +234,10 @@ def _safetensors_header(path: Path) -> dict:
         raw = f.read(n)
     if len(raw) != n:
         raise ValueError(f"the header declares {n} bytes, the file ends before")
-    header = json.loads(raw, object_pairs_hook=_unique)
+    header = json.loads(raw, object_pairs_hook=limits.unique_keys)
     if not isinstance(header, dict):
         raise ValueError("the header is not a JSON object")
     return header
-
-
-def _unique(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"the name {k[:80]!r} appears twice; refusing to choose one")
-        out[k] = v
-    return out
 
 
 def _safetensors(path: Path):

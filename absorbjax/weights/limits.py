@@ -33,6 +33,7 @@ __all__ = [
     "over",
     "regular_file",
     "read_json",
+    "unique_keys",
     "zip_members",
     "read_member",
     "inside",
@@ -95,11 +96,13 @@ def regular_file(path: Path, what: str = "file") -> int:
     return st.st_size
 
 
-def _no_duplicates(pairs):
+def unique_keys(pairs):
+    """``json.loads``' ``object_pairs_hook``: the object as a dict, or ``ValueError`` when a name
+    appears twice (JSON itself would keep the last one silently)."""
     out = {}
     for k, v in pairs:
         if k in out:
-            raise ValueError(f"duplicate key {k[:80]!r}")
+            raise ValueError(f"the name {k[:80]!r} appears twice; refusing to choose one")
         out[k] = v
     return out
 
@@ -111,7 +114,7 @@ def read_json(path: Path):
     if size > limit:
         raise over(f"{path.name}", size, limit)
     try:
-        return json.loads(path.read_bytes(), object_pairs_hook=_no_duplicates)
+        return json.loads(path.read_bytes(), object_pairs_hook=unique_keys)
     except RecursionError:
         raise ValueError(f"{path.name} is nested too deeply to be a model's JSON") from None
     except UnicodeDecodeError:
