@@ -404,3 +404,29 @@ def test_narrow_stacks_jacobian_ranks():
     for x in np.asarray(jax.random.normal(KEY, (16, d), jnp.float64)):
         F = jax.jacfwd(lambda x: models.stack(params, x, "gelu", residual=False))(jnp.asarray(x))
         assert np.linalg.matrix_rank(np.asarray(F), tol=1e-10) <= n
+
+
+def test_every_public_decision_warns_on_a_narrow_block_unless_meant():
+    """flax kernels ``(in, out)`` passed as ``MLPParams(up, down)`` read as a block narrower than its
+    input: every public decision warns, naming ``from_flax``, unless ``narrow=True``."""
+    import warnings
+
+    rng = np.random.default_rng(0)
+    kernels = models.MLPParams(rng.normal(size=(3, 8)), rng.normal(size=(8, 3)))  # nnx.Linear(3, 8), (8, 3)
+    batched = models.MLPParams(kernels.up[None], kernels.down[None])
+    calls = [
+        lambda **k: condition.find_absorbing_set(kernels, "relu", **k),
+        lambda **k: condition.find_absorbing_sets(batched, "relu", progress=False, **k),
+        lambda **k: condition.distance(kernels, "relu", **k),
+        lambda **k: condition.min_extra_width(kernels, "relu", **k),
+    ]
+    for call in calls:
+        with pytest.warns(models.NarrowBlockWarning, match="from_flax"):
+            call()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", models.NarrowBlockWarning)
+            call(narrow=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", models.NarrowBlockWarning)
+        cert = condition.find_absorbing_set(models.MLPParams.from_flax(kernels.up, kernels.down), "relu")
+    assert cert.status == "not_absorbable"

@@ -194,12 +194,12 @@ def test_narrow_blocks_cite_an_every_width_theorem():
     rng = np.random.default_rng(4)
     p = models.MLPParams(rng.normal(size=(3, 5)), rng.normal(size=(5, 3)))
     for name in ("relu", "leaky_relu(0.3)"):
-        cert = condition.find_absorbing_set(p, name)
+        cert = condition.find_absorbing_set(p, name, narrow=True)
         assert cert.status == "not_absorbable" and cert.theorem == activations.KINK_THEOREM
-    assert condition.find_absorbing_set(p, "gelu").theorem == activations.RAY_LIMIT_KINK_THEOREM
+    assert condition.find_absorbing_set(p, "gelu", narrow=True).theorem == activations.RAY_LIMIT_KINK_THEOREM
     activations.register("_odd_only", lambda z: z / 2 + z * z, odd_slope=1, overwrite=True)
     try:
-        cert = condition.find_absorbing_set(p, "_odd_only")
+        cert = condition.find_absorbing_set(p, "_odd_only", narrow=True)
         assert cert.status == "undecided" and "n >= d" in cert.reason
     finally:
         activations.unregister("_odd_only")

@@ -161,7 +161,7 @@ def test_gelu_and_a_skip_matrix():
 def test_fewer_units_than_d():
     """n < d: rank Ŵ = n, so the bound is 2d − n (G = all rows, d − n free pairs)."""
     for p in draws("gaussian", 3, 4, 2):
-        cert = condition.min_extra_width(p, "relu")
+        cert = condition.min_extra_width(p, "relu", narrow=True)
         assert (cert.status, cert.k, cert.pairs) == ("certified", 2 * 4 - 2, 4 - 2)
         assert gap(p, cert.absorber) <= 1e-12
 

@@ -13,7 +13,7 @@ from absorbjax.condition.decide import decide, decision_options, read_block
 from absorbjax.condition.inputs import Rule, mask_of
 from absorbjax.condition.integer import closest_mask, local_search
 from absorbjax.condition.relax import box_relaxation
-from absorbjax.models import MLPParams
+from absorbjax.models import MLPParams, check_layout
 
 __all__ = ["distance"]
 
@@ -36,16 +36,18 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
     set ``S`` attains at most ``upper`` on the stored values.
 
     ``time_limit`` (seconds for the MILP, here 10 by default) and ``options`` (``skip``, ``rtol``,
-    ``method``, ``bias``, ``skip_rtol``) are the decision's, as for :func:`find_absorbing_set` and
+    ``method``, ``bias``, ``skip_rtol``, ``out_bias``, ``narrow``) are the decision's, as for :func:`find_absorbing_set` and
     validated by it; its certificate is ``certificate``. A biased block's distance is the distance
     of its *ray limit* (the bias-free block on the same ``W_up, W_down``): ``bias`` (the hidden bias
     ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers; so
     does ``activation``.
     """
     options = decision_options("distance", time_limit=time_limit, **options)
+    narrow = options.pop("narrow")
     U, D, A, inputs = read_block(
         params, activation, skip=options.pop("skip"), bias=options.pop("bias"), out_bias=options.pop("out_bias")
     )
+    check_layout(params, narrow=narrow)  # after read_block's checks of the shapes
     n = U.shape[0]
     cert, rel = decide(U, D, A, inputs, **options)
     if rel is None:  # decided by the O(n d²) screen of condition.large

@@ -31,7 +31,7 @@ from absorbjax.condition.inputs import (
 from absorbjax.condition.integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition.relax import box_lower, relax
 from absorbjax.condition.verdict import absence, found_theorem, hyperplanes
-from absorbjax.models import MLPParams
+from absorbjax.models import MLPParams, check_layout
 
 __all__ = [
     "Inputs",
@@ -452,6 +452,7 @@ def find_absorbing_set(
     bias=None,
     skip_rtol: float | None = None,
     out_bias=None,
+    narrow: bool = False,
 ) -> Certificate:
     """Decide whether some ``S`` has ``W_down[:,S] W_up[S,:] = −A`` (Thm 8/10, Lemma 4, and
     Thm 8 via the ray limit for biased blocks and gelu_tanh, silu, softplus).
@@ -463,7 +464,9 @@ def find_absorbing_set(
       activation: optional name; gated and homogeneous activations raise, since other results
         decide them. The theorem that reads "no S" is :meth:`activations.Activation.converse`:
         Thm 8 (relu), Thm 10 (gelu), Thm 8 via the ray limit (gelu_tanh, silu, softplus, and every
-        biased block of these five); an activation without a declared ray limit gets ``undecided``.
+        biased block of these five), the kink theorem (leaky_relu; every activation with a kink or
+        ray limit when ``n < d``); an activation with no declared odd slope, or neither a ray limit
+        nor a kink, gets ``undecided``; a user's declared facts are listed in ``cert.assumes``.
         Without a name, "no S" is read with these theorems (the five activations).
       skip: ``A`` ``(d, d)``; ``None`` is ``I``. Singular or ill-conditioned (condition number
         above ``1/√eps``) raises ``ValueError``.
@@ -476,8 +479,9 @@ def find_absorbing_set(
         ``b`` is bias-free). An ``S`` gives the absorber (flip ``(w_i, b_i)`` for ``i ∈ S``; the
         output bias ``c`` becomes ``c + W_down[:,S] b[S]``: :func:`absorber_biases`); "no S" is
         ``not_absorbable`` by Thm 8 via the ray limit (any output bias ``c``, any free biases of the
-        absorber). Parallel rows (with equal or distinct biases) are ``degenerate``. The output
-        bias ``c`` never changes the answer.
+        absorber). Parallel rows are ``degenerate``, except for kink activations (relu,
+        leaky_relu) whose biases keep the kink hyperplanes distinct: the kink theorem
+        (``docs/theory/kink.md``). The output bias ``c`` never changes the answer.
       skip_rtol: rule (E): ``absorbable`` promises ``‖absorber(x) − block(x)‖ ≤ ‖M_S‖_2 ‖x‖`` with
         ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)`` (default ``1e-6``), ``M_S`` the exact miss; a set that
         passes rule (★) but not this is ``undecided`` (cancellation float64 cannot resolve).
@@ -485,6 +489,9 @@ def find_absorbing_set(
         ``absorbable`` certificate's ``offset_bound`` bounds ``‖absorber(0) − block(0)‖``, the
         rounding of the output bias ``e = c + W_down[:,S] b[S]`` that :func:`absorber_biases` returns
         (0 where ``e`` is exact), so ``‖absorber(x) − block(x)‖ ≤ miss_bound·‖x‖ + offset_bound``.
+      narrow: a block narrower than its input (``n < d``) is decided either way (the kink theorem
+        holds at every width), but warns (:class:`models.NarrowBlockWarning`: flax kernels are
+        ``(in, out)``, use ``MLPParams.from_flax``) unless ``narrow=True`` says it is meant.
 
     Returns:
       a :class:`Certificate`; ``str(cert)`` is a readable summary, ``cert.to_dict()`` is JSON.
@@ -505,6 +512,7 @@ def find_absorbing_set(
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
     U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias, out_bias=out_bias)
+    check_layout(params, narrow=narrow)  # after read_block's checks of the shapes
     return decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
 
 
@@ -514,7 +522,7 @@ def find_absorbing_sets(
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
     ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. ``options``: ``skip``,
-    ``rtol``, ``time_limit``, ``method``, ``bias``, ``skip_rtol``, ``out_bias``, as for
+    ``rtol``, ``time_limit``, ``method``, ``bias``, ``skip_rtol``, ``out_bias``, ``narrow``, as for
     :func:`find_absorbing_set` and validated by it; ``skip`` is ``None``, one ``(d, d)`` matrix
     for all draws or ``(draws, d, d)``, ``bias`` one ``(n,)`` or ``(draws, n)``, and ``out_bias``
     one ``(d,)`` or ``(draws, d)``.
@@ -526,6 +534,8 @@ def find_absorbing_sets(
     decision_options("find_absorbing_sets", **options)
     U, _, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
+    check_layout(params, narrow=options.pop("narrow", False))
+    options["narrow"] = True  # warned once, above, for all draws
     skips = _per_draw(options.pop("skip", None), (d, d), draws, "skip")
     biases = _per_draw(options.pop("bias", None), (n,), draws, "bias")
     outs = _per_draw(options.pop("out_bias", None), (d,), draws, "out_bias")

@@ -50,7 +50,9 @@ def absorber_from_units(
     L = np.zeros((U.shape[1],) * 2) if linear is None else np.asarray(linear, np.float64)
     for units, skip in ((MLPParams(U, D), L), (MLPParams(-U, D), L + D @ U)):
         try:
-            cert = condition.find_absorbing_set(units, activation, skip=skip, rtol=tol, time_limit=time_limit)
+            cert = condition.find_absorbing_set(
+                units, activation, skip=skip, rtol=tol, time_limit=time_limit, narrow=True
+            )
         except ValueError:  # singular skip or degenerate units
             continue
         if cert.status == "absorbable":

@@ -100,11 +100,15 @@ def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
 
     bias = block.hidden_bias
     if distance:
-        dist = condition.distance(block.params, block.activation, skip=skip, bias=bias, time_limit=time_limit)
+        dist = condition.distance(
+            block.params, block.activation, skip=skip, bias=bias, time_limit=time_limit, narrow=True
+        )  # the reader fixed the layout
         cert = dist.certificate
         out = {"lower": dist.lower, "upper": dist.upper, "S": dist.S.tolist(), "S_method": dist.method}
     else:
-        cert = condition.find_absorbing_set(block.params, block.activation, skip=skip, bias=bias, time_limit=time_limit)
+        cert = condition.find_absorbing_set(
+            block.params, block.activation, skip=skip, bias=bias, time_limit=time_limit, narrow=True
+        )
         out = {"S": None if cert.S is None else cert.S.tolist()}
     out.update(
         status=cert.status,

@@ -80,7 +80,7 @@ from absorbjax.condition.width.parts import (
     numeric_rank,
 )
 from absorbjax.io import to_jsonable
-from absorbjax.models import MLPParams
+from absorbjax.models import MLPParams, check_layout
 from absorbjax.results import Verdict
 
 __all__ = ["WIDTH_STATUSES", "WidthCertificate", "min_extra_width", "wide_absorber"]
@@ -291,6 +291,7 @@ def min_extra_width(
     max_bits: int = 20,
     max_flats: int = 20000,
     time_limit: float = 60.0,
+    narrow: bool = False,
 ) -> WidthCertificate:
     """The smallest ``k`` such that some ``V_down σ(V_up x)`` of width ``n + k`` equals
     ``A x + W_down σ(W_up x)``, with a verified absorber and a proof that ``n + k − 1`` fails.
@@ -311,6 +312,8 @@ def min_extra_width(
         Weyl's inequality (often too weak: then undecided).
       max_flats: flats ``P`` examined per row space of a singular ``M_S``; beyond, undecided.
       time_limit: seconds for :func:`find_absorbing_set` (nondegenerate weights, ``k = 0``).
+      narrow: ``True`` when a block narrower than its input (``n < d``) is meant; otherwise it
+        warns (:class:`models.NarrowBlockWarning`, flax's ``(in, out)`` kernels).
 
     Returns:
       a :class:`WidthCertificate` (``str(cert)`` readable, ``cert.to_dict()`` JSON).
@@ -329,6 +332,7 @@ def min_extra_width(
       0
     """
     t0 = time.perf_counter()
+    check_layout(params, narrow=narrow)
     act = _check_width_activation(activation)
     _check_budget(max_bits=max_bits, max_flats=max_flats)
     w = _prepare(params, act, skip, rtol, max_flats)
@@ -415,8 +419,8 @@ def _bounds(
     lower_red = 0
     if w.nondegenerate:
         cond_cert = find_absorbing_set(
-            params, skip=skip, rtol=w.rtol, activation=act if proved else None, time_limit=time_limit
-        )
+            params, skip=skip, rtol=w.rtol, activation=act if proved else None, time_limit=time_limit, narrow=True
+        )  # the layout was checked on entry
         if cond_cert.absorbable:
             best = (0, cond_cert.S, np.zeros(0, int), 0)
             proof.append(f"k = 0: find_absorbing_set verified S = {cond_cert.S.tolist()} ({cond_cert.method})")
