@@ -302,3 +302,18 @@ def test_a_leaky_name_first_met_inside_jit_is_built_eagerly():
     alpha = 0.123456789  # a name no other test uses, so the first get happens while tracing
     f = jax.jit(lambda z: activations.get(f"leaky_relu({alpha!r})")(z))
     np.testing.assert_allclose(f(jnp.array([-2.0, 3.0])), [-2 * alpha, 3.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", [n for n in UNGATED if n != "relu2"])
+def test_builtin_facts_pass_the_checks_a_user_declaration_gets(name):
+    """The built-ins skip the refutation checks at import (their facts are proved on the page); the
+    same declarations, registered as a user's, pass them."""
+    act = activations.get(name)
+    copy = activations.register(
+        "_builtin_copy", act.fn, degree=act.degree, odd_slope=act.odd_slope, ray_limit=act.ray_limit,
+        kink=act.kink, smooth_at_zero=act.smooth_at_zero, overwrite=True,
+    )  # fmt: skip
+    try:
+        assert (copy.odd_slope, copy.ray_limit, copy.kink) == (act.odd_slope, act.ray_limit, act.kink)
+    finally:
+        activations.unregister("_builtin_copy")
