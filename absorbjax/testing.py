@@ -240,7 +240,9 @@ def judge(cert, params, activation: str, planted=None, bias=None) -> str:
             return f"{cert.status}, but brute force finds {sets[0].tolist()}"
         theorem = cert.theorem or ""
         kink = theorem.startswith((activations.KINK_THEOREM, activations.RAY_LIMIT_KINK_THEOREM))
-        hold = distinct_hyperplanes(params, bias) if kink else nondegenerate(params)
+        # the kink theorem's (H2) reads the hyperplanes w_i·x + b_i = 0; via the ray limit, the rows alone
+        hyper_bias = bias if theorem.startswith(activations.KINK_THEOREM) else None
+        hold = distinct_hyperplanes(params, hyper_bias) if kink else nondegenerate(params)
         if (cert.status == "degenerate") == hold:
             return f"{cert.status}, but the hypotheses {'hold' if cert.status == 'degenerate' else 'fail'}"
         if cert.status == "not_absorbable":
