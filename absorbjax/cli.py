@@ -143,13 +143,18 @@ def _select(model, wanted):
 
 def _check(args) -> int:
     problem = _early(args.model)
-    if args.max_bytes is not None:
-        if args.max_bytes < 1 << 20:
-            problem = f"--max-bytes must be at least 1048576, got {args.max_bytes}"
-        os.environ["ABSORBJAX_MAX_BYTES"] = str(args.max_bytes)
+    if args.max_bytes is not None and args.max_bytes < 1 << 20:
+        problem = f"--max-bytes must be at least 1048576, got {args.max_bytes}"
     if problem:
         print(f"absorbjax check: {problem}", file=sys.stderr)
         return 2
+    from absorbjax.weights import limits
+
+    with limits.budget(args.max_bytes):
+        return _check_file(args)
+
+
+def _check_file(args) -> int:
     import dataclasses
 
     from tqdm.auto import tqdm

@@ -262,3 +262,23 @@ def test_reproduce_replot_redraws_figures_from_the_records_only(tmp_path, capsys
         round(2.0 * plotting.DPI),
     )
     assert sorted(p.name for p in out.iterdir()) == ["drawn.json", "drawn.pdf", "drawn.png", "nofigure.json"]
+
+
+def test_max_bytes_bounds_this_command_only(tmp_path, capsys, monkeypatch):
+    """``--max-bytes N`` is the reading budget for this command (a 2 MiB tensor is refused under
+    1 MiB, read under the default) and leaves nothing behind for the next call in the process."""
+    from safetensors.numpy import save_file
+
+    from absorbjax.weights import limits
+
+    monkeypatch.delenv("ABSORBJAX_MAX_BYTES", raising=False)
+    rng = np.random.default_rng(0)
+    path = tmp_path / "wide.safetensors"
+    save_file({"fc1.weight": rng.normal(size=(2048, 256)), "fc2.weight": rng.normal(size=(256, 2048))}, str(path))
+    args = ["check", str(path), "--activation", "relu", "--layer", "0"]
+    assert cli.main([*args, "--max-bytes", str(1 << 20)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-bytes" in err[0], err
+    assert "ABSORBJAX_MAX_BYTES" not in os.environ and limits.max_bytes() == limits.DEFAULT_MAX_BYTES
+    assert cli.main([*args, "--max-bytes", "1000"]) == 2 and "at least 1048576" in capsys.readouterr().err
+    assert cli.main(args) == 0

@@ -17,6 +17,8 @@ is named as such and never opened (opening a FIFO for reading blocks).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import stat
@@ -27,6 +29,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "HINT",
     "MAX_DEPTH",
+    "budget",
     "max_bytes",
     "metadata_bytes",
     "pickle_nodes",
@@ -45,8 +48,26 @@ MAX_DEPTH = 64
 HINT = "if the file is genuine, raise the budget with --max-bytes N (ABSORBJAX_MAX_BYTES)"
 
 
+_BUDGET: contextvars.ContextVar[int | None] = contextvars.ContextVar("absorbjax_max_bytes", default=None)
+
+
+@contextlib.contextmanager
+def budget(n: int | None):
+    """Within the block :func:`max_bytes` is ``n`` (``None``: unchanged); ``absorbjax check
+    --max-bytes N`` reads its file inside one, so nothing outlives the command."""
+    token = None if n is None else _BUDGET.set(int(n))
+    try:
+        yield
+    finally:
+        if token is not None:
+            _BUDGET.reset(token)
+
+
 def max_bytes() -> int:
-    """The budget ``B`` in bytes: ``ABSORBJAX_MAX_BYTES`` when set, else :data:`DEFAULT_MAX_BYTES`."""
+    """The budget ``B`` in bytes: the enclosing :func:`budget`, else ``ABSORBJAX_MAX_BYTES`` when
+    set, else :data:`DEFAULT_MAX_BYTES`."""
+    if (n := _BUDGET.get()) is not None:
+        return n
     raw = os.environ.get("ABSORBJAX_MAX_BYTES", "")
     if not raw:
         return DEFAULT_MAX_BYTES
