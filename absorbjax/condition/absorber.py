@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
@@ -97,6 +96,8 @@ def absorber(
                 f"S does not satisfy c·W_down[:,S] W_up[S,:] = −A (c = {float(c):.6g}): entrywise miss {miss:.3g} is outside "
                 f"the tolerance (condition.tolerance(params, S)){hint}"
             )
+    import jax.numpy as jnp  # the absorber is a JAX block; deciding never imports JAX
+
     up = jnp.asarray(params.up)
     sign = jnp.asarray(np.where(m, -1, 1), dtype=up.dtype)
     return MLPParams(up * sign[:, None], jnp.asarray(params.down))

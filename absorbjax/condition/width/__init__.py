@@ -51,7 +51,6 @@ import math
 import time
 from typing import Any, NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
@@ -579,5 +578,7 @@ def wide_absorber(
         raise ValueError(
             f"S, G and {pairs} pairs do not reproduce the linear part: entrywise miss {residual:.3g} > tol {tol:.3g}"
         )
+    import jax.numpy as jnp  # the wider absorber is a JAX block; deciding never imports JAX
+
     dt = jnp.result_type(params.up, params.down)
     return MLPParams(jnp.asarray(V.up, dt), jnp.asarray(V.down, dt))
