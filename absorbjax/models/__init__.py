@@ -16,6 +16,7 @@ does not import JAX.
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from absorbjax.models._params import (
     GatedParams,
@@ -26,6 +27,18 @@ from absorbjax.models._params import (
     dims,
     flax_kernel,
 )
+
+if TYPE_CHECKING:  # for editors and the API docs (griffe); at run time, __getattr__ below
+    from absorbjax.models.blocks import mlp, reduce_skip, skip_mlp, stack
+    from absorbjax.models.draws import (
+        DISTS,
+        absorbable,
+        absorbable_sample,
+        compiled_programs,
+        init,
+        sample,
+        size_bucket,
+    )
 
 _LAZY = {  # name -> the room that defines it; imported (with JAX) on first use
     "mlp": "blocks",

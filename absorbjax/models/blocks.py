@@ -1,6 +1,6 @@
 """The blocks: ``mlp``, ``skip_mlp`` and ``stack`` on one input ``x`` of shape ``(d,)``, and
-Lemma 4 (:func:`reduce_skip`). The params types they take are defined without JAX in
-``models/_params.py`` and re-exported here and in :mod:`absorbjax.models`. The shape and
+Lemma 4 (:func:`reduce_skip`). The params types they take, and their layout checks, are defined
+without JAX in ``models/_params.py`` and exported by :mod:`absorbjax.models`. The shape and
 activation conventions are the package's (:mod:`absorbjax.models`)."""
 
 from __future__ import annotations
@@ -11,29 +11,9 @@ import numpy as np
 from jax import lax
 
 from absorbjax import activations
-from absorbjax.models._params import (
-    GatedParams,
-    MLPParams,
-    NarrowBlockWarning,
-    Params,
-    check_layout,
-    dims,
-    flax_kernel,
-)
+from absorbjax.models._params import GatedParams, MLPParams, Params, dims
 
-__all__ = [
-    "MLPParams",
-    "GatedParams",
-    "Params",
-    "mlp",
-    "skip_mlp",
-    "stack",
-    "reduce_skip",
-    "dims",
-    "flax_kernel",
-    "check_layout",
-    "NarrowBlockWarning",
-]
+__all__ = ["mlp", "skip_mlp", "stack", "reduce_skip"]
 
 
 def _check(params: Params, x: jax.Array, activation: str) -> activations.Activation:
