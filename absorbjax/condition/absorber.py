@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 
 from absorbjax import activations
+from absorbjax._dtypes import is_float
 from absorbjax.condition._arith import ONE, output_bias
 from absorbjax.condition.inputs import accepts, check_rtol, float_weights, mask_of, skip_matrix
 from absorbjax.models import MLPParams
@@ -87,7 +88,7 @@ def absorber(
         ok, miss = accepts(U, D, skip_matrix(skip, d), m, check_rtol(rtol), c)
         if not ok:
             hint = ""
-            if np.dtype(dtype).itemsize < 8 and np.issubdtype(dtype, np.floating):
+            if np.dtype(dtype).itemsize < 8 and is_float(dtype):  # bfloat16 and float8 included
                 hint = (
                     f"; the weights are {dtype}, whose rounding exceeds the float64 tolerance: build "
                     'them in float64 (enable x64: jax.config.update("jax_enable_x64", True))'
