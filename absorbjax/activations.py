@@ -27,6 +27,9 @@ theorem decides which block.
 
 ``family`` derives from these: ``"homogeneous"`` (degree ``k ≠ 1``, Prop 5), ``"gated"``
 (Prop 6 when ``g(0) = 0`` and smooth), ``"ungated"`` (Thm 8/10 territory).
+
+Importing this module does not import JAX: the built-ins' bodies import it when first called, so
+the NumPy decision (:mod:`absorbjax.condition`) reads the registry and its facts without JAX.
 """
 
 from __future__ import annotations
@@ -38,11 +41,12 @@ import re
 import warnings
 from fractions import Fraction
 from numbers import Rational
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+
+if TYPE_CHECKING:
+    import jax
 
 __all__ = [
     "Activation",
@@ -191,19 +195,61 @@ class Activation:
 _REGISTRY: dict[str, Activation] = {}
 
 
-def _relu2(z):
-    return jnp.square(jax.nn.relu(z))
+# The built-ins' bodies: each imports JAX when called (after the first call a lookup in
+# sys.modules), so that reading the registry never imports it.
 
 
-def _gelu(z):
+def _relu(z):
+    import jax
+
+    return jax.nn.relu(z)
+
+
+def _gelu(z):  # the exact z Φ(z)
+    import jax
+
     return jax.nn.gelu(z, approximate=False)
 
 
 def _gelu_tanh(z):
+    import jax
+
     return jax.nn.gelu(z, approximate=True)
 
 
+def _silu(z):
+    import jax
+
+    return jax.nn.silu(z)
+
+
+def _softplus(z):
+    import jax
+
+    return jax.nn.softplus(z)
+
+
+def _sigmoid(z):
+    import jax
+
+    return jax.nn.sigmoid(z)
+
+
+def _leaky(z, negative_slope):
+    import jax
+
+    return jax.nn.leaky_relu(z, negative_slope=negative_slope)
+
+
+def _relu2(z):
+    import jax.numpy as jnp
+
+    return jnp.square(_relu(z))
+
+
 def _hardswish(z):
+    import jax.numpy as jnp
+
     # z·relu6(z + 3)/6 (PyTorch's Hardswish), exactly z above 3 and 0 below −3; `where` for jet
     return jnp.where(z >= 3.0, z, jnp.where(z <= -3.0, 0.0, z * (z + 3.0) / 6.0))
 
@@ -211,6 +257,9 @@ def _hardswish(z):
 def _values(fn: Callable, z: np.ndarray) -> np.ndarray:
     """``fn`` at the float32 points ``z``, as float64 numbers; eager even when the first
     :func:`get` of a name happens while ``jit`` traces."""
+    import jax
+    import jax.numpy as jnp
+
     with jax.ensure_compile_time_eval():
         return np.asarray(fn(jnp.asarray(z, jnp.float32)), dtype=np.float64)
 
@@ -291,20 +340,24 @@ def _as_fraction(name: str, c) -> Fraction:
 
 
 def _register(name, fn, *, builtin=False, gated=False, degree=None, odd_slope=None, smooth_at_zero=True,
-              ray_limit=None, kink=False, paper_theorem=None, overwrite=False) -> Activation:  # fmt: skip
-    """:func:`register` with the built-ins' fields (``builtin``, ``paper_theorem``)."""
+              ray_limit=None, kink=False, paper_theorem=None, gate_at_zero=None, overwrite=False) -> Activation:  # fmt: skip
+    """:func:`register` with the built-ins' fields (``builtin``, ``paper_theorem``, a declared
+    ``gate_at_zero``)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"name must be a non-empty string, got {name!r}")
     if name in _REGISTRY and not overwrite:
         raise ValueError(f"activation {name!r} is already registered; pass overwrite=True")
     entry = _entry(name, fn, builtin=builtin, gated=gated, degree=degree, odd_slope=odd_slope,
-                   smooth_at_zero=smooth_at_zero, ray_limit=ray_limit, kink=kink, paper_theorem=paper_theorem)  # fmt: skip
+                   smooth_at_zero=smooth_at_zero, ray_limit=ray_limit, kink=kink, paper_theorem=paper_theorem,
+                   gate_at_zero=gate_at_zero)  # fmt: skip
     _REGISTRY[name] = entry
     return entry
 
 
-def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_limit, kink, paper_theorem):
-    """A checked :class:`Activation` (not registered): refuses visibly false declarations."""
+def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_limit, kink, paper_theorem,
+           gate_at_zero=None):  # fmt: skip
+    """A checked :class:`Activation` (not registered): refuses visibly false declarations. A
+    built-in gate declares ``g(0)`` (``gate_at_zero``); a user's gate is evaluated at 0."""
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
     c = None if odd_slope is None else _as_fraction(name, odd_slope)
@@ -329,7 +382,10 @@ def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_l
         if not builtin:
             _refuse_kink(name, fn, c)
         degree = 1
-    gate_at_zero = float(_values(fn, np.zeros(()))) if gated else None
+    if not gated:
+        gate_at_zero = None
+    elif not builtin or gate_at_zero is None:
+        gate_at_zero = float(_values(fn, np.zeros(())))
     return Activation(
         name, fn, gated, degree, c, gate_at_zero, smooth_at_zero, ray_limit, bool(kink), paper_theorem, builtin
     )
@@ -408,7 +464,7 @@ def leaky_relu(alpha: float = 0.01) -> Activation:
     alpha = float(alpha)
     if not math.isfinite(alpha) or alpha in (1.0, -1.0):
         raise ValueError(f"leaky_relu needs a finite alpha other than 1 (linear) and -1 (|z|), got {alpha!r}")
-    fn = functools.partial(jax.nn.leaky_relu, negative_slope=alpha)
+    fn = functools.partial(_leaky, negative_slope=alpha)
     return _entry(f"leaky_relu({alpha!r})", fn, builtin=True, gated=False, degree=1, odd_slope=1 + Fraction(alpha),
                   smooth_at_zero=False, ray_limit=None, kink=True, paper_theorem=None)  # fmt: skip
 
@@ -468,17 +524,18 @@ def names(*, gated: bool | None = None) -> tuple[str, ...]:
 # softplus, hardswish: 0, −|z|Φ(−|z|), −|z|(1 − tanh(·))/2, −|z|·sigmoid(−|z|), log(1 + e^{−|z|}),
 # and hardswish − relu = 0 outside (−3, 3); hence the declared ray limit relu.
 _ONE = Fraction(1)
-_register("relu", jax.nn.relu, builtin=True, degree=1, odd_slope=_ONE, smooth_at_zero=False, ray_limit="relu",
+_register("relu", _relu, builtin=True, degree=1, odd_slope=_ONE, smooth_at_zero=False, ray_limit="relu",
           kink=True, paper_theorem="Thm 8")  # fmt: skip
 _register("gelu", _gelu, builtin=True, odd_slope=_ONE, ray_limit="relu", paper_theorem="Thm 10")  # exact z Φ(z)
 _register("gelu_tanh", _gelu_tanh, builtin=True, odd_slope=_ONE, ray_limit="relu")  # jax.nn.gelu's default
-_register("silu", jax.nn.silu, builtin=True, odd_slope=_ONE, ray_limit="relu")
-_register("softplus", jax.nn.softplus, builtin=True, odd_slope=_ONE, ray_limit="relu")
+_register("silu", _silu, builtin=True, odd_slope=_ONE, ray_limit="relu")
+_register("softplus", _softplus, builtin=True, odd_slope=_ONE, ray_limit="relu")
 _REGISTRY["leaky_relu"] = dataclasses.replace(leaky_relu(0.01), name="leaky_relu")
 _register("hardswish", _hardswish, builtin=True, odd_slope=_ONE, ray_limit="relu")  # z·relu6(z + 3)/6
 _register("relu2", _relu2, builtin=True, degree=2)  # odd part z|z|: no odd slope
 # Gates g of gated blocks W_down (g(W_gate x) ⊙ W_value x).
-_register("reglu", jax.nn.relu, builtin=True, gated=True, degree=2, odd_slope=_ONE, smooth_at_zero=False)
-_register("swiglu", jax.nn.silu, builtin=True, gated=True, odd_slope=_ONE)
-_register("geglu", _gelu, builtin=True, gated=True, odd_slope=_ONE)
-_register("glu", jax.nn.sigmoid, builtin=True, gated=True)  # sigmoid(z) − sigmoid(−z) = tanh(z/2)
+# g(0) is declared: relu(0) = silu(0) = gelu(0) = 0, sigmoid(0) = 1/2 (a test evaluates them).
+_register("reglu", _relu, builtin=True, gated=True, degree=2, odd_slope=_ONE, smooth_at_zero=False, gate_at_zero=0.0)
+_register("swiglu", _silu, builtin=True, gated=True, odd_slope=_ONE, gate_at_zero=0.0)
+_register("geglu", _gelu, builtin=True, gated=True, odd_slope=_ONE, gate_at_zero=0.0)
+_register("glu", _sigmoid, builtin=True, gated=True, gate_at_zero=0.5)  # sigmoid(z) − sigmoid(−z) = tanh(z/2)

@@ -1,4 +1,8 @@
-"""Results records: JSON with the numbers, the configuration, the seed and the versions."""
+"""Results records: JSON with the numbers, the configuration, the seed and the versions.
+
+Importing this module does not import JAX (the NumPy decision's certificates use
+:func:`to_jsonable`); :func:`environment` and :func:`subkey` import it when called.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,15 @@ import datetime
 import json
 import os
 import platform
+import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jax
 import numpy as np
+
+if TYPE_CHECKING:
+    import jax
 
 __all__ = ["environment", "save_record", "load_record", "to_jsonable", "atomic_open", "subkey"]
 
@@ -32,6 +39,8 @@ def environment() -> dict[str, Any]:
       >>> env["x64"]  # absorbjax never switches float64 on
       False
     """
+    import jax
+
     import absorbjax
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -80,7 +89,7 @@ def to_jsonable(obj: Any) -> Any:
         return to_jsonable(obj._asdict())
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, (jax.Array, np.ndarray, np.generic)):
+    if isinstance(obj, (np.ndarray, np.generic)) or _is_jax_array(obj):
         arr = np.asarray(obj)
         if arr.dtype.kind == "f":
             arr = arr.astype(float)
@@ -90,6 +99,12 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, float) and not np.isfinite(obj):
         return None
     return obj
+
+
+def _is_jax_array(obj: Any) -> bool:
+    """Whether ``obj`` is a ``jax.Array``; without JAX imported, nothing is one."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(obj, jax.Array)
 
 
 def save_record(
@@ -188,6 +203,8 @@ def subkey(key: jax.Array, *path: int) -> jax.Array:
       ...     jax.random.fold_in(jax.random.fold_in(key, 2), 5))).all())
       True
     """
+    import jax
+
     for i in path:
         key = jax.random.fold_in(key, i)
     return key

@@ -1,5 +1,6 @@
-"""Figures without pyplot state: a backend-free ``Figure``, a colour-blind-safe palette, saving
-that reruns byte-identically, and the error-by-radius plot of a search.
+"""Figures without pyplot state: a backend-free ``Figure``, saving that reruns byte-identically,
+and the error-by-radius plot of a search. The style, its sizes and palette, and ``subplots`` are
+:mod:`absorbjax.figstyle`'s.
 
 Importing this module changes no global state (matplotlib's backend included).
 """
@@ -13,46 +14,38 @@ from matplotlib.figure import Figure
 
 from absorbjax import figstyle
 
-__all__ = ["DPI", "PALETTE", "figure", "subplots", "save_figure", "plot_profiles"]
+__all__ = ["DPI", "figure", "save_figure", "plot_profiles"]
 
 DPI = 200
 """Pixels per inch of the saved PNG: a 7 in (two-column) figure is 1400 px wide (the PDF is vector)."""
 
-# Okabe–Ito: distinguishable under the common colour-vision deficiencies.
-PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
-
 
 def figure(*args, **kwargs) -> Figure:
     """A matplotlib ``Figure`` (same arguments as ``plt.figure``) that uses no pyplot state or
-    backend: safe to draw in notebooks and headless runs alike; save it with :func:`save_figure`."""
+    backend: safe to draw in notebooks and headless runs alike; save it with :func:`save_figure`.
+    For the paper's sizes and style use :func:`absorbjax.figstyle.subplots`."""
     return Figure(*args, **kwargs)
-
-
-def subplots(*args, figsize=None, **kwargs):
-    """``(fig, axes)`` like ``plt.subplots``, on a backend-free :func:`figure`.
-
-    Examples:
-      >>> import tempfile, pathlib
-      >>> from absorbjax import plotting
-      >>> fig, (left, right) = plotting.subplots(1, 2, figsize=(6, 3))
-      >>> _ = left.plot([1, 2, 3], [1, 4, 9], color=plotting.PALETTE[0])
-      >>> with tempfile.TemporaryDirectory() as out:
-      ...     name = plotting.save_figure(fig, out, "squares")
-      ...     print(name, sorted(p.name for p in pathlib.Path(out).iterdir()))
-      squares ['squares.pdf', 'squares.png']
-    """
-    fig = figure(figsize=figsize)
-    return fig, fig.subplots(*args, **kwargs)
 
 
 def save_figure(fig, out: str | Path, name: str) -> str:
     """Save ``fig`` as ``out/name.png`` (:data:`DPI` pixels per inch) and ``out/name.pdf`` at the
-    figure's own size, without timestamps; returns ``name`` (see :func:`subplots` for an example).
+    figure's own size, without timestamps; returns ``name``.
 
     Nothing is cropped or padded (whatever ``savefig.bbox`` says): a figure drawn 3.5 × 2.4 in is
     saved 3.5 × 2.4 in, a PNG of ``700 × 480`` pixels, the size a paper prints it at; a constrained
     layout (:func:`absorbjax.figstyle.subplots`) is what fits its parts inside. Rerunning gives
     byte-identical files.
+
+    Examples:
+      >>> import tempfile, pathlib
+      >>> from absorbjax import figstyle, plotting
+      >>> with figstyle.context():
+      ...     fig, (left, right) = figstyle.subplots(1, 2, width=figstyle.DOUBLE, height=3.0)
+      ...     _ = left.plot([1, 2, 3], [1, 4, 9], color=figstyle.PALETTE[0])
+      >>> with tempfile.TemporaryDirectory() as out:
+      ...     name = plotting.save_figure(fig, out, "squares")
+      ...     print(name, sorted(p.name for p in pathlib.Path(out).iterdir()))
+      squares ['squares.pdf', 'squares.png']
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -77,7 +70,7 @@ def plot_profiles(ax, results: dict, title: str | None = None) -> None:
     ``(draws, restarts)``. Median over draws as a line, min..max as a band; a dotted line at 0.5.
     ``title`` defaults to the number of draws and restarts of the first result.
     """
-    for (label, r), color in zip(results.items(), PALETTE):
+    for (label, r), color in zip(results.items(), figstyle.PALETTE):
         edges = _field(r, "edges")
         centers = np.sqrt(edges[1:] * edges[:-1])
         rel = np.sqrt(_field(r, "profile"))

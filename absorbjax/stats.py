@@ -4,7 +4,7 @@ blocks and the structure of ``W_down W_up``.
 A trained block ``W = (W_up (n, d), W_down (d, n))`` sits at some distance from the absorbing
 condition ``W_down[:,S] W_up[S,:] = −I`` (:func:`absorbjax.condition.distance`). Whether that
 distance is small *for its scale* is read against Gaussian blocks of the same shapes and the same
-Frobenius norms (:func:`norm_matched`); what makes it small is read from the self-alignments
+Frobenius norms (:func:`norm_matched_gaussian`); what makes it small is read from the self-alignments
 ``a_i = ⟨W_down[:,i], W_up[i,:]⟩`` and the spectrum of ``W_down W_up`` (:func:`block_structure`):
 ``Σ_{i∈S} a_i = tr(W_down[:,S] W_up[S,:])`` must be ``−d`` for an absorbing ``S``.
 
@@ -12,7 +12,7 @@ Examples:
   >>> import jax, numpy as np
   >>> from absorbjax import models, stats
   >>> W = models.MLPParams(np.ones((6, 2)), -np.ones((2, 6)))
-  >>> G = stats.norm_matched(W, key=jax.random.key(0))
+  >>> G = stats.norm_matched_gaussian(W, key=jax.random.key(0))
   >>> bool(np.isclose(np.linalg.norm(G.up), np.linalg.norm(W.up))), G.down.shape
   (True, (2, 6))
   >>> s = stats.block_structure(W, S=[0])
@@ -28,10 +28,10 @@ import numpy as np
 
 from absorbjax import models
 
-__all__ = ["norm_matched", "block_structure"]
+__all__ = ["norm_matched_gaussian", "block_structure"]
 
 
-def norm_matched(params: models.MLPParams, *, key: jax.Array) -> models.MLPParams:
+def norm_matched_gaussian(params: models.MLPParams, *, key: jax.Array) -> models.MLPParams:
     """Gaussian ``(W_up, W_down)`` of ``params``' shapes, each scaled to its Frobenius norm.
 
     Drawn with ``jax.random.normal`` from ``jax.random.split(key)`` (float64 when x64 is on, else

@@ -184,7 +184,7 @@ def blocks(found, config, key):
         trained[layer] = _checked(weights.check(block), U, D)
         gaussian[layer], init[layer] = [], []
         for i in range(config["gaussian"]):
-            Ug, Dg = stats.norm_matched(models.MLPParams(U, D), key=jax.random.fold_in(key, 1000 * layer + i))
+            Ug, Dg = stats.norm_matched_gaussian(models.MLPParams(U, D), key=jax.random.fold_in(key, 1000 * layer + i))
             gaussian[layer].append(_row(*_distance(Ug, Dg), Ug, Dg))
         for i in range(config["init"]):
             ku, kd = jax.random.split(jax.random.fold_in(key, 1000 * layer + 500 + i))

@@ -221,9 +221,9 @@ def measure_block(params: models.MLPParams) -> dict:
     }
 
 
-def norm_matched(params: models.MLPParams, key) -> float:
+def norm_matched_distance(params: models.MLPParams, key) -> float:
     """Distance (upper) of Gaussian weights of ``params``' shapes rescaled to its Frobenius norms."""
-    return condition.distance(stats.norm_matched(params, key=key)).upper
+    return condition.distance(stats.norm_matched_gaussian(params, key=key)).upper
 
 
 def _blocks(graphdef, states, run, get):
@@ -268,7 +268,7 @@ def digits_setting(key, data, activation, n, depth, residual, cfg):
         ps = _blocks(graphdef, states, r, lambda m: m.blocks)
         record["norm_matched"].append(
             [
-                norm_matched(jax.tree.map(lambda a: a[l], ps), jax.random.fold_in(key, 7000 + 100 * r + l))
+                norm_matched_distance(jax.tree.map(lambda a: a[l], ps), jax.random.fold_in(key, 7000 + 100 * r + l))
                 for l in range(depth)
             ]
         )
@@ -308,7 +308,7 @@ def teacher_setting(key, activation, cfg):
     decay = jnp.asarray([w for _, w, _ in runs], DTYPE)
     states, record["loss"] = _train(graphdef, states, decay, keys, (keep, teachers), loss_fn, cfg, measure)
     record["norm_matched"] = [
-        [norm_matched(_blocks(graphdef, states, r, lambda m: m), jax.random.fold_in(key, 7000 + r))]
+        [norm_matched_distance(_blocks(graphdef, states, r, lambda m: m), jax.random.fold_in(key, 7000 + r))]
         for r in range(len(runs))
     ]
     record["runs"] = [{"task": t, "decay": w, "seed": s} for t, w, s in runs]

@@ -317,3 +317,36 @@ def test_builtin_facts_pass_the_checks_a_user_declaration_gets(name):
         assert (copy.odd_slope, copy.ray_limit, copy.kink) == (act.odd_slope, act.ray_limit, act.kink)
     finally:
         activations.unregister("_builtin_copy")
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_a_builtin_gates_declared_value_at_zero_is_its_value(name):
+    """The built-in gates declare ``g(0)`` (so reading the registry needs no JAX); a user's gate is
+    evaluated, and the same function registered as a user's gives the declared value."""
+    act = activations.get(name)
+    assert act.gate_at_zero == float(act(jnp.zeros(())))
+    copy = activations.register("_gate_copy", act.fn, gated=True, degree=act.degree, overwrite=True)
+    try:
+        assert copy.gate_at_zero == act.gate_at_zero
+    finally:
+        activations.unregister("_gate_copy")
+
+
+def test_the_builtin_bodies_are_jax_nn():
+    """Each built-in is the ``jax.nn`` function it names (its body imports JAX on first call)."""
+    z = jnp.linspace(-5.0, 5.0, 41)
+    pairs = {
+        "relu": jax.nn.relu(z),
+        "gelu": jax.nn.gelu(z, approximate=False),
+        "gelu_tanh": jax.nn.gelu(z, approximate=True),
+        "silu": jax.nn.silu(z),
+        "softplus": jax.nn.softplus(z),
+        "leaky_relu": jax.nn.leaky_relu(z, 0.01),
+        "relu2": jax.nn.relu(z) ** 2,
+        "glu": jax.nn.sigmoid(z),
+        "swiglu": jax.nn.silu(z),
+        "geglu": jax.nn.gelu(z, approximate=False),
+        "reglu": jax.nn.relu(z),
+    }
+    for name, want in pairs.items():
+        np.testing.assert_array_equal(activations.get(name)(z), want, err_msg=name)

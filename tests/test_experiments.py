@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from absorbjax import cli, plotting, reproduce
+from absorbjax import cli, figstyle, reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,7 +89,7 @@ def _tiny_experiment(drawn=None):
 
     def figure(results):
         drawn.append(results)
-        fig, ax = plotting.subplots(figsize=(3.5, 2.0))
+        fig, ax = figstyle.subplots(width=3.5, height=2.0)
         ax.plot(results["x"], results["y"])
         return fig
 

@@ -88,6 +88,17 @@ def test_absorber_fails_for_relu2():
     assert float(relative_gap(params, flip(params, S), inputs(KEY, 1000, 3), "relu2")) > 1e-3
 
 
+@pytest.mark.x64
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_absorber_of_rounded_weights_says_the_storage_is_too_coarse(dtype):
+    """Rounding absorbable float64 weights to a short float breaks rule (★); the absorber's error
+    names the storage (bfloat16 too, which NumPy alone does not call floating)."""
+    params, S = models.absorbable("gelu", 3, 8, key=KEY)
+    short = models.MLPParams(params.up.astype(dtype), params.down.astype(dtype))
+    with pytest.raises(ValueError, match=f"the weights are {jnp.dtype(dtype).name}, whose rounding exceeds"):
+        condition.absorber(short, S)
+
+
 def _programs():
     return models.compiled_programs()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
+from absorbjax._dtypes import is_float
 from absorbjax.condition._arith import ONE, output_bias
 from absorbjax.condition.inputs import accepts, check_rtol, float_weights, mask_of, skip_matrix
 from absorbjax.models import MLPParams
@@ -88,7 +88,7 @@ def absorber(
         ok, miss = accepts(U, D, skip_matrix(skip, d), m, check_rtol(rtol), c)
         if not ok:
             hint = ""
-            if np.dtype(dtype).itemsize < 8 and np.issubdtype(dtype, np.floating):
+            if np.dtype(dtype).itemsize < 8 and is_float(dtype):  # bfloat16 and float8 included
                 hint = (
                     f"; the weights are {dtype}, whose rounding exceeds the float64 tolerance: build "
                     'them in float64 (enable x64: jax.config.update("jax_enable_x64", True))'
@@ -97,6 +97,8 @@ def absorber(
                 f"S does not satisfy c·W_down[:,S] W_up[S,:] = −A (c = {float(c):.6g}): entrywise miss {miss:.3g} is outside "
                 f"the tolerance (condition.tolerance(params, S)){hint}"
             )
+    import jax.numpy as jnp  # the absorber is a JAX block; deciding never imports JAX
+
     up = jnp.asarray(params.up)
     sign = jnp.asarray(np.where(m, -1, 1), dtype=up.dtype)
     return MLPParams(up * sign[:, None], jnp.asarray(params.down))

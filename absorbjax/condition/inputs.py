@@ -7,10 +7,10 @@ import math
 from fractions import Fraction
 from typing import NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
+from absorbjax._dtypes import finfo, is_float, is_integer
 from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
 from absorbjax.condition.certificate import few
 from absorbjax.condition.scale import Failure, exactly_parallel
@@ -71,7 +71,7 @@ def float_weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.
         dtype = np.result_type(up, down)
     except TypeError:  # e.g. bfloat16 with float16: record the coarser storage
         dtype = max((up.dtype, down.dtype), key=lambda t: storage_rtol(t))
-    if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
+    if not (is_float(dtype) or is_integer(dtype)):
         raise ValueError(f"params must hold real numbers, got dtype {dtype}")
     U, D = up.astype(np.float64), down.astype(np.float64)
     if not (np.all(np.isfinite(U)) and np.all(np.isfinite(D))):
@@ -93,9 +93,9 @@ def storage_dtypes(params) -> tuple[np.dtype, np.dtype]:
 
 
 def _unit_roundoff(dtype) -> float:
-    if not jnp.issubdtype(dtype, jnp.floating) or jnp.finfo(dtype).nmant >= 52:
+    if not is_float(dtype) or finfo(dtype).nmant >= 52:
         return 0.0
-    return float(jnp.finfo(dtype).eps) / 2
+    return float(finfo(dtype).eps) / 2
 
 
 def storage_rtol_pair(dtype_up, dtype_down) -> float:
@@ -113,15 +113,15 @@ def absolute_rounding(array, dtype) -> bool:
     rounding is absolute (half the smallest subnormal, e.g. 2⁻²⁵ for float16), not relative."""
     if _unit_roundoff(dtype) == 0.0:
         return False
-    tiny = float(jnp.finfo(dtype).smallest_normal)
+    tiny = float(finfo(dtype).smallest_normal)
     return bool(np.any(np.abs(np.asarray(array, np.float64)) < tiny))
 
 
 def _eps(dtype) -> float:
     """Machine epsilon of a float dtype (bfloat16 included); integers are exact: float64's."""
-    if np.issubdtype(dtype, np.integer):
+    if is_integer(dtype):
         return EPS
-    return float(jnp.finfo(dtype).eps)
+    return float(finfo(dtype).eps)
 
 
 def skip_matrix(skip, d: int) -> np.ndarray:
@@ -159,9 +159,9 @@ def storage_rtol(dtype) -> float:
     ``W_down[:,S] W_up[S,:] = −A`` exactly (``w̃ = w(1 + δ)``, ``|δ| ≤ u``), every entry of the stored
     miss is at most this factor times ``Σ_{i∈S} |W̃_down[k,i]| |W̃_up[i,j]|``.
     """
-    if not jnp.issubdtype(dtype, jnp.floating) or jnp.finfo(dtype).nmant >= 52:
+    if not is_float(dtype) or finfo(dtype).nmant >= 52:
         return 0.0
-    u = float(jnp.finfo(dtype).eps) / 2
+    u = float(finfo(dtype).eps) / 2
     return (2 * u + u * u) / (1 - u) ** 2
 
 

@@ -40,8 +40,8 @@ Modules: :mod:`~absorbjax.dimension.counts` (sizes and bounds), :mod:`~absorbjax
 from absorbjax.dimension.certificate import DepthCertificate, certify
 from absorbjax.dimension.counts import (
     ACTIVATIONS,
+    DEPTH_STATUSES,
     PRIME,
-    STATUSES,
     check_sizes,
     free_bound,
     param_count,
@@ -62,7 +62,7 @@ from absorbjax.dimension.ranks import (
 __all__ = [
     "ACTIVATIONS",
     "PRIME",
-    "STATUSES",
+    "DEPTH_STATUSES",
     "DepthCertificate",
     "ExactRank",
     "FloatRank",

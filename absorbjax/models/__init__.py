@@ -6,12 +6,19 @@ units), ``W_down ∈ R^{d×n}``. Blocks act on ONE example; add batches, draws a
 :mod:`absorbjax.activations`, never a pytree leaf, so ``jit`` specialises on it and optax sees
 only float arrays.
 
-Two rooms: :mod:`absorbjax.models.blocks` (the params types, ``mlp``, ``skip_mlp``, ``stack``,
-``reduce_skip``, ``check_layout``) and :mod:`absorbjax.models.draws` (random weights: ``init``, ``sample``,
-``absorbable``); every name is used as ``models.<name>``.
+Three rooms: the params types and their layout checks (``MLPParams``, ``GatedParams``, ``dims``,
+``check_layout``, ``flax_kernel``; ``models/_params.py``, which does not import JAX),
+:mod:`absorbjax.models.blocks` (``mlp``, ``skip_mlp``, ``stack``, ``reduce_skip``) and
+:mod:`absorbjax.models.draws` (random weights: ``init``, ``sample``, ``absorbable``); every name
+is used as ``models.<name>``. The blocks and draws load on first use (PEP 562), so
+``from absorbjax.models import MLPParams`` (the NumPy decision in :mod:`absorbjax.condition`)
+does not import JAX.
 """
 
-from absorbjax.models.blocks import (
+import importlib
+from typing import TYPE_CHECKING
+
+from absorbjax.models._params import (
     GatedParams,
     MLPParams,
     NarrowBlockWarning,
@@ -19,20 +26,33 @@ from absorbjax.models.blocks import (
     check_layout,
     dims,
     flax_kernel,
-    mlp,
-    reduce_skip,
-    skip_mlp,
-    stack,
 )
-from absorbjax.models.draws import (
-    DISTS,
-    absorbable,
-    absorbable_sample,
-    compiled_programs,
-    init,
-    sample,
-    size_bucket,
-)
+
+if TYPE_CHECKING:  # for editors and the API docs (griffe); at run time, __getattr__ below
+    from absorbjax.models.blocks import mlp, reduce_skip, skip_mlp, stack
+    from absorbjax.models.draws import (
+        DISTS,
+        absorbable,
+        absorbable_sample,
+        compiled_programs,
+        init,
+        sample,
+        size_bucket,
+    )
+
+_LAZY = {  # name -> the room that defines it; imported (with JAX) on first use
+    "mlp": "blocks",
+    "skip_mlp": "blocks",
+    "stack": "blocks",
+    "reduce_skip": "blocks",
+    "init": "draws",
+    "sample": "draws",
+    "absorbable": "draws",
+    "absorbable_sample": "draws",
+    "size_bucket": "draws",
+    "compiled_programs": "draws",
+    "DISTS": "draws",
+}
 
 __all__ = [
     "MLPParams",
@@ -54,3 +74,17 @@ __all__ = [
     "compiled_programs",
     "DISTS",
 ]
+
+
+def __getattr__(name: str):
+    if name in ("blocks", "draws"):
+        return importlib.import_module(f"absorbjax.models.{name}")
+    if name not in _LAZY:
+        raise AttributeError(f"module 'absorbjax.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"absorbjax.models.{_LAZY[name]}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, "blocks", "draws"})

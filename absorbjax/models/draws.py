@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
-from absorbjax.models.blocks import GatedParams, MLPParams, Params
+from absorbjax.models._params import GatedParams, MLPParams, Params
 
 __all__ = [
     "init",

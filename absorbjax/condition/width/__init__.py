@@ -51,7 +51,6 @@ import math
 import time
 from typing import Any, NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
@@ -75,7 +74,7 @@ from absorbjax.condition.width.parts import (
     block_error,
     certified_ranks,
     construct,
-    exact_rank,
+    integer_matrix_rank,
     masks,
     numeric_rank,
 )
@@ -396,7 +395,7 @@ def _prepare(params: MLPParams, act: str, skip, rtol: float | None, max_flats: i
     rounding = np.linalg.norm(np.abs(A) + np.abs(D) @ np.abs(U)) + np.linalg.norm(np.abs(Ap))
     err = 0.0 if exact else 4 * (n + d + 2) * EPS * float(rounding)  # rounding of M_S and the merge, 2-norm
     thr = 0.0 if exact else tol
-    rank_W = exact_rank(W) if exact else numeric_rank(W, thr)
+    rank_W = integer_matrix_rank(W) if exact else numeric_rank(W, thr)
     rank_hi = rank_W if exact else min(L, d)
     search = Search(W, Uc, Ap, exact, thr, err, rank_hi, max_flats)
     return _Prepared(
@@ -579,5 +578,7 @@ def wide_absorber(
         raise ValueError(
             f"S, G and {pairs} pairs do not reproduce the linear part: entrywise miss {residual:.3g} > tol {tol:.3g}"
         )
+    import jax.numpy as jnp  # the wider absorber is a JAX block; deciding never imports JAX
+
     dt = jnp.result_type(params.up, params.down)
     return MLPParams(jnp.asarray(V.up, dt), jnp.asarray(V.down, dt))

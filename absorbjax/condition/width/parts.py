@@ -25,7 +25,7 @@ __all__ = [
     "block_error",
     "certified_ranks",
     "construct",
-    "exact_rank",
+    "integer_matrix_rank",
     "masks",
     "numeric_rank",
 ]
@@ -102,7 +102,9 @@ def atoms(U, D, A, act: str, exact: bool):
 # Ranks: exact (integers, python-flint) or numerical (singular values above a threshold)
 
 
-def exact_rank(M: np.ndarray) -> int:
+def integer_matrix_rank(M: np.ndarray) -> int:
+    """The rank of an integer matrix ``M``, exactly (python-flint ``fmpz_mat``); not
+    :func:`absorbjax.dimension.exact_rank`, a Jacobian's rank mod a prime at a rational point."""
     import flint
 
     if M.size == 0:
@@ -189,7 +191,7 @@ class Search:
     memo: dict = dataclasses.field(default_factory=dict)
 
     def rank(self, M) -> int:
-        return exact_rank(M) if self.exact else numeric_rank(M, self.thr)
+        return integer_matrix_rank(M) if self.exact else numeric_rank(M, self.thr)
 
     def lb(self, rho: int) -> int:
         """Lower bound on ``|G| + 2p`` over every ``G`` when ``rank M_S ≥ rho``."""
