@@ -446,7 +446,7 @@ def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=Non
     each argument checked (ValueError)."""
     act = check_activation(activation)
     U, D, _ = float_weights(params, batched=False, stream=large.SCREEN_MIN_N)
-    A = skip_matrix(skip, U.shape[1])
+    A = stored.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])
     kind = "identity" if skip is None else "matrix"
     c = _bias_vector(out_bias, U.shape[1], "out_bias", "the output bias c of W_down σ(W_up x + b) + c")
     slope, assumes = ONE, ()

@@ -5,6 +5,7 @@ whole matrix is made. :class:`Scales` reproduces :func:`_arith.balance` block by
 
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 import ml_dtypes
@@ -18,6 +19,7 @@ __all__ = [
     "balance_scales",
     "blocks",
     "down_cols",
+    "identity",
     "inner",
     "is_identity",
     "load",
@@ -41,10 +43,20 @@ def blocks(n: int, block: int):
 def as_float64(x) -> np.ndarray:
     """A float64 copy of ``x`` (any real dtype; ``bfloat16`` through its bits, exactly and fast)."""
     x = np.asarray(x)
-    if x.dtype == _BF16:
-        bits = x.view(np.uint16).astype(np.uint32)
-        return np.left_shift(bits, 16, out=bits).view(np.float32).astype(np.float64)
+    if x.dtype == _BF16 and sys.byteorder == "little":  # the bf16 bits are the high half of a float32
+        bits = np.zeros((*x.shape, 2), np.uint16)
+        bits[..., 1] = x.view(np.uint16)
+        return bits.view(np.float32)[..., 0].astype(np.float64)
     return x.astype(np.float64)
+
+
+def _times(x: np.ndarray, k: np.ndarray, axis: int) -> np.ndarray:
+    """``x·2^k`` along ``axis`` (``k`` per row, ``axis = 0``, or per column, ``axis = 1``) for exponents
+    whose results the caller knows to be exact: a product by a power of two then (faster than ldexp)."""
+    p = np.ldexp(1.0, k) if np.all(np.abs(k) <= 1000) else None
+    if p is None:
+        return np.ldexp(x, k[:, None] if axis == 0 else k[None, :])
+    return x * (p[:, None] if axis == 0 else p[None, :])
 
 
 def unit_max(U, D, *, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray]:
@@ -56,6 +68,18 @@ def unit_max(U, D, *, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray]:
         mu[s] = np.max(np.abs(as_float64(U[s])), axis=1, initial=0.0)
         md[s] = np.max(np.abs(as_float64(D[:, s])), axis=0, initial=0.0)
     return mu, md
+
+
+def identity(d: int) -> np.ndarray:
+    """``I`` ``(d, d)`` float64, read-only, on anonymous pages mapped when first touched: its zeros share
+    the kernel's zero page, so it costs ``d`` pages (the diagonal), not ``8 d²`` bytes (``np.eye`` asks
+    for huge pages and takes all of them: 1.7 GB at ``d = 14848``)."""
+    import mmap
+
+    A = np.frombuffer(mmap.mmap(-1, max(8, 8 * d * d)), dtype=np.float64, count=d * d).reshape(d, d)
+    A[np.arange(d), np.arange(d)] = 1.0
+    A.flags.writeable = False
+    return A
 
 
 def is_identity(A: np.ndarray) -> bool:
@@ -74,13 +98,13 @@ def inner(X: np.ndarray, Y: np.ndarray, f=None) -> float:
 def up_rows(U, e, idx) -> np.ndarray:
     """Float64 ``W_up[idx,:]·2^−e`` (``e`` exact exponents from :func:`balance_scales`, or ``None``)."""
     u = as_float64(U[idx])
-    return u if e is None or not np.any(e[idx]) else np.ldexp(u, -e[idx][:, None])
+    return u if e is None or not np.any(e[idx]) else _times(u, -e[idx], 0)
 
 
 def down_cols(D, e, idx) -> np.ndarray:
     """Float64 ``W_down[:,idx]·2^e`` (``e`` exact exponents from :func:`balance_scales`, or ``None``)."""
     dd = as_float64(D[:, idx])
-    return dd if e is None or not np.any(e[idx]) else np.ldexp(dd, e[idx][None, :])
+    return dd if e is None or not np.any(e[idx]) else _times(dd, e[idx], 1)
 
 
 def units(U, D, e, S) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +147,7 @@ def load(U, D, k, s: slice) -> tuple[np.ndarray, np.ndarray]:
     """Float64 ``(W_up[s,:]·2^−k, W_down[:,s]·2^k)``, exactly (units whose rescaling is inexact keep k = 0)."""
     u, dd, ks = as_float64(U[s]), as_float64(D[:, s]), k[s]
     if _narrow(U, D) and np.all(np.abs(ks) <= _NARROW_SHIFT):  # exact: no test needed
-        return (np.ldexp(u, -ks[:, None]), np.ldexp(dd, ks[None, :])) if np.any(ks) else (u, dd)
+        return (_times(u, -ks, 0), _times(dd, ks, 1)) if np.any(ks) else (u, dd)
     return _rescale(u, dd, ks)[:2]
 
 
