@@ -76,7 +76,10 @@ def identity(d: int) -> np.ndarray:
     for huge pages and takes all of them: 1.7 GB at ``d = 14848``)."""
     import mmap
 
-    A = np.frombuffer(mmap.mmap(-1, max(8, 8 * d * d)), dtype=np.float64, count=d * d).reshape(d, d)
+    pages = mmap.mmap(
+        -1, max(8, 8 * d * d), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    )  # private: reads map the zero page
+    A = np.frombuffer(pages, dtype=np.float64, count=d * d).reshape(d, d)
     A[np.arange(d), np.arange(d)] = 1.0
     A.flags.writeable = False
     return A
