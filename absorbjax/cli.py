@@ -168,7 +168,10 @@ def _check_file(args) -> int:
         )
         found = _select(model, args.layer)
         skip = weights.load_skip(args.skip) if args.skip else None
-        for block in tqdm(found, desc="check", unit="block", file=sys.stderr, disable=None):
+        # one block read at a time: its memory maps are dropped before the next is read
+        bar = tqdm(found, desc="check", unit="block", file=sys.stderr, disable=True if args.no_progress else None)
+        for block in bar:
+            bar.set_postfix_str(f"{block.name or block.layer} ({block.d} × {block.n}, {block.dtype})", refresh=True)
             rows.append(weights.check(block, skip=skip, time_limit=args.time_limit))
             if args.plot and rows[-1].lower is not None:  # the norm-matched Gaussian reference
                 read = block.load()
@@ -180,6 +183,7 @@ def _check_file(args) -> int:
                     unread=(),
                 )
                 gaussian[block.layer] = weights.check(ref, skip=skip, time_limit=args.time_limit)
+                del read, ref
     except ValueError as err:
         print(f"absorbjax check: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
@@ -395,6 +399,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     chk.add_argument("--time-limit", type=float, default=60.0, help="seconds for a MILP, per layer (default 60)")
     chk.add_argument("--json", action="store_true", help="print every field as JSON")
+    chk.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (one line per block on stderr; off anyway when stderr is not a terminal)",
+    )
     chk.add_argument(
         "--plot",
         default=None,

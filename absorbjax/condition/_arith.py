@@ -53,7 +53,9 @@ def gamma(k: int) -> float:
 def balance(U: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(W_up', W_down')``: unit ``i`` rescaled by ``2^{−e_i}`` / ``2^{e_i}`` with ``max|W_up'[i,:]|``
     in ``[1/2, 1)``. Exact: a unit whose rescaling would round (subnormal) or overflow keeps its
-    stored scale. Every ``W_down[:,i] W_up[i,:]`` is unchanged."""
+    stored scale. Every ``W_down[:,i] W_up[i,:]`` is unchanged. Float64 (a stored narrower dtype is
+    upcast first)."""
+    U, D = np.asarray(U, np.float64), np.asarray(D, np.float64)
     top = np.max(np.abs(U), axis=1)
     e = np.where(top > 0, np.frexp(top)[1], 0)
     with np.errstate(over="ignore", under="ignore"):

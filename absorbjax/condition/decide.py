@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from absorbjax import activations
-from absorbjax.condition import large, scale
+from absorbjax.condition import large, scale, stored
 from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
 from absorbjax.condition.certificate import METHODS, Certificate, Status, few, fmt
 from absorbjax.condition.inputs import (
@@ -23,9 +23,9 @@ from absorbjax.condition.inputs import (
     check_skip_rtol,
     float_weights,
     hypotheses,
-    mask_of,
     skip_matrix,
     storage_dtypes,
+    storage_rtol,
     storage_rtol_pair,
 )
 from absorbjax.condition.integer import EXHAUSTIVE_MAX_N, exhaustive, milp
@@ -200,8 +200,12 @@ def _rounding(U, D, rule: Rule, rel, out, inputs, *, method, time_limit, timings
 
 
 def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None):
-    """The decision on float64 ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)``; returns
-    ``(Certificate, Relaxation)``. The weights are balanced first (exact, :func:`_arith.balance`)."""
+    """The decision on ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)``; returns
+    ``(Certificate, Relaxation)``. The weights are balanced first (exact, :func:`_arith.balance`).
+
+    ``U, D`` are float64, or (from :func:`read_block`, ``n ≥ large.SCREEN_MIN_N``) the stored arrays
+    in their own dtype, often memory-mapped: the wide screen reads them in blocks of units, balanced
+    block by block (:func:`stored.balance_scales`); float64 copies are made only for the Gram path."""
     _check_method(method, time_limit)
     t0 = time.perf_counter()
     n = U.shape[0]
@@ -209,14 +213,16 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     t = time.perf_counter()
     rtol = check_rtol(rtol)
     skip_rtol = check_skip_rtol(skip_rtol)
-    absolute = absolute_rounding(U, inputs.dtypes[0]) or absolute_rounding(D, inputs.dtypes[1])
-    U0, D0, (U, D) = U, D, balance(U, D)
+    absolute = _absolute(U, D, inputs.dtypes)
     rule = Rule.of(A, rtol, ONE if inputs.slope is None else inputs.slope)  # c·W_down[:,S] W_up[S,:] = −A
     if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
-        scr = large.wide_screen(U, D, rule)
+        scales = stored.balance_scales(U, D)
+        scr = large.wide_screen(U, D, rule, scales=scales)
         if scr is not None:
-            cert = _wide(U, D, rule, scr, inputs, skip_rtol=skip_rtol, absolute=absolute, t0=t0, D0=D0)
+            cert = _wide(U, D, rule, scr, inputs, skip_rtol=skip_rtol, absolute=absolute, t0=t0, scales=scales)
             return cert, None
+    U0, D0 = _float64(U), _float64(D)
+    U, D = balance(U0, D0)
     UUt = U @ U.T
     dtype = (
         np.result_type(*inputs.dtypes)
@@ -269,15 +275,35 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     ), rel
 
 
-def _wide(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, skip_rtol, absolute, t0, D0) -> Certificate:
+def _absolute(U, D, dtypes, block: int = stored.BLOCK) -> bool:
+    """:func:`absolute_rounding` of ``W_up`` and of ``W_down``, read in blocks of ``block`` units."""
+    blocks = [slice(s, s + block) for s in range(0, U.shape[0], block)]
+    up, down = (storage_rtol(dt) > 0 for dt in dtypes)  # else float64 or integers: never absolute
+    return (up and any(absolute_rounding(stored.as_float64(U[s]), dtypes[0]) for s in blocks)) or (
+        down and any(absolute_rounding(stored.as_float64(D[:, s]), dtypes[1]) for s in blocks)
+    )
+
+
+def _float64(X) -> np.ndarray:
+    """``X`` as a float64 array (no copy when it is one)."""
+    return X if isinstance(X, np.ndarray) and X.dtype == np.float64 else stored.as_float64(X)
+
+
+def _wide(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, skip_rtol, absolute, t0, scales) -> Certificate:
     """The certificate from the ``O(n d²)`` screen (:mod:`~absorbjax.condition.large`), by the same
     rules as the Gram path: a found set is judged by rule (E), "no S" by :func:`absence`. The Gram
-    relaxation's fields that were not computed are ``rank = -1``, ``nan`` or ``None``."""
+    relaxation's fields that were not computed are ``rank = -1``, ``nan`` or ``None``. ``U, D`` as
+    stored; the found set's units are read balanced (``scales``), the stored ``W_down[:,S]`` for the
+    output bias."""
     n, d = U.shape
     S, theorem, bound, exact, offset = None, None, None, None, None
     unchecked = [f for f in scr.failed if getattr(f, "kind", "") == "unchecked"]
     if scr.status == "found":
-        status, why, bound, exact, offset = _promise(U, D, rule, mask_of(scr.S, n), skip_rtol, inputs, D0)
+        found = np.sort(np.asarray(scr.S))
+        u, dd = stored.units(U, D, scales.balance, found)  # the units of S, balanced: all that S needs
+        sub = inputs._replace(bias=None if inputs.bias is None else inputs.bias[found])
+        promise = _promise(u, dd, rule, np.ones(found.size, bool), skip_rtol, sub, stored.as_float64(D[:, found]))
+        status, why, bound, exact, offset = promise
         why += f"; S found by the O(n d²) screen ({scr.method})"
         theorem = found_theorem(status, inputs, narrow=n < d)
         if status == Status.ABSORBABLE:
@@ -296,7 +322,7 @@ def _wide(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, skip_rtol, abs
     rounding = _Rounding("n/a", None, None, "float64 or integer storage")
     if extra > 0:
         loose = rule.rtol + extra
-        tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, loose) + (n + 2) * d * ETA)
+        tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, loose, scales=scales.total) + (n + 2) * d * ETA)
         if S is not None:
             rounding = _Rounding("yes", loose, S, "the set S passes already")
         elif scr.lower > tau_r and not absolute:
@@ -415,10 +441,12 @@ def _check_method(method, time_limit):
 
 def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=None, out_bias=None):
     """One ungated block as the decision reads it: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)`` in
-    float64, ``A`` ``(d, d)`` and the :class:`Inputs`, each argument checked (ValueError)."""
+    float64 (from ``n = large.SCREEN_MIN_N`` on: as stored, float16/32/64 or bfloat16, often
+    memory-mapped; :func:`decide` reads them in blocks), ``A`` ``(d, d)`` and the :class:`Inputs`,
+    each argument checked (ValueError)."""
     act = check_activation(activation)
-    U, D, _ = float_weights(params, batched=False)
-    A = skip_matrix(skip, U.shape[1])
+    U, D, _ = float_weights(params, batched=False, stream=large.SCREEN_MIN_N)
+    A = stored.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])
     kind = "identity" if skip is None else "matrix"
     c = _bias_vector(out_bias, U.shape[1], "out_bias", "the output bias c of W_down σ(W_up x + b) + c")
     slope, assumes = ONE, ()

@@ -7,6 +7,7 @@ import math
 from fractions import Fraction
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 from absorbjax import activations
@@ -14,6 +15,7 @@ from absorbjax._dtypes import finfo, is_float, is_integer
 from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
 from absorbjax.condition.certificate import few
 from absorbjax.condition.scale import Failure, exactly_parallel
+from absorbjax.condition.stored import unit_max
 from absorbjax.models import GatedParams, MLPParams
 
 __all__ = [
@@ -47,7 +49,11 @@ _SKIP_RANGE = (2.0**-400, 2.0**400)  # max|A| outside: refused (rescale A and W_
 # Inputs
 
 
-def float_weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.dtype]:
+def float_weights(params, *, batched: bool, stream: int | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
+    """``(W_up, W_down, dtype)`` checked (shapes, real and finite entries, a range float64 decides in),
+    as float64 copies; ``dtype`` the stored one. With ``stream = N`` a single float block of
+    ``n ≥ N`` units comes back as stored (float16/32/64, ``bfloat16``; a memory map stays one), every
+    check made in blocks of units: no copy of a matrix is made (:func:`stored.as_float64` reads it)."""
     if isinstance(params, GatedParams):
         raise ValueError(
             "params are GatedParams: Thm 8/10 is for ungated blocks; gated blocks are decided by "
@@ -73,11 +79,18 @@ def float_weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.
         dtype = max((up.dtype, down.dtype), key=lambda t: storage_rtol(t))
     if not (is_float(dtype) or is_integer(dtype)):
         raise ValueError(f"params must hold real numbers, got dtype {dtype}")
-    U, D = up.astype(np.float64), down.astype(np.float64)
-    if not (np.all(np.isfinite(U)) and np.all(np.isfinite(D))):
-        raise ValueError("params contain NaN or inf")
+    if stream is not None and not batched and n >= stream and all(_streamable(a.dtype) for a in (up, down)):
+        U, D = up, down
+        top_up, top_down = unit_max(U, D)  # NaN or inf where a stored entry is
+        if not (np.all(np.isfinite(top_up)) and np.all(np.isfinite(top_down))):
+            raise ValueError("params contain NaN or inf")
+    else:
+        U, D = up.astype(np.float64), down.astype(np.float64)
+        if not (np.all(np.isfinite(U)) and np.all(np.isfinite(D))):
+            raise ValueError("params contain NaN or inf")
+        top_up, top_down = np.max(np.abs(U), axis=-1), np.max(np.abs(D), axis=-2)
     with np.errstate(over="ignore", under="ignore"):
-        scale = np.max(np.abs(D), axis=-2) * np.max(np.abs(U), axis=-1) * max(n, d)  # per unit
+        scale = top_down * top_up * max(n, d)  # per unit
     if np.any(scale > _SCALE_MAX):
         raise ValueError(
             f"params are too large to decide in float64: a unit's max|W_down[:,i]|·max|W_up[i,:]| is "
@@ -85,6 +98,11 @@ def float_weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.
             "the skip down together (the condition W_down[:,S] W_up[S,:] = -A is homogeneous in them)"
         )
     return U, D, dtype
+
+
+def _streamable(dtype) -> bool:
+    """A float dtype the wide path reads as stored: float16/32/64 or ``bfloat16``."""
+    return dtype in (np.float16, np.float32, np.float64) or dtype == ml_dtypes.bfloat16
 
 
 def storage_dtypes(params) -> tuple[np.dtype, np.dtype]:

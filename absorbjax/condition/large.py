@@ -15,10 +15,10 @@ import math
 
 import numpy as np
 
-from absorbjax.condition import scale
+from absorbjax.condition import scale, stored
 from absorbjax.condition._arith import ETA, miss_bound
 from absorbjax.condition.certificate import Certificate, Distance
-from absorbjax.condition.inputs import Rule, mask_of
+from absorbjax.condition.inputs import Rule
 
 __all__ = ["FW_BUDGET", "GRAM_MAX_N", "SCREEN_MIN_N", "distance_bounds", "wide_screen"]
 
@@ -27,7 +27,7 @@ GRAM_MAX_N = 8192  # wider blocks never reach the Gram path (≈ 30 s and 4 GB a
 FW_BUDGET = 2**37  # n d² up to which distance takes a Frank–Wolfe step (2048×8192: 2^36)
 
 
-def wide_screen(U, D, rule: Rule, *, steps: int = 2) -> scale.Screen | None:
+def wide_screen(U, D, rule: Rule, *, steps: int = 2, scales: stored.Scales | None = None) -> scale.Screen | None:
     """The ``O(n d²)`` screen of ``W_up = U (n, d)``, ``W_down = D (d, n)``, skip ``A (d, d)``.
 
     ``τ`` bounds the exact miss of every set that rule (★) accepts (:func:`scale.miss_threshold`
@@ -35,19 +35,24 @@ def wide_screen(U, D, rule: Rule, *, steps: int = 2) -> scale.Screen | None:
     ``None`` when the screen does not decide and ``n ≤ GRAM_MAX_N`` (the caller runs the Gram path);
     otherwise the :class:`scale.Screen` (``"absent"``, ``"found"``, or ``"undecided"`` beyond the
     Gram path's reach). A found set is only a candidate: the caller judges it by rule (E).
+
+    ``U, D`` in any float dtype (memory-mapped, read in blocks); they are read as
+    :func:`_arith.balance` stores them (``scales``, default :func:`stored.balance_scales`), so the
+    answer is the one on the balanced float64 copy, which is never made.
     """
     n, d = U.shape
     A = rule.Ac  # the search's skip A/c; the found set is checked on the exact c and A
+    scales = stored.balance_scales(U, D) if scales is None else scales
 
     def verify(U, D, _A, S, _rtol):
-        m = mask_of(S, n)
-        ok, miss = rule.accepts(U, D, m)
-        return scale.SetCheck(
-            np.sort(np.asarray(S)), ok, miss, math.inf if not ok else miss_bound(U, D, rule.A, m, c=rule.c)[0]
-        )
+        S = np.sort(np.asarray(S))
+        u, dd = stored.units(U, D, scales.balance, S)  # the balanced units of S only
+        m = np.ones(S.size, bool)
+        ok, miss = rule.accepts(u, dd, m)
+        return scale.SetCheck(S, ok, miss, math.inf if not ok else miss_bound(u, dd, rule.A, m, c=rule.c)[0])
 
-    tau = rule.widen(scale.miss_threshold(U, D, A, rule.rtol) + (n + 2) * d * ETA)
-    scr = scale.screen(U, D, A, tau=tau, rtol=rule.rtol, steps=steps, verify=verify)
+    tau = rule.widen(scale.miss_threshold(U, D, A, rule.rtol, scales=scales.total) + (n + 2) * d * ETA)
+    scr = scale.screen(U, D, A, tau=tau, rtol=rule.rtol, steps=steps, verify=verify, scales=scales)
     if scr.status == "undecided" and n <= GRAM_MAX_N:
         return None
     return scr

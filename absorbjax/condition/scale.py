@@ -54,10 +54,25 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from absorbjax.condition._arith import EPS, ETA, gamma
+from absorbjax.condition.stored import (
+    BLOCK,
+    SAFE,
+    Scales,
+    as_float64,
+    blocks,
+    down_cols,
+    inner,
+    is_identity,
+    load,
+    unit_max,
+    unit_scales,
+    up_rows,
+)
 
 __all__ = [
     "BLOCK",
     "Failure",
+    "Scales",
     "Screen",
     "SetCheck",
     "box_bounds",
@@ -71,11 +86,9 @@ __all__ = [
     "screen_check",
 ]
 
-BLOCK = 512  # units per block: small enough for malloc to reuse (no page faults), ≈ 3 · BLOCK · d float64 numbers
 _U = EPS / 2  # unit roundoff of float64
 _ETA = ETA  # smallest subnormal: the absolute error of one underflowing operation
 _THREADS = 2  # BLAS threads while this module multiplies
-_SAFE = 400  # binary exponents within ±_SAFE: squares and products neither over- nor underflow
 _gamma = gamma  # the one γ_k of the package (condition._arith)
 
 
@@ -164,46 +177,13 @@ class Screen:
 # Blocked, rescaled access to the units
 
 
-def _blocks(n: int, block: int):
-    return [slice(s, min(s + block, n)) for s in range(0, n, block)]
-
-
-def unit_scales(U: np.ndarray, D: np.ndarray) -> np.ndarray:
-    """Per-unit power-of-two exponents ``k_i`` that balance ``W_up[i,:]·2^−k`` and ``W_down[:,i]·2^k``.
-
-    ``U = W_up (n, d)``, ``D = W_down (d, n)`` in any float dtype. ``k_i = 0`` for moderate units
-    (both maxima within ``2^±400``) and where the rescaling would not be exact (a result outside the normal float64 range). Rescaling by ``2^±k`` is exact
-    otherwise and leaves every ``M_i = W_down[:,i] W_up[i,:]`` unchanged.
-    """
-    eu = np.frexp(np.max(np.abs(U), axis=1).astype(np.float64))[1]
-    ed = np.frexp(np.max(np.abs(D), axis=0).astype(np.float64))[1]
-    k = (eu - ed) // 2
-    k[(eu == 0) | (ed == 0)] = 0  # a zero row or column: nothing to balance
-    k[(np.abs(eu) < _SAFE) & (np.abs(ed) < _SAFE)] = 0  # moderate units: no need
-    return k.astype(np.int64)
-
-
-def _load(U, D, k, s: slice) -> tuple[np.ndarray, np.ndarray]:
-    """Float64 ``(W_up[s,:]·2^−k, W_down[:,s]·2^k)``, exactly (units whose rescaling is inexact keep k = 0)."""
-    u = U[s].astype(np.float64)
-    dd = D[:, s].astype(np.float64)
-    ks = k[s]
-    if not np.any(ks):
-        return u, dd
-    us, ds = np.ldexp(u, -ks[:, None]), np.ldexp(dd, ks[None, :])
-    exact = np.all(np.ldexp(us, ks[:, None]) == u, axis=1) & np.all(np.ldexp(ds, -ks[None, :]) == dd, axis=0)
-    if not np.all(exact):
-        us[~exact], ds[:, ~exact] = u[~exact], dd[:, ~exact]
-    return us, ds
-
-
 def _norms(u: np.ndarray, dd: np.ndarray) -> np.ndarray:
     """Upper bounds on ``ν_i = ‖W_down[:,i]‖ ‖W_up[i,:]‖`` for a loaded block, safe from over/underflow:
     each vector is scaled by a power of two to max entry in ``[1/2, 1)`` before its norm."""
     eu = np.frexp(np.max(np.abs(u), axis=1))[1]
     ed = np.frexp(np.max(np.abs(dd), axis=0))[1]
     g = (1 + _gamma(max(u.shape[1], dd.shape[0]) + 4)) ** 2 * (1 + 4 * _U)
-    if np.all(np.abs(eu) < _SAFE) and np.all(np.abs(ed) < _SAFE):  # squares lose < 2^-200 relative
+    if np.all(np.abs(eu) < SAFE) and np.all(np.abs(ed) < SAFE):  # squares lose < 2^-200 relative
         return np.sqrt(np.einsum("ij,ij->i", u, u) * np.einsum("ji,ji->i", dd, dd)) * g + _ETA
     nu = np.sqrt(np.sum(np.ldexp(u, -eu[:, None]) ** 2, axis=1))
     nd = np.sqrt(np.sum(np.ldexp(dd, -ed[None, :]) ** 2, axis=0))
@@ -215,9 +195,9 @@ def _zvals(U, D, k, Z, block) -> tuple[np.ndarray, np.ndarray]:
     n, d = U.shape
     z, err = np.empty(n), np.empty(n)
     zf = float(np.linalg.norm(Z)) * (1 + _gamma(d * d + 2))
-    identity = Z.shape == (d, d) and np.array_equal(Z, np.eye(d))
-    for s in _blocks(n, block):
-        u, dd = _load(U, D, k, s)
+    identity = is_identity(Z)
+    for s in blocks(n, block):
+        u, dd = load(U, D, k, s)
         z[s] = np.einsum("ik,ik->i", u if identity else u @ Z.T, dd.T)
         nu = _norms(u, dd)
         l1 = 2 * math.sqrt(d) * np.sqrt(np.einsum("ji,ji->i", dd, dd))  # ≥ ‖W_down[:,i]‖_1
@@ -229,12 +209,12 @@ def _msum(U, D, k, w, block) -> np.ndarray:
     """``Σ_i w_i M_i`` (``d×d``) in float64, blocked; ``w`` a weight (or 0/1) vector ``(n,)``."""
     d = U.shape[1]
     out = np.zeros((d, d))
-    for s in _blocks(U.shape[0], block):
+    for s in blocks(U.shape[0], block):
         ws = w[s]
         if not np.any(ws):
             continue
         live = np.flatnonzero(ws)
-        u, dd = _load(U, D, k, slice(s.start + live[0], s.start + live[-1] + 1))
+        u, dd = load(U, D, k, slice(s.start + live[0], s.start + live[-1] + 1))
         wl = ws[live[0] : live[-1] + 1].astype(np.float64)
         out += (dd * wl) @ u
     return out
@@ -243,9 +223,9 @@ def _msum(U, D, k, w, block) -> np.ndarray:
 def _nu_sum(U, D, k, m, block) -> float:
     """Upper bound on ``Σ_{i∈m} ‖W_down[:,i]‖ ‖W_up[i,:]‖`` (mask ``m``)."""
     total = 0.0
-    for s in _blocks(U.shape[0], block):
+    for s in blocks(U.shape[0], block):
         if np.any(m[s]):
-            total += math.fsum(_norms(*_load(U, D, k, s))[m[s]])
+            total += math.fsum(_norms(*load(U, D, k, s))[m[s]])
     return total * (1 + 2 * _U)
 
 
@@ -271,8 +251,8 @@ def dual_lower(U, D, A, Z, *, block: int = BLOCK, scales=None) -> float:
     if not (np.all(np.isfinite(z)) and np.all(np.isfinite(e))):
         return 0.0
     d = A.shape[0]
-    za = float(np.sum(Z * A))
-    za_err = 2 * _gamma(d * d + 2) * float(np.sum(np.abs(Z) * np.abs(A))) + d * d * _ETA
+    za = inner(Z, A)
+    za_err = 2 * _gamma(d * d + 2) * inner(Z, A, np.abs) + d * d * _ETA
     zf = float(np.linalg.norm(Z)) * (1 + _gamma(d * d + 2))
     if not (zf > 0 and math.isfinite(zf)):
         return 0.0
@@ -328,7 +308,7 @@ def box_bounds(
             best[:] = [up, m]
         return up
 
-    R, c = A.copy(), np.zeros(n)  # R = Σ c_i M_i + A at the current c
+    R, c = A, np.zeros(n)  # R = Σ c_i M_i + A at the current c (never written in place)
     lower, taken = 0.0, 0
     with threadpool_limits(_THREADS):
         for step in range(steps + 1):
@@ -351,7 +331,7 @@ def box_bounds(
     return lower, best[0], np.flatnonzero(best[1]), taken
 
 
-def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK) -> float:
+def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK, scales=None) -> float:
     """A Frobenius bound ``τ`` on the exact miss of every set that rule (★) accepts, in ``O(n d)``.
 
     Rule (★) accepts ``S`` only if ``|miss_kj| ≤ r (Σ_{i∈S} |W_down[k,i]||W_up[i,j]| + |A_kj|)`` with
@@ -361,7 +341,8 @@ def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK) -> float:
     """
     n, d = U.shape
     r = rtol + 4 * _gamma(n + 1)
-    nu = _nu_sum(U, D, unit_scales(U, D), np.ones(n, bool), block)
+    k = unit_scales(U, D, block=block) if scales is None else scales
+    nu = _nu_sum(U, D, k, np.ones(n, bool), block)
     return r * (nu + float(np.linalg.norm(A)) * (1 + _gamma(d * d + 2))) * (1 + 8 * _U)
 
 
@@ -384,15 +365,15 @@ def exactly_parallel(u: np.ndarray, v: np.ndarray) -> bool:
     return all(Fraction(float(y)) * ua == Fraction(float(x)) * va for x, y in zip(u, v))
 
 
-def _projections(U, block: int) -> tuple[np.ndarray, float]:
+def _projections(U, block: int, e=None) -> tuple[np.ndarray, float]:
     """Sign-normalised unit rows of ``W_up`` projected on one fixed random direction, and the window
     ``w`` within which the computed projections of any two parallel rows lie."""
     n, d = U.shape
     r = np.random.default_rng(0).standard_normal(d)
     r /= np.linalg.norm(r) * (1 + 4 * _gamma(d + 2))  # ‖r‖ ≤ 1
     p = np.zeros(n)
-    for s in _blocks(n, block):
-        u = U[s].astype(np.float64)
+    for s in blocks(n, block):
+        u = up_rows(U, e, s)
         piv = np.argmax(np.abs(u), axis=1)
         e = np.frexp(np.abs(u[np.arange(u.shape[0]), piv]))[1]
         x = np.ldexp(u, -e[:, None]) * np.sign(u[np.arange(u.shape[0]), piv])[:, None]
@@ -402,21 +383,22 @@ def _projections(U, block: int) -> tuple[np.ndarray, float]:
     return p, 8 * _gamma(2 * d + 8) + d * 2.0**-1070
 
 
-def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tuple[tuple[str, ...], str]:
+def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None, balance=None) -> tuple[tuple[str, ...], str]:
     """The hypotheses of Thm 8/10 that fail on the stored values, and what was checked.
 
     ``U = W_up (n, d)``, ``D = W_down (d, n)``. Zero rows/columns: exact. Parallel rows: every pair
     whose projections (module docstring) lie within the rounding window is tested exactly; this finds
     every exactly parallel pair, in ``O(n d + n log n)`` plus ``d`` per tested pair. Past
     ``max_pairs`` tested pairs (default ``10 n``) without an answer the check reports itself
-    ``undecided`` in ``failed``.
+    ``undecided`` in ``failed``. ``balance``: the exponents of :class:`Scales` (rows are read rescaled
+    by them, as :func:`_arith.balance` would have stored them).
     """
     n, d = U.shape
     failed: list[str] = []
     if d < 2:
         failed.append(Failure("d", f"d = {d} < 2"))
-    zero_rows = np.flatnonzero(~np.any(U != 0, axis=1))
-    zero_cols = np.flatnonzero(~np.any(D != 0, axis=0))
+    mu, md = unit_max(U, D, block=block)
+    zero_rows, zero_cols = np.flatnonzero(mu == 0), np.flatnonzero(md == 0)
     for idx, kind, what in (
         (zero_rows, "zero_rows", "rows of W_up are zero"),
         (zero_cols, "zero_cols", "columns of W_down are zero"),
@@ -424,8 +406,8 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
         if idx.size:
             more = f" and {idx.size - 10} more" if idx.size > 10 else ""
             failed.append(Failure(kind, f"{what}: {idx[:10].tolist()}{more}"))
-    p, w = _projections(U, block)
-    live = np.flatnonzero(np.any(U != 0, axis=1))
+    p, w = _projections(U, block, balance)
+    live = np.flatnonzero(mu != 0)
     order = live[np.argsort(p[live], kind="stable")]
     ps = p[order]
     pairs, tested, cap = [], 0, 10 * n if max_pairs is None else max_pairs
@@ -436,7 +418,8 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
         for a in close:
             tested += 1
             i, j = int(order[a]), int(order[a + gap])
-            if exactly_parallel(U[i].astype(np.float64), U[j].astype(np.float64)):
+            u, v = up_rows(U, balance, np.array([i, j]))
+            if exactly_parallel(u, v):
                 pairs.append((min(i, j), max(i, j)))
         if len(pairs) > 5 or tested > cap:
             break
@@ -457,7 +440,7 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None) -> tup
 # Planted sets and their verification
 
 
-def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_size: int | None = None):
+def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_size: int | None = None, balance=None):
     """A candidate ``S`` with ``|S| = d``: units with ``b_i = W_up[i,:] A⁻¹ W_down[:,i] ≈ −1`` whose
     cross terms ``C_ij = W_up[i,:] A⁻¹ W_down[:,j]`` vanish (module docstring), or ``None``.
 
@@ -472,7 +455,7 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
     ``O(|K|² d)``. A heuristic: only :func:`screen_check` (or the exact check) decides.
     """
     n, d = U.shape
-    identity = np.array_equal(A, np.eye(d))
+    identity = is_identity(A)
     lu = None
     if not identity:
         from scipy.linalg import lu_factor, lu_solve
@@ -480,19 +463,19 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
         lu = lu_factor(A, check_finite=False)
     b = np.empty(n)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        for s in _blocks(n, block):
-            dd = D[:, s].astype(np.float64)
+        for s in blocks(n, block):
+            dd = down_cols(D, balance, s)
             x = dd if identity else lu_solve(lu, dd, check_finite=False)
-            b[s] = np.einsum("ik,ki->i", U[s].astype(np.float64), x)
+            b[s] = np.einsum("ik,ki->i", up_rows(U, balance, s), x)
     K = np.flatnonzero(np.abs(b + 1) <= tol)
     if max_size is None:
         max_size = 4 * d + 64 if (4 * d + 64) ** 2 * d <= 2**35 else 2 * d
     if K.size < d:
         return None
     K = K[np.argsort(np.abs(b[K] + 1), kind="stable")[:max_size]]  # closest first
-    Dk = D[:, K].astype(np.float64)
+    Dk = down_cols(D, balance, K)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        C = U[K].astype(np.float64) @ (Dk if identity else lu_solve(lu, Dk, check_finite=False))
+        C = up_rows(U, balance, K) @ (Dk if identity else lu_solve(lu, Dk, check_finite=False))
     C[~np.isfinite(C)] = np.inf
     C[np.arange(K.size), np.arange(K.size)] = b[K]
     off = C.copy()
@@ -537,7 +520,7 @@ def screen_check(U, D, A, S, rtol: float) -> SetCheck:
     """
     S = np.asarray(S, dtype=np.int64)
     with threadpool_limits(_THREADS):
-        u, dd = U[S].astype(np.float64), D[:, S].astype(np.float64)
+        u, dd = as_float64(U[S]), as_float64(D[:, S])
         R = dd @ u + A
         bound = np.abs(dd) @ np.abs(u) + np.abs(A)
     r = rtol + 2 * _gamma(S.size + 1)
@@ -550,10 +533,10 @@ def screen_check(U, D, A, S, rtol: float) -> SetCheck:
 # The screen
 
 
-def _verified_planted(U, D, A, rtol: float, block: int, verify: Callable) -> SetCheck | None:
+def _verified_planted(U, D, A, rtol: float, block: int, verify: Callable, balance=None) -> SetCheck | None:
     """The :func:`planted_candidates` set ``S`` checked by ``verify``: its :class:`SetCheck` if accepted, else
     ``None``."""
-    cand = planted_candidates(U, D, A, block=block)
+    cand = planted_candidates(U, D, A, block=block, balance=balance)
     if cand is None:
         return None
     chk = verify(U, D, A, cand, rtol)
@@ -576,6 +559,7 @@ def screen(
     block: int = BLOCK,
     verify: Callable | None = None,
     find: bool = True,
+    scales: Scales | None = None,
 ) -> Screen:
     """Decide ``∃S: W_down[:,S] W_up[S,:] = −A`` cheaply, or say that it cannot.
 
@@ -588,6 +572,8 @@ def screen(
       steps: Frank–Wolfe steps after the trace test (each two ``O(n d²)`` products).
       verify: ``verify(U, D, A, S, rtol) -> SetCheck``; default :func:`screen_check`.
       find: also look for a planted set (:func:`planted_candidates`, the sign sets).
+      scales: :func:`balance_scales` of ``U, D``: every block is read as :func:`_arith.balance` would
+        have stored it (``None``: as given, rescaled by :func:`unit_scales` only).
 
     Returns:
       a :class:`Screen`: ``"absent"`` with the certified ``lower > tau``, ``"found"`` with a verified
@@ -598,9 +584,10 @@ def screen(
     d = U.shape[1]
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    failed, checked = hypotheses(U, D, block=block)
+    e = None if scales is None else scales.balance
+    failed, checked = hypotheses(U, D, block=block, balance=e)
     timings["hypotheses"] = time.perf_counter() - t
-    k = unit_scales(U, D)
+    k = unit_scales(U, D, block=block) if scales is None else scales.total
     found: list[SetCheck] = []
 
     def consider(m, up):  # a sign set whose certified miss is within reach of tau
@@ -624,7 +611,7 @@ def screen(
         return done("absent", reason, "trace", (lower, norm_a, empty))
     if find:
         t = time.perf_counter()
-        chk = _verified_planted(U, D, A, rtol, block, verify)
+        chk = _verified_planted(U, D, A, rtol, block, verify, e)
         if chk is not None:
             found.append(chk)
         timings["planted"] = time.perf_counter() - t

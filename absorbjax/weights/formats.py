@@ -25,6 +25,7 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
 from absorbjax.weights import limits
@@ -36,12 +37,17 @@ FORMATS = (".npz", ".npy", ".safetensors", ".gguf", ".onnx", ".bin", ".pt", ".pt
 
 @dataclasses.dataclass(frozen=True)
 class Tensor:
-    """One stored tensor: ``shape`` in NumPy order, stored ``dtype`` name, ``load()`` → array."""
+    """One stored tensor: ``shape`` in NumPy order, stored ``dtype`` name, ``load()`` → array.
+
+    ``mapped``: ``load()`` returns a read-only memory map of the file in the stored dtype
+    (safetensors, unquantised GGUF floats), not an allocation, so the budget
+    (:func:`limits.array_bytes`) does not bound it; its byte range was checked against the file."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
     load: Callable[[], np.ndarray] = dataclasses.field(repr=False, compare=False)
+    mapped: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +109,8 @@ def _guard(path: Path, t: Tensor) -> Callable[[], np.ndarray]:
 
     def load() -> np.ndarray:
         try:
-            limits.array_bytes(t.shape, _itemsize(t.dtype), f"tensor {t.name[:80]}")
+            if not t.mapped:
+                limits.array_bytes(t.shape, _itemsize(t.dtype), f"tensor {t.name[:80]}")
             return inner()
         except Exception as err:  # noqa: BLE001 - a tensor that cannot be read, whatever the reason
             raise ValueError(f"{path}: tensor {t.name[:80]} is not readable ({_why(err)})") from None
@@ -144,8 +151,8 @@ def find_in_directory(folder: Path) -> Path:
     raise ValueError(f"{folder}: {what} (looked for {', '.join(p for p, _ in _DIRECTORY)}); pass a checkpoint file")
 
 
-def _tensors(items: dict) -> dict[str, Tensor]:
-    return {k: Tensor(k, shape, dtype, load) for k, (shape, dtype, load) in items.items()}
+def _tensors(items: dict, mapped=()) -> dict[str, Tensor]:
+    return {k: Tensor(k, shape, dtype, load, dtype in mapped) for k, (shape, dtype, load) in items.items()}
 
 
 def _constant(a: np.ndarray) -> Callable[[], np.ndarray]:
@@ -241,9 +248,13 @@ def _safetensors_header(path: Path) -> dict:
 
 
 def _safetensors(path: Path):
+    """Tensors as read-only memory maps in their stored dtype (``bfloat16`` as ``ml_dtypes.bfloat16``):
+    each byte range checked against its shape and the file before it is mapped."""
     from safetensors import safe_open
 
-    _safetensors_header(path)
+    header = _safetensors_header(path)
+    with open(path, "rb") as f:
+        base, size = 8 + int.from_bytes(f.read(8), "little"), path.stat().st_size
     names = {
         **_SAFETENSORS_FLOATS,
         "I64": "int64",
@@ -254,15 +265,18 @@ def _safetensors(path: Path):
         "BOOL": "bool",
     }
 
-    def loader(key: str, dtype: str):
+    def loader(key: str, dtype: str, shape: tuple[int, ...]):
         def load():
-            if dtype not in _SAFETENSORS_FLOATS and dtype not in names:
+            if dtype not in names:
                 raise ValueError(f"dtype {dtype} is not read (float16/32/64 and bfloat16 weights are)")
-            if dtype == "BF16":  # NumPy has no bfloat16 of its own: read through JAX (ml_dtypes)
-                with safe_open(str(path), framework="flax") as f:
-                    return np.asarray(f.get_tensor(key))
-            with safe_open(str(path), framework="np") as f:
-                return f.get_tensor(key)
+            np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "BF16" else np.dtype(names[dtype]).newbyteorder("<")
+            start, end = header[key]["data_offsets"]
+            count = int(np.prod(shape, dtype=object))
+            if end - start != count * np_dtype.itemsize or not 0 <= start <= end <= size - base:
+                raise ValueError(f"its data_offsets [{start}, {end}) do not hold shape {shape} of {dtype} in the file")
+            if count == 0:
+                return np.zeros(shape, np_dtype)
+            return np.memmap(path, dtype=np_dtype, mode="r", offset=base + start, shape=shape)
 
         return load
 
@@ -271,8 +285,8 @@ def _safetensors(path: Path):
         tensors = {}
         for key in f.keys():
             sl = f.get_slice(key)
-            dtype = sl.get_dtype()
-            tensors[key] = Tensor(key, tuple(sl.get_shape()), names.get(dtype, dtype), loader(key, dtype))
+            dtype, shape = sl.get_dtype(), tuple(sl.get_shape())
+            tensors[key] = Tensor(key, shape, names.get(dtype, dtype), loader(key, dtype, shape), dtype in names)
     return tensors, meta, "safetensors", None
 
 
@@ -280,7 +294,7 @@ def _gguf(path: Path):
     from absorbjax.weights.ggufheader import read_gguf
 
     tensors, meta = read_gguf(path)
-    return _tensors(tensors), meta, "gguf", None
+    return _tensors(tensors, mapped=("F32", "F16", "BF16")), meta, "gguf", None
 
 
 def _onnx(path: Path):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from absorbjax.weights import limits
@@ -82,6 +83,8 @@ def _loader(path: Path, offset: int, dims: tuple[int, ...], qtype, n_bytes: int)
         raw = np.memmap(path, mode="r", dtype=np.uint8, offset=offset, shape=(n_bytes,))
         if qtype.name == "F64":
             return np.array(raw.view(np.float64).reshape(np_dims))
+        if qtype.name in ("F32", "F16", "BF16"):  # unquantised: the memory map itself, in the stored dtype
+            return raw.view(ml_dtypes.bfloat16 if qtype.name == "BF16" else _PLAIN[qtype.name]).reshape(np_dims)
         if qtype.name in _PLAIN:
             data = raw.view(_PLAIN[qtype.name]).reshape(np_dims)
         else:

@@ -79,7 +79,7 @@ class Block:
             a = np.asarray(self._ckpt.tensors[tname].load())
             if a.dtype.kind not in "fiu" and a.dtype.name != "bfloat16":
                 raise ValueError(f"{where}: {tname} must hold real numbers, got dtype {a.dtype}")
-            if not np.all(np.isfinite(a)):
+            if not _finite(a):
                 raise ValueError(f"{where}: {tname} contains NaN or inf")
             if key.endswith("_bias"):
                 biases[key[: -len("_bias")]] = a
@@ -95,6 +95,14 @@ class Block:
 
         kind = GatedParams if self.gated else MLPParams
         return dataclasses.replace(self, params=kind(**arrays), biases=biases)
+
+
+def _finite(a: np.ndarray, rows: int = 256) -> bool:
+    """Every entry finite, read in chunks of ``rows`` along the first axis (a memory-mapped matrix is
+    never copied whole)."""
+    if a.ndim < 2:
+        return bool(np.all(np.isfinite(a)))
+    return all(np.all(np.isfinite(a[s : s + rows])) for s in range(0, a.shape[0], rows))
 
 
 def _fuse(g: conventions.Group, fused: str | None) -> tuple[conventions.Group, str | None]:

@@ -1,0 +1,150 @@
+"""Streamed reading: checkpoint tensors as memory maps in their stored dtype, and the wide path of the
+decision (``n ≥ 2048``) reading them in blocks without a float64 copy of a matrix, with the answers
+of the float64 path."""
+
+import json
+import tracemalloc
+
+import gguf
+import ml_dtypes
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from absorbjax import cli, condition, weights
+from absorbjax.condition import decide as decision
+from absorbjax.condition.inputs import float_weights
+from absorbjax.models import MLPParams
+from absorbjax.weights import formats, limits
+
+pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def gaussian(d, n, seed, dtype=BF16):
+    """``models.init``'s law: ``W_up ~ N(0, 1/d)``, ``W_down ~ N(0, 1/n)``, stored in ``dtype``."""
+    rng = np.random.default_rng(seed)
+    U = rng.standard_normal((n, d)) / np.sqrt(d)
+    D = rng.standard_normal((d, n)) / np.sqrt(n)
+    return U.astype(dtype), D.astype(dtype)
+
+
+def neox_file(path, blocks):
+    """A safetensors file of ``[(U, D), ...]`` under GPT-NeoX / Falcon names."""
+    tensors = {}
+    for k, (U, D) in enumerate(blocks):
+        tensors[f"transformer.h.{k}.mlp.dense_h_to_4h.weight"] = U
+        tensors[f"transformer.h.{k}.mlp.dense_4h_to_h.weight"] = D
+    save_file(tensors, str(path))
+    return path
+
+
+def test_safetensors_and_gguf_tensors_are_memory_maps(tmp_path):
+    """bf16, float16 and float32 tensors come back as read-only maps of the file, values exact; a mapped
+    tensor larger than the budget is read (nothing is allocated), an ``.npz`` one is refused."""
+    rng = np.random.default_rng(0)
+    arrays = {"b": rng.standard_normal((1024, 1024)).astype(BF16), "h": rng.standard_normal((3, 5)).astype(np.float16)}
+    arrays["f"] = rng.standard_normal((7, 2)).astype(np.float32)
+    save_file(arrays, str(tmp_path / "m.safetensors"))
+    ckpt = formats.read(tmp_path / "m.safetensors")
+    with limits.budget(1 << 20):  # 1 MiB, below the 2 MiB bf16 tensor
+        for name, want in arrays.items():
+            got = ckpt.tensors[name].load()
+            assert ckpt.tensors[name].mapped and isinstance(got, np.memmap) and not got.flags.writeable
+            assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+        np.savez(tmp_path / "m.npz", b=arrays["b"].astype(np.float32))
+        with pytest.raises(ValueError, match="max-bytes"):
+            formats.read(tmp_path / "m.npz").tensors["b"].load()
+    w = gguf.GGUFWriter(tmp_path / "m.gguf", "llama")
+    w.add_tensor("x", arrays["f"])
+    for step in (w.write_header_to_file, w.write_kv_data_to_file, w.write_tensors_to_file, w.close):
+        step()
+    t = formats.read(tmp_path / "m.gguf").tensors["x"]
+    got = t.load()
+    assert t.mapped and not got.flags.writeable and np.array_equal(got, arrays["f"])
+
+
+def test_the_wide_path_keeps_the_stored_arrays():
+    """``float_weights(stream=N)``: from ``n = N`` units on, the arrays as stored (no copy), checked in
+    blocks (NaN refused); narrower blocks, and every block without ``stream``, as float64 copies."""
+    U, D = gaussian(64, 2048, 0)
+    got_u, got_d, dtype = float_weights(MLPParams(U, D), batched=False, stream=2048)
+    assert got_u is U and got_d is D and dtype == BF16
+    wide, _, _ = float_weights(MLPParams(U, D), batched=False)
+    assert wide.dtype == np.float64 and np.array_equal(wide, U.astype(np.float64))
+    narrow, _, _ = float_weights(MLPParams(U[:1024], D[:, :1024]), batched=False, stream=2048)
+    assert narrow.dtype == np.float64
+    U[5, 7] = np.nan
+    with pytest.raises(ValueError, match="NaN or inf"):
+        float_weights(MLPParams(U, D), batched=False, stream=2048)
+
+
+def test_a_wide_bf16_block_is_decided_without_a_copy(tmp_path):
+    """``weights.check`` of a 512 × 8192 bf16 block read from safetensors allocates less than one float64
+    copy of ``W_up`` (33.5 MB; the file is 16.8 MB): the decision reads the memory map in blocks."""
+    neox_file(tmp_path / "model.safetensors", [gaussian(512, 8192, 1)])
+    block = weights.load_block(tmp_path / "model.safetensors", "gelu", layer=0)
+    assert block.params.up.dtype == BF16
+    tracemalloc.start()
+    try:
+        found = weights.check(block)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found.status == "not_absorbable" and found.method == "trace", found
+    assert peak < 8192 * 512 * 8, peak
+
+
+def test_bf16_and_float64_storage_give_the_same_bounds():
+    """The same values stored as bf16 (read in blocks) and as float64: the same status, the same certified
+    bound and threshold; only the storage-rounding answer differs (bf16 rounding is covered)."""
+    U, D = gaussian(96, 2048, 2)
+    a = condition.find_absorbing_set(MLPParams(U, D), "gelu", narrow=True)
+    b = condition.find_absorbing_set(MLPParams(U.astype(np.float64), D.astype(np.float64)), "gelu", narrow=True)
+    assert (a.status, a.method, a.lower_bound, a.threshold) == (b.status, b.method, b.lower_bound, b.threshold)
+    assert (a.stored_dtype, a.within_rounding, b.within_rounding) == ("bfloat16", "no", "n/a")
+
+
+def test_blockwise_balance_answers_as_the_balanced_copy():
+    """Units rescaled by powers of two up to 2^±600 (float64, exact) around a planted set: the wide path on
+    the stored arrays gives the certificate it gives on the balanced copy the Gram path makes, field by
+    field."""
+    d, n = 12, 2048
+    rng = np.random.default_rng(3)
+    U, D = rng.standard_normal((n, d)), rng.standard_normal((d, n))
+    S = np.sort(rng.permutation(n)[:d])
+    D[:, S] = -np.linalg.inv(U[S])
+    k = rng.integers(-600, 600, size=n)
+    U, D = np.ldexp(U, k[:, None]), np.ldexp(D, -k[None, :])
+    A = np.eye(d)
+    inputs = decision.Inputs((np.dtype(np.float64),) * 2, None, "relu", "identity")
+    opts = dict(rtol=None, method="auto", time_limit=10.0)
+    raw = decision.decide(U, D, A, inputs, **opts)[0]
+    e = np.frexp(np.max(np.abs(U), axis=1))[1]  # _arith.balance's copy (every rescaling exact here)
+    copy = decision.decide(np.ldexp(U, -e[:, None]), np.ldexp(D, e[None, :]), A, inputs, **opts)[0]
+    assert raw.status == "absorbable" and raw.S.tolist() == S.tolist()
+    fields = ("status", "method", "lower_bound", "threshold", "residual", "miss_bound", "within_rounding")
+    assert [getattr(raw, f) for f in fields] == [getattr(copy, f) for f in fields]
+
+
+def test_check_a_sharded_bf16_checkpoint(tmp_path, capsys):
+    """Two bf16 blocks in two shards and their index: ``absorbjax check`` decides each (no progress bar
+    with ``--no-progress``)."""
+    wmap = {}
+    for k in range(2):
+        shard = f"model-{k + 1:05d}-of-00002.safetensors"
+        save_file(
+            {
+                f"transformer.h.{k}.mlp.{r}.weight": a
+                for r, a in zip(("dense_h_to_4h", "dense_4h_to_h"), gaussian(32, 2048, k))
+            },
+            str(tmp_path / shard),
+        )
+        wmap.update({f"transformer.h.{k}.mlp.{r}.weight": shard for r in ("dense_h_to_4h", "dense_4h_to_h")})
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": wmap}))
+    assert cli.main(["check", str(tmp_path), "--activation", "gelu", "--json", "--no-progress"]) == 0
+    out = capsys.readouterr()
+    blocks = json.loads(out.out)["blocks"]
+    assert [(b["status"], b["dtype"], b["n"]) for b in blocks] == [("not_absorbable", "bfloat16", 2048)] * 2
+    assert "check" not in out.err
