@@ -58,7 +58,7 @@ def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray
 
 def _column(U, D, j: int) -> np.ndarray:
     """``G[:, j] = (W_downᵀ W_down[:,j]) ⊙ (W_up W_up[j,:])`` ``(n,)``."""
-    return (D.T @ D[:, j]) * (U @ U[j])
+    return (D[:, j] @ D) * (U @ U[j])
 
 
 def _flip(U, D, m, g, j: int) -> None:
