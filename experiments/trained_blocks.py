@@ -376,9 +376,6 @@ def claims(results) -> list:
     trace = _per_model(ungated, lambda r: r["trained"]["trace_over_d"] < 0)
     eig = _per_model(ungated, lambda r: r["trained"]["frac_eig_re_negative"] > 0.5)
     s_anti = _per_model(ungated, lambda r: r["trained"].get("frac_S_a_negative", 0.0) >= 0.9)
-    improved = [row["trained"] for row in rows if row["trained"]["S_size"] > 0]
-    below_one = _per_model(ungated, lambda r: r["trained"]["S_size"] == 0 or r["trained"]["upper"] < 1)
-    searched = [row["trained"] for row in rows if "width_before" in row["trained"]]
     inits = [r["lower"] for row in rows for r in row["init"]]
     draws = sum(len(row["gaussian"]) for row in rows)
     c = reproduce.Claim
@@ -398,30 +395,6 @@ def claims(results) -> list:
             holds=_all(below),
             criterion="attained (trained) < min certified lower (Gaussian) in every layer (a certified separation)"
             + none,
-            figure=figure_name,
-        ),
-        c(
-            "every trained layer whose best S found is nonempty has an attained upper bound below 1 (the zero map)",
-            f"layers with S ≠ ∅ and upper < 1, or S = ∅: {_counts(below_one)}; {len(improved)} of {len(rows)} layers "
-            f"with S ≠ ∅; uppers {_fmt(r['trained']['upper'] for r in rows)}",
-            holds=_all(below_one),
-            criterion="upper < 1 in every layer whose S is nonempty" + none,
-            figure=figure_name,
-        ),
-        c(
-            "the search over S (flips and swaps) narrows the interval [lower, upper] in some trained layers and "
-            "widens it in none",
-            "widths upper − lower before → after, per layer: "
-            + ", ".join(f"{t['width_before']:.4f} → {t['width']:.4f}" for t in searched)
-            + f"; narrowed in {sum(t['width'] < t['width_before'] for t in searched)} of {len(searched)} layers",
-            holds=(
-                all(t["width"] <= t["width_before"] for t in searched)
-                and any(t["width"] < t["width_before"] for t in searched)
-                if searched
-                else None
-            ),
-            criterion="width after ≤ width before in every layer, < in at least one"
-            + ("" if searched else " (no record of the widths before the search: not decided)"),
             figure=figure_name,
         ),
         c(
@@ -469,7 +442,43 @@ def claims(results) -> list:
             figure=figure_name,
         ),
     ]
-    return out + _gated_claims(results)
+    return out + _search_claims(ungated, figure_name) + _gated_claims(results)
+
+
+def _search_claims(ungated, figure_name) -> list:
+    """The claims about the upper bound and the search over ``S`` (``distance``'s ``search``)."""
+    rows = [row for e in ungated.values() for row in e["layers"]]
+    none = "" if rows else " (no ungated model measured: not decided)"
+    improved = [row["trained"] for row in rows if row["trained"]["S_size"] > 0]
+    below_one = _per_model(ungated, lambda r: r["trained"]["S_size"] == 0 or r["trained"]["upper"] < 1)
+    searched = [row["trained"] for row in rows if "width_before" in row["trained"]]
+    c = reproduce.Claim
+    return [
+        c(
+            "every trained layer whose best S found is nonempty has an attained upper bound below 1 (the zero map)",
+            f"layers with S ≠ ∅ and upper < 1, or S = ∅: {_counts(below_one)}; {len(improved)} of {len(rows)} layers "
+            f"with S ≠ ∅; uppers {_fmt(r['trained']['upper'] for r in rows)}",
+            holds=_all(below_one),
+            criterion="upper < 1 in every layer whose S is nonempty" + none,
+            figure=figure_name,
+        ),
+        c(
+            "the search over S (flips and swaps) narrows the interval [lower, upper] in some trained layers and "
+            "widens it in none",
+            "widths upper − lower before → after, per layer: "
+            + ", ".join(f"{t['width_before']:.4f} → {t['width']:.4f}" for t in searched)
+            + f"; narrowed in {sum(t['width'] < t['width_before'] for t in searched)} of {len(searched)} layers",
+            holds=(
+                all(t["width"] <= t["width_before"] for t in searched)
+                and any(t["width"] < t["width_before"] for t in searched)
+                if searched
+                else None
+            ),
+            criterion="width after ≤ width before in every layer, < in at least one"
+            + ("" if searched else " (no record of the widths before the search: not decided)"),
+            figure=figure_name,
+        ),
+    ]
 
 
 def _gated_claims(results) -> list:

@@ -17,7 +17,9 @@ from absorbjax.condition.relax import box_relaxation
 from absorbjax.condition.search import descend
 from absorbjax.models import MLPParams, check_layout
 
-__all__ = ["distance"]
+__all__ = ["SEARCH_MAX_D", "attained", "distance"]
+
+SEARCH_MAX_D = 4096  # the search's set is evaluated with five d × d float64 matrices (640 MiB here)
 
 
 def distance(
@@ -37,7 +39,8 @@ def distance(
       ``n ≥ 2048``: the best set of the ``O(n d²)`` screen, ``"frank-wolfe"``); then, unless
       ``S`` is exact or exhaustive, the matrix-free search of :mod:`absorbjax.condition.search`
       (best-improvement flips and swaps, never an ``n × n`` matrix) from that set and from ``∅``,
-      whose set replaces it (``"greedy"``) only when its rigorous bound is smaller. The search
+      whose set replaces it (``"greedy"``) only when its rigorous bound is smaller (for
+      ``d ≤ SEARCH_MAX_D``: the bound forms ``d × d`` matrices). The search
       stops when the call has used ``time_limit`` seconds (it gets at least a tenth of them);
       ``search=False`` leaves it out (the bounds as the paths alone give them).
 
@@ -107,14 +110,20 @@ def attained(U, D, rule: Rule, m: np.ndarray) -> float:
 
 
 def _searched(U, D, rule: Rule, dist: Distance, deadline: float) -> Distance:
-    """``dist`` with the set of :func:`search.descend` (on ``A/c``, from ``dist.S`` and from ``∅``)
-    when its rigorous bound (:func:`attained`) is below ``dist.upper``; an exact or exhaustive
-    ``S`` is kept as it is."""
-    if dist.method in ("exact", "exhaustive"):
+    """``dist`` with the set of :func:`search.descend` (on ``A/c``, from ``dist.S`` and from ``∅``,
+    each with an equal share of the time left before ``deadline``) when its rigorous bound
+    (:func:`attained`) is below ``dist.upper``; an exact or exhaustive ``S`` is kept as it is, and
+    so is every ``S`` of a block with ``d > SEARCH_MAX_D`` (the rigorous bound forms several
+    ``d × d`` float64 matrices)."""
+    if dist.method in ("exact", "exhaustive") or U.shape[1] > SEARCH_MAX_D:
         return dist
     n = U.shape[0]
     starts = [mask_of(dist.S, n)] + ([np.zeros(n, bool)] if dist.S.size else [])
-    found = [r for r in (descend(U, D, rule.Ac, s, deadline=deadline) for s in starts) if r is not None]
+    found = []
+    for k, m in enumerate(starts):  # each start gets an equal share of the time left
+        now = time.perf_counter()
+        found.append(descend(U, D, rule.Ac, m, deadline=now + (deadline - now) / (len(starts) - k)))
+    found = [r for r in found if r is not None]
     if not found:
         return dist
     m = min(found, key=lambda r: r[1])[0]

@@ -24,7 +24,7 @@ import numpy as np
 __all__ = ["SWAP_BLOCK", "descend", "scores"]
 
 SWAP_BLOCK = 256  # units per side of one block of swaps
-_CHUNK = 2048  # units per chunk of the O(n d²) pass of scores
+_CHUNK_ENTRIES = 2**30  # multiply-adds per chunk of units in the O(n d²) pass of scores
 
 
 def _scalar(A: np.ndarray) -> float | None:
@@ -48,10 +48,11 @@ def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray
         return alpha * np.einsum("ki,ik->i", D, U), q, alpha * alpha * d
     R = A + D[:, m] @ U[m, :]
     g = np.empty(n)
-    for lo in range(0, n, _CHUNK):
+    chunk = max(1, min(n, _CHUNK_ENTRIES // (d * d)))
+    for lo in range(0, n, chunk):
         if time.perf_counter() > deadline:
             return None
-        hi = min(lo + _CHUNK, n)
+        hi = min(lo + chunk, n)
         g[lo:hi] = np.einsum("ki,ki->i", D[:, lo:hi], R @ U[lo:hi].T)
     return g, q, float(np.vdot(R, R))
 
