@@ -153,3 +153,19 @@ def test_the_search_never_forms_an_n_by_n_matrix():
     finally:
         tracemalloc.stop()
     assert m.any() and peak < 8 * 2**20  # n × n float64: 128 MiB
+
+
+@pytest.mark.parametrize("alpha,k", [(1.0, 5), (-2.0, 5), (1.0, 30)])
+def test_scores_agree_with_the_residual(alpha, k):
+    """``g_i = W_down[:,i]ᵀ R W_up[i,:]ᵀ`` and ``f = ‖R‖²`` at a set: by Gram columns (``A = αI``,
+    ``|S| < d/2``) and by the ``O(n d²)`` pass alike."""
+    rng = np.random.default_rng(k)
+    d, n = 20, 200
+    U, D = rng.standard_normal((n, d)), rng.standard_normal((d, n)) / 5
+    m = np.zeros(n, bool)
+    m[rng.choice(n, k, replace=False)] = True
+    A = alpha * np.eye(d)
+    R = A + D[:, m] @ U[m]
+    g, q, f = search.scores(U, D, A, m)
+    assert np.allclose(g, np.einsum("ki,ki->i", D, R @ U.T), rtol=1e-12, atol=1e-12 * np.abs(g).max())
+    assert np.allclose(q, np.sum(D * D, 0) * np.sum(U * U, 1)) and np.isclose(f, np.sum(R * R), rtol=1e-12)

@@ -127,6 +127,8 @@ def _searched(U, D, rule: Rule, dist: Distance, deadline: float) -> Distance:
     if not found:
         return dist
     m = min(found, key=lambda r: r[1])[0]
+    if np.array_equal(m, starts[0]):  # no move from the path's own set
+        return dist
     upper = attained(U, D, rule, m)
     if not upper < dist.upper:
         return dist

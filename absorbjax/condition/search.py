@@ -39,14 +39,24 @@ def _scalar(A: np.ndarray) -> float | None:
 def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray, np.ndarray, float] | None:
     """``(g, q, f)`` at the set ``m``: ``g_i = W_down[:,i]ᵀ R W_up[i,:]ᵀ`` ``(n,)``,
     ``q_i = ‖W_down[:,i]‖² ‖W_up[i,:]‖²`` ``(n,)`` and ``f = ‖R‖_F²``, for ``U = W_up (n, d)``,
-    ``D = W_down (d, n)``, ``A (d, d)``. ``O(n d)`` when ``R = α I``, else one ``O(n d²)`` pass in
-    chunks of units; ``None`` when ``deadline`` (``time.perf_counter()``) passes first."""
+    ``D = W_down (d, n)``, ``A (d, d)``. ``O(n d)`` when ``R = α I``; for ``A = α I`` and
+    ``|S| < d/2``, ``α a_i + Σ_{j∈S} G_ij`` in ``O(|S| n d)`` (blocks of ``SWAP_BLOCK`` units of
+    ``S``); else one ``O(n d²)`` pass in chunks of units. ``None`` when ``deadline``
+    (``time.perf_counter()``) passes first."""
     n, d = U.shape
     q = np.einsum("ki,ki->i", D, D) * np.einsum("ij,ij->i", U, U)
-    alpha = _scalar(A) if not m.any() else None
-    if alpha is not None:
-        return alpha * np.einsum("ki,ik->i", D, U), q, alpha * alpha * d
-    R = A + D[:, m] @ U[m, :]
+    alpha, S = _scalar(A), np.flatnonzero(m)
+    R = None if alpha is not None and 2 * S.size < d else A + D[:, m] @ U[m, :]
+    if R is None:
+        a = np.einsum("ki,ik->i", D, U)  # a_i = tr M_i
+        g = alpha * a
+        for lo in range(0, S.size, SWAP_BLOCK):
+            if time.perf_counter() > deadline:
+                return None
+            J = S[lo : lo + SWAP_BLOCK]
+            g += ((D[:, J].T @ D) * (U[J] @ U.T)).sum(axis=0)  # Σ_{j∈J} G[j, :]
+        # ‖αI + P‖² = α²d + 2α tr P + ‖P‖², ‖P‖² = Σ_{i∈S} (g_i − α a_i)
+        return g, q, alpha * alpha * d + alpha * float(np.sum(a[S])) + float(np.sum(g[S]))
     g = np.empty(n)
     chunk = max(1, min(n, _CHUNK_ENTRIES // (d * d)))
     for lo in range(0, n, chunk):
