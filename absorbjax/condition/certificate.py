@@ -183,9 +183,11 @@ class Distance(Result):
     ``lower ≤ min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F ≤ upper``; ``upper`` is attained by ``S``
     (``S = ∅`` gives 1: the zero map). ``lower = max(relaxation, box)``: the certified bounds
     from real coefficients and from coefficients in ``[0, 1]``. ``method`` says how ``S`` was
-    found: ``"exact"`` (an absorbing set), ``"exhaustive"`` (the true minimum, small ``n``) or
-    ``"local"`` (single-unit flips from roundings of the relaxation). ``certificate`` is the
-    decision of :func:`find_absorbing_set`.
+    found: ``"exact"`` (an absorbing set), ``"exhaustive"`` (the true minimum, small ``n``),
+    ``"local"`` (single-unit flips from roundings of the relaxation), ``"frank-wolfe"`` (the best
+    set met by the ``O(n d²)`` screen of wide blocks, ``∅`` included) or ``"greedy"`` (the
+    matrix-free flips and swaps of :mod:`absorbjax.condition.search`, kept only where they beat
+    the others). ``certificate`` is the decision of :func:`find_absorbing_set`.
     """
 
     lower: float

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -13,12 +14,17 @@ from absorbjax.condition.decide import decide, decision_options, read_block
 from absorbjax.condition.inputs import Rule, mask_of
 from absorbjax.condition.integer import closest_mask, local_search
 from absorbjax.condition.relax import box_relaxation
+from absorbjax.condition.search import descend
 from absorbjax.models import MLPParams, check_layout
 
-__all__ = ["distance"]
+__all__ = ["SEARCH_MAX_D", "attained", "distance"]
+
+SEARCH_MAX_D = 4096  # the search's set is evaluated with five d × d float64 matrices (640 MiB here)
 
 
-def distance(params: MLPParams, activation: str | None = None, *, time_limit: float = 10.0, **options) -> Distance:
+def distance(
+    params: MLPParams, activation: str | None = None, *, time_limit: float = 10.0, search: bool = True, **options
+) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
 
     All numbers are ``‖Σ m_i M_i + A‖_F / ‖A‖_F`` (``‖A‖_F = √d`` for ``A = I``):
@@ -29,7 +35,14 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
       see :func:`relax.box_relaxation`; 0 when an absorbing set exists).
     * ``upper``, attained by ``S``: an absorbing set when the decision finds one, the exact
       minimum for ``n ≤ 16``, else the best local search (single-unit flips) started from ``∅``
-      and from thresholds of the real and the box relaxations' solutions.
+      and from thresholds of the real and the box relaxations' solutions (blocks with
+      ``n ≥ 2048``: the best set of the ``O(n d²)`` screen, ``"frank-wolfe"``); then, unless
+      ``S`` is exact or exhaustive, the matrix-free search of :mod:`absorbjax.condition.search`
+      (best-improvement flips and swaps, never an ``n × n`` matrix) from that set and from ``∅``,
+      whose set replaces it (``"greedy"``) only when its rigorous bound is smaller (for
+      ``d ≤ SEARCH_MAX_D``: the bound forms ``d × d`` matrices). The search
+      stops when the call has used ``time_limit`` seconds (it gets at least a tenth of them);
+      ``search=False`` leaves it out (the bounds as the paths alone give them).
 
     ``upper`` is a rigorous upper bound on the exact ``‖M_S‖_F / ‖A‖_F`` of its set (float64 with
     Higham's error bound, or rational arithmetic when cancellation makes that bound loose), so the
@@ -42,6 +55,7 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
     ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers; so
     does ``activation``.
     """
+    start = time.perf_counter()
     options = decision_options("distance", time_limit=time_limit, **options)
     narrow = options.pop("narrow")
     U, D, A, inputs = read_block(
@@ -50,16 +64,18 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
     check_layout(params, narrow=narrow)  # after read_block's checks of the shapes
     n = U.shape[0]
     cert, rel = decide(U, D, A, inputs, **options)
-    if rel is None:  # decided by the O(n d²) screen of condition.large
-        if inputs.slope in (None, 1):
-            return large.distance_bounds(U, D, A, cert)
-        rule = Rule.of(A, 0.0, inputs.slope)  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways
-        dist = large.distance_bounds(U, D, rule.Ac, cert)
-        slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
-        lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
-        return dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
-    U, D = balance(U, D)  # exact; the same M_i as the decision's
     rule = Rule.of(A, 0.0, ONE if inputs.slope is None else inputs.slope)
+    deadline = max(start + time_limit, time.perf_counter() + time_limit / 10)
+    if rel is None:  # decided by the O(n d²) screen of condition.large
+        if rule.c == 1:
+            dist = large.distance_bounds(U, D, A, cert)
+        else:  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways
+            dist = large.distance_bounds(U, D, rule.Ac, cert)
+            slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
+            lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
+            dist = dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
+        return _searched(U, D, rule, dist, deadline) if search else dist
+    U, D = balance(U, D)  # exact; the same M_i as the decision's
     A, widen = rule.Ac, (1 + 8 * EPS) if rule.c != 1 else 1.0  # relative numbers: ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖
     norm_a = float(np.linalg.norm(A))
     if cert.S is None:
@@ -76,11 +92,44 @@ def distance(params: MLPParams, activation: str | None = None, *, time_limit: fl
         cands = [local_search(rel.G, rel.b, s, 10 * n) for s in starts]
         # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
         m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
-    if rule.c == 1:
-        upper = miss_bound(U, D, A, m, enough=1e-12 * norm_a)[0] / norm_a * (1 + 4 * EPS)
-    else:  # the exact c·W_down[:,S] W_up[S,:] + A against ‖A‖_F
-        norm_c = float(np.linalg.norm(rule.A)) * (1 - 4 * EPS)
-        upper = miss_bound(U, D, rule.A, m, enough=1e-12 * norm_c, c=rule.c)[0] / norm_c * (1 + 4 * EPS)
     shrink = 1.0 if widen == 1.0 else 1 - 8 * EPS - 2 * rule.approx / norm_a
     lower, box = rel.lower / norm_a * shrink, box * shrink
-    return Distance(max(lower, box), upper, np.flatnonzero(m), how, lower, box, cert)
+    dist = Distance(max(lower, box), attained(U, D, rule, m), np.flatnonzero(m), how, lower, box, cert)
+    return _searched(U, D, rule, dist, deadline) if search else dist
+
+
+def attained(U, D, rule: Rule, m: np.ndarray) -> float:
+    """A rigorous upper bound on ``‖c·W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` for the mask ``m``
+    ``(n,)`` (``c``, ``A``: the exact slope and skip of ``rule``): :func:`miss_bound` over a
+    lower bound on ``‖A‖_F``, the division's rounding covered."""
+    if rule.c == 1:
+        norm_a = float(np.linalg.norm(rule.A))
+        return miss_bound(U, D, rule.A, m, enough=1e-12 * norm_a)[0] / norm_a * (1 + 4 * EPS)
+    norm_c = float(np.linalg.norm(rule.A)) * (1 - 4 * EPS)
+    return miss_bound(U, D, rule.A, m, enough=1e-12 * norm_c, c=rule.c)[0] / norm_c * (1 + 4 * EPS)
+
+
+def _searched(U, D, rule: Rule, dist: Distance, deadline: float) -> Distance:
+    """``dist`` with the set of :func:`search.descend` (on ``A/c``, from ``dist.S`` and from ``∅``,
+    each with an equal share of the time left before ``deadline``) when its rigorous bound
+    (:func:`attained`) is below ``dist.upper``; an exact or exhaustive ``S`` is kept as it is, and
+    so is every ``S`` of a block with ``d > SEARCH_MAX_D`` (the rigorous bound forms several
+    ``d × d`` float64 matrices)."""
+    if dist.method in ("exact", "exhaustive") or U.shape[1] > SEARCH_MAX_D:
+        return dist
+    n = U.shape[0]
+    starts = [mask_of(dist.S, n)] + ([np.zeros(n, bool)] if dist.S.size else [])
+    found = []
+    for k, m in enumerate(starts):  # each start gets an equal share of the time left
+        now = time.perf_counter()
+        found.append(descend(U, D, rule.Ac, m, deadline=now + (deadline - now) / (len(starts) - k)))
+    found = [r for r in found if r is not None]
+    if not found:
+        return dist
+    m = min(found, key=lambda r: r[1])[0]
+    if np.array_equal(m, starts[0]):  # no move from the path's own set
+        return dist
+    upper = attained(U, D, rule, m)
+    if not upper < dist.upper:
+        return dist
+    return dataclasses.replace(dist, upper=upper, S=np.flatnonzero(m), method="greedy")

@@ -41,7 +41,7 @@ class BlockCheck(Verdict):
     (``method="theorem"`` for Prop 5/6). ``lower`` / ``upper`` / ``S``: the certified lower and
     attained upper bounds on ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` and the best set
     found (ungated blocks, ``None`` otherwise), and how it was found (``S_method``: ``exact``,
-    ``exhaustive`` or ``local``, see :class:`absorbjax.condition.Distance`). ``hidden_bias`` / ``output_bias``: the tensor
+    ``exhaustive``, ``local``, ``frank-wolfe`` or ``greedy``, see :class:`absorbjax.condition.Distance`). ``hidden_bias`` / ``output_bias``: the tensor
     names read as ``b`` and ``c`` (``None``: the file has none under any name rule); ``unread``:
     1-D tensors beside the block that may be biases. ``certificate``: the certificate as JSON.
     """
