@@ -265,16 +265,15 @@ def test_reproduce_replot_redraws_figures_from_the_records_only(tmp_path, capsys
 
 
 def test_max_bytes_bounds_this_command_only(tmp_path, capsys, monkeypatch):
-    """``--max-bytes N`` is the reading budget for this command (a 2 MiB tensor is refused under
-    1 MiB, read under the default) and leaves nothing behind for the next call in the process."""
-    from safetensors.numpy import save_file
-
+    """``--max-bytes N`` is the reading budget for this command (a 2 MiB tensor read into memory,
+    from an ``.npz``, is refused under 1 MiB, read under the default) and leaves nothing behind for
+    the next call in the process. (Safetensors tensors are memory maps, outside the budget.)"""
     from absorbjax.weights import limits
 
     monkeypatch.delenv("ABSORBJAX_MAX_BYTES", raising=False)
     rng = np.random.default_rng(0)
-    path = tmp_path / "wide.safetensors"
-    save_file({"fc1.weight": rng.normal(size=(2048, 256)), "fc2.weight": rng.normal(size=(256, 2048))}, str(path))
+    path = tmp_path / "wide.npz"
+    np.savez(path, **{"fc1.weight": rng.normal(size=(2048, 256)), "fc2.weight": rng.normal(size=(256, 2048))})
     args = ["check", str(path), "--activation", "relu", "--layer", "0"]
     assert cli.main([*args, "--max-bytes", str(1 << 20)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -335,8 +335,10 @@ def test_entry_points_screen_wide_blocks():
     U, D = gaussian(15, d, n)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
     assert (cert.status, cert.method, cert.rank) == ("not_absorbable", "trace", -1)
-    dist = condition.distance(models.MLPParams(U, D))
+    dist = condition.distance(models.MLPParams(U, D), search=False)  # the screen's own bounds
     assert dist.method == "frank-wolfe" and 0.8 < dist.lower <= dist.upper <= 1 + 1e-12
+    searched = condition.distance(models.MLPParams(U, D))  # the search over S starts from them
+    assert searched.method == "greedy" and dist.lower <= searched.upper < dist.upper
     Up, Dp, _, S = planted(16, d, n)
     cert = condition.find_absorbing_set(models.MLPParams(Up, Dp))
     assert cert.status == "absorbable" and cert.S.tolist() == S.tolist()

@@ -169,3 +169,21 @@ def test_scores_agree_with_the_residual(alpha, k):
     g, q, f = search.scores(U, D, A, m)
     assert np.allclose(g, np.einsum("ki,ki->i", D, R @ U.T), rtol=1e-12, atol=1e-12 * np.abs(g).max())
     assert np.allclose(q, np.sum(D * D, 0) * np.sum(U * U, 1)) and np.isclose(f, np.sum(R * R), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_wide_blocks_stored_narrow_get_a_rigorous_upper(dtype):
+    """On the wide path the weights arrive as stored (float32, bfloat16): the search runs in float32
+    but the found set's bound is evaluated on its units in float64 (a float32 evaluation would miss
+    the true value by about 1e-7 of it)."""
+    import ml_dtypes
+
+    narrow = np.float32 if dtype == "float32" else ml_dtypes.bfloat16
+    params = _anti_aligned(0, 128, 2048)
+    params = type(params)(np.asarray(params.up).astype(narrow), np.asarray(params.down).astype(narrow))
+    new = condition.distance(params, "gelu")
+    assert new.certificate.method in ("trace", "frank-wolfe")  # the wide path (the screen decided)
+    assert new.method == "greedy" and 0 < new.S.size and new.upper < 1.0
+    U, D = (np.asarray(X, np.float64) for X in params)  # the stored values, exactly
+    true = np.linalg.norm(D[:, new.S] @ U[new.S] + np.eye(128)) / np.sqrt(128)
+    assert true <= new.upper <= true * (1 + 1e-9)
