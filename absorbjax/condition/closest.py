@@ -115,18 +115,16 @@ def _searched(U, D, rule: Rule, dist: Distance, deadline: float) -> Distance:
     (:func:`attained`) is below ``dist.upper``; an exact or exhaustive ``S`` is kept as it is, and
     so is every ``S`` of a block with ``d > SEARCH_MAX_D`` (the rigorous bound forms several
     ``d × d`` float64 matrices). ``U, D``: balanced float64 (the Gram path) or as stored (the wide
-    path: float16/32/64 or bfloat16, often memory-mapped); the search runs in float32 or float64,
-    the found set's bound on its own units upcast to float64."""
+    path: float16/32/64 or bfloat16, often memory-mapped); the search reads them in chunks
+    (:mod:`~absorbjax.condition.search`), the found set's bound is taken on its units in float64."""
     if dist.method in ("exact", "exhaustive") or U.shape[1] > SEARCH_MAX_D:
         return dist
     n = U.shape[0]
     starts = [mask_of(dist.S, n)] + ([np.zeros(n, bool)] if dist.S.size else [])
-    # the search only guides: float32 arithmetic on narrower stored arrays (bfloat16 has no BLAS)
-    Us, Ds = (X if X.dtype in (np.float32, np.float64) else np.asarray(X, np.float32) for X in (U, D))
     found = []
     for k, m in enumerate(starts):  # each start gets an equal share of the time left
         now = time.perf_counter()
-        found.append(descend(Us, Ds, rule.Ac, m, deadline=now + (deadline - now) / (len(starts) - k)))
+        found.append(descend(U, D, rule.Ac, m, deadline=now + (deadline - now) / (len(starts) - k)))
     found = [r for r in found if r is not None]
     if not found:
         return dist

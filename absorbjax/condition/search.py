@@ -11,8 +11,10 @@ changes ``f`` by ``δ_i + δ_j + 2 s_i s_j G_ij``; the swaps are searched blockw
 (``SWAP_BLOCK × SWAP_BLOCK`` blocks of ``G``, ``O(SWAP_BLOCK² d)`` each), the most promising
 units (smallest ``δ``) first.
 
-The numbers here are float64 and only guide the search: the caller evaluates the set it returns
-rigorously (:func:`absorbjax.condition._arith.miss_bound`).
+The numbers here only guide the search (float64, or float32 for weights stored narrower): the
+caller evaluates the set it returns rigorously (:func:`absorbjax.condition._arith.miss_bound`). The
+weights may be the stored arrays (memory-mapped, bfloat16): every pass over the units reads them in
+chunks of ``CHUNK`` entries, upcast one chunk at a time, never a copy of a whole matrix.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import time
 
 import numpy as np
 
-__all__ = ["SWAP_BLOCK", "descend", "scores"]
+__all__ = ["CHUNK", "SWAP_BLOCK", "descend", "scores"]
 
 SWAP_BLOCK = 256  # units per side of one block of swaps
+CHUNK = 2**20  # entries of W_up (and of W_down) per chunk of a pass over all units (4 MiB in float32)
 _CHUNK_ENTRIES = 2**30  # multiply-adds per chunk of units in the O(n d²) pass of scores
 
 
@@ -36,6 +39,27 @@ def _scalar(A: np.ndarray) -> float | None:
     return None
 
 
+def _work(X) -> np.ndarray:
+    """``X`` (a slice of the weights) in a dtype NumPy computes with: float32/float64 as they are,
+    narrower ones (float16, bfloat16) upcast to float32."""
+    X = np.asarray(X)
+    return X if X.dtype in (np.float32, np.float64) else X.astype(np.float32)
+
+
+def _chunks(U, D):
+    """``(s, W_up[s,:], W_down[:,s])`` for consecutive chunks ``s`` of ``CHUNK // d`` units, upcast by :func:`_work`."""
+    n, d = U.shape
+    units = max(1, CHUNK // d)
+    for lo in range(0, n, units):
+        s = slice(lo, min(lo + units, n))
+        yield s, _work(U[s]), _work(D[:, s])
+
+
+def _per_unit(U, D, f) -> np.ndarray:
+    """``f(W_up[s,:], W_down[:,s])`` ``(|s|,)`` over the chunks, joined ``(n,)``."""
+    return np.concatenate([f(u, dd) for _, u, dd in _chunks(U, D)])
+
+
 def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray, np.ndarray, float] | None:
     """``(g, q, f)`` at the set ``m``: ``g_i = W_down[:,i]ᵀ R W_up[i,:]ᵀ`` ``(n,)``,
     ``q_i = ‖W_down[:,i]‖² ‖W_up[i,:]‖²`` ``(n,)`` and ``f = ‖R‖_F²``, for ``U = W_up (n, d)``,
@@ -44,17 +68,19 @@ def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray
     ``S``); else one ``O(n d²)`` pass in chunks of units. ``None`` when ``deadline``
     (``time.perf_counter()``) passes first."""
     n, d = U.shape
-    q = np.einsum("ki,ki->i", D, D) * np.einsum("ij,ij->i", U, U)
+    q = _per_unit(U, D, lambda u, dd: np.einsum("ki,ki->i", dd, dd) * np.einsum("ij,ij->i", u, u))
     alpha, S = _scalar(A), np.flatnonzero(m)
-    R = None if alpha is not None and 2 * S.size < d else A + D[:, m] @ U[m, :]
+    R = None if alpha is not None and 2 * S.size < d else A + _work(D[:, S]) @ _work(U[S, :])
     if R is None:
-        a = np.einsum("ki,ik->i", D, U)  # a_i = tr M_i
+        a = _per_unit(U, D, lambda u, dd: np.einsum("ki,ik->i", dd, u))  # a_i = tr M_i
         g = alpha * a
         for lo in range(0, S.size, SWAP_BLOCK):
             if time.perf_counter() > deadline:
                 return None
             J = S[lo : lo + SWAP_BLOCK]
-            g += ((D[:, J].T @ D) * (U[J] @ U.T)).sum(axis=0)  # Σ_{j∈J} G[j, :]
+            DJ, UJ = _work(D[:, J]), _work(U[J])
+            for s, u, dd in _chunks(U, D):
+                g[s] += ((DJ.T @ dd) * (UJ @ u.T)).sum(axis=0)  # Σ_{j∈J} G[j, s]
         # ‖αI + P‖² = α²d + 2α tr P + ‖P‖², ‖P‖² = Σ_{i∈S} (g_i − α a_i)
         return g, q, alpha * alpha * d + alpha * float(np.sum(a[S])) + float(np.sum(g[S]))
     g = np.empty(n)
@@ -63,13 +89,14 @@ def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray
         if time.perf_counter() > deadline:
             return None
         hi = min(lo + chunk, n)
-        g[lo:hi] = np.einsum("ki,ki->i", D[:, lo:hi], R @ U[lo:hi].T)
+        g[lo:hi] = np.einsum("ki,ki->i", _work(D[:, lo:hi]), R @ _work(U[lo:hi]).T)
     return g, q, float(np.vdot(R, R))
 
 
 def _column(U, D, j: int) -> np.ndarray:
     """``G[:, j] = (W_downᵀ W_down[:,j]) ⊙ (W_up W_up[j,:])`` ``(n,)``."""
-    return (D[:, j] @ D) * (U @ U[j])
+    dj, uj = _work(D[:, j]), _work(U[j])
+    return _per_unit(U, D, lambda u, dd: (dj @ dd) * (u @ uj))
 
 
 def _flip(U, D, m, g, j: int) -> None:
@@ -85,12 +112,12 @@ def _best_swap(U, D, m, delta, tol: float, deadline: float) -> tuple[int, int] |
     outside = outside[np.argsort(delta[outside], kind="stable")]
     for a in range(0, inside.size, SWAP_BLOCK):
         I = inside[a : a + SWAP_BLOCK]
-        DI, UI = D[:, I], U[I]
+        DI, UI = _work(D[:, I]), _work(U[I])
         for b in range(0, outside.size, SWAP_BLOCK):
             if time.perf_counter() > deadline:
                 return None
             J = outside[b : b + SWAP_BLOCK]
-            G = (DI.T @ D[:, J]) * (UI @ U[J].T)  # (|I|, |J|) block of the Gram matrix
+            G = (DI.T @ _work(D[:, J])) * (UI @ _work(U[J]).T)  # (|I|, |J|) block of the Gram matrix
             change = delta[I][:, None] + delta[J][None, :] - 2 * G  # s_i s_j = −1
             k = int(np.argmin(change))
             if change.flat[k] < -tol:
@@ -128,7 +155,8 @@ def descend(U, D, A, m0: np.ndarray, *, deadline: float, swaps: bool = True) -> 
         if pair is None:
             break
         i, j = pair
-        f += float(delta[i] + delta[j]) - 2 * float(np.dot(D[:, i], D[:, j]) * np.dot(U[i], U[j]))
+        dij = float(np.dot(_work(D[:, i]), _work(D[:, j])) * np.dot(_work(U[i]), _work(U[j])))
+        f += float(delta[i] + delta[j]) - 2 * dij
         _flip(U, D, m, g, i)
         _flip(U, D, m, g, j)
     return m, f
