@@ -204,9 +204,14 @@ def log_bounds(low: float, high: float) -> tuple[float, float]:
 
 
 class Static(NamedTuple):
-    """Everything the jitted draw function specialises on (hashable: it keys the compile cache)."""
+    """Everything the jitted draw function specialises on (hashable: it keys the compile cache).
 
-    activation: str
+    ``activation`` is the registry's :class:`~absorbjax.activations.Activation` itself, not its
+    name: the entry (its function included) keys the cache, so a name re-registered with
+    ``activations.register(..., overwrite=True)`` compiles anew, never reusing the old function.
+    """
+
+    activation: activations.Activation
     depth: int
     d: int
     n: int
@@ -244,6 +249,7 @@ class Setup(NamedTuple):
         cfg = self.cfg
         return {
             **{k: v for k, v in cfg._asdict().items() if k not in ("polish", "has_skip")},
+            "activation": cfg.activation.name,
             "polish": None if cfg.polish is None else cfg.polish._asdict(),
             "optimizer": self.optimizer_name,
             "skip": self.skip is not None,
@@ -287,21 +293,21 @@ def validate(
     if num < 1 or inputs.holdout < 1:
         raise ValueError(f"inputs.num and inputs.holdout must be positive, got {inputs}")
     cfg = Static(
-        act.name,
-        int(depth),
-        d,
-        n,
-        int(width),
-        int(restarts),
-        int(steps),
-        init_mode,
-        skip is not None,
-        linear,
-        int(num),
-        float(inputs.low),
-        float(inputs.high),
-        int(inputs.holdout),
-        polish,
+        activation=act,
+        depth=int(depth),
+        d=d,
+        n=n,
+        width=int(width),
+        restarts=int(restarts),
+        steps=int(steps),
+        init=init_mode,
+        has_skip=skip is not None,
+        linear=linear,
+        num=int(num),
+        low=float(inputs.low),
+        high=float(inputs.high),
+        holdout=int(inputs.holdout),
+        polish=polish,
     )
     name = "default" if optimizer is None else "custom"
     opt = default_optimizer(steps) if optimizer is None else optimizer

@@ -125,7 +125,7 @@ def _run(setup: _config.Setup, key: jax.Array, *, batch_size, chunk_size, mesh, 
         record=record,
         checkpoint=checkpoint,
         progress=progress,
-        desc=f"search {cfg.activation}",
+        desc=f"search {cfg.activation.name}",
     )
     config = {
         **record,
