@@ -42,3 +42,52 @@ def test_reregistered_activation_compiles_the_new_function():
         assert not np.allclose(first.best_loss, second.best_loss)
     finally:
         activations.unregister(name)
+
+
+def test_options_objects_and_their_shorthand_give_the_same_search():
+    """``solver=Solver(...)``/``run=Run(...)`` and the keyword shorthand are one path: equal results."""
+    W = models.sample("gelu", 2, 4, key=KEY, draws=2)
+    objects = fit.search(
+        W,
+        "gelu",
+        key=KEY,
+        solver=fit.Solver(restarts=2, steps=5, polish=fit.Polish(steps=4, screen=2, top=1)),
+        run=fit.Run(batch_size=1, progress=False),
+    )
+    shorthand = fit.search(
+        W,
+        "gelu",
+        key=KEY,
+        restarts=2,
+        steps=5,
+        polish=fit.Polish(steps=4, screen=2, top=1),
+        batch_size=1,
+        progress=False,
+    )
+    np.testing.assert_array_equal(objects.losses, shorthand.losses)
+    assert objects.config == shorthand.config and objects.config["restarts"] == 2
+    assert objects.config["batch_size"] == 1
+    # a shorthand field replaces that field of the object it belongs to, the others stay
+    mixed = fit.search(W, "gelu", key=KEY, solver=fit.Solver(restarts=3, steps=5, polish=False), restarts=2,
+                       run=fit.Run(batch_size=1), progress=False)  # fmt: skip
+    assert mixed.losses.shape == (2, 2) and mixed.config["steps"] == 5 and mixed.config["polish"] is None
+
+
+def test_options_are_keyword_built_frozen_and_checked():
+    with pytest.raises(TypeError):
+        fit.Solver(8)  # keyword only
+    with pytest.raises(TypeError):
+        fit.Run(None, None)
+    solver = fit.Solver(restarts=8)
+    with pytest.raises(AttributeError):
+        solver.restarts = 4  # frozen
+    W = models.sample("relu", 2, 4, key=KEY, draws=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'restart'.*fit.Solver: restarts"):
+        fit.search(W, "relu", key=KEY, restart=8)
+    with pytest.raises(TypeError, match="expand_search\\(\\) got an unexpected keyword argument 'width'"):
+        fit.expand_search(W, "relu", key=KEY, width=8)
+    with pytest.raises(ValueError, match="solver must be an absorbjax.fit.Solver"):
+        fit.search(W, "relu", key=KEY, solver={"restarts": 8})
+    with pytest.raises(ValueError, match="restarts must be a positive integer"):
+        fit.search(W, "relu", key=KEY, solver=fit.Solver(restarts=0))
+    assert "restarts" in fit.Solver.__doc__ and "checkpoint" in fit.Run.__doc__  # help() shows the fields

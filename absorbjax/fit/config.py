@@ -8,18 +8,24 @@ the per-draw arrays with a leading draws axis.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh
 
 from absorbjax import activations, models
 from absorbjax.models import GatedParams, MLPParams, Params
 
 __all__ = [
+    "Solver",
+    "Run",
+    "options",
     "INITS",
     "POLISH_METHODS",
     "Inputs",
@@ -168,6 +174,107 @@ class LineStep(NamedTuple):
     segments: tuple[int, int] = (128, 2048)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Solver:
+    """How :func:`absorbjax.fit.search` searches each draw (built by keyword).
+
+    Attributes:
+      restarts: independent initialisations per draw.
+      steps: first-phase optimiser steps (the default 200 is a short Adam warm-up; for small
+        candidates the Gauss–Newton polish does most of the work).
+      init: ``"random"`` (the honest search: Gaussian weights with variance ``1/fan_in``, every
+        other restart rescaled to the target's per-field Frobenius norm; nothing else about the
+        target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign flips,
+        widened with random units), or candidate params with leading ``(restarts, ...)`` or
+        ``(draws, restarts, ...)`` axes (``linear=True``: a :class:`Linear` of such params and
+        ``L``); non-finite entries make that restart fail, nothing else.
+      optimizer: first-phase ``optax.GradientTransformation`` (``None``:
+        :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
+      polish: ``True`` (the default :class:`Polish`: Gauss–Newton for candidates with at most
+        1024 parameters, else L-BFGS; 300 iterations, the first 40 on every restart, the rest on
+        the best 8), a :class:`Polish`, or ``False``.
+      tol: loss below which a draw counts as solved (``None``: 1e-20 in float64, 1e-10 in
+        float32); below :func:`min_tol` of the dtype it is an error, not a claim.
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> fit.Solver(restarts=8, polish=False)
+      Solver(restarts=8, steps=200, init='random', optimizer=None, polish=False, tol=None)
+    """
+
+    restarts: int = 32
+    steps: int = 200
+    init: str | Params | Linear = "random"
+    optimizer: optax.GradientTransformation | None = None
+    polish: bool | Polish = True
+    tol: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Run:
+    """How :func:`absorbjax.fit.search` executes: batching, devices, progress, checkpoints (built by
+    keyword). None of it changes a result beyond floating-point rounding.
+
+    Attributes:
+      batch_size: draws vmapped together per device in one jitted call (``None``: as many as fit
+        a fixed memory budget, at most ``draws``); memory stays bounded at any number of draws.
+        Results depend on it only through floating-point rounding.
+      chunk_size: draws per progress update and checkpoint file, a multiple of ``batch_size`` ×
+        devices (``None``: about 20 chunks). Results do not depend on it, nor on the number of
+        devices.
+      mesh: a ``jax.sharding.Mesh`` with a ``"draws"`` axis (``None``: all devices when there are
+        several). Multi-host: call ``jax.distributed.initialize()`` first; every process runs the
+        same call.
+      progress: show a tqdm bar advanced between chunks.
+      checkpoint: directory; finished chunks are written there atomically and a rerun with the
+        same arguments resumes from them (a directory from a different target, key or setting is
+        refused; a custom ``optimizer`` is recorded only as "custom", so keep it the same).
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> fit.Run(progress=False).batch_size is None
+      True
+    """
+
+    batch_size: int | None = None
+    chunk_size: int | None = None
+    mesh: Mesh | None = None
+    progress: bool = True
+    checkpoint: str | os.PathLike | None = None
+
+
+_SOLVER = tuple(f.name for f in dataclasses.fields(Solver))
+_RUN = tuple(f.name for f in dataclasses.fields(Run))
+
+
+def options(solver: Solver, run: Run, shorthand: dict, where: str = "search") -> tuple[Solver, Run]:
+    """``(solver, run)`` with the fields named in ``shorthand`` replaced: the one path from the
+    keyword shorthand (``search(..., restarts=8, progress=False)``) to the option objects.
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> s, r = fit.config.options(fit.Solver(), fit.Run(), {"restarts": 8, "progress": False})
+      >>> s.restarts, r.progress
+      (8, False)
+      >>> fit.config.options(fit.Solver(), fit.Run(), {"restart": 8})
+      Traceback (most recent call last):
+      TypeError: search() got an unexpected keyword argument 'restart' (the options are the fields of fit.Solver: restarts, steps, init, optimizer, polish, tol, and of fit.Run: batch_size, chunk_size, mesh, progress, checkpoint)
+    """
+    if not isinstance(solver, Solver):
+        raise ValueError(f"solver must be an absorbjax.fit.Solver, got {type(solver).__name__}")
+    if not isinstance(run, Run):
+        raise ValueError(f"run must be an absorbjax.fit.Run, got {type(run).__name__}")
+    unknown = [k for k in shorthand if k not in _SOLVER + _RUN]
+    if unknown:
+        raise TypeError(
+            f"{where}() got an unexpected keyword argument {unknown[0]!r} (the options are the fields of "
+            f"fit.Solver: {', '.join(_SOLVER)}, and of fit.Run: {', '.join(_RUN)})"
+        )
+    solver = dataclasses.replace(solver, **{k: v for k, v in shorthand.items() if k in _SOLVER})
+    run = dataclasses.replace(run, **{k: v for k, v in shorthand.items() if k in _RUN})
+    return solver, run
+
+
 @functools.lru_cache(maxsize=32)
 def default_optimizer(steps: int, learning_rate: float = 1e-2) -> optax.GradientTransformation:
     """Adam with a cosine decay from ``learning_rate`` to ``learning_rate / 100`` over ``steps``.
@@ -258,10 +365,9 @@ class Setup(NamedTuple):
         }
 
 
-def validate(
-    target, activation: str, *, skip, depth, width, restarts, steps, inputs, init, optimizer, polish, tol, linear=False
-) -> Setup:
+def validate(target, activation: str, *, skip, depth, width, linear, inputs, solver: Solver) -> Setup:
     """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
+    restarts, steps, init, optimizer, polish, tol = (getattr(solver, f) for f in _SOLVER)
     act, target, d, n, single = check_target(target, activation, depth)
     draws = target.down.shape[0]
     dtype = target.down.dtype
