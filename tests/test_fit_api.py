@@ -4,12 +4,14 @@ typed options (``fit.Solver``, ``fit.Run``) and their keyword shorthand, the res
 float64 is enabled by conftest.py (the ``x64`` marker).
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from absorbjax import activations, fit, models
+from absorbjax import activations, fit, io, models
 
 pytestmark = pytest.mark.x64
 
@@ -20,7 +22,7 @@ TINY = dict(restarts=2, steps=5, polish=False, progress=False)
 def _training_inputs(result, i):
     """Draw ``i``'s training inputs, as :func:`absorbjax.fit.draw.one_draw` samples them."""
     k_in = jax.random.split(jax.random.fold_in(KEY, i))[0]
-    xs, _ = fit.sample_inputs(fit.Inputs(result.config["num"]), 2, key=k_in, dtype=jnp.float64)
+    xs, _ = fit.sample_inputs(fit.Inputs(result.config.num), 2, key=k_in, dtype=jnp.float64)
     return xs
 
 
@@ -65,12 +67,12 @@ def test_options_objects_and_their_shorthand_give_the_same_search():
         progress=False,
     )
     np.testing.assert_array_equal(objects.losses, shorthand.losses)
-    assert objects.config == shorthand.config and objects.config["restarts"] == 2
-    assert objects.config["batch_size"] == 1
+    assert objects.config == shorthand.config and objects.config.restarts == 2
+    assert objects.config.batch_size == 1
     # a shorthand field replaces that field of the object it belongs to, the others stay
     mixed = fit.search(W, "gelu", key=KEY, solver=fit.Solver(restarts=3, steps=5, polish=False), restarts=2,
                        run=fit.Run(batch_size=1), progress=False)  # fmt: skip
-    assert mixed.losses.shape == (2, 2) and mixed.config["steps"] == 5 and mixed.config["polish"] is None
+    assert mixed.losses.shape == (2, 2) and mixed.config.steps == 5 and mixed.config.polish is None
 
 
 def test_options_are_keyword_built_frozen_and_checked():
@@ -91,3 +93,18 @@ def test_options_are_keyword_built_frozen_and_checked():
     with pytest.raises(ValueError, match="restarts must be a positive integer"):
         fit.search(W, "relu", key=KEY, solver=fit.Solver(restarts=0))
     assert "restarts" in fit.Solver.__doc__ and "checkpoint" in fit.Run.__doc__  # help() shows the fields
+
+
+def test_search_config_is_frozen_and_its_record_keeps_its_keys():
+    W = models.sample("gelu", 2, 4, key=KEY, draws=2)
+    r = fit.search(W, "gelu", key=KEY, **TINY)
+    assert isinstance(r.config, fit.SearchConfig)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.config.tol = 1.0
+    # the JSON record's keys, in the order records have always had them
+    keys = "activation depth d n width restarts steps init linear num low high holdout polish optimizer skip"
+    keys += " draws tol batch_size chunk_size devices dtype key jax"
+    assert list(r.config.to_dict()) == keys.split()
+    assert io.to_jsonable(r.config) == io.to_jsonable(r.config.to_dict())
+    assert r.config.to_dict()["polish"] is None and r.config.to_dict()["key"] == list(r.config.key)
+    assert "final_loss" not in r.to_dict() and "single" not in r.config.to_dict()

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from absorbjax.fit import config as _config, draw, drawmap
 from absorbjax.fit.config import Inputs, Run, Solver
 from absorbjax.fit.loss import decade_edges
-from absorbjax.fit.result import SearchResult, assemble
+from absorbjax.fit.result import SearchConfig, SearchResult, assemble, unbatch
 from absorbjax.models import Params
 
 __all__ = ["search"]
@@ -96,15 +96,15 @@ def _run(setup: _config.Setup, key: jax.Array, run: Run) -> SearchResult:
         progress=run.progress,
         desc=f"search {cfg.activation.name}",
     )
-    config = {
-        **record,
-        "batch_size": lay.batch_size,
-        "chunk_size": lay.chunk_size,
-        "devices": lay.devices,
-        "dtype": dtype.name,
-        "key": key_data.tolist(),
-        "jax": jax.__version__,
-    }
-    if setup.single:
-        config["single"] = True
-    return assemble(out, type(target), decade_edges(cfg.low, cfg.high), config)
+    config = SearchConfig(
+        **{**record, "polish": cfg.polish},
+        batch_size=lay.batch_size,
+        chunk_size=lay.chunk_size,
+        devices=lay.devices,
+        dtype=dtype.name,
+        key=tuple(key_data.tolist()),
+        jax=jax.__version__,
+        single=setup.single,
+    )
+    result = assemble(out, type(target), decade_edges(cfg.low, cfg.high), config)
+    return unbatch(result) if setup.single else result

@@ -63,7 +63,7 @@ from absorbjax.fit.config import Inputs, Linear, LineStep, Polish, Run, Solver, 
 from absorbjax.fit.convert import decided, fold_stack, layer_image, unstack
 from absorbjax.fit.driver import search
 from absorbjax.fit.merge import check_activation, stack_proposals
-from absorbjax.fit.result import SearchResult
+from absorbjax.fit.result import SearchResult, unbatch
 from absorbjax.models import MLPParams, skip_mlp, stack
 
 __all__ = ["expand_search", "second_layer_start", "LINES_SEED"]
@@ -111,10 +111,10 @@ def expand_search(
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
-      candidate, losses and profile replace the first search's; ``losses`` and ``failed`` gain one
-      column (the final block; ``inf`` where none was proposed), and ``config["expand"]`` records
-      the settings and how many draws were unsolved, proposed and improved (``"lines"``: by
-      the line step).
+      candidate, losses and profile replace the first search's; ``losses`` and ``failed`` stay the
+      first search's restarts, ``final_loss`` holds the final block's loss (``inf`` where none was
+      proposed), and ``config.expand`` records the settings and how many draws were unsolved,
+      proposed and improved (``"lines"``: by the line step).
 
     Examples:
       Absorbable ReLU blocks at ``n = 4d``, where the default search alone mostly fails:
@@ -124,7 +124,7 @@ def expand_search(
       >>> with jax.enable_x64(True):
       ...     W, _ = models.absorbable_sample("relu", 2, 8, key=jax.random.key(0), draws=2)
       ...     r = fit.expand.expand_search(W, "relu", key=jax.random.key(1), restarts=8, wide=fit.Wide(rounds=1))
-      >>> e = r.config["expand"]
+      >>> e = r.config.expand
       >>> e["unsolved"], e["improved"], r.solved().tolist()
       (2, 2, [True, True])
     """
@@ -135,12 +135,13 @@ def expand_search(
     common = dict(skip=skip, depth=depth, run=run)
     first = search(params, activation, key=key, inputs=inputs, solver=solver, **common)
     restarts, steps = solver.restarts, solver.steps
-    single = first.config.get("single", False)
+    single = first.config.single
+    first = first.batched()
     target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), params)
     record = {
         "factor": wide.factor,
         "wide_restarts": wide.restarts or restarts,
-        "wide_steps": (steps if first.config["depth"] == 1 else 5 * steps) if wide.steps is None else wide.steps,
+        "wide_steps": (steps if first.config.depth == 1 else 5 * steps) if wide.steps is None else wide.steps,
         "wide_polish": wide.polish._asdict(),
         "rounds": wide.rounds,
         "proposals_per_draw": wide.proposals,
@@ -158,7 +159,8 @@ def expand_search(
             "proposed": 0,
             "improved": 0,
         }
-    return _rounds(first, target, activation, key, record, solver, inputs, common)
+    result = _rounds(first, target, activation, key, record, solver, inputs, common)
+    return unbatch(result) if single else result
 
 
 def _rounds(
@@ -167,7 +169,7 @@ def _rounds(
     """The line step's and steps 1–5's rounds of :func:`expand_search` after its first search."""
     draws = first.best_loss.shape[0]
     wide = Polish(**record["wide_polish"]) if solver.polish is not False else False
-    columns = np.full((draws, 1), np.inf)
+    final_loss = np.full(draws, np.inf)
     result = first
     first_round = -record["lines"]["rounds"] if "lines" in record else 0
     for r in range(first_round, record["rounds"]):  # r < 0: the first layer's kink lines
@@ -182,17 +184,13 @@ def _rounds(
         final = _polish_absorbers(
             absorbers, jax.tree.map(lambda a: a[idx], target), activation, key, first, solver, inputs, common
         )
-        columns[idx, 0] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
+        final_loss[idx] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
         better = final.best_loss < result.best_loss[idx]
         result = _adopt(result, final, idx, better)
         for counts in [record] + ([record["lines"]] if r < 0 else []):
             counts["proposed"] += len(absorbers)
             counts["improved"] += int(better.sum())
-    return result._replace(
-        losses=np.concatenate([first.losses, columns], 1),
-        failed=np.concatenate([first.failed, np.zeros((draws, 1), bool)], 1),
-        config={**first.config, "expand": record},
-    )
+    return result._replace(final_loss=final_loss, config=dataclasses.replace(first.config, expand=record))
 
 
 def _round_proposals(
@@ -209,7 +207,7 @@ def _round_proposals(
 ) -> dict:
     """``{j: residual-free width-n block}`` for the unsolved draws ``sub`` in round ``r`` of
     :func:`expand_search`: the line step (``r < 0``) or steps 1–4 (``r ≥ 0``)."""
-    n, depth, num = first.config["n"], first.config["depth"], record["dense"] * first.config["num"]
+    n, depth, num = first.config.n, first.config.depth, record["dense"] * first.config.num
     if r < 0:
         rounds = record["lines"]["rounds"]
         base = jax.random.fold_in(key, LINES_SEED)

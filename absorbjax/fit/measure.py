@@ -100,4 +100,4 @@ def recall(params, activation: str, *, key, search: Callable[..., SearchResult] 
     t = time.perf_counter()
     result = search(params, activation, key=key, **search_kwargs)
     seconds = time.perf_counter() - t
-    return Recall(result.solved(), result.best_loss, result.holdout_loss, float(result.config["tol"]), seconds, result)
+    return Recall(result.solved(), result.best_loss, result.holdout_loss, float(result.config.tol), seconds, result)
