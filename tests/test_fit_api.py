@@ -5,6 +5,7 @@ float64 is enabled by conftest.py (the ``x64`` marker).
 """
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -108,3 +109,17 @@ def test_search_config_is_frozen_and_its_record_keeps_its_keys():
     assert io.to_jsonable(r.config) == io.to_jsonable(r.config.to_dict())
     assert r.config.to_dict()["polish"] is None and r.config.to_dict()["key"] == list(r.config.key)
     assert "final_loss" not in r.to_dict() and "single" not in r.config.to_dict()
+
+
+def test_init_and_polish_method_are_str_enums_with_unchanged_records():
+    W = models.sample("relu", 2, 4, key=KEY, draws=1)
+    r = fit.search(W, "relu", key=KEY, restarts=2, steps=5, polish=fit.Polish(method="lbfgs", steps=2, screen=1, top=1),
+                   progress=False)  # fmt: skip
+    assert r.config.init is fit.config.Init.RANDOM and r.config.polish.method is fit.config.PolishMethod.LBFGS
+    record = json.loads(json.dumps(io.to_jsonable(r.config)))
+    assert record["init"] == "random" and record["polish"]["method"] == "lbfgs"
+    assert type(record["init"]) is str
+    with pytest.raises(ValueError, match="polish.method must be one of"):
+        fit.Polish(method="lbgfs").resolve(10)
+    with pytest.raises(ValueError, match="init must be one of"):
+        fit.search(W, "relu", key=KEY, init="cold")

@@ -9,6 +9,7 @@ the per-draw arrays with a leading draws axis.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import os
 from typing import NamedTuple
@@ -23,6 +24,8 @@ from absorbjax import activations, models
 from absorbjax.models import GatedParams, MLPParams, Params
 
 __all__ = [
+    "Init",
+    "PolishMethod",
     "Solver",
     "Run",
     "options",
@@ -46,8 +49,28 @@ __all__ = [
     "check_init",
 ]
 
-INITS = ("random", "warm")
-POLISH_METHODS = ("auto", "lbfgs", "gauss_newton")
+
+class Init(enum.StrEnum):
+    """How a search's restarts start: :attr:`Solver.init` names ``"random"`` or ``"warm"``;
+    ``"given"`` is recorded when candidate params were passed. A ``str``: records hold the value.
+    """
+
+    RANDOM = "random"
+    WARM = "warm"
+    GIVEN = "given"
+
+
+class PolishMethod(enum.StrEnum):
+    """:attr:`Polish.method`: ``"auto"`` until :meth:`Polish.resolve` picks ``"lbfgs"`` or
+    ``"gauss_newton"``. A ``str``: records hold the value."""
+
+    AUTO = "auto"
+    LBFGS = "lbfgs"
+    GAUSS_NEWTON = "gauss_newton"
+
+
+INITS = (Init.RANDOM.value, Init.WARM.value)
+POLISH_METHODS = tuple(m.value for m in PolishMethod)
 
 
 class Inputs(NamedTuple):
@@ -109,12 +132,12 @@ class Polish(NamedTuple):
     Examples:
       >>> from absorbjax import fit
       >>> fit.Polish().resolve(params=64)[:2]
-      ('gauss_newton', 300)
-      >>> fit.Polish(steps=50).resolve(params=4096)[:2]
-      ('lbfgs', 50)
+      (<PolishMethod.GAUSS_NEWTON: 'gauss_newton'>, 300)
+      >>> fit.Polish(steps=50).resolve(params=4096).method == "lbfgs"
+      True
     """
 
-    method: str = "auto"
+    method: PolishMethod | str = "auto"
     steps: int | None = None
     screen: int = 40
     top: int = 8
@@ -126,9 +149,9 @@ class Polish(NamedTuple):
         """A copy with ``method`` and ``steps`` fixed for a candidate with ``params`` parameters."""
         if self.method not in POLISH_METHODS:
             raise ValueError(f"polish.method must be one of {POLISH_METHODS}, got {self.method!r}")
-        method = self.method
-        if method == "auto":
-            method = "gauss_newton" if params <= self.max_dense else "lbfgs"
+        method = PolishMethod(self.method)
+        if method == PolishMethod.AUTO:
+            method = PolishMethod.GAUSS_NEWTON if params <= self.max_dense else PolishMethod.LBFGS
         steps = self.steps if self.steps is not None else 300
         return self._replace(method=method, steps=int(steps))
 
@@ -325,7 +348,7 @@ class Static(NamedTuple):
     width: int
     restarts: int
     steps: int
-    init: str  # "random", "warm" or "given"
+    init: Init
     has_skip: bool
     linear: bool
     num: int
@@ -501,7 +524,7 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
     if isinstance(init, str):
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS} or candidate params, got {init!r}")
-        return init, None
+        return Init(init), None
     L = None
     if isinstance(init, Linear):
         if not linear:
@@ -523,7 +546,7 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
         )
     models.dims(given)
     if not linear:
-        return "given", given
+        return Init.GIVEN, given
     lcore = (d, d) if depth == 1 else (depth, d, d)
     lead = given.down.shape[:2]
     L = jnp.zeros(lead + lcore, given.down.dtype) if L is None else jnp.asarray(L, given.down.dtype)
@@ -533,4 +556,4 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
         raise ValueError(
             f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {L.shape}"
         )
-    return "given", Linear(given, L)
+    return Init.GIVEN, Linear(given, L)

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import io
-from absorbjax.fit.config import Polish
+from absorbjax.fit.config import Init, Polish
 from absorbjax.models import Params
 from absorbjax.results import Result
 
@@ -27,8 +27,8 @@ class SearchConfig:
     Attributes:
       activation: the activation's registered name.
       depth, d, n, width: ``L``, the input dimension, the target's and the candidate's width.
-      restarts, steps, init, linear: the solver's settings (``init``: ``"random"``, ``"warm"`` or
-        ``"given"``) and whether the candidate had a free linear term.
+      restarts, steps, init, linear: the solver's settings (``init`` an
+        :class:`~absorbjax.fit.config.Init`) and whether the candidate had a free linear term.
       num, low, high, holdout: the inputs (training inputs per draw, radius range, held-out
         inputs per decade).
       polish: the resolved :class:`~absorbjax.fit.Polish`, or ``None`` (no polish).
@@ -50,7 +50,7 @@ class SearchConfig:
     width: int
     restarts: int
     steps: int
-    init: str
+    init: Init
     linear: bool
     num: int
     low: float
