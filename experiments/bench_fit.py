@@ -66,7 +66,9 @@ def timed(fn, repeat: int = 1) -> float:
     return _bench.timed(fn, repeat)[0]
 
 
-def search_step_time(target, restarts: int, steps: tuple[int, int], batch_size: int | None) -> tuple[float, dict]:
+def search_step_time(
+    target, restarts: int, steps: tuple[int, int], batch_size: int | None
+) -> tuple[float, fit.SearchConfig]:
     """Seconds per first-phase step of one ``search`` call over all draws (difference of two
     step counts; each configuration compiled by a warm-up call first), and the search's config
     (``batch_size=None``: the search's default, recorded there)."""
