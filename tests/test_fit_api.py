@@ -35,8 +35,14 @@ def test_reregistered_activation_compiles_the_new_function():
     try:
         activations.register(name, lambda z: jnp.maximum(z, 0.0))
         first = fit.search(W, name, key=KEY, **TINY)
+        before = fit.drawmap.compiled.cache_info()
+        again = fit.search(W, name, key=KEY, **TINY)  # the same entry: the compiled step is reused
+        after = fit.drawmap.compiled.cache_info()
+        assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+        np.testing.assert_array_equal(again.losses, first.losses)
         activations.register(name, lambda z: jnp.tanh(z), overwrite=True)
         second = fit.search(W, name, key=KEY, **TINY)
+        assert fit.drawmap.compiled.cache_info().misses == after.misses + 1  # the new entry compiles anew
         for i in range(2):  # the reported loss is the new function's, recomputed outside the search
             V = jax.tree.map(lambda a: a[i], second.best_params)
             target = jax.tree.map(lambda a: a[i], W)
