@@ -129,3 +129,17 @@ def test_init_and_polish_method_are_str_enums_with_unchanged_records():
         fit.Polish(method="lbgfs").resolve(10)
     with pytest.raises(ValueError, match="init must be one of"):
         fit.search(W, "relu", key=KEY, init="cold")
+
+
+def test_expand_search_keeps_the_restarts_apart_from_the_final_block():
+    """``losses`` keeps the first search's restarts (``summary()`` counts them), the final block's
+    loss is ``final_loss``; one block without a draws axis gives fields without one."""
+    W, _ = models.absorbable("gelu", 2, 4, key=jax.random.key(5))
+    solver = fit.Solver(restarts=2, steps=5, polish=fit.Polish(steps=4, screen=2, top=1))
+    r = fit.expand_search(W, "gelu", key=KEY, solver=solver, wide=fit.Wide(factor=2, proposals=2, rounds=1))
+    first = fit.search(W, "gelu", key=KEY, solver=solver, progress=False)
+    assert r.losses.shape == r.failed.shape == (2,) and np.shape(r.final_loss) == () and r.config.single
+    np.testing.assert_array_equal(r.losses, first.losses)
+    assert "1 draws x 2 restarts" in r.summary() and "final block" in r.summary()
+    assert r.config.expand["unsolved"] >= r.config.expand["proposed"] >= r.config.expand["improved"]
+    assert "final_loss" in r.to_dict() and "final_loss" not in first.to_dict()

@@ -93,16 +93,16 @@ def expand_search(
       params: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
         axis for ``depth > 1``).
       activation: ``"relu"`` or ``"gelu"``.
+      key: base PRNG key; the first search and the final polish use it as :func:`search` does
+        (the same training and held-out inputs per draw), the wide search ``fold_in(key, 1)``,
+        the width-``n`` polish ``fold_in(key, 2)`` (in the first round; round ``r``: keys
+        ``fold_in(key, 1 + 2r)``, ``fold_in(key, 2 + 2r)``).
       skip, depth, inputs: the problem, as :func:`search` takes it.
       solver: the first search's :class:`~absorbjax.fit.Solver`; its ``restarts`` and ``steps``
         are the wide search's defaults (``wide``), its ``optimizer`` and ``tol`` every search's.
       run: every search's :class:`~absorbjax.fit.Run` (``progress`` is off by default here).
       shorthand: fields of ``Solver`` or ``Run`` by keyword, each replacing that field (as in
         :func:`search`).
-      key: base PRNG key; the first search and the final polish use it as :func:`search` does
-        (the same training and held-out inputs per draw), the wide search ``fold_in(key, 1)``,
-        the width-``n`` polish ``fold_in(key, 2)`` (in the first round; round ``r``: keys
-        ``fold_in(key, 1 + 2r)``, ``fold_in(key, 2 + 2r)``).
       wide: the wide rounds' settings (:class:`~absorbjax.fit.Wide`: width factor, restarts,
         steps, polish, proposals per draw, input density, rounds, the condition's ``rtol``).
       line_step: ReLU without ``skip`` only: the line step's settings
