@@ -66,7 +66,9 @@ def timed(fn, repeat: int = 1) -> float:
     return _bench.timed(fn, repeat)[0]
 
 
-def search_step_time(target, restarts: int, steps: tuple[int, int], batch_size: int | None) -> tuple[float, dict]:
+def search_step_time(
+    target, restarts: int, steps: tuple[int, int], batch_size: int | None
+) -> tuple[float, fit.SearchConfig]:
     """Seconds per first-phase step of one ``search`` call over all draws (difference of two
     step counts; each configuration compiled by a warm-up call first), and the search's config
     (``batch_size=None``: the search's default, recorded there)."""
@@ -174,7 +176,7 @@ def bench_vmap_vs_loop(quick: bool) -> dict:
     loop_draws = 2 if quick else 16
     target = f32(models.sample(ACT, d, n, key=jax.random.key(SEED), draws=draws))
     per_step, config = search_step_time(target, restarts, steps, batch_size=None)
-    default_batch, num = config["batch_size"], config["num"]  # the search's own defaults
+    default_batch, num = config.batch_size, config.num  # the search's own defaults
     vmapped = {default_batch: draws * restarts / per_step}
     if draws != default_batch and not quick:  # all draws in one batch
         vmapped[draws] = draws * restarts / search_step_time(target, restarts, steps, batch_size=draws)[0]
@@ -218,7 +220,7 @@ def bench_efficiency(quick: bool) -> dict:
     steps = (2, 6) if quick else (10, 40)
     target = f32(models.sample(ACT, d, n, key=jax.random.key(SEED), draws=draws))
     per_step, config = search_step_time(target, restarts, steps, batch_size=draws)
-    num = config["num"]
+    num = config.num
     # Matmul FLOPs of one Adam step of one restart: forward W_up x and W_down h (4nd per input),
     # backward dW_down, dh and dW_up (6nd per input). Elementwise work is not counted.
     flops = draws * restarts * num * 10 * n * d
@@ -415,7 +417,7 @@ def recall_by_size(
                 "seconds_per_draw": r.seconds / draws,
                 "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
                 "below_1e-12": r.below(1e-12),
-                "expand": r.result.config.get("expand"),
+                "expand": r.result.config.expand,
             }
             what = f"Gaussian: {row['below_1e-12']}/{draws} below 1e-12" if generic else "recall"
             print(

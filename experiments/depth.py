@@ -319,7 +319,7 @@ def calibration(cfg, key):
         "ladder_local": best[2 * draws + m :].reshape(shape),
         "generic": best[g],
         "generic_norm_ratio": ratio[g],
-        "tol": res.config["tol"],
+        "tol": res.config.tol,
     }
 
 

@@ -109,7 +109,7 @@ def run(config, out, seed):
                     "holdout_loss": found.holdout_loss,
                     "solved": found.solved,
                     "restarts": found.result.losses.shape[1],
-                    "steps": found.result.config.get("steps"),
+                    "steps": found.result.config.steps,
                 }
 
     acts, sizes = config["activations"], config["sizes"]

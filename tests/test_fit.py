@@ -106,7 +106,7 @@ def test_bad_arguments():
 def test_float32_runs_with_its_own_tolerance():
     W = jax.tree.map(lambda a: a.astype(jnp.float32), models.sample("gelu", 2, 4, key=KEY, draws=2))
     r = fit.search(W, "gelu", key=KEY, **SMALL)
-    assert r.config["dtype"] == "float32" and r.config["tol"] == 1e-10
+    assert r.config.dtype == "float32" and r.config.tol == 1e-10
     assert r.best_params.down.dtype == jnp.float32 and np.all(np.isfinite(r.best_loss))
 
 
@@ -123,7 +123,7 @@ def test_result_shapes_and_record(tmp_path, capsys):
     np.testing.assert_array_equal(r.best_loss, np.nanmin(r.losses, 1))
     for i in range(3):  # best_params really has best_loss on draw i's inputs
         xs, _ = fit.sample_inputs(
-            fit.Inputs(r.config["num"]), 2, key=jax.random.split(jax.random.fold_in(KEY, i))[0], dtype=jnp.float64
+            fit.Inputs(r.config.num), 2, key=jax.random.split(jax.random.fold_in(KEY, i))[0], dtype=jnp.float64
         )
         V, Wi = (jax.tree.map(lambda a: a[i], p) for p in (r.best_params, W))
         np.testing.assert_allclose(fit.relative_loss(V, Wi, "gelu", xs=xs), r.best_loss[i], rtol=1e-10)
@@ -133,7 +133,11 @@ def test_result_shapes_and_record(tmp_path, capsys):
     path = io.save_record(tmp_path / "r.json", name="fit", seed=0, config=r.config, results=r.to_dict())
     assert io.load_record(path)["results"]["best_params"]["type"] == "MLPParams"
     single = fit.search(jax.tree.map(lambda a: a[0], W), "gelu", key=KEY, **{**SMALL, "progress": True})
-    np.testing.assert_array_equal(single.losses[0], r.losses[0])
+    assert single.losses.shape == single.failed.shape == (4,) and np.shape(single.best_loss) == ()
+    assert single.best_params.up.shape == (4, 2) and single.profile.shape == (4,) and single.config.single
+    np.testing.assert_array_equal(single.losses, r.losses[0])
+    np.testing.assert_array_equal(single.batched().losses, r.losses[:1])
+    assert "1 draws x 4 restarts" in single.summary() and single.solved().shape == ()
     assert "search gelu" in capsys.readouterr().err  # the tqdm bar
 
 
@@ -160,7 +164,7 @@ def test_batch_step_is_traced_once_across_chunks(monkeypatch):
     monkeypatch.setattr(fit.drawmap, "compiled", lambda *a: steps.append(real(*a)) or steps[-1])
     W = models.sample("gelu", 2, 4, key=KEY, draws=7)
     r = fit.search(W, "gelu", key=KEY, chunk_size=2, **SMALL)
-    assert r.config["chunk_size"] == 2 and len(steps) == 1
+    assert r.config.chunk_size == 2 and len(steps) == 1
     assert steps[0]._cache_size() == 1
     fit.search(W, "gelu", key=jax.random.key(3), chunk_size=4, **SMALL)  # another key, same compile
     assert steps[1] is steps[0] and steps[0]._cache_size() == 1
@@ -180,7 +184,7 @@ key = jax.random.key(0)
 W = models.sample("gelu", 2, 4, key=key, draws=7)
 r = fit.search(W, "gelu", key=key, batch_size=2, restarts=4, steps=50,
                polish=fit.Polish(steps=20, screen=5, top=2), progress=False, checkpoint=out + ".ckpt")
-assert r.config["devices"] == 4 and r.config["chunk_size"] % 8 == 0
+assert r.config.devices == 4 and r.config.chunk_size % 8 == 0
 np.savez(out, losses=r.losses, profile=r.profile, up=np.asarray(r.best_params.up))
 """
 
@@ -364,7 +368,7 @@ def test_lbfgs_polish_and_custom_optimizer():
         polish=fit.Polish(method="lbfgs", steps=300, screen=0, top=2),
         progress=False,
     )
-    assert r.config["polish"]["method"] == "lbfgs" and r.config["optimizer"] == "custom"
+    assert r.config.polish.method == "lbfgs" and r.config.optimizer == "custom"
     # Both draws reach the absorber's basin; with these draws one stops at ~3e-12 after 300 steps.
     assert np.min(r.best_loss) < 1e-12 and np.all(r.best_loss < 1e-10)
 

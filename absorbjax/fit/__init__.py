@@ -17,6 +17,10 @@ almost every absorbable block at ``n = 2d`` but of few at ``n = 4d`` (``experime
 --sizes``), so a failed search proves nothing; :func:`absorbjax.condition.find_absorbing_set`
 decides.
 
+The problem (``skip``, ``depth``, ``width``, ``linear``, :class:`Inputs`) is passed as arguments;
+how each draw is searched as a :class:`Solver` and how the search executes as a :class:`Run`, both
+frozen and built by keyword (their fields also work as keyword shorthand: ``restarts=8``).
+
 One draw runs ``restarts`` independent initialisations through a first-order optax phase
 (Adam by default, ``steps`` steps in ``lax.scan``) and then a polish phase of fixed length
 (:class:`Polish`): Levenberg–Marquardt (Gauss–Newton) for small candidates, ``optax.lbfgs``
@@ -46,12 +50,12 @@ targets).
 """
 
 from absorbjax.fit import config, convert, draw, drawmap, driver, expand, lines, loss, measure, merge, result, solvers
-from absorbjax.fit.config import Inputs, Linear, LineStep, Polish, Wide, default_optimizer, min_tol
+from absorbjax.fit.config import Inputs, Linear, LineStep, Polish, Run, Solver, Wide, default_optimizer, min_tol
 from absorbjax.fit.driver import search
 from absorbjax.fit.expand import expand_search
 from absorbjax.fit.loss import decade_edges, relative_loss, sample_inputs
 from absorbjax.fit.measure import Recall, recall
-from absorbjax.fit.result import SearchResult
+from absorbjax.fit.result import SearchConfig, SearchResult
 
 # The curated surface; the other submodules (config, draw, drawmap, driver, loss, measure, result,
 # solvers) are the implementation and stay reachable as attributes, but out of `dir(fit)`.
@@ -59,6 +63,9 @@ __all__ = [
     "search",
     "expand_search",
     "SearchResult",
+    "SearchConfig",
+    "Solver",
+    "Run",
     "Inputs",
     "Linear",
     "Polish",

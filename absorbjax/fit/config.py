@@ -8,18 +8,27 @@ the per-draw arrays with a leading draws axis.
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
+import os
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh
 
 from absorbjax import activations, models
 from absorbjax.models import GatedParams, MLPParams, Params
 
 __all__ = [
+    "Init",
+    "PolishMethod",
+    "Solver",
+    "Run",
+    "options",
     "INITS",
     "POLISH_METHODS",
     "Inputs",
@@ -40,8 +49,28 @@ __all__ = [
     "check_init",
 ]
 
-INITS = ("random", "warm")
-POLISH_METHODS = ("auto", "lbfgs", "gauss_newton")
+
+class Init(enum.StrEnum):
+    """How a search's restarts start: :attr:`Solver.init` names ``"random"`` or ``"warm"``;
+    ``"given"`` is recorded when candidate params were passed. A ``str``: records hold the value.
+    """
+
+    RANDOM = "random"
+    WARM = "warm"
+    GIVEN = "given"
+
+
+class PolishMethod(enum.StrEnum):
+    """:attr:`Polish.method`: ``"auto"`` until :meth:`Polish.resolve` picks ``"lbfgs"`` or
+    ``"gauss_newton"``. A ``str``: records hold the value."""
+
+    AUTO = "auto"
+    LBFGS = "lbfgs"
+    GAUSS_NEWTON = "gauss_newton"
+
+
+INITS = (Init.RANDOM.value, Init.WARM.value)
+POLISH_METHODS = tuple(m.value for m in PolishMethod)
 
 
 class Inputs(NamedTuple):
@@ -103,12 +132,12 @@ class Polish(NamedTuple):
     Examples:
       >>> from absorbjax import fit
       >>> fit.Polish().resolve(params=64)[:2]
-      ('gauss_newton', 300)
-      >>> fit.Polish(steps=50).resolve(params=4096)[:2]
-      ('lbfgs', 50)
+      (<PolishMethod.GAUSS_NEWTON: 'gauss_newton'>, 300)
+      >>> fit.Polish(steps=50).resolve(params=4096).method == "lbfgs"
+      True
     """
 
-    method: str = "auto"
+    method: PolishMethod | str = "auto"
     steps: int | None = None
     screen: int = 40
     top: int = 8
@@ -120,9 +149,9 @@ class Polish(NamedTuple):
         """A copy with ``method`` and ``steps`` fixed for a candidate with ``params`` parameters."""
         if self.method not in POLISH_METHODS:
             raise ValueError(f"polish.method must be one of {POLISH_METHODS}, got {self.method!r}")
-        method = self.method
-        if method == "auto":
-            method = "gauss_newton" if params <= self.max_dense else "lbfgs"
+        method = PolishMethod(self.method)
+        if method == PolishMethod.AUTO:
+            method = PolishMethod.GAUSS_NEWTON if params <= self.max_dense else PolishMethod.LBFGS
         steps = self.steps if self.steps is not None else 300
         return self._replace(method=method, steps=int(steps))
 
@@ -168,6 +197,107 @@ class LineStep(NamedTuple):
     segments: tuple[int, int] = (128, 2048)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Solver:
+    """How :func:`absorbjax.fit.search` searches each draw (built by keyword).
+
+    Attributes:
+      restarts: independent initialisations per draw.
+      steps: first-phase optimiser steps (the default 200 is a short Adam warm-up; for small
+        candidates the Gauss–Newton polish does most of the work).
+      init: ``"random"`` (the honest search: Gaussian weights with variance ``1/fan_in``, every
+        other restart rescaled to the target's per-field Frobenius norm; nothing else about the
+        target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign flips,
+        widened with random units), or candidate params with leading ``(restarts, ...)`` or
+        ``(draws, restarts, ...)`` axes (``linear=True``: a :class:`Linear` of such params and
+        ``L``); non-finite entries make that restart fail, nothing else.
+      optimizer: first-phase ``optax.GradientTransformation`` (``None``:
+        :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
+      polish: ``True`` (the default :class:`Polish`: Gauss–Newton for candidates with at most
+        1024 parameters, else L-BFGS; 300 iterations, the first 40 on every restart, the rest on
+        the best 8), a :class:`Polish`, or ``False``.
+      tol: loss below which a draw counts as solved (``None``: 1e-20 in float64, 1e-10 in
+        float32); below :func:`min_tol` of the dtype it is an error, not a claim.
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> fit.Solver(restarts=8, polish=False)
+      Solver(restarts=8, steps=200, init='random', optimizer=None, polish=False, tol=None)
+    """
+
+    restarts: int = 32
+    steps: int = 200
+    init: str | Params | Linear = "random"
+    optimizer: optax.GradientTransformation | None = None
+    polish: bool | Polish = True
+    tol: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Run:
+    """How :func:`absorbjax.fit.search` executes: batching, devices, progress, checkpoints (built by
+    keyword). None of it changes a result beyond floating-point rounding.
+
+    Attributes:
+      batch_size: draws vmapped together per device in one jitted call (``None``: as many as fit
+        a fixed memory budget, at most ``draws``); memory stays bounded at any number of draws.
+        Results depend on it only through floating-point rounding.
+      chunk_size: draws per progress update and checkpoint file, a multiple of ``batch_size`` ×
+        devices (``None``: about 20 chunks). Results do not depend on it, nor on the number of
+        devices.
+      mesh: a ``jax.sharding.Mesh`` with a ``"draws"`` axis (``None``: all devices when there are
+        several). Multi-host: call ``jax.distributed.initialize()`` first; every process runs the
+        same call.
+      progress: show a tqdm bar advanced between chunks.
+      checkpoint: directory; finished chunks are written there atomically and a rerun with the
+        same arguments resumes from them (a directory from a different target, key or setting is
+        refused; a custom ``optimizer`` is recorded only as "custom", so keep it the same).
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> fit.Run(progress=False).batch_size is None
+      True
+    """
+
+    batch_size: int | None = None
+    chunk_size: int | None = None
+    mesh: Mesh | None = None
+    progress: bool = True
+    checkpoint: str | os.PathLike | None = None
+
+
+_SOLVER = tuple(f.name for f in dataclasses.fields(Solver))
+_RUN = tuple(f.name for f in dataclasses.fields(Run))
+
+
+def options(solver: Solver, run: Run, shorthand: dict, where: str = "search") -> tuple[Solver, Run]:
+    """``(solver, run)`` with the fields named in ``shorthand`` replaced: the one path from the
+    keyword shorthand (``search(..., restarts=8, progress=False)``) to the option objects.
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> s, r = fit.config.options(fit.Solver(), fit.Run(), {"restarts": 8, "progress": False})
+      >>> s.restarts, r.progress
+      (8, False)
+      >>> fit.config.options(fit.Solver(), fit.Run(), {"restart": 8})
+      Traceback (most recent call last):
+      TypeError: search() got an unexpected keyword argument 'restart' (the options are the fields of fit.Solver: restarts, steps, init, optimizer, polish, tol, and of fit.Run: batch_size, chunk_size, mesh, progress, checkpoint)
+    """
+    if not isinstance(solver, Solver):
+        raise ValueError(f"solver must be an absorbjax.fit.Solver, got {type(solver).__name__}")
+    if not isinstance(run, Run):
+        raise ValueError(f"run must be an absorbjax.fit.Run, got {type(run).__name__}")
+    unknown = [k for k in shorthand if k not in _SOLVER + _RUN]
+    if unknown:
+        raise TypeError(
+            f"{where}() got an unexpected keyword argument {unknown[0]!r} (the options are the fields of "
+            f"fit.Solver: {', '.join(_SOLVER)}, and of fit.Run: {', '.join(_RUN)})"
+        )
+    solver = dataclasses.replace(solver, **{k: v for k, v in shorthand.items() if k in _SOLVER})
+    run = dataclasses.replace(run, **{k: v for k, v in shorthand.items() if k in _RUN})
+    return solver, run
+
+
 @functools.lru_cache(maxsize=32)
 def default_optimizer(steps: int, learning_rate: float = 1e-2) -> optax.GradientTransformation:
     """Adam with a cosine decay from ``learning_rate`` to ``learning_rate / 100`` over ``steps``.
@@ -204,16 +334,21 @@ def log_bounds(low: float, high: float) -> tuple[float, float]:
 
 
 class Static(NamedTuple):
-    """Everything the jitted draw function specialises on (hashable: it keys the compile cache)."""
+    """Everything the jitted draw function specialises on (hashable: it keys the compile cache).
 
-    activation: str
+    ``activation`` is the registry's :class:`~absorbjax.activations.Activation` itself, not its
+    name: the entry (its function included) keys the cache, so a name re-registered with
+    ``activations.register(..., overwrite=True)`` compiles anew, never reusing the old function.
+    """
+
+    activation: activations.Activation
     depth: int
     d: int
     n: int
     width: int
     restarts: int
     steps: int
-    init: str  # "random", "warm" or "given"
+    init: Init
     has_skip: bool
     linear: bool
     num: int
@@ -244,6 +379,7 @@ class Setup(NamedTuple):
         cfg = self.cfg
         return {
             **{k: v for k, v in cfg._asdict().items() if k not in ("polish", "has_skip")},
+            "activation": cfg.activation.name,
             "polish": None if cfg.polish is None else cfg.polish._asdict(),
             "optimizer": self.optimizer_name,
             "skip": self.skip is not None,
@@ -252,10 +388,9 @@ class Setup(NamedTuple):
         }
 
 
-def validate(
-    target, activation: str, *, skip, depth, width, restarts, steps, inputs, init, optimizer, polish, tol, linear=False
-) -> Setup:
+def validate(target, activation: str, *, skip, depth, width, linear, inputs, solver: Solver) -> Setup:
     """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
+    restarts, steps, init, optimizer, polish, tol = (getattr(solver, f) for f in _SOLVER)
     act, target, d, n, single = check_target(target, activation, depth)
     draws = target.down.shape[0]
     dtype = target.down.dtype
@@ -287,21 +422,21 @@ def validate(
     if num < 1 or inputs.holdout < 1:
         raise ValueError(f"inputs.num and inputs.holdout must be positive, got {inputs}")
     cfg = Static(
-        act.name,
-        int(depth),
-        d,
-        n,
-        int(width),
-        int(restarts),
-        int(steps),
-        init_mode,
-        skip is not None,
-        linear,
-        int(num),
-        float(inputs.low),
-        float(inputs.high),
-        int(inputs.holdout),
-        polish,
+        activation=act,
+        depth=int(depth),
+        d=d,
+        n=n,
+        width=int(width),
+        restarts=int(restarts),
+        steps=int(steps),
+        init=init_mode,
+        has_skip=skip is not None,
+        linear=linear,
+        num=int(num),
+        low=float(inputs.low),
+        high=float(inputs.high),
+        holdout=int(inputs.holdout),
+        polish=polish,
     )
     name = "default" if optimizer is None else "custom"
     opt = default_optimizer(steps) if optimizer is None else optimizer
@@ -389,7 +524,7 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
     if isinstance(init, str):
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS} or candidate params, got {init!r}")
-        return init, None
+        return Init(init), None
     L = None
     if isinstance(init, Linear):
         if not linear:
@@ -411,7 +546,7 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
         )
     models.dims(given)
     if not linear:
-        return "given", given
+        return Init.GIVEN, given
     lcore = (d, d) if depth == 1 else (depth, d, d)
     lead = given.down.shape[:2]
     L = jnp.zeros(lead + lcore, given.down.dtype) if L is None else jnp.asarray(L, given.down.dtype)
@@ -421,4 +556,4 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
         raise ValueError(
             f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {L.shape}"
         )
-    return "given", Linear(given, L)
+    return Init.GIVEN, Linear(given, L)

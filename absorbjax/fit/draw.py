@@ -16,7 +16,7 @@ from jax import lax
 from optax.tree_utils import tree_norm
 
 from absorbjax.fit import solvers
-from absorbjax.fit.config import Inputs, Linear, Static
+from absorbjax.fit.config import Init, Inputs, Linear, PolishMethod, Static
 from absorbjax.fit.loss import candidate_fn, pointwise, residuals, sample_inputs, target_fn
 from absorbjax.models import Params
 
@@ -55,7 +55,7 @@ def init_restart(cfg: Static, kind: type, target: Params, key: jax.Array, r: jax
     z = jax.random.normal(key, (size + cfg.depth * cfg.n,), dtype)
     fresh = _random_params(z[:size], kind, cfg.d, cfg.width, cfg.depth)
     m, n = cfg.width, cfg.n
-    if cfg.init == "random":
+    if cfg.init == Init.RANDOM:
         fro = lambda a: jnp.sqrt(jnp.sum(jnp.square(a), (-2, -1), keepdims=True))
         scaled = kind(*(f * fro(t) * math.sqrt(m / n) / fro(f) for f, t in zip(fresh, target)))
         return jax.tree.map(lambda a, b: jnp.where(r % 2 == 1, a, b), scaled, fresh)
@@ -77,7 +77,7 @@ def _polish_some(cfg: Static, xs, ys, loss_fn, p, losses, ok, idx, iters):
     sel = jax.tree.map(lambda a: a[idx], p)
     v0 = jnp.where(ok[idx], losses[idx], jnp.inf)
     pol = cfg.polish._replace(steps=iters)
-    if pol.method == "gauss_newton":
+    if pol.method == PolishMethod.GAUSS_NEWTON:
         model = lambda q, x: candidate_fn(q, x, cfg.activation, cfg.depth)
         sel_p, sel_v = jax.vmap(lambda q, v: solvers.gauss_newton(pol, model, xs, ys, q, v))(sel, v0)
     else:
@@ -162,7 +162,7 @@ def bytes_per_draw(cfg: Static, fields: int, itemsize: int) -> int:
     P = fields * cfg.width * cfg.d * cfg.depth
     hidden = 8 * cfg.num * cfg.width * fields * cfg.depth  # activations kept for the backward pass
     work = hidden
-    if cfg.polish is not None and cfg.polish.method == "gauss_newton":
+    if cfg.polish is not None and cfg.polish.method == PolishMethod.GAUSS_NEWTON:
         work = max(work, 3 * cfg.num * cfg.d * P + 2 * P * P)  # J, its per-input pieces, JᵀJ
     elif cfg.polish is not None:
         work = max(work, hidden + 2 * cfg.polish.memory * P)

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
-import optax
-from jax.sharding import Mesh
 
 from absorbjax.fit import config as _config, draw, drawmap
-from absorbjax.fit.config import Inputs, Polish
+from absorbjax.fit.config import Inputs, Run, Solver
 from absorbjax.fit.loss import decade_edges
-from absorbjax.fit.result import SearchResult, assemble
+from absorbjax.fit.result import SearchConfig, SearchResult, assemble, unbatch
 from absorbjax.models import Params
 
 __all__ = ["search"]
@@ -27,26 +23,27 @@ def search(
     depth: int = 1,
     width: int | None = None,
     linear: bool = False,
-    restarts: int = 32,
-    steps: int = 200,
     inputs: Inputs = Inputs(),
-    init: str | Params = "random",
-    optimizer: optax.GradientTransformation | None = None,
-    polish: bool | Polish = True,
-    tol: float | None = None,
-    batch_size: int | None = None,
-    chunk_size: int | None = None,
-    mesh: Mesh | None = None,
-    progress: bool = True,
-    checkpoint: str | os.PathLike | None = None,
+    solver: Solver = Solver(),
+    run: Run = Run(),
+    **shorthand,
 ) -> SearchResult:
     """Search for residual-free blocks ``g_V`` that reproduce residual blocks ``f_W``.
+
+    The problem comes as arguments; how each draw is searched as a :class:`Solver` (restarts,
+    steps, init, optimizer, polish, tol) and how the search executes as a :class:`Run`
+    (batch_size, chunk_size, mesh, progress, checkpoint). Any of their fields may also be passed
+    by keyword as a shorthand that replaces that field: ``search(W, "relu", key=k, restarts=8,
+    progress=False)`` is ``search(W, "relu", key=k, solver=Solver(restarts=8),
+    run=Run(progress=False))`` (:func:`absorbjax.fit.config.options`; any other keyword is a
+    ``TypeError``).
 
     Args:
       params: residual block weights ``W`` (``MLPParams`` ``(W_up (n,d), W_down (d,n))`` or
         ``GatedParams``), optionally with a leading draws axis; for ``depth=L`` each field has
         an ``L`` axis after the draws axis (``models.stack`` layout).
-      activation: registered name (``σ``, or the gate ``g`` for gated blocks); static.
+      activation: registered name (``σ``, or the gate ``g`` for gated blocks); its registry entry
+        (function included) is what the compiled step specialises on.
       key: base PRNG key; draw ``i`` uses ``fold_in(key, i)``.
       skip: linear skip ``A`` ``(d, d)`` or ``(draws, d, d)`` (``None``: ``A = I``); depth 1 only.
       depth: number of layers ``L`` of both the residual stack and the candidate stack.
@@ -55,36 +52,10 @@ def search(
         :class:`Linear` candidate, ``L`` starting at 0) instead of a residual-free block: the
         class where every unit's orientation fits (:func:`absorbjax.fit.expand.expand_search`
         then decides the orientation exactly). ``best_linear`` holds ``L``.
-      restarts: independent initialisations per draw.
-      steps: first-phase optimiser steps (the default 200 is a short Adam warm-up; for small
-        candidates the Gauss–Newton polish does most of the work).
       inputs: an :class:`Inputs` (training and held-out inputs per draw).
-      init: ``"random"`` (the honest search: Gaussian weights with variance ``1/fan_in``, every
-        other restart rescaled to the target's per-field Frobenius norm; nothing else about the
-        target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign flips,
-        widened with random units), or candidate params with leading ``(restarts, ...)`` or
-        ``(draws, restarts, ...)`` axes (``linear=True``: a :class:`Linear` of such params and
-        ``L``); non-finite entries make that restart fail, nothing else.
-      optimizer: first-phase ``optax.GradientTransformation`` (default
-        :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
-      polish: ``True`` (the default :class:`Polish`: Gauss–Newton for candidates with at most
-        1024 parameters, else L-BFGS; 300 iterations, the first 40 on every restart, the rest on
-        the best 8), a :class:`Polish`, or ``False``.
-      tol: loss below which a draw counts as solved (default 1e-20 in float64, 1e-10 in
-        float32); below :func:`min_tol` of the dtype it is an error, not a claim.
-      batch_size: draws vmapped together per device in one jitted call (default: as many as
-        fit a fixed memory budget, at most ``draws``); memory stays bounded at any number of
-        draws. Results depend on it only through floating-point rounding.
-      chunk_size: draws per progress update and checkpoint file, a multiple of
-        ``batch_size`` × devices (default: about 20 chunks). Results do not depend on it,
-        nor on the number of devices.
-      mesh: a ``jax.sharding.Mesh`` with a ``"draws"`` axis (default: all devices when there are
-        several). Multi-host: call ``jax.distributed.initialize()`` first; every process runs
-        the same call.
-      progress: show a tqdm bar advanced between chunks.
-      checkpoint: directory; finished chunks are written there atomically and a rerun with the
-        same arguments resumes from them (a directory from a different target, key or setting
-        is refused; a custom ``optimizer`` is recorded only as "custom", so keep it the same).
+      solver: a :class:`Solver` (its fields are documented there).
+      run: a :class:`Run` (its fields are documented there).
+      shorthand: fields of :class:`Solver` or :class:`Run` by keyword, each replacing that field.
 
     Returns a :class:`SearchResult`. Thm 8 (ReLU) and Thm 10 (GELU) say when an exact absorber
     exists; Props 5 and 6 and Cor 11 when none does.
@@ -100,20 +71,18 @@ def search(
       >>> r.solved().tolist(), bool(r.best_loss.max() < 1e-20)
       ([True, True], True)
     """
-    options = dict(skip=skip, depth=depth, width=width, restarts=restarts, steps=steps, inputs=inputs, init=init)
-    setup = _config.validate(params, activation, optimizer=optimizer, polish=polish, tol=tol, linear=linear, **options)
-    return _run(
-        setup, key, batch_size=batch_size, chunk_size=chunk_size, mesh=mesh, checkpoint=checkpoint, progress=progress
-    )
+    solver, run = _config.options(solver, run, shorthand)
+    problem = dict(skip=skip, depth=depth, width=width, linear=linear, inputs=inputs)
+    return _run(_config.validate(params, activation, solver=solver, **problem), key, run)
 
 
-def _run(setup: _config.Setup, key: jax.Array, *, batch_size, chunk_size, mesh, checkpoint, progress) -> SearchResult:
+def _run(setup: _config.Setup, key: jax.Array, run: Run) -> SearchResult:
     """The validated search of :func:`search`: its draws mapped in batches, assembled."""
     cfg, target = setup.cfg, setup.target
     dtype = jnp.dtype(target.down.dtype)
     record = setup.record()
     per_draw = draw.bytes_per_draw(cfg, len(target._fields), dtype.itemsize)
-    lay = drawmap.layout(setup.draws, per_draw, batch_size=batch_size, chunk_size=chunk_size, mesh=mesh)
+    lay = drawmap.layout(setup.draws, per_draw, batch_size=run.batch_size, chunk_size=run.chunk_size, mesh=run.mesh)
     key_data, _ = drawmap.split_key(key)
     out = drawmap.map_draws(
         draw.one_draw,
@@ -123,19 +92,19 @@ def _run(setup: _config.Setup, key: jax.Array, *, batch_size, chunk_size, mesh, 
         draws=setup.draws,
         layout=lay,
         record=record,
-        checkpoint=checkpoint,
-        progress=progress,
-        desc=f"search {cfg.activation}",
+        checkpoint=run.checkpoint,
+        progress=run.progress,
+        desc=f"search {cfg.activation.name}",
     )
-    config = {
-        **record,
-        "batch_size": lay.batch_size,
-        "chunk_size": lay.chunk_size,
-        "devices": lay.devices,
-        "dtype": dtype.name,
-        "key": key_data.tolist(),
-        "jax": jax.__version__,
-    }
-    if setup.single:
-        config["single"] = True
-    return assemble(out, type(target), decade_edges(cfg.low, cfg.high), config)
+    config = SearchConfig(
+        **{**record, "polish": cfg.polish},
+        batch_size=lay.batch_size,
+        chunk_size=lay.chunk_size,
+        devices=lay.devices,
+        dtype=dtype.name,
+        key=tuple(key_data.tolist()),
+        jax=jax.__version__,
+        single=setup.single,
+    )
+    result = assemble(out, type(target), decade_edges(cfg.low, cfg.high), config)
+    return unbatch(result) if setup.single else result

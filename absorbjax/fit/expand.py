@@ -52,16 +52,18 @@ nothing, as a failed search does.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from absorbjax.fit import lines as _lines
-from absorbjax.fit.config import Inputs, Linear, LineStep, Polish, Wide
+from absorbjax.fit.config import Inputs, Linear, LineStep, Polish, Run, Solver, Wide, options
 from absorbjax.fit.convert import decided, fold_stack, layer_image, unstack
 from absorbjax.fit.driver import search
 from absorbjax.fit.merge import check_activation, stack_proposals
-from absorbjax.fit.result import SearchResult
+from absorbjax.fit.result import SearchResult, unbatch
 from absorbjax.models import MLPParams, skip_mlp, stack
 
 __all__ = ["expand_search", "second_layer_start", "LINES_SEED"]
@@ -74,14 +76,14 @@ def expand_search(
     activation: str,
     *,
     key: jax.Array,
+    skip: jax.Array | None = None,
+    depth: int = 1,
+    inputs: Inputs = Inputs(),
+    solver: Solver = Solver(),
+    run: Run = Run(progress=False),
     wide: Wide = Wide(),
     line_step: LineStep | None = LineStep(),
-    restarts: int = 32,
-    steps: int = 200,
-    polish: bool | Polish = True,
-    inputs: Inputs = Inputs(),
-    progress: bool = False,
-    **search_options,
+    **shorthand,
 ) -> SearchResult:
     """:func:`absorbjax.fit.search`, then expand–merge–decide–polish on the draws it leaves unsolved.
 
@@ -95,20 +97,24 @@ def expand_search(
         (the same training and held-out inputs per draw), the wide search ``fold_in(key, 1)``,
         the width-``n`` polish ``fold_in(key, 2)`` (in the first round; round ``r``: keys
         ``fold_in(key, 1 + 2r)``, ``fold_in(key, 2 + 2r)``).
+      skip, depth, inputs: the problem, as :func:`search` takes it.
+      solver: the first search's :class:`~absorbjax.fit.Solver`; its ``restarts`` and ``steps``
+        are the wide search's defaults (``wide``), its ``optimizer`` and ``tol`` every search's.
+      run: every search's :class:`~absorbjax.fit.Run` (``progress`` is off by default here).
+      shorthand: fields of ``Solver`` or ``Run`` by keyword, each replacing that field (as in
+        :func:`search`).
       wide: the wide rounds' settings (:class:`~absorbjax.fit.Wide`: width factor, restarts,
         steps, polish, proposals per draw, input density, rounds, the condition's ``rtol``).
       line_step: ReLU without ``skip`` only: the line step's settings
         (:class:`~absorbjax.fit.LineStep`; ``None``: no line step), run before the rounds (key
         ``fold_in(key, LINES_SEED)``, round ``i ≥ 1``: ``fold_in(fold_in(key, LINES_SEED), i)``).
-      restarts, steps, polish, inputs, progress, search_options: the first search's settings (as
-        :func:`search`; ``progress`` defaults to ``False`` here).
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
-      candidate, losses and profile replace the first search's; ``losses`` and ``failed`` gain one
-      column (the final block; ``inf`` where none was proposed), and ``config["expand"]`` records
-      the settings and how many draws were unsolved, proposed and improved (``"lines"``: by
-      the line step).
+      candidate, losses and profile replace the first search's; ``losses`` and ``failed`` stay the
+      first search's restarts, ``final_loss`` holds the final block's loss (``inf`` where none was
+      proposed), and ``config.expand`` records the settings and how many draws were unsolved,
+      proposed and improved (``"lines"``: by the line step).
 
     Examples:
       Absorbable ReLU blocks at ``n = 4d``, where the default search alone mostly fails:
@@ -118,21 +124,24 @@ def expand_search(
       >>> with jax.enable_x64(True):
       ...     W, _ = models.absorbable_sample("relu", 2, 8, key=jax.random.key(0), draws=2)
       ...     r = fit.expand.expand_search(W, "relu", key=jax.random.key(1), restarts=8, wide=fit.Wide(rounds=1))
-      >>> e = r.config["expand"]
+      >>> e = r.config.expand
       >>> e["unsolved"], e["improved"], r.solved().tolist()
       (2, 2, [True, True])
     """
     check_activation(activation)
     if not isinstance(wide, Wide) or not (line_step is None or isinstance(line_step, LineStep)):
         raise ValueError(f"wide must be a fit.Wide and line_step a fit.LineStep or None, got {wide!r}, {line_step!r}")
-    common = dict(progress=progress, **search_options)
-    first = search(params, activation, key=key, restarts=restarts, steps=steps, polish=polish, inputs=inputs, **common)
-    single = first.config.get("single", False)
+    solver, run = options(solver, run, shorthand, where="expand_search")
+    common = dict(skip=skip, depth=depth, run=run)
+    first = search(params, activation, key=key, inputs=inputs, solver=solver, **common)
+    restarts, steps = solver.restarts, solver.steps
+    single = first.config.single
+    first = first.batched()
     target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), params)
     record = {
         "factor": wide.factor,
         "wide_restarts": wide.restarts or restarts,
-        "wide_steps": (steps if first.config["depth"] == 1 else 5 * steps) if wide.steps is None else wide.steps,
+        "wide_steps": (steps if first.config.depth == 1 else 5 * steps) if wide.steps is None else wide.steps,
         "wide_polish": wide.polish._asdict(),
         "rounds": wide.rounds,
         "proposals_per_draw": wide.proposals,
@@ -142,7 +151,7 @@ def expand_search(
         "proposed": 0,
         "improved": 0,
     }
-    if line_step is not None and activation == "relu" and search_options.get("skip") is None:
+    if line_step is not None and activation == "relu" and skip is None:
         record["lines"] = {
             "restarts": line_step.restarts,
             "rounds": line_step.rounds,
@@ -150,16 +159,17 @@ def expand_search(
             "proposed": 0,
             "improved": 0,
         }
-    return _rounds(first, target, activation, key, record, polish, inputs, common)
+    result = _rounds(first, target, activation, key, record, solver, inputs, common)
+    return unbatch(result) if single else result
 
 
 def _rounds(
-    first: SearchResult, target: MLPParams, activation: str, key, record: dict, polish, inputs: Inputs, common: dict
+    first: SearchResult, target: MLPParams, activation: str, key, record: dict, solver: Solver, inputs: Inputs, common
 ) -> SearchResult:
     """The line step's and steps 1–5's rounds of :func:`expand_search` after its first search."""
     draws = first.best_loss.shape[0]
-    wide = Polish(**record["wide_polish"]) if polish is not False else False
-    columns = np.full((draws, 1), np.inf)
+    wide = Polish(**record["wide_polish"]) if solver.polish is not False else False
+    final_loss = np.full(draws, np.inf)
     result = first
     first_round = -record["lines"]["rounds"] if "lines" in record else 0
     for r in range(first_round, record["rounds"]):  # r < 0: the first layer's kink lines
@@ -167,24 +177,20 @@ def _rounds(
         if not todo.size:
             break
         sub = jax.tree.map(lambda a: a[todo], target)
-        absorbers = _round_proposals(r, sub, activation, key, first, record, wide, inputs, common)
+        absorbers = _round_proposals(r, sub, activation, key, first, record, wide, solver, inputs, common)
         if not absorbers:
             continue
         idx = todo[sorted(absorbers)]
         final = _polish_absorbers(
-            absorbers, jax.tree.map(lambda a: a[idx], target), activation, key, first, polish, inputs, common
+            absorbers, jax.tree.map(lambda a: a[idx], target), activation, key, first, solver, inputs, common
         )
-        columns[idx, 0] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
+        final_loss[idx] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
         better = final.best_loss < result.best_loss[idx]
         result = _adopt(result, final, idx, better)
         for counts in [record] + ([record["lines"]] if r < 0 else []):
             counts["proposed"] += len(absorbers)
             counts["improved"] += int(better.sum())
-    return result._replace(
-        losses=np.concatenate([first.losses, columns], 1),
-        failed=np.concatenate([first.failed, np.zeros((draws, 1), bool)], 1),
-        config={**first.config, "expand": record},
-    )
+    return result._replace(final_loss=final_loss, config=dataclasses.replace(first.config, expand=record))
 
 
 def _round_proposals(
@@ -195,12 +201,13 @@ def _round_proposals(
     first: SearchResult,
     record: dict,
     wide_polish,
+    solver: Solver,
     inputs: Inputs,
     common: dict,
 ) -> dict:
     """``{j: residual-free width-n block}`` for the unsolved draws ``sub`` in round ``r`` of
     :func:`expand_search`: the line step (``r < 0``) or steps 1–4 (``r ≥ 0``)."""
-    n, depth, num = first.config["n"], first.config["depth"], record["dense"] * first.config["num"]
+    n, depth, num = first.config.n, first.config.depth, record["dense"] * first.config.num
     if r < 0:
         rounds = record["lines"]["rounds"]
         base = jax.random.fold_in(key, LINES_SEED)
@@ -225,11 +232,18 @@ def _round_proposals(
         merge_tol=record["merge_tol"],
     )
     keys = jax.random.fold_in(key, 1 + 2 * r), jax.random.fold_in(key, 2 + 2 * r)
-    return _propose(sub, activation, keys, n, depth, first.best_params.down.dtype, wide, num, inputs, common)
+    return _propose(sub, activation, keys, n, depth, first.best_params.down.dtype, wide, num, solver, inputs, common)
 
 
 def _polish_absorbers(
-    absorbers: dict, targets: MLPParams, activation: str, key, first: SearchResult, polish, inputs: Inputs, common: dict
+    absorbers: dict,
+    targets: MLPParams,
+    activation: str,
+    key,
+    first: SearchResult,
+    solver: Solver,
+    inputs: Inputs,
+    common: dict,
 ) -> SearchResult:
     """Step 5: each proposed residual-free block polished against its target (``targets``, one per
     proposal, in the order of ``sorted(absorbers)``) on the first search's inputs."""
@@ -237,8 +251,9 @@ def _polish_absorbers(
     init = MLPParams(
         *(jnp.asarray(np.stack([absorbers[j][f] for j in sorted(absorbers)])[:, None], dtype) for f in range(2))
     )
-    pol = Polish(steps=100, screen=100, top=1) if polish is not False else False
-    return search(targets, activation, key=key, restarts=1, steps=0, init=init, polish=pol, inputs=inputs, **common)
+    pol = Polish(steps=100, screen=100, top=1) if solver.polish is not False else False
+    final = dataclasses.replace(solver, restarts=1, steps=0, init=init, polish=pol)
+    return search(targets, activation, key=key, inputs=inputs, solver=final, **common)
 
 
 def _adopt(result: SearchResult, final: SearchResult, idx: np.ndarray, better: np.ndarray) -> SearchResult:
@@ -264,6 +279,7 @@ def _propose(
     dtype,
     settings: Wide,
     num: int,
+    solver: Solver,
     inputs: Inputs,
     common: dict,
 ) -> dict:
@@ -278,10 +294,10 @@ def _propose(
         key=wide_key,
         width=settings.factor * n,
         linear=True,
-        restarts=settings.restarts,
-        steps=settings.steps,
-        polish=settings.polish,
         inputs=inputs._replace(num=num),
+        solver=dataclasses.replace(
+            solver, restarts=settings.restarts, steps=settings.steps, init="random", polish=settings.polish
+        ),
         **common,
     )
     draws = wide.best_loss.shape[0]
@@ -301,11 +317,10 @@ def _propose(
         activation,
         key=narrow_key,
         linear=True,
-        init=init,
-        restarts=count,
-        steps=0,
         inputs=inputs._replace(num=num),
-        polish=Polish(steps=400, screen=400, top=count),
+        solver=dataclasses.replace(
+            solver, restarts=count, steps=0, init=init, polish=Polish(steps=400, screen=400, top=count)
+        ),
         **common,
     )
     return decided(narrow.best_params, narrow.best_linear, depth, activation, merge_tol, inputs_seen)

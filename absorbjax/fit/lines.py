@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from absorbjax import activations
 from absorbjax.fit import drawmap, solvers
 from absorbjax.fit.config import Inputs, Linear, Polish, default_optimizer
 from absorbjax.fit.loss import candidate_fn, residual_weights, sample_inputs, target_fn
@@ -293,6 +294,7 @@ class _Setting(NamedTuple):
     polish: Polish
     residual_free_first: bool
     batch: int
+    relu: activations.Activation  # the registry's entry now: a re-registered "relu" compiles anew
 
 
 def fit_with_lines(
@@ -348,7 +350,7 @@ def fit_with_lines(
     size = depth * (2 * n * d + d * d)  # parameters P of one restart
     per_restart = lines.dtype.itemsize * (3 * inputs.num * d * size + 2 * size * size)  # J, JᵀJ
     batch = int(max(1, min(restarts, drawmap.memory_budget() // per_restart)))
-    setting = _Setting(depth, inputs, restarts, steps, polish, residual_free_first, batch)
+    setting = _Setting(depth, inputs, restarts, steps, polish, residual_free_first, batch, activations.get("relu"))
     row = lambda tree, j: None if tree is None else jax.tree.map(lambda a: a[j], tree)
     # One compiled program per setting, whatever the number of draws: calls and rounds share it.
     fits = [_fit_draw(key, j, row(params, j), lines[j], mask[j], row(starts, j), setting) for j in range(draws)]
@@ -358,7 +360,7 @@ def fit_with_lines(
 @functools.partial(jax.jit, static_argnums=6)
 def _fit_draw(key, j, W, fixed, on, start, setting: _Setting):
     """Draw ``j`` of :func:`fit_with_lines`: its inputs, restarts, both phases and its best ``polish.top``."""
-    depth, inputs, restarts, steps, polish, residual_free_first, batch = setting
+    depth, inputs, restarts, steps, polish, residual_free_first, batch, relu = setting
     n, d = fixed.shape
     lead = () if depth == 1 else (depth,)
     opt = default_optimizer(steps)
@@ -383,9 +385,9 @@ def _fit_draw(key, j, W, fixed, on, start, setting: _Setting):
 
     kx, kr = jax.random.split(jax.random.fold_in(key, j))
     xs, _ = sample_inputs(inputs, d, key=kx, dtype=fixed.dtype)
-    ys = jax.vmap(lambda x: target_fn(W, x, "relu", depth, None))(xs)
+    ys = jax.vmap(lambda x: target_fn(W, x, relu, depth, None))(xs)
     w = residual_weights(xs)
-    model = lambda p, x: candidate_fn(place(p), x, "relu", depth)
+    model = lambda p, x: candidate_fn(place(p), x, relu, depth)
     loss = lambda p: jnp.sum(jnp.square((ys - jax.vmap(lambda x: model(p, x))(xs)) * w))
     lm = lambda q, v0, it: solvers.gauss_newton(polish._replace(steps=it), model, xs, ys, q, v0)
 

@@ -81,7 +81,8 @@ def recall(params, activation: str, *, key, search: Callable[..., SearchResult] 
 
     Args:
       params: a population of blocks with a leading draws axis (as :func:`search` takes it).
-      activation, key, search_kwargs: passed to ``search`` (``progress`` defaults to off).
+      activation, key, search_kwargs: passed to ``search`` (``progress`` defaults to off unless a
+        ``run`` is given).
       search: the search measured: :func:`absorbjax.fit.search` or one with its signature and
         result, such as :func:`absorbjax.fit.expand.expand_search`.
 
@@ -94,8 +95,9 @@ def recall(params, activation: str, *, key, search: Callable[..., SearchResult] 
       >>> r.count, r.solved.size
       (2, 2)
     """
-    search_kwargs.setdefault("progress", False)
+    if "run" not in search_kwargs:
+        search_kwargs.setdefault("progress", False)
     t = time.perf_counter()
     result = search(params, activation, key=key, **search_kwargs)
     seconds = time.perf_counter() - t
-    return Recall(result.solved(), result.best_loss, result.holdout_loss, float(result.config["tol"]), seconds, result)
+    return Recall(result.solved(), result.best_loss, result.holdout_loss, float(result.config.tol), seconds, result)

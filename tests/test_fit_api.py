@@ -1,0 +1,145 @@
+"""Tests for absorbjax.fit's public API: the compile cache follows the activation registry, the
+typed options (``fit.Solver``, ``fit.Run``) and their keyword shorthand, the result's config.
+
+float64 is enabled by conftest.py (the ``x64`` marker).
+"""
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from absorbjax import activations, fit, io, models
+
+pytestmark = pytest.mark.x64
+
+KEY = jax.random.key(0)
+TINY = dict(restarts=2, steps=5, polish=False, progress=False)
+
+
+def _training_inputs(result, i):
+    """Draw ``i``'s training inputs, as :func:`absorbjax.fit.draw.one_draw` samples them."""
+    k_in = jax.random.split(jax.random.fold_in(KEY, i))[0]
+    xs, _ = fit.sample_inputs(fit.Inputs(result.config.num), 2, key=k_in, dtype=jnp.float64)
+    return xs
+
+
+def test_reregistered_activation_compiles_the_new_function():
+    """The compiled step is keyed on the activation entry, not its name: after
+    ``register(name, g, overwrite=True)`` a search with the same settings uses ``g``."""
+    name = "fit_api_test_act"
+    W = models.sample("relu", 2, 4, key=jax.random.key(3), draws=2)
+    try:
+        activations.register(name, lambda z: jnp.maximum(z, 0.0))
+        first = fit.search(W, name, key=KEY, **TINY)
+        before = fit.drawmap.compiled.cache_info()
+        again = fit.search(W, name, key=KEY, **TINY)  # the same entry: the compiled step is reused
+        after = fit.drawmap.compiled.cache_info()
+        assert (after.hits, after.misses) == (before.hits + 1, before.misses)
+        np.testing.assert_array_equal(again.losses, first.losses)
+        activations.register(name, lambda z: jnp.tanh(z), overwrite=True)
+        second = fit.search(W, name, key=KEY, **TINY)
+        assert fit.drawmap.compiled.cache_info().misses == after.misses + 1  # the new entry compiles anew
+        for i in range(2):  # the reported loss is the new function's, recomputed outside the search
+            V = jax.tree.map(lambda a: a[i], second.best_params)
+            target = jax.tree.map(lambda a: a[i], W)
+            want = float(fit.relative_loss(V, target, name, xs=_training_inputs(second, i)))
+            np.testing.assert_allclose(second.best_loss[i], want, rtol=1e-9)
+        assert not np.allclose(first.best_loss, second.best_loss)
+    finally:
+        activations.unregister(name)
+
+
+def test_options_objects_and_their_shorthand_give_the_same_search():
+    """``solver=Solver(...)``/``run=Run(...)`` and the keyword shorthand are one path: equal results."""
+    W = models.sample("gelu", 2, 4, key=KEY, draws=2)
+    objects = fit.search(
+        W,
+        "gelu",
+        key=KEY,
+        solver=fit.Solver(restarts=2, steps=5, polish=fit.Polish(steps=4, screen=2, top=1)),
+        run=fit.Run(batch_size=1, progress=False),
+    )
+    shorthand = fit.search(
+        W,
+        "gelu",
+        key=KEY,
+        restarts=2,
+        steps=5,
+        polish=fit.Polish(steps=4, screen=2, top=1),
+        batch_size=1,
+        progress=False,
+    )
+    np.testing.assert_array_equal(objects.losses, shorthand.losses)
+    assert objects.config == shorthand.config and objects.config.restarts == 2
+    assert objects.config.batch_size == 1
+    # a shorthand field replaces that field of the object it belongs to, the others stay
+    mixed = fit.search(W, "gelu", key=KEY, solver=fit.Solver(restarts=3, steps=5, polish=False), restarts=2,
+                       run=fit.Run(batch_size=1), progress=False)  # fmt: skip
+    assert mixed.losses.shape == (2, 2) and mixed.config.steps == 5 and mixed.config.polish is None
+
+
+def test_options_are_keyword_built_frozen_and_checked():
+    with pytest.raises(TypeError):
+        fit.Solver(8)  # keyword only
+    with pytest.raises(TypeError):
+        fit.Run(None, None)
+    solver = fit.Solver(restarts=8)
+    with pytest.raises(AttributeError):
+        solver.restarts = 4  # frozen
+    W = models.sample("relu", 2, 4, key=KEY, draws=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'restart'.*fit.Solver: restarts"):
+        fit.search(W, "relu", key=KEY, restart=8)
+    with pytest.raises(TypeError, match="expand_search\\(\\) got an unexpected keyword argument 'width'"):
+        fit.expand_search(W, "relu", key=KEY, width=8)
+    with pytest.raises(ValueError, match="solver must be an absorbjax.fit.Solver"):
+        fit.search(W, "relu", key=KEY, solver={"restarts": 8})
+    with pytest.raises(ValueError, match="restarts must be a positive integer"):
+        fit.search(W, "relu", key=KEY, solver=fit.Solver(restarts=0))
+    assert "restarts" in fit.Solver.__doc__ and "checkpoint" in fit.Run.__doc__  # help() shows the fields
+
+
+def test_search_config_is_frozen_and_its_record_keeps_its_keys():
+    W = models.sample("gelu", 2, 4, key=KEY, draws=2)
+    r = fit.search(W, "gelu", key=KEY, **TINY)
+    assert isinstance(r.config, fit.SearchConfig)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.config.tol = 1.0
+    # the JSON record's keys, in the order records have always had them
+    keys = "activation depth d n width restarts steps init linear num low high holdout polish optimizer skip"
+    keys += " draws tol batch_size chunk_size devices dtype key jax"
+    assert list(r.config.to_dict()) == keys.split()
+    assert io.to_jsonable(r.config) == io.to_jsonable(r.config.to_dict())
+    assert r.config.to_dict()["polish"] is None and r.config.to_dict()["key"] == list(r.config.key)
+    assert "final_loss" not in r.to_dict() and "single" not in r.config.to_dict()
+
+
+def test_init_and_polish_method_are_str_enums_with_unchanged_records():
+    W = models.sample("relu", 2, 4, key=KEY, draws=1)
+    r = fit.search(W, "relu", key=KEY, restarts=2, steps=5, polish=fit.Polish(method="lbfgs", steps=2, screen=1, top=1),
+                   progress=False)  # fmt: skip
+    assert r.config.init is fit.config.Init.RANDOM and r.config.polish.method is fit.config.PolishMethod.LBFGS
+    record = json.loads(json.dumps(io.to_jsonable(r.config)))
+    assert record["init"] == "random" and record["polish"]["method"] == "lbfgs"
+    assert type(record["init"]) is str
+    with pytest.raises(ValueError, match="polish.method must be one of"):
+        fit.Polish(method="lbgfs").resolve(10)
+    with pytest.raises(ValueError, match="init must be one of"):
+        fit.search(W, "relu", key=KEY, init="cold")
+
+
+def test_expand_search_keeps_the_restarts_apart_from_the_final_block():
+    """``losses`` keeps the first search's restarts (``summary()`` counts them), the final block's
+    loss is ``final_loss``; one block without a draws axis gives fields without one."""
+    W, _ = models.absorbable("gelu", 2, 4, key=jax.random.key(5))
+    solver = fit.Solver(restarts=2, steps=5, polish=fit.Polish(steps=4, screen=2, top=1))
+    r = fit.expand_search(W, "gelu", key=KEY, solver=solver, wide=fit.Wide(factor=2, proposals=2, rounds=1))
+    first = fit.search(W, "gelu", key=KEY, solver=solver, progress=False)
+    assert r.losses.shape == r.failed.shape == (2,) and np.shape(r.final_loss) == () and r.config.single
+    np.testing.assert_array_equal(r.losses, first.losses)
+    assert "1 draws x 2 restarts" in r.summary() and "final block" in r.summary()
+    assert r.config.expand["unsolved"] >= r.config.expand["proposed"] >= r.config.expand["improved"]
+    assert "final_loss" in r.to_dict() and "final_loss" not in first.to_dict()
