@@ -441,3 +441,16 @@ def test_every_public_decision_warns_on_a_narrow_block_unless_meant():
         warnings.simplefilter("error", models.NarrowBlockWarning)
         cert = condition.find_absorbing_set(models.MLPParams.from_flax(kernels.up, kernels.down), "relu")
     assert cert.status == "not_absorbable"
+
+
+def test_orthogonal_draws_follow_a_name_re_registered_from_ungated_to_gated():
+    """The orthogonal draw's program is keyed on the field count, not the activation's name: a name
+    re-registered as a gate gets three fields, never the two its first program made."""
+    try:
+        activations.register("swap_test", jax.nn.relu, odd_slope=1, kink=True, overwrite=True)
+        plain = models.init("swap_test", 3, 5, key=KEY, dist="orthogonal")
+        activations.register("swap_test", jax.nn.silu, gated=True, overwrite=True)
+        gated = models.init("swap_test", 3, 5, key=KEY, dist="orthogonal")
+    finally:
+        activations.unregister("swap_test")
+    assert isinstance(plain, models.MLPParams) and isinstance(gated, models.GatedParams)

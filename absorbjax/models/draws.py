@@ -102,7 +102,7 @@ def init(
     """
     law = _law(activation, d, n, dist=dist, dtype=dtype, depth=depth, bits=bits)
     if dist == "orthogonal":
-        return _orthogonal(key, d, n, law.activation, law.dtype, depth)
+        return _orthogonal(key, d, n, _field_count(law.activation), law.dtype, depth)
     return _draw(key[None], d, n, law)
 
 
@@ -142,12 +142,14 @@ def _field_count(activation: str) -> int:
 
 
 @functools.partial(jax.jit, static_argnums=range(1, 6))
-def _orthogonal(key, d, n, activation, dtype, depth):
-    """:func:`init` with ``dist="orthogonal"`` (not elementwise: one program per shape)."""
+def _orthogonal(key, d, n, fields, dtype, depth):
+    """:func:`init` with ``dist="orthogonal"`` (not elementwise: one program per shape); ``fields``:
+    3 gated, 2 not (the count, not the activation's name, is static: a name re-registered from
+    ungated to gated compiles anew)."""
     if depth is not None:
         keys = jax.vmap(lambda l: jax.random.fold_in(key, l))(jnp.arange(depth))
-        return jax.vmap(lambda k: _orthogonal(k, d, n, activation, dtype, None))(keys)
-    shapes = _fields(_field_count(activation), d, n)
+        return jax.vmap(lambda k: _orthogonal(k, d, n, fields, dtype, None))(keys)
+    shapes = _fields(fields, d, n)
     mats = []
     for k, s in zip(jax.random.split(key, len(shapes)), shapes):
         # QRs in turn, or two can deadlock XLA's CPU pool (research log, 2026-12-03 night): the key
@@ -227,7 +229,8 @@ def sample(activation: str, d: int, n: int, *, key: jax.Array, draws: int, start
     law = _law(activation, d, n, **options)
     keys = _keys(key, start, size_bucket(draws))
     if law.dist == "orthogonal":
-        out = jax.vmap(lambda k: _orthogonal(k, d, n, law.activation, law.dtype, law.depth))(keys)
+        fields = _field_count(law.activation)
+        out = jax.vmap(lambda k: _orthogonal(k, d, n, fields, law.dtype, law.depth))(keys)
         return jax.tree.map(lambda a: a[:draws], out)
     return _draw(keys, d, n, law, draws)
 
