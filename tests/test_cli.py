@@ -281,3 +281,20 @@ def test_max_bytes_bounds_this_command_only(tmp_path, capsys, monkeypatch):
     assert "ABSORBJAX_MAX_BYTES" not in os.environ and limits.max_bytes() == limits.DEFAULT_MAX_BYTES
     assert cli.main([*args, "--max-bytes", "1000"]) == 2 and "at least 1048576" in capsys.readouterr().err
     assert cli.main(args) == 0
+
+
+def test_max_bytes_bounds_the_decisions_own_memory(tmp_path, capsys, monkeypatch):
+    """A safetensors block is a memory map (not an allocation), but a block narrower than the
+    screen's reach is decided on float64 copies and ``n × n`` matrices: their bytes are checked
+    against the budget before the decision runs (one line), and decided under the default."""
+    from safetensors.numpy import save_file
+
+    monkeypatch.delenv("ABSORBJAX_MAX_BYTES", raising=False)
+    rng = np.random.default_rng(1)
+    path = tmp_path / "narrow.safetensors"
+    save_file({"fc1.weight": rng.normal(size=(256, 64)), "fc2.weight": rng.normal(size=(64, 256))}, str(path))
+    args = ["check", str(path), "--activation", "relu", "--layer", "0"]
+    assert cli.main([*args, "--max-bytes", str(1 << 20)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "deciding" in err[0] and "--max-bytes" in err[0], err
+    assert cli.main(args) == 0

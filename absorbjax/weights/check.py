@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from absorbjax.results import Verdict
+from absorbjax.weights import limits
 from absorbjax.weights.model import Block
 
 __all__ = ["BlockCheck", "check", "gaussian_like"]
@@ -95,9 +96,23 @@ def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
     return {"status": "undecided", "method": "theorem", "reason": act.result}
 
 
+def _working_bytes(block: Block) -> int:
+    """The decision's own memory beyond the stored block, checked against the budget before it runs:
+    below ``SCREEN_MIN_N`` units the Gram path always runs, with float64 copies of ``W_up`` and
+    ``W_down`` (``2·8·n·d`` bytes) and a few ``n × n`` float64 matrices (``4·8·n²``). Wider blocks
+    are read in blocks of units by the screen (memory maps are not allocations)."""
+    from absorbjax.condition import large
+
+    n, d = block.n, block.d
+    if n >= large.SCREEN_MIN_N:
+        return 0
+    return limits.array_bytes((16 * n * d + 32 * n * n,), 1, f"deciding {block.name[:80]} (n = {n}, d = {d})")
+
+
 def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
     from absorbjax import activations, condition
 
+    _working_bytes(block)
     bias = block.hidden_bias
     if distance:
         dist = condition.distance(
