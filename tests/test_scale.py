@@ -278,7 +278,7 @@ def test_large_certificate_statuses(screen_all):
 
     U, D = gaussian(11, 8, 32)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
-    assert (cert.status, cert.method, cert.within_rounding, cert.rank) == ("not_absorbable", "trace", "n/a", -1)
+    assert (cert.status, cert.method, cert.within_rounding, cert.relaxation) == ("not_absorbable", "trace", "n/a", None)
     assert "Thm 8" in cert.reason and cert.lower_bound > cert.threshold
     silu = condition.find_absorbing_set(models.MLPParams(U, D), "silu")
     assert silu.status == "not_absorbable" and silu.theorem == "Thm 8 via the ray limit"
@@ -334,7 +334,7 @@ def test_entry_points_screen_wide_blocks():
     d, n = 64, large.SCREEN_MIN_N
     U, D = gaussian(15, d, n)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
-    assert (cert.status, cert.method, cert.rank) == ("not_absorbable", "trace", -1)
+    assert (cert.status, cert.method, cert.relaxation) == ("not_absorbable", "trace", None)
     dist = condition.distance(models.MLPParams(U, D), search=False)  # the screen's own bounds
     assert dist.method == "frank-wolfe" and 0.8 < dist.lower <= dist.upper <= 1 + 1e-12
     searched = condition.distance(models.MLPParams(U, D))  # the search over S starts from them
