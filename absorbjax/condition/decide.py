@@ -320,7 +320,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, scales, ab
         undecided=undecided,
         threshold=scr.tau,
         failed=scr.failed,
-        hyper=("", False),
+        hyper=hyperplanes(U, inputs.bias, scr.failed, wide=True) if scr.status == "absent" else ("", False),
         units=units,
         loose=loose,
         found_by=f"; S found by the O(n d²) screen ({scr.method})",
