@@ -111,7 +111,7 @@ def test_perturbed_absorbable_is_not():
     down[:, S[0]] *= 1 + 1e-7  # a real solution remains (c = 1/(1 + 1e-7)), no 0/1 one
     cert = condition.find_absorbing_set(MLPParams(params.up, down))
     assert (cert.status, cert.method) == ("not_absorbable", "rounding") and cert.S is None
-    assert cert.radius < 0.5 and cert.residual > 1e-9  # round(c) = S is the only candidate
+    assert cert.relaxation.radius < 0.5 and cert.residual > 1e-9  # round(c) = S is the only candidate
     exhaustive = condition.find_absorbing_set(MLPParams(params.up, down), method="exhaustive")
     assert exhaustive.status == "not_absorbable"
     down = np.asarray(params.down).copy()
@@ -143,7 +143,7 @@ def test_gaussian_not_absorbable_agrees_with_exhaustive(d, n):
 def test_gaussian_wide_milp():
     p = gaussian(5, 2, 20)
     cert = condition.find_absorbing_set(p, method="milp")  # HiGHS's "infeasible", then enumeration
-    assert (cert.status, cert.method, cert.rank) == ("not_absorbable", "exhaustive", 4)
+    assert (cert.status, cert.method, cert.relaxation.rank) == ("not_absorbable", "exhaustive", 4)
     assert "none of the 2^20 subsets passes" in cert.reason and "HiGHS" in cert.reason
     cert = condition.find_absorbing_set(p)  # auto: the box relaxation already excludes it
     assert (cert.status, cert.method) == ("not_absorbable", "relaxation") and "[0,1]^20" in cert.reason
@@ -171,7 +171,7 @@ def test_find_absorbing_sets_matches_single_calls():
     assert len(many) == 50
     for k, cert in enumerate(many[:12]):
         one = condition.find_absorbing_set(draw(TERNARY, k))
-        assert (cert.status, cert.method, cert.rank) == (one.status, one.method, one.rank)
+        assert (cert.status, cert.method, cert.relaxation.rank) == (one.status, one.method, one.relaxation.rank)
     shared = condition.find_absorbing_sets(GAUSS, skip=2 * np.eye(4))
     assert [c.skip for c in shared] == ["matrix"] * 8
     for k, cert in enumerate(shared):
@@ -240,7 +240,7 @@ def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
 
 def test_relaxation_only_can_be_undecided():
     cert = condition.find_absorbing_set(absorbable(2, 12, 2)[0], method="relaxation")
-    assert cert.status == "undecided" and cert.rank == 4
+    assert cert.status == "undecided" and cert.relaxation.rank == 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ def test_parallel_rows_and_zero_columns_are_degenerate():
     up, down = p.up.copy(), p.down.copy()
     up[1] = -2.0 * up[0]
     cert = condition.find_absorbing_set(MLPParams(up, p.down))
-    assert cert.status == "degenerate" and cert.min_row_sin < 1e-7
+    assert cert.status == "degenerate" and cert.relaxation.min_row_sin < 1e-7
     assert any("parallel" in f and "(0, 1)" in f for f in cert.failed)
     down[:, 2] = 0.0
     cert = condition.find_absorbing_set(MLPParams(p.up, down))

@@ -278,7 +278,7 @@ def test_large_certificate_statuses(screen_all):
 
     U, D = gaussian(11, 8, 32)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
-    assert (cert.status, cert.method, cert.within_rounding, cert.rank) == ("not_absorbable", "trace", "n/a", -1)
+    assert (cert.status, cert.method, cert.within_rounding, cert.relaxation) == ("not_absorbable", "trace", "n/a", None)
     assert "Thm 8" in cert.reason and cert.lower_bound > cert.threshold
     silu = condition.find_absorbing_set(models.MLPParams(U, D), "silu")
     assert silu.status == "not_absorbable" and silu.theorem == "Thm 8 via the ray limit"
@@ -334,7 +334,7 @@ def test_entry_points_screen_wide_blocks():
     d, n = 64, large.SCREEN_MIN_N
     U, D = gaussian(15, d, n)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
-    assert (cert.status, cert.method, cert.rank) == ("not_absorbable", "trace", -1)
+    assert (cert.status, cert.method, cert.relaxation) == ("not_absorbable", "trace", None)
     dist = condition.distance(models.MLPParams(U, D), search=False)  # the screen's own bounds
     assert dist.method == "frank-wolfe" and 0.8 < dist.lower <= dist.upper <= 1 + 1e-12
     searched = condition.distance(models.MLPParams(U, D))  # the search over S starts from them
@@ -342,6 +342,27 @@ def test_entry_points_screen_wide_blocks():
     Up, Dp, _, S = planted(16, d, n)
     cert = condition.find_absorbing_set(models.MLPParams(Up, Dp))
     assert cert.status == "absorbable" and cert.S.tolist() == S.tolist()
+
+
+def test_wide_path_decides_parallel_rows_with_distinct_biases():
+    """n = SCREEN_MIN_N: parallel rows whose kink hyperplanes w·x + b = 0 differ (pairwise
+    non-proportional (w_i, b_i), checked blockwise) are decided by the kink theorem for relu and
+    leaky_relu, as on the Gram path; the same hyperplane, or gelu (no kink), stays degenerate."""
+    from absorbjax import activations, condition, models
+
+    d, n = 64, large.SCREEN_MIN_N
+    U, D = gaussian(17, d, n)
+    U[5], U[1700], U[9] = 2.0 * U[3], -0.5 * U[3], 2.0**-40 * U[8]  # rows at 3, 5, 1700 on one line
+    b = np.random.default_rng(17).normal(size=n)
+    p = models.MLPParams(U.astype(np.float32), D.astype(np.float32))
+    for name in ("relu", "leaky_relu"):
+        cert = condition.find_absorbing_set(p, name, bias=b)
+        assert (cert.status, cert.theorem, cert.relaxation) == ("not_absorbable", activations.KINK_THEOREM, None)
+        assert "(3, 5)" in cert.reason and "distinct kink hyperplanes" in cert.reason
+    assert condition.find_absorbing_set(p, "gelu", bias=b).status == "degenerate"
+    b[1700] = -0.5 * b[3]  # (w, b) at 1700 proportional to (w, b) at 3: one hyperplane
+    cert = condition.find_absorbing_set(p, "relu", bias=b)
+    assert (cert.status, cert.relaxation) == ("degenerate", None)
 
 
 def test_benchmark_case_and_table():

@@ -13,7 +13,7 @@ from absorbjax import activations
 from absorbjax.io import to_jsonable
 from absorbjax.results import Result, Verdict
 
-__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "Status", "few", "fmt"]
+__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "RelaxationEvidence", "Status", "few", "fmt"]
 
 
 class Status(enum.StrEnum):
@@ -38,6 +38,29 @@ def fmt(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
+@dataclasses.dataclass(frozen=True)
+class RelaxationEvidence:
+    """What the Gram relaxation computed (``cert.relaxation``; ``None`` when the ``O(n d²)`` screen
+    of wide blocks decided, which forms neither ``G`` nor ``W_up W_upᵀ``).
+
+    Attributes:
+      rank: numerical rank of ``G = (W_downᵀ W_down) ⊙ (W_up W_upᵀ)`` (``n`` when Cholesky with
+        Rump's shift proves it positive definite, else the number of eigenvalues above
+        ``τ = 4·max(n,d)·eps·‖G‖_∞``, which only steers).
+      residual: ``ρ = ‖Σ c_i M_i + A‖_F`` at the least-squares real ``c``.
+      dist01: ``‖c − round(c)‖_∞``, the real solution's distance from ``{0,1}^n``.
+      radius: ``δ``: every accepted ``m`` has ``‖m − c‖_2 ≤ δ`` (``None`` without a proved
+        ``λ_min(G) > 0``).
+      min_row_sin: smallest ``|sin|`` of the angle between two nonzero rows of ``W_up``.
+    """
+
+    rank: int
+    residual: float
+    dist01: float
+    radius: float | None
+    min_row_sin: float | None
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Certificate(Verdict):
     """The answer of :func:`find_absorbing_set` and the numbers that justify it.
@@ -54,15 +77,13 @@ class Certificate(Verdict):
       rtol: the slack of rule (★); ``threshold``: the Frobenius bound on every accepted set's miss.
       residual: ``‖W_down[:,S] W_up[S,:] + A‖_max`` of ``S``, or of the only candidate that the
         rounding step checked; ``None`` when no single candidate was checked.
-      relaxation_residual: ``ρ = ‖Σ c_i M_i + A‖_F`` at the least-squares real ``c``.
       lower_bound: certified ``‖Σ m_i M_i + A‖_F ≥ lower_bound`` for every ``m ∈ {0,1}^n``.
-      rank: numerical rank of ``G`` (``n`` when Cholesky certifies it positive definite, else
-        the number of eigenvalues above ``τ = 4·max(n,d)·eps·‖G‖_∞``).
-      dist01: ``‖c − round(c)‖_∞``, the real solution's distance from ``{0,1}^n``.
-      radius: ``δ``: every accepted ``m`` has ``‖m − c‖_2 ≤ δ`` (full rank only, else ``None``).
       nondegenerate: whether the hypotheses of Thm 8/10 hold (decided exactly on stored values).
       failed: the hypotheses that fail, in words.
-      min_row_sin: smallest ``|sin|`` of the angle between two nonzero rows of ``W_up``.
+      relaxation: the Gram relaxation's evidence (:class:`RelaxationEvidence`: rank of ``G``,
+        ``ρ``, ``‖c − round(c)‖_∞``, ``δ``, the smallest sine between rows), or ``None`` when the
+        ``O(n d²)`` screen of wide blocks decided (``n ≥ 2048``; it computes none of them, and a
+        certificate holds no placeholder values).
       skip: ``"identity"`` or ``"matrix"`` (Lemma 4 form, condition ``= −A``).
       stored_dtype: dtype of the given weights (the check itself runs in float64).
       within_rounding: ``"yes"``, ``"no"``, ``"undecided"`` or ``"n/a"``: whether rule (★) passes
@@ -91,14 +112,10 @@ class Certificate(Verdict):
     rtol: float
     threshold: float
     residual: float | None
-    relaxation_residual: float
     lower_bound: float
-    rank: int
-    dist01: float
-    radius: float | None
     nondegenerate: bool
     failed: tuple[str, ...]
-    min_row_sin: float | None
+    relaxation: RelaxationEvidence | None
     skip: str
     stored_dtype: str
     within_rounding: str = "n/a"
@@ -143,15 +160,23 @@ class Certificate(Verdict):
             )
         elif self.residual is not None:
             lines.append(f"  candidate round(c): miss {fmt(self.residual)}, outside rule (★)")
-        lines.append(
-            f"  relaxation: rank G = {self.rank} of n = {self.n}, ρ = {fmt(self.relaxation_residual)}, "
+        bound = (
             f"every S misses by >= {fmt(self.lower_bound)} (Frobenius; an accepted S misses by <= "
-            f"{fmt(self.threshold)}), ‖c − round(c)‖_∞ = {fmt(self.dist01)}, δ = {fmt(self.radius)}"
+            f"{fmt(self.threshold)})"
         )
+        rel = self.relaxation
+        if rel is None:
+            lines.append(f"  O(n d²) screen: {bound}")
+        else:
+            lines.append(
+                f"  relaxation: rank G = {rel.rank} of n = {self.n}, ρ = {fmt(rel.residual)}, {bound}, "
+                f"‖c − round(c)‖_∞ = {fmt(rel.dist01)}, δ = {fmt(rel.radius)}"
+            )
         hyp = "hold" if self.nondegenerate else "fail: " + "; ".join(self.failed)
+        sin = "" if rel is None else f"; min |sin| between rows {fmt(rel.min_row_sin)}"
         lines.append(
             f"  hypotheses of Thm 8/10 (d >= 2, rows of W_up nonzero and pairwise non-parallel, "
-            f"columns of W_down nonzero) {hyp}; min |sin| between rows {fmt(self.min_row_sin)}"
+            f"columns of W_down nonzero) {hyp}{sin}"
         )
         if self.activation is not None:
             lines.append(f"  activation {self.activation}: {activations.get(self.activation).result}")
@@ -174,6 +199,13 @@ class Certificate(Verdict):
         return "\n".join(lines)
 
     __str__ = summary
+
+    def to_dict(self) -> dict:
+        """Every field, JSON-ready; ``relaxation`` as a dict of its fields, or ``None``."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.relaxation is not None:
+            out["relaxation"] = dataclasses.asdict(self.relaxation)
+        return to_jsonable(out)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

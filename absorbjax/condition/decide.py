@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from collections.abc import Callable
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -14,13 +15,13 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition import large, scale, stored
 from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
-from absorbjax.condition.certificate import METHODS, Certificate, Status, few, fmt
+from absorbjax.condition.certificate import METHODS, Certificate, RelaxationEvidence, Status, few, fmt
 from absorbjax.condition.inputs import (
     Rule,
     absolute_rounding,
-    check_activation,
     check_rtol,
     check_skip_rtol,
+    decidable_activation,
     float_weights,
     hypotheses,
     skip_matrix,
@@ -29,7 +30,7 @@ from absorbjax.condition.inputs import (
     storage_rtol_pair,
 )
 from absorbjax.condition.integer import EXHAUSTIVE_MAX_N, exhaustive, milp
-from absorbjax.condition.relax import box_lower, relax
+from absorbjax.condition.relax import Relaxation, box_lower, relax
 from absorbjax.condition.verdict import absence, found_theorem, hyperplanes
 from absorbjax.models import MLPParams, check_layout
 
@@ -168,40 +169,41 @@ class _Rounding(NamedTuple):
     reason: str
 
 
-def _rounding(U, D, rule: Rule, rel, out, inputs, *, method, time_limit, timings, absolute) -> _Rounding:
-    """Storage rounding, per array; ``absolute``: some stored entry is zero or subnormal in its
-    dtype (absolute rounding, which the rule does not cover)."""
-    dt_up, dt_down = inputs.dtypes
-    extra = storage_rtol_pair(dt_up, dt_down)
-    if extra == 0:
-        return _Rounding("n/a", None, None, "float64 or integer storage")
-    loose_rtol = rule.rtol + extra
-    if out.found is not None:
-        return _Rounding("yes", loose_rtol, np.flatnonzero(out.found), "the set S passes already")
-    t = time.perf_counter()
-    loose = _search(U, D, rule.loose(loose_rtol), rel, method=method, time_limit=time_limit, target=inputs.target)
-    timings["storage"] = time.perf_counter() - t
-    if loose.found is not None:
-        found = f"S passes with rtol {fmt(loose_rtol)} (found by {loose.method})"
-        return _Rounding("yes", loose_rtol, np.flatnonzero(loose.found), found)
-    if loose.undecided:
-        return _Rounding("undecided", loose_rtol, None, loose.why)
-    if absolute:
-        return _Rounding(
-            "undecided",
-            loose_rtol,
-            None,
-            (
-                "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
-                "where rounding is absolute (not covered by the relative rule)"
-            ),
-        )
-    return _Rounding("no", loose_rtol, None, f"{loose.why} [{loose.method}]")
+class _Decision(NamedTuple):
+    """What a strategy concludes, the one form :func:`_certificate` reads: the Gram relaxation and
+    search (:func:`_gram`) or the ``O(n d²)`` screen of wide blocks (:func:`_screened`).
+
+    ``S``: the sorted indices of a set that rule (★) accepts, or ``None``; ``method``; ``why``: the
+    proof of absence, or why there is none (``""`` when found); ``lower``: certified lower bound on
+    ``‖Σ m_i M_i + A‖_F`` over ``m ∈ {0,1}^n``; ``residual``: ``‖miss‖_max`` of the one candidate
+    checked (the found set's), if any; ``undecided``: no set and no proof of absence;
+    ``threshold``: the Frobenius bound on every accepted set's miss; ``failed``: the hypotheses
+    that fail; ``hyper``: :func:`verdict.hyperplanes`; ``units(S)``: ``(W_up[S,:], W_down[:,S])``
+    balanced in float64 and the stored ``W_down[:,S]`` in float64 (``O(|S| d)``: all a found set
+    needs); ``loose(rtol)``: the storage-rounding answer with the looser ``rtol`` when no set
+    passes; ``found_by``: what a found set's reason adds; ``relaxation``: the strategy's own
+    evidence (``None`` for the screen); ``timings``: seconds per phase."""
+
+    S: np.ndarray | None
+    method: str
+    why: str
+    lower: float
+    residual: float | None
+    undecided: bool
+    threshold: float
+    failed: tuple
+    hyper: tuple[str, bool]
+    units: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+    loose: Callable[[float], _Rounding]
+    found_by: str
+    relaxation: RelaxationEvidence | None
+    timings: dict
 
 
 def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None):
     """The decision on ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)``; returns
-    ``(Certificate, Relaxation)``. The weights are balanced first (exact, :func:`_arith.balance`).
+    ``(Certificate, Relaxation)`` (``Relaxation`` ``None`` when the screen decided). The weights are
+    balanced first (exact, :func:`_arith.balance`).
 
     ``U, D`` are float64, or (from :func:`read_block`, ``n ≥ large.SCREEN_MIN_N``) the stored arrays
     in their own dtype, often memory-mapped: the wide screen reads them in blocks of units, balanced
@@ -209,18 +211,27 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     _check_method(method, time_limit)
     t0 = time.perf_counter()
     n = U.shape[0]
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
     rtol = check_rtol(rtol)
     skip_rtol = check_skip_rtol(skip_rtol)
     absolute = _absolute(U, D, inputs.dtypes)
     rule = Rule.of(A, rtol, ONE if inputs.slope is None else inputs.slope)  # c·W_down[:,S] W_up[S,:] = −A
+    timings: dict[str, float] = {}
     if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
+        t = time.perf_counter()
         scales = stored.balance_scales(U, D)
         scr = large.wide_screen(U, D, rule, scales=scales)
         if scr is not None:
-            cert = _wide(U, D, rule, scr, inputs, skip_rtol=skip_rtol, absolute=absolute, t0=t0, scales=scales)
-            return cert, None
+            res = _screened(U, D, rule, scr, inputs, scales=scales, absolute=absolute)
+            return _certificate(res, rule, inputs, shape=U.shape, skip_rtol=skip_rtol, t0=t0), None
+        timings["screen"] = time.perf_counter() - t
+    res, rel = _gram(U, D, rule, inputs, method=method, time_limit=time_limit, absolute=absolute, timings=timings)
+    return _certificate(res, rule, inputs, shape=U.shape, skip_rtol=skip_rtol, t0=t0), rel
+
+
+def _gram(U, D, rule: Rule, inputs: Inputs, *, method, time_limit, absolute, timings) -> tuple[_Decision, Relaxation]:
+    """The Gram strategy: float64 copies of ``U, D``, balanced; the hypotheses with ``W_up W_upᵀ``;
+    the relaxations (:func:`relax`) and the search (:func:`_search`). ``O(n² d + n³)``."""
+    t = time.perf_counter()
     U0, D0 = _float64(U), _float64(D)
     U, D = balance(U0, D0)
     UUt = U @ U.T
@@ -233,46 +244,147 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     timings["hypotheses"] = time.perf_counter() - t
     rel = relax(U, D, rule.Ac, UUt, timings)
     threshold = rule.threshold(U, D)
-    radius = rel.radius(threshold)
     t = time.perf_counter()
     out = _search(U, D, rule, rel, method=method, time_limit=time_limit, target=inputs.target)
     timings["search"] = time.perf_counter() - t
-    loose = dict(method=method, time_limit=time_limit, timings=timings, absolute=absolute)
-    rounding = _rounding(U, D, rule, rel, out, inputs, **loose)  # the search again, with storage rounding's rtol
+
+    def loose(rtol: float) -> _Rounding:  # the search again, with storage rounding's rtol
+        t = time.perf_counter()
+        again = _search(U, D, rule.loose(rtol), rel, method=method, time_limit=time_limit, target=inputs.target)
+        timings["storage"] = time.perf_counter() - t
+        if again.found is not None:
+            found = f"S passes with rtol {fmt(rtol)} (found by {again.method})"
+            return _Rounding("yes", rtol, np.flatnonzero(again.found), found)
+        if again.undecided:
+            return _Rounding("undecided", rtol, None, again.why)
+        if absolute:
+            why = (
+                "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
+                "where rounding is absolute (not covered by the relative rule)"
+            )
+            return _Rounding("undecided", rtol, None, why)
+        return _Rounding("no", rtol, None, f"{again.why} [{again.method}]")
+
+    evidence = RelaxationEvidence(
+        rank=rel.rank,
+        residual=rel.rho,
+        dist01=float(np.max(np.abs(rel.c - np.clip(np.round(rel.c), 0, 1)), initial=0.0)),
+        radius=rel.radius(threshold),
+        min_row_sin=min_sin,
+    )
+    res = _Decision(
+        S=None if out.found is None else np.flatnonzero(out.found),
+        method=out.method,
+        why=out.why,
+        lower=out.lower,
+        residual=out.residual,
+        undecided=out.undecided,
+        threshold=threshold,
+        failed=failed,
+        hyper=hyperplanes(U0, inputs.bias, failed) if out.found is None else ("", False),
+        units=lambda S: (U[S], D[:, S], D0[:, S]),
+        loose=loose,
+        found_by="",
+        relaxation=evidence,
+        timings=timings,
+    )
+    return res, rel
+
+
+def _screened(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, scales, absolute) -> _Decision:
+    """The screen's strategy: :func:`large.wide_screen`'s answer in the one form. ``U, D`` as
+    stored (never copied whole); a found set's units are read balanced (``scales``)."""
+    n, d = U.shape
+    unchecked = [f for f in scr.failed if getattr(f, "kind", "") == "unchecked"]
+    why, undecided = scr.reason, scr.status != "absent"
+    if scr.status == "absent" and unchecked:
+        why, undecided = f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}", True
+    elif scr.status == "undecided":
+        why = f"{scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation"
+
+    def units(S):  # the units of S, balanced, and the stored W_down[:,S] for the output bias
+        return *stored.units(U, D, scales.balance, S), stored.as_float64(D[:, S])
+
+    def loose(rtol: float) -> _Rounding:  # the screen's bound against the looser tolerance
+        tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, rtol, scales=scales.total) + (n + 2) * d * ETA)
+        if scr.lower > tau_r and not absolute:
+            return _Rounding("no", rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]")
+        return _Rounding("undecided", rtol, None, "the screen's bound does not reach the looser tolerance")
+
+    return _Decision(
+        S=None if scr.status != "found" else np.sort(np.asarray(scr.S)),
+        method=scr.method,
+        why=why,
+        lower=scr.lower,
+        residual=None if scr.check is None else scr.check.miss_max,
+        undecided=undecided,
+        threshold=scr.tau,
+        failed=scr.failed,
+        hyper=hyperplanes(U, inputs.bias, scr.failed, wide=True) if scr.status == "absent" else ("", False),
+        units=units,
+        loose=loose,
+        found_by=f"; S found by the O(n d²) screen ({scr.method})",
+        relaxation=None,
+        timings=dict(scr.timings),
+    )
+
+
+def _certificate(res: _Decision, rule: Rule, inputs: Inputs, *, shape, skip_rtol, t0) -> Certificate:
+    """The one place a :class:`Certificate` is built, from either strategy: a found set is judged by
+    rule (E) (:func:`_promise`), "no S" by :func:`absence`; then the storage-rounding answer."""
+    n, d = shape
     S, theorem, bound, exact, offset = None, None, None, None, None
-    if out.found is not None:
-        S = np.flatnonzero(out.found)
-        status, why, bound, exact, offset = _promise(U, D, rule, out.found, skip_rtol, inputs, D0)
-        theorem = found_theorem(status, inputs, narrow=n < U.shape[1])
-        if status != Status.ABSORBABLE:
-            S = None
+    if res.S is not None:
+        status, why, bound, exact, offset = _promise(*res.units(res.S), res.S, rule, skip_rtol, inputs)
+        why += res.found_by
+        theorem = found_theorem(status, inputs, narrow=n < d)
+        if status == Status.ABSORBABLE:
+            S = res.S
     else:
-        hyper = hyperplanes(U0, inputs.bias, failed)
-        status, why, theorem = absence(out, failed, inputs, hyper, narrow=n < U.shape[1])
+        status, why, theorem = absence(res, res.failed, inputs, res.hyper, narrow=n < d)
+    extra = storage_rtol_pair(*inputs.dtypes)
+    if extra == 0:
+        rounding = _Rounding("n/a", None, None, "float64 or integer storage")
+    elif res.S is not None:  # rule (★) with a looser rtol passes the same set
+        rounding = _Rounding("yes", rule.rtol + extra, res.S, "the set S passes already")
+    else:
+        rounding = res.loose(rule.rtol + extra)
     if S is None and rounding.within == "yes":
         why += (
             f"; but within {'/'.join(map(str, inputs.dtypes))} storage rounding (rtol "
             f"{fmt(rounding.rtol)}) the set {few(rounding.S)} passes: see within_rounding"
         )
-    residual = out.residual  # the one candidate checked, or the found set's ‖M_S‖_max
     return Certificate(
         status=Status(status).value,
         S=S,
-        method=out.method,
+        method=res.method,
         reason=why,
-        threshold=threshold,
-        residual=residual,
-        relaxation_residual=rel.rho,
-        lower_bound=out.lower,
-        rank=rel.rank,
-        dist01=float(np.max(np.abs(rel.c - np.clip(np.round(rel.c), 0, 1)), initial=0.0)),
-        radius=radius,
-        nondegenerate=not failed,
-        failed=failed,
-        min_row_sin=min_sin,
-        **_context(U, inputs, rounding, (theorem, bound, exact, offset), rtol=rtol, skip_rtol=skip_rtol, t0=t0),
-        timings=timings,
-    ), rel
+        d=d,
+        n=n,
+        rtol=rule.rtol,
+        threshold=res.threshold,
+        residual=res.residual,
+        lower_bound=res.lower,
+        nondegenerate=not res.failed,
+        failed=res.failed,
+        relaxation=res.relaxation,
+        skip=inputs.skip_kind,
+        stored_dtype="/".join(dict.fromkeys(map(str, inputs.dtypes))),
+        within_rounding=rounding.within,
+        rounding_rtol=rounding.rtol,
+        rounding_S=rounding.S,
+        rounding_reason=rounding.reason,
+        biased=inputs.bias is not None,
+        activation=inputs.activation,
+        theorem=theorem,
+        assumes=inputs.assumes,
+        miss_bound=bound,
+        miss_exact=exact,
+        offset_bound=offset,
+        skip_rtol=skip_rtol,
+        seconds=time.perf_counter() - t0,
+        timings=res.timings,
+    )
 
 
 def _absolute(U, D, dtypes, block: int = stored.BLOCK) -> bool:
@@ -289,110 +401,24 @@ def _float64(X) -> np.ndarray:
     return X if isinstance(X, np.ndarray) and X.dtype == np.float64 else stored.as_float64(X)
 
 
-def _wide(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, skip_rtol, absolute, t0, scales) -> Certificate:
-    """The certificate from the ``O(n d²)`` screen (:mod:`~absorbjax.condition.large`), by the same
-    rules as the Gram path: a found set is judged by rule (E), "no S" by :func:`absence`. The Gram
-    relaxation's fields that were not computed are ``rank = -1``, ``nan`` or ``None``. ``U, D`` as
-    stored; the found set's units are read balanced (``scales``), the stored ``W_down[:,S]`` for the
-    output bias."""
-    n, d = U.shape
-    S, theorem, bound, exact, offset = None, None, None, None, None
-    unchecked = [f for f in scr.failed if getattr(f, "kind", "") == "unchecked"]
-    if scr.status == "found":
-        found = np.sort(np.asarray(scr.S))
-        u, dd = stored.units(U, D, scales.balance, found)  # the units of S, balanced: all that S needs
-        sub = inputs._replace(bias=None if inputs.bias is None else inputs.bias[found])
-        promise = _promise(u, dd, rule, np.ones(found.size, bool), skip_rtol, sub, stored.as_float64(D[:, found]))
-        status, why, bound, exact, offset = promise
-        why += f"; S found by the O(n d²) screen ({scr.method})"
-        theorem = found_theorem(status, inputs, narrow=n < d)
-        if status == Status.ABSORBABLE:
-            S = scr.S
-    elif scr.status == "absent" and unchecked:
-        status, why = Status.UNDECIDED, f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}"
-    else:
-        why = (
-            scr.reason
-            if scr.status == "absent"
-            else (f"{scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation")
-        )
-        out = _Outcome(None, scr.method, why, scr.lower, None, undecided=scr.status != "absent")
-        status, why, theorem = absence(out, scr.failed, inputs, ("", False), narrow=n < d)
-    extra = storage_rtol_pair(*inputs.dtypes)
-    rounding = _Rounding("n/a", None, None, "float64 or integer storage")
-    if extra > 0:
-        loose = rule.rtol + extra
-        tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, loose, scales=scales.total) + (n + 2) * d * ETA)
-        if S is not None:
-            rounding = _Rounding("yes", loose, S, "the set S passes already")
-        elif scr.lower > tau_r and not absolute:
-            rounding = _Rounding(
-                "no", loose, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
-            )
-        else:
-            rounding = _Rounding("undecided", loose, None, "the screen's bound does not reach the looser tolerance")
-    return Certificate(
-        status=Status(status).value,
-        S=S,
-        method=scr.method,
-        reason=why,
-        threshold=scr.tau,
-        residual=None if scr.check is None else scr.check.miss_max,
-        relaxation_residual=math.nan,
-        lower_bound=scr.lower,
-        rank=-1,
-        dist01=math.nan,
-        radius=None,
-        nondegenerate=not scr.failed,
-        failed=scr.failed,
-        min_row_sin=None,
-        **_context(U, inputs, rounding, (theorem, bound, exact, offset), rtol=rule.rtol, skip_rtol=skip_rtol, t0=t0),
-        timings=dict(scr.timings),
-    )
-
-
-def _context(U, inputs: Inputs, rounding: _Rounding, promise: tuple, *, rtol, skip_rtol, t0) -> dict:
-    """The :class:`Certificate` fields both paths fill alike: the size, the tolerances, the caller's
-    inputs (skip kind, storage, bias, activation), the storage-rounding answer, the promise
-    ``(theorem, miss_bound, miss_exact, offset_bound)`` and the seconds since ``t0``."""
-    theorem, bound, exact, offset = promise
-    return dict(
-        d=U.shape[1],
-        n=U.shape[0],
-        rtol=rtol,
-        skip=inputs.skip_kind,
-        stored_dtype="/".join(dict.fromkeys(map(str, inputs.dtypes))),
-        within_rounding=rounding.within,
-        rounding_rtol=rounding.rtol,
-        rounding_S=rounding.S,
-        rounding_reason=rounding.reason,
-        biased=inputs.bias is not None,
-        activation=inputs.activation,
-        theorem=theorem,
-        assumes=inputs.assumes,
-        miss_bound=bound,
-        miss_exact=exact,
-        offset_bound=offset,
-        skip_rtol=skip_rtol,
-        seconds=time.perf_counter() - t0,
-    )
-
-
-def _promise(U, D, rule: Rule, found, skip_rtol, inputs, D0):
-    """``(status, reason, bound, exact, offset)`` for a set that passes rule (★): ``absorbable`` when
-    the exact miss ``c·W_down[:,S] W_up[S,:] + A`` is small against the skip (rule (E)) and the
-    activation declares its odd slope ``c``, else ``undecided`` (cancellation; no declared ``c``).
-    ``offset`` bounds ``‖absorber(0) − block(0)‖``: the rounding of the absorber's output bias
-    (:func:`_arith.output_bias` on the stored ``W_down = D0``; 0 without biases)."""
+def _promise(u, dd, d0, S, rule: Rule, skip_rtol, inputs):
+    """``(status, reason, bound, exact, offset)`` for a set ``S`` (sorted indices) that passes rule
+    (★), from its units only: ``u = W_up[S,:]``, ``dd = W_down[:,S]`` (balanced float64) and the
+    stored ``d0 = W_down[:,S]`` (float64). ``absorbable`` when the exact miss
+    ``c·W_down[:,S] W_up[S,:] + A`` is small against the skip (rule (E)) and the activation declares
+    its odd slope ``c``, else ``undecided`` (cancellation; no declared ``c``). ``offset`` bounds
+    ``‖absorber(0) − block(0)‖``: the rounding of the absorber's output bias
+    (:func:`_arith.output_bias` on the stored ``W_down[:,S]``; 0 without biases)."""
     A = rule.A
+    m = np.ones(S.size, bool)
     smin = sigma_min_lower(A)
-    bound, exact = miss_bound(U, D, A, found, enough=skip_rtol * smin, c=rule.c)  # rule (E), float64 first
+    bound, exact = miss_bound(u, dd, A, m, enough=skip_rtol * smin, c=rule.c)  # rule (E), float64 first
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
     if inputs.slope is None:
         return (
             Status.UNDECIDED,
             (
-                f"W_down[:,S] W_up[S,:] = {inputs.target} up to {fmt(bound)} for S = {few(np.flatnonzero(found))}, "
+                f"W_down[:,S] W_up[S,:] = {inputs.target} up to {fmt(bound)} for S = {few(S)}, "
                 f"but {inputs.activation} declares no odd slope (sigma(z) - sigma(-z) = c z), so the sign "
                 "flip is not known to absorb: absorbable is never issued on a measured fact"
             ),
@@ -409,16 +435,16 @@ def _promise(U, D, rule: Rule, found, skip_rtol, inputs, D0):
         )
         offset = 0.0
         if inputs.bias is not None or inputs.out_bias is not None:
-            b = np.zeros(U.shape[0]) if inputs.bias is None else inputs.bias
-            e0 = np.zeros(U.shape[1]) if inputs.out_bias is None else inputs.out_bias
-            offset = output_bias(D0, b, found, e0, rule.c)[1]
+            b = np.zeros(S.size) if inputs.bias is None else inputs.bias[S]
+            e0 = np.zeros(u.shape[1]) if inputs.out_bias is None else inputs.out_bias
+            offset = output_bias(d0, b, m, e0, rule.c)[1]
         if inputs.bias is not None:
             why += (
                 f"; with the hidden bias b the absorber also flips b[S] (output bias e = c_out + {c}W_down[:,S] "
                 f"b[S], rounded: ‖absorber(0) − block(0)‖ <= {fmt(offset) if offset else 0})"
             )
         return Status.ABSORBABLE, why, bound, exact, offset
-    cancel = float(np.max(np.abs(D[:, found]) @ np.abs(U[found, :])))
+    cancel = float(np.max(np.abs(dd) @ np.abs(u)))
     return (
         Status.UNDECIDED,
         (
@@ -444,7 +470,7 @@ def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=Non
     float64 (from ``n = large.SCREEN_MIN_N`` on: as stored, float16/32/64 or bfloat16, often
     memory-mapped; :func:`decide` reads them in blocks), ``A`` ``(d, d)`` and the :class:`Inputs`,
     each argument checked (ValueError)."""
-    act = check_activation(activation)
+    act = decidable_activation(activation)
     U, D, _ = float_weights(params, batched=False, stream=large.SCREEN_MIN_N)
     A = stored.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])
     kind = "identity" if skip is None else "matrix"

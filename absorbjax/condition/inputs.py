@@ -24,9 +24,9 @@ __all__ = [
     "Rule",
     "absolute_rounding",
     "accepts",
-    "check_activation",
     "check_rtol",
     "check_skip_rtol",
+    "decidable_activation",
     "float_weights",
     "hypotheses",
     "mask_of",
@@ -294,7 +294,10 @@ def tolerance(params: MLPParams, S, *, skip=None, rtol: float | None = None) -> 
     return _allowed(U, D, A, mask_of(S, U.shape[0]), check_rtol(rtol))
 
 
-def check_activation(activation):
+def decidable_activation(activation) -> str | None:
+    """The registered name of ``activation`` if this condition decides it (ungated, not positively
+    homogeneous), ``None`` for ``None``; gated and homogeneous activations raise ValueError naming
+    the result that decides them (Prop 5, Prop 6)."""
     if activation is None:
         return None
     act = activations.get(activation)

@@ -5,8 +5,8 @@
 :func:`distance_bounds` for ``n ≥ SCREEN_MIN_N``; ``None`` means "the screen did not decide, run the
 Gram path". Beyond
 ``GRAM_MAX_N`` the Gram path (``O(n³)`` time, ``O(n²)`` memory) is not run: the answer is then
-``undecided`` with the screen's bounds. Fields of the Gram relaxation that were not computed are
-``rank = -1``, ``relaxation_residual = dist01 = nan``, ``radius = min_row_sin = None``.
+``undecided`` with the screen's bounds. The screen computes none of the Gram relaxation's
+evidence: its certificates have ``relaxation = None``.
 """
 
 from __future__ import annotations

@@ -80,6 +80,7 @@ __all__ = [
     "exactly_parallel",
     "hypotheses",
     "miss_threshold",
+    "parallel_rows",
     "planted_candidates",
     "screen",
     "unit_scales",
@@ -383,6 +384,31 @@ def _projections(U, block: int, e=None) -> tuple[np.ndarray, float]:
     return p, 8 * _gamma(2 * d + 8) + d * 2.0**-1070
 
 
+def parallel_rows(U, live, *, block: int = BLOCK, balance=None, cap: int, enough: int):
+    """``(pairs, tested, w)``: exactly parallel pairs ``(i, j)``, ``i < j``, among the rows of
+    ``U (n, k)`` where ``live`` (nonzero rows), read in blocks; the search stops after ``enough``
+    pairs or ``cap`` tested candidates (``tested > cap``: not finished). Every pair whose
+    projections (module docstring) lie within the window ``w`` is tested exactly."""
+    p, w = _projections(U, block, balance)
+    order = np.flatnonzero(live)
+    order = order[np.argsort(p[order], kind="stable")]
+    ps = p[order]
+    pairs, tested = [], 0
+    for gap in range(1, order.size):
+        close = np.flatnonzero(ps[gap:] - ps[:-gap] <= w)
+        if close.size == 0:
+            break
+        for a in close:
+            tested += 1
+            i, j = int(order[a]), int(order[a + gap])
+            u, v = up_rows(U, balance, np.array([i, j]))
+            if exactly_parallel(u, v):
+                pairs.append((min(i, j), max(i, j)))
+        if len(pairs) >= enough or tested > cap:
+            break
+    return pairs, tested, w
+
+
 def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None, balance=None) -> tuple[tuple[str, ...], str]:
     """The hypotheses of Thm 8/10 that fail on the stored values, and what was checked.
 
@@ -406,23 +432,8 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None, balanc
         if idx.size:
             more = f" and {idx.size - 10} more" if idx.size > 10 else ""
             failed.append(Failure(kind, f"{what}: {idx[:10].tolist()}{more}"))
-    p, w = _projections(U, block, balance)
-    live = np.flatnonzero(mu != 0)
-    order = live[np.argsort(p[live], kind="stable")]
-    ps = p[order]
-    pairs, tested, cap = [], 0, 10 * n if max_pairs is None else max_pairs
-    for gap in range(1, order.size):
-        close = np.flatnonzero(ps[gap:] - ps[:-gap] <= w)
-        if close.size == 0:
-            break
-        for a in close:
-            tested += 1
-            i, j = int(order[a]), int(order[a + gap])
-            u, v = up_rows(U, balance, np.array([i, j]))
-            if exactly_parallel(u, v):
-                pairs.append((min(i, j), max(i, j)))
-        if len(pairs) > 5 or tested > cap:
-            break
+    cap = 10 * n if max_pairs is None else max_pairs
+    pairs, tested, w = parallel_rows(U, mu != 0, block=block, balance=balance, cap=cap, enough=6)
     if pairs:
         more = " and more" if len(pairs) > 5 else ""
         failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}"))

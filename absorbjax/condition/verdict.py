@@ -14,6 +14,7 @@ import numpy as np
 
 from absorbjax import activations
 from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
+from absorbjax.condition import scale, stored
 from absorbjax.condition._arith import balance
 from absorbjax.condition.certificate import Status
 from absorbjax.condition.inputs import parallel_pairs
@@ -21,7 +22,7 @@ from absorbjax.condition.inputs import parallel_pairs
 if TYPE_CHECKING:
     from absorbjax.condition.decide import Inputs
 
-__all__ = ["absence", "found_theorem", "given", "hyperplanes"]
+__all__ = ["absence", "found_theorem", "given", "hyperplanes", "wide_hyperplanes"]
 
 
 def given(theorem: str | None, inputs: Inputs) -> str | None:
@@ -90,12 +91,16 @@ def absence(out, failed, inputs, hyper, narrow: bool) -> tuple[str, str, str | N
     return Status.NOT_ABSORBABLE, f"no S exists, so by {theorem}: {out.why}", theorem
 
 
-def hyperplanes(U, bias, failed) -> tuple[str, bool]:
+def hyperplanes(U, bias, failed, *, wide: bool = False) -> tuple[str, bool]:
     """``(text, distinct)``: the parallel pairs of rows whose hyperplanes ``w·x + b = 0`` differ, in
     words ("" if none), and whether every parallel pair has distinct hyperplanes (pairwise
-    non-proportional ``(w_i, b_i)``, the kink theorem's (H2))."""
+    non-proportional ``(w_i, b_i)``, the kink theorem's (H2)). ``U = W_up (n, d)``; ``wide``: as
+    stored, read in blocks (:func:`wide_hyperplanes`, no ``n × n`` matrix), else float64."""
     if bias is None or not any(getattr(f, "kind", "") == "parallel" for f in failed):
         return "", False
+    if wide:
+        pairs, distinct = wide_hyperplanes(U, bias)
+        return f"pairs {pairs[:5]}" + (" and more" if len(pairs) > 5 else ""), distinct
     V = balance(np.concatenate([U, bias[:, None]], axis=1), np.ones((1, U.shape[0])))[0]
     same = set(parallel_pairs(V, V @ V.T, np.float64))
     Ub = balance(U, np.ones((1, U.shape[0])))[0]
@@ -110,3 +115,26 @@ def found_theorem(status: str, inputs: Inputs, *, narrow: bool) -> str | None:
         return None
     entry = activations.get(inputs.activation)
     return given(entry.converse(biased=inputs.bias is not None, narrow=narrow), inputs)
+
+
+class _WithBias:
+    """The rows ``(W_up[i,:], b_i)`` ``(n, d + 1)`` in float64, read by index or block of units (the
+    whole matrix is never copied)."""
+
+    def __init__(self, U, b):
+        self.U, self.b, self.shape = U, np.asarray(b, np.float64), (U.shape[0], U.shape[1] + 1)
+
+    def __getitem__(self, idx):
+        return np.concatenate([stored.as_float64(self.U[idx]), self.b[idx, None]], axis=1)
+
+
+def wide_hyperplanes(U, b, *, block: int = stored.BLOCK) -> tuple[list[tuple[int, int]], bool]:
+    """``(pairs, distinct)`` for the kink theorem's (H2) on a wide block: up to six exactly parallel
+    pairs of rows of ``W_up`` ``(n, d)``, and whether the hyperplanes ``w_i·x + b_i = 0`` are
+    pairwise distinct (no two ``(w_i, b_i)`` proportional, proved exactly; ``False`` when the search
+    could not finish). ``O(n d + n log n)``, blockwise, like :func:`scale.hypotheses`."""
+    n = U.shape[0]
+    live = np.concatenate([np.any(stored.as_float64(U[s]) != 0, axis=1) for s in stored.blocks(n, block)])
+    pairs = scale.parallel_rows(U, live, block=block, cap=10 * n, enough=6)[0]
+    same, tested, _ = scale.parallel_rows(_WithBias(U, b), live, block=block, cap=10 * n, enough=1)
+    return sorted(pairs), bool(pairs) and not same and tested <= 10 * n
