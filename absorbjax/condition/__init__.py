@@ -82,7 +82,7 @@ ray limit).
 """
 
 from absorbjax.condition.absorber import absorber, absorber_biases
-from absorbjax.condition.certificate import METHODS, STATUSES, Certificate, Distance
+from absorbjax.condition.certificate import METHODS, STATUSES, Certificate, Distance, RelaxationEvidence
 from absorbjax.condition.closest import distance
 from absorbjax.condition.decide import find_absorbing_set, find_absorbing_sets
 from absorbjax.condition.inputs import DEFAULT_RTOL, storage_rtol, tolerance
@@ -90,6 +90,7 @@ from absorbjax.condition.width import WidthCertificate, min_extra_width
 
 __all__ = [
     "Certificate",
+    "RelaxationEvidence",
     "Distance",
     "find_absorbing_set",
     "find_absorbing_sets",
