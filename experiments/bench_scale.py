@@ -198,16 +198,9 @@ def checkpoint_case(kind, folder, seed, timeout=1800):
         block = write_checkpoint(where, kind, seed)
         written = time.perf_counter() - t
         case = {"task": kind, "folder": str(where), "block_bytes": block}
-        proc = subprocess.run(
-            [sys.executable, __file__, "--cli-case", json.dumps(case)],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if proc.returncode != 0:
-            return {**case, "error": (proc.stderr.strip().splitlines() or ["?"])[-1], "rc": proc.returncode}
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row = spawn(case, timeout, flag="--cli-case")
+        if "error" in row:
+            return row
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -269,10 +262,12 @@ def compare(base, seed, repeats=3):
     return {"case": case, "runs": runs, "median_cpu": med, "ratio": med["this"] / med["base"]}
 
 
-def spawn(case, timeout, tree=None):
+def spawn(case, timeout, tree=None, flag="--case"):
+    """Run one case (``flag``: ``--case`` a decision, ``--cli-case`` an ``absorbjax check``) in a child
+    process, with ``tree`` first on its path; its JSON row, or the case with the error's last line."""
     env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.run(
-        [sys.executable, __file__, "--case", json.dumps(case)],
+        [sys.executable, __file__, flag, json.dumps(case)],
         check=False,
         capture_output=True,
         text=True,
