@@ -25,7 +25,7 @@ DOCS = ROOT / "docs"
 # module: the fewest examples it must keep
 EXAMPLES = {
     "absorbjax.activations": 1,
-    "absorbjax.condition.absorber": 1,
+    "absorbjax.condition._absorber": 1,
     "absorbjax.condition.decide": 1,
     "absorbjax.condition.width": 5,
     "absorbjax.dimension.counts": 1,

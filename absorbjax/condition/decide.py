@@ -1,5 +1,5 @@
 """The decision of Thm 8/10 (Lemma 4 for a skip ``A``), with a certificate; the absorber it
-promises is built in :mod:`absorbjax.condition.absorber`."""
+promises is built in :func:`~absorbjax.condition.absorber` (``condition/_absorber.py``)."""
 
 from __future__ import annotations
 
