@@ -323,7 +323,7 @@ def test_float32_kept_and_decided(tmp_path):
 
     from absorbjax import models
 
-    absorbing, S = models.absorbable("relu", 3, 8, key=jax.random.key(0))
+    absorbing, S = models.planted("relu", 3, 8, key=jax.random.key(0))
     path = save(
         tmp_path / "f32.safetensors",
         {"up": np.asarray(absorbing.up, np.float32), "down": np.asarray(absorbing.down, np.float32)},

@@ -554,7 +554,7 @@ def find_absorbing_set(
       >>> import jax
       >>> from absorbjax import condition, models
       >>> with jax.enable_x64(True):
-      ...     params, S = models.absorbable("relu", 2, 4, key=jax.random.key(0))
+      ...     params, S = models.planted("relu", 2, 4, key=jax.random.key(0))
       ...     generic = models.init("relu", 2, 4, key=jax.random.key(1))
       >>> cert = condition.find_absorbing_set(params, "relu")
       >>> cert.status, cert.S.tolist() == S.tolist()
