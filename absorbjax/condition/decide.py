@@ -15,7 +15,8 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition import large, scale, stored
 from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
-from absorbjax.condition.certificate import METHODS, Certificate, RelaxationEvidence, Status, few, fmt
+from absorbjax.condition._text import few, fmt
+from absorbjax.condition.certificate import METHODS, Certificate, RelaxationEvidence, Status
 from absorbjax.condition.inputs import (
     Rule,
     absolute_rounding,
