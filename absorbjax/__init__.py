@@ -12,7 +12,7 @@ Examples:
   >>> import jax, jax.numpy as jnp
   >>> from absorbjax import condition, models
   >>> with jax.enable_x64(True):
-  ...     params, S = models.absorbable("gelu", 2, 4, key=jax.random.key(0))
+  ...     params, S = models.planted("gelu", 2, 4, key=jax.random.key(0))
   ...     V = condition.absorber(params, S)
   ...     x = jnp.array([0.5, -2.0])
   ...     gap = models.skip_mlp(params, x, "gelu") - models.mlp(V, x, "gelu")

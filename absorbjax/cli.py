@@ -268,9 +268,7 @@ def _table(model, rows) -> None:
         )
     for r in rows:
         if r.within_rounding == "yes" and r.status != "absorbable":
-            print(
-                f"  layer {r.layer}: absorbable within {r.dtype} storage rounding ({r.certificate['rounding_reason']})"
-            )
+            print(f"  layer {r.layer}: absorbable within {r.dtype} storage rounding ({r.certificate.rounding_reason})")
         if r.unread:
             print(f"  layer {r.layer}: unread tensor(s) beside the block that may be biases: {', '.join(r.unread)}")
         if r.residual is False:

@@ -214,7 +214,7 @@ class ResidualMLP(_OneBlock):
       >>> from flax import nnx
       >>> from absorbjax import condition, models, nn
       >>> with jax.enable_x64(True):
-      ...     params, S = models.absorbable("relu", d=3, n=8, key=jax.random.key(0))
+      ...     params, S = models.planted("relu", d=3, n=8, key=jax.random.key(0))
       ...     block = nn.ResidualMLP.from_params(params, "relu")
       ...     free = nn.MLP.from_params(condition.absorber(block.to_params(), S), "relu")
       ...     x = jax.random.normal(jax.random.key(1), (5, 3))   # any leading batch axes

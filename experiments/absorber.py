@@ -27,7 +27,7 @@ PRESETS = {
 
 def absorber_errors(activation, d, n, draws, xs, key):
     """Max-abs and max-relative error of the sign-flip absorber over ``draws`` absorbable blocks."""
-    target, sets = models.absorbable_sample(activation, d, n, key=key, draws=draws)
+    target, sets = models.planted_sample(activation, d, n, key=key, draws=draws)
     c = activations.get(activation).odd_slope
     absorbed = jax.tree.map(
         lambda *a: jnp.stack(a),

@@ -42,7 +42,7 @@ def bench_block(kind, d, n, key, repeats):
     if kind == "gaussian":
         params = models.init("gelu", d, n, key=key)
     else:
-        params, _ = models.absorbable("gelu", d, n, key=key, size=d)
+        params, _ = models.planted("gelu", d, n, key=key, size=d)
     seconds, cert = timed(lambda: condition.find_absorbing_set(params), repeats)
     row = {
         "kind": kind,
@@ -77,7 +77,7 @@ def best(fn, k=3):
     return b, r.status
 for kind, d, n in [(k, d, 4 * d) for d in (32, 64, 128) for k in ("gaussian", "absorbable")]:
     key = jax.random.fold_in(jax.random.key(0), d)
-    p = models.init("gelu", d, n, key=key) if kind == "gaussian" else models.absorbable("gelu", d, n, key=key, size=d)[0]
+    p = models.init("gelu", d, n, key=key) if kind == "gaussian" else models.planted("gelu", d, n, key=key, size=d)[0]
     out[f"{kind} d={d} n={n}"] = best(lambda: condition.find_absorbing_set(p))
 ps = models.sample("relu", 3, 12, key=jax.random.key(1), draws=300)
 t = time.perf_counter(); condition.find_absorbing_sets(ps, progress=False); out["300 draws d=3 n=12"] = (time.perf_counter() - t, "")

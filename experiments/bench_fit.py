@@ -310,7 +310,7 @@ def claims(draws: int) -> dict:
     for i, act in enumerate(["relu", "gelu"]):
         for d, n in [(2, 4), (3, 6)]:
             k = jax.random.fold_in(jax.random.fold_in(base, d), i)
-            target, _ = models.absorbable_sample(act, d, n, key=k, draws=draws)
+            target, _ = models.planted_sample(act, d, n, key=k, draws=draws)
             r = fit.recall(target, act, key=jax.random.key(7))
             rec = out["recall"][f"{act} ({d},{n})"] = {
                 "recall": r.rate,
@@ -396,11 +396,9 @@ def recall_by_size(
                     act, d, n, key=jax.random.fold_in(k, 2000), draws=draws, **({"depth": depth} if depth > 1 else {})
                 )
             elif depth == 1:
-                target, _ = models.absorbable_sample(act, d, n, key=k, draws=draws)
+                target, _ = models.planted_sample(act, d, n, key=k, draws=draws)
             else:
-                target = models.absorbable_sample(act, d, n, key=jax.random.fold_in(k, 1000), draws=draws, depth=depth)[
-                    0
-                ]
+                target = models.planted_sample(act, d, n, key=jax.random.fold_in(k, 1000), draws=draws, depth=depth)[0]
             search = fit.search
             if strategy == "expand":
                 search = fit.expand.expand_search

@@ -17,7 +17,7 @@ The atlas (every ``d ≤ 16``, ``n ∈ {d, 2d, 4d}``, ``L ≤ 6`` within a CPU b
 ``docs/results/depth.md`` includes that table; its claims are on the generated page of every claim.
 
 The numerical part calibrates :func:`absorbjax.fit.search` at depth: (1) recall on stacks that are
-absorbable block by block (``models.absorbable`` per layer; answer known: loss 0), (2) a
+absorbable block by block (``models.planted`` per layer; answer known: loss 0), (2) a
 perturbation ladder ``W_abs + εΔ`` (a solver that tracks the nearest free stack gives loss ``∝ ε²``;
 where the curve leaves slope 2 is its floor), run from the blockwise absorber (the local solver)
 and from random starts (the honest search), (3) generic stacks against the absorbable band. A
@@ -279,7 +279,7 @@ def calibration(cfg, key):
     d, n, L, draws, eps = cfg["d"], cfg["n"], cfg["depth"], cfg["draws"], cfg["eps"]
     # Stacks absorbable block by block (draw i, layer l from fold_in(fold_in(key_0, i), l)), and
     # their blockwise absorbers: free stacks equal to them.
-    W_abs, sets = models.absorbable_sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 0), draws=draws, depth=L)
+    W_abs, sets = models.planted_sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 0), draws=draws, depth=L)
     V_abs = _stack(
         [
             _stack(

@@ -1,7 +1,7 @@
 """Thm 8 (ReLU) and Thm 10 (GELU): absorption iff ``W_down[:,S] W_up[S,:] = −I`` for some ``S``.
 
 Two populations per activation and size: weights built to satisfy the condition
-(``models.absorbable``) and generic Gaussian draws. For every draw, the exact decision of
+(``models.planted``) and generic Gaussian draws. For every draw, the exact decision of
 :func:`absorbjax.condition.find_absorbing_set` (a certificate either way) and the best loss of a
 random-init numerical search (:func:`absorbjax.fit.search`) that knows nothing of ``S``. Where the
 condition holds the search reaches rounding error; where it is certified to fail the search stays
@@ -36,7 +36,7 @@ SOLVED = 1e-20
 def population(kind, activation, d, n, draws, key):
     """``draws`` weights of one population: ``"absorbable"`` or ``"generic"`` (Gaussian)."""
     if kind == "absorbable":
-        return models.absorbable_sample(activation, d, n, key=key, draws=draws)[0]
+        return models.planted_sample(activation, d, n, key=key, draws=draws)[0]
     return models.sample(activation, d, n, key=key, draws=draws)
 
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
 @pytest.fixture
 def block_files(tmp_path):
-    absorbing, S = models.absorbable("relu", 3, 8, key=jax.random.key(0))
+    absorbing, S = models.planted("relu", 3, 8, key=jax.random.key(0))
     generic = models.init("relu", 3, 8, key=jax.random.key(1))
     paths = {}
     for name, p in (("absorbing", absorbing), ("generic", generic)):

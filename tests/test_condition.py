@@ -32,9 +32,9 @@ def gaussian(k, d, n):
 
 
 @functools.cache
-def absorbable(d, n, size):
-    """``models.absorbable`` weights (one draw per shape) and their hidden ``S``."""
-    return models.absorbable("relu", d, n, key=jax.random.fold_in(KEY, 100 * d + n + size), size=size)
+def planted(d, n, size):
+    """``models.planted`` weights (one draw per shape) and their hidden ``S``."""
+    return models.planted("relu", d, n, key=jax.random.fold_in(KEY, 100 * d + n + size), size=size)
 
 
 @functools.partial(jax.jit, static_argnames="activation")
@@ -83,7 +83,7 @@ ABSORBABLE = [(4, 12, 4), (4, 12, 7), (2, 12, 2), (2, 12, 5)]  # |S| = d and > d
 @pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
 @pytest.mark.parametrize("d,n,size", ABSORBABLE)
 def test_absorbable_found_and_absorber_exact(activation, d, n, size):
-    params, S = absorbable(d, n, size)
+    params, S = planted(d, n, size)
     cert = condition.find_absorbing_set(params, activation)
     assert cert.status == "absorbable" and cert.absorbable and cert.nondegenerate
     np.testing.assert_array_equal(cert.S, S)  # the hidden S, among shuffled units
@@ -94,7 +94,7 @@ def test_absorbable_found_and_absorber_exact(activation, d, n, size):
 
 
 def test_absorbable_with_degenerate_weights_is_still_absorbable():
-    params, S = absorbable(2, 12, 2)
+    params, S = planted(2, 12, 2)
     rest = np.setdiff1d(np.arange(12), S)
     up = np.asarray(params.up).copy()
     up[rest[1]] = -2.0 * up[rest[0]]  # exactly parallel rows outside S: the absorber needs no genericity
@@ -106,7 +106,7 @@ def test_absorbable_with_degenerate_weights_is_still_absorbable():
 
 
 def test_perturbed_absorbable_is_not():
-    params, S = absorbable(4, 12, 4)
+    params, S = planted(4, 12, 4)
     down = np.asarray(params.down).copy()
     down[:, S[0]] *= 1 + 1e-7  # a real solution remains (c = 1/(1 + 1e-7)), no 0/1 one
     cert = condition.find_absorbing_set(MLPParams(params.up, down))
@@ -205,7 +205,7 @@ def test_find_absorbing_sets_progress_bar(capsys):
 
 def test_compressed_milp_formulation(monkeypatch):
     monkeypatch.setattr(condition.integer, "_MILP_DENSE_MAX", 0)
-    params, S = absorbable(2, 12, 5)
+    params, S = planted(2, 12, 5)
     cert = condition.find_absorbing_set(params, method="milp")
     assert cert.status == "absorbable"
     np.testing.assert_array_equal(cert.S, S)
@@ -214,7 +214,7 @@ def test_compressed_milp_formulation(monkeypatch):
 
 
 def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
-    params, _ = absorbable(2, 12, 2)
+    params, _ = planted(2, 12, 2)
     real, calls = condition.integer.optimize.milp, []
 
     def wrong_first(*args, **kwargs):  # a false "feasible" answer must be caught and cut off
@@ -239,7 +239,7 @@ def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
 
 
 def test_relaxation_only_can_be_undecided():
-    cert = condition.find_absorbing_set(absorbable(2, 12, 2)[0], method="relaxation")
+    cert = condition.find_absorbing_set(planted(2, 12, 2)[0], method="relaxation")
     assert cert.status == "undecided" and cert.relaxation.rank == 4
 
 
@@ -308,7 +308,7 @@ def test_biased_blocks_are_decided_by_the_ray_limit(name):
     """Planted biased blocks: absorbable, and the absorber with β = b (b[S] negated), output bias
     c + W_down[:,S] b[S] reproduces the block to 1e-12 relative in float64; Gaussian biased blocks:
     not_absorbable by Thm 8 via the ray limit."""
-    params, S = absorbable(4, 12, 4)
+    params, S = planted(4, 12, 4)
     U, D = np.asarray(params.up), np.asarray(params.down)
     rng = np.random.default_rng(3)
     b, c = rng.normal(size=12), rng.normal(size=4)
@@ -344,7 +344,7 @@ def test_offset_bound_covers_the_absorber_at_zero(size):
     """At x = 0 the absorber errs only by the rounding of its output bias e = c + W_down[:,S] b[S]:
     the certificate's offset_bound bounds that exactly computed error (biases of size 1 and 1e16),
     and is 0 where e is exact (dyadic biases and weights with short mantissas)."""
-    params, S = absorbable(4, 12, 4)
+    params, S = planted(4, 12, 4)
     rng = np.random.default_rng(5)
     b, c = rng.normal(size=12) * size, rng.normal(size=4) * size
     cert = condition.find_absorbing_set(params, "relu", bias=b, out_bias=c)
@@ -421,7 +421,7 @@ def test_bad_input_raises():
 
 
 def test_float32_storage_is_decided_exactly_and_within_rounding():
-    params, S = absorbable(4, 12, 4)
+    params, S = planted(4, 12, 4)
     p32 = MLPParams(np.asarray(params.up, np.float32), np.asarray(params.down, np.float32))
     c32, c64 = condition.find_absorbing_set(p32), condition.find_absorbing_set(params)
     assert (c32.stored_dtype, c64.stored_dtype) == ("float32", "float64")
@@ -440,7 +440,7 @@ def test_float32_storage_is_decided_exactly_and_within_rounding():
 @pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
 @pytest.mark.parametrize("d,n,size", [(4, 12, 4), (2, 12, 5)])
 def test_skip_matrix(activation, d, n, size):
-    params, S = absorbable(d, n, size)
+    params, S = planted(d, n, size)
     A = np.eye(d) + 0.4 * np.random.default_rng(n + size).normal(size=(d, d))
     down = np.asarray(params.down).copy()
     down[:, S] = A @ down[:, S]  # W_down[:,S] W_up[S,:] = −A
@@ -456,7 +456,7 @@ def test_skip_matrix(activation, d, n, size):
 
 
 def test_absorber_checks_S():
-    params, S = absorbable(2, 12, 2)
+    params, S = planted(2, 12, 2)
     with pytest.raises(ValueError, match="index hidden units"):
         condition.absorber(params, [0, 12])
     with pytest.raises(ValueError, match="repeated"):
@@ -476,7 +476,7 @@ def test_absorber_checks_S():
 
 
 def test_distance_absorbable_is_zero():
-    dist = condition.distance(absorbable(2, 12, 5)[0])
+    dist = condition.distance(planted(2, 12, 5)[0])
     assert dist.method == "exact" and dist.upper <= 1e-10
     assert 0.0 <= dist.lower <= dist.upper
 
@@ -503,7 +503,7 @@ def test_distance_gaussian(d, n):
 
 def test_distance_decides_with_the_options_it_is_given():
     """``distance`` passes the decision's options on: its certificate is the decision they give."""
-    params, S = absorbable(3, 8, 3)
+    params, S = planted(3, 8, 3)
     dist = condition.distance(params, method="exhaustive", skip_rtol=1e-3, rtol=1e-10)
     cert = condition.find_absorbing_set(params, method="exhaustive", skip_rtol=1e-3, rtol=1e-10)
     assert dist.certificate.method == cert.method == "exhaustive"
@@ -523,7 +523,7 @@ def test_certificate_summary_and_json():
     record = json.loads(json.dumps(cert.to_dict()))
     assert record["status"] == "not_absorbable" and record["S"] is None
     assert record["d"] == 3 and record["n"] == 6 and record["method"] == "relaxation"
-    params, S = absorbable(4, 12, 4)
+    params, S = planted(4, 12, 4)
     record = json.loads(json.dumps(condition.find_absorbing_set(params).to_dict()))
     assert record["S"] == S.tolist() and record["residual"] <= 1e-12 and record["rtol"] == condition.DEFAULT_RTOL
     dist = json.loads(json.dumps(condition.distance(params).to_dict()))
@@ -548,7 +548,7 @@ def test_box_bound_is_certified_and_tight(d, n):
 
 def test_float32_absorber_error_names_x64():
     with jax.enable_x64(False):
-        p, S = models.absorbable("relu", 3, 6, key=jax.random.key(0))
+        p, S = models.planted("relu", 3, 6, key=jax.random.key(0))
     assert p.up.dtype == np.float32
     with pytest.raises(ValueError, match=r"jax_enable_x64"):
         condition.absorber(p, S)

@@ -25,7 +25,7 @@ DOCS = ROOT / "docs"
 # module: the fewest examples it must keep
 EXAMPLES = {
     "absorbjax.activations": 1,
-    "absorbjax.condition.absorber": 1,
+    "absorbjax.condition._absorber": 1,
     "absorbjax.condition.decide": 1,
     "absorbjax.condition.width": 5,
     "absorbjax.dimension.counts": 1,
@@ -240,11 +240,11 @@ def test_every_result_prints_short_and_keeps_everything(tmp_path):
     import absorbjax
     from absorbjax import dimension, models, results, weights
 
-    params, S = models.absorbable("gelu", d=4, n=16, key=jax.random.key(0))
+    params, S = models.planted("gelu", d=4, n=16, key=jax.random.key(0))
     generic = models.init("gelu", 4, 16, key=jax.random.key(2))
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "block.npz", up=rng.normal(size=(16, 4)), down=rng.normal(size=(4, 16)))
-    targets, _ = models.absorbable_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
+    targets, _ = models.planted_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
     found = {
         "absorbable": absorbjax.find_absorbing_set(params, "gelu"),
         "not absorbable": absorbjax.find_absorbing_set(generic, "gelu"),

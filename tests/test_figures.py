@@ -18,7 +18,7 @@ import matplotlib.text
 import pytest
 
 from absorbjax import figstyle, plotting
-from absorbjax.weights.check import BlockCheck
+from absorbjax.weights import BlockCheck
 from absorbjax.weights.plot import distance_figure
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"

@@ -29,7 +29,7 @@ SMALL = dict(restarts=4, steps=50, polish=fit.Polish(steps=20, screen=5, top=2),
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_absorber_has_zero_loss(activation):
-    W, S = models.absorbable(activation, 3, 6, key=KEY)
+    W, S = models.planted(activation, 3, 6, key=KEY)
     V = W._replace(up=W.up.at[S].multiply(-1))
     xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
     assert fit.relative_loss(V, W, activation, xs=xs) < 1e-28
@@ -306,7 +306,7 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
 
 def test_linear_skip_target_is_absorbed():
     # Lemma 4: A x + A D σ(U x) = A (x + D σ(U x)) absorbs whenever the reduced block does.
-    W, _ = models.absorbable_sample("relu", 2, 4, key=KEY, draws=2)
+    W, _ = models.planted_sample("relu", 2, 4, key=KEY, draws=2)
     A = jnp.array([[2.0, 0.5], [-0.3, 1.5]])
     target = W._replace(down=A @ W.down)
     r = fit.search(target, "relu", key=KEY, skip=A, init="warm", progress=False)
@@ -356,7 +356,7 @@ def test_depth_two_stack_runs():
 
 
 def test_lbfgs_polish_and_custom_optimizer():
-    W, _ = models.absorbable_sample("gelu", 2, 4, key=KEY, draws=2)
+    W, _ = models.planted_sample("gelu", 2, 4, key=KEY, draws=2)
     r = fit.search(
         W,
         "gelu",
@@ -385,7 +385,7 @@ def test_recall_on_absorbable_draws(activation):
     measurement on 100 draws each is ``experiments/bench_fit.py --claims``."""
     solved = []
     for d, n, draws in [(2, 4, 20), (3, 6, 10)]:
-        W, _ = models.absorbable_sample(activation, d, n, key=jax.random.fold_in(KEY, d), draws=draws)
+        W, _ = models.planted_sample(activation, d, n, key=jax.random.fold_in(KEY, d), draws=draws)
         r = fit.recall(W, activation, key=KEY)
         assert r.tol == 1e-20  # solved: loss <= 1e-20 on training and held-out inputs
         np.testing.assert_array_equal(r.solved, (r.best_loss <= 1e-20) & (r.holdout_loss <= 1e-20))

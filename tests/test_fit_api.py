@@ -134,7 +134,7 @@ def test_init_and_polish_method_are_str_enums_with_unchanged_records():
 def test_expand_search_keeps_the_restarts_apart_from_the_final_block():
     """``losses`` keeps the first search's restarts (``summary()`` counts them), the final block's
     loss is ``final_loss``; one block without a draws axis gives fields without one."""
-    W, _ = models.absorbable("gelu", 2, 4, key=jax.random.key(5))
+    W, _ = models.planted("gelu", 2, 4, key=jax.random.key(5))
     solver = fit.Solver(restarts=2, steps=5, polish=fit.Polish(steps=4, screen=2, top=1))
     r = fit.expand_search(W, "gelu", key=KEY, solver=solver, wide=fit.Wide(factor=2, proposals=2, rounds=1))
     first = fit.search(W, "gelu", key=KEY, solver=solver, progress=False)

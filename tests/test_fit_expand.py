@@ -22,7 +22,7 @@ def _split_absorber(activation):
     absorber with unit 0 split in two (ReLU: one copy rescaled by 1/2), a pair on ``−u_1`` that
     cancels, and a cancelling pair on a new direction."""
     d, n = 3, 6
-    W, S = models.absorbable(activation, d, n, key=jax.random.fold_in(KEY, 11))
+    W, S = models.planted(activation, d, n, key=jax.random.fold_in(KEY, 11))
     V = condition.absorber(W, S)
     up, down = np.asarray(V.up), np.asarray(V.down)
     c = 0.5 if activation == "relu" else 1.0  # ReLU: σ(c z) = c σ(z); GELU copies keep their scale
@@ -108,7 +108,7 @@ def test_absorber_on_inputs_is_exact_on_their_cone_only_where_needed():
     np.testing.assert_allclose(rewritten, g, rtol=0, atol=1e-12 * np.abs(g).max())
 
     everywhere = _directions(rng, 1024, -np.pi, np.pi)
-    W, _ = models.absorbable("relu", 2, 4, key=KEY)
+    W, _ = models.planted("relu", 2, 4, key=KEY)
     W = models.MLPParams(*(np.asarray(a) for a in W))
     found = fit.convert.absorber_on_inputs(W, everywhere, linear=np.eye(2))
     x = rng.normal(size=(64, 2))
@@ -263,7 +263,7 @@ def test_fit_with_lines_residual_free_first_holds_L_at_zero_and_tries_orientatio
     """With ``L₁ = 0`` held, the restarts orient the held lines at random; of the ``2⁴``
     orientations of an absorbable (2, 4) block's lines only the absorber's fits exactly
     (another one differs from it by a linear map ``Σ_F ±D_i ℓ_iᵀ ≠ 0``)."""
-    W, S = models.absorbable_sample("relu", 2, 4, key=KEY, draws=1)
+    W, S = models.planted_sample("relu", 2, 4, key=KEY, draws=1)
     one = jax.tree.map(lambda a: a[0], W)
     found = fit.lines.first_layer_lines(lambda x: models.skip_mlp(one, x, "relu"), 2, key=jax.random.key(3))
     assert found.shape == (4, 2)
@@ -294,7 +294,7 @@ def test_fit_with_lines_residual_free_first_holds_L_at_zero_and_tries_orientatio
 def test_fit_with_lines_makes_an_absorbable_block_exact():
     """With ``U`` on an absorbable ReLU block's lines (n = 4d, where the default search mostly
     fails) the free-``L`` fit is exact and the condition finds the absorber's ``S``."""
-    W, S = models.absorbable_sample("relu", 2, 8, key=KEY, draws=2)
+    W, S = models.planted_sample("relu", 2, 8, key=KEY, draws=2)
     found = np.stack(
         [
             fit.lines.first_layer_lines(

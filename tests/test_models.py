@@ -48,7 +48,7 @@ ABSORBER_CASES = [("gelu", 2, 4, None), ("gelu", 4, 16, None)] + [
 @pytest.mark.x64
 @pytest.mark.parametrize("activation,d,n,size", ABSORBER_CASES)
 def test_absorber_identity(activation, d, n, size):
-    params, S = models.absorbable(activation, d, n, key=jax.random.fold_in(KEY, d * n), size=size)
+    params, S = models.planted(activation, d, n, key=jax.random.fold_in(KEY, d * n), size=size)
     chex.assert_type(params.up, jnp.float64)
     assert len(S) == (size or d) and len(set(S.tolist())) == len(S)
     c = float(activations.get(activation).odd_slope)  # σ(z) − σ(−z) = c z: c·W_down[:,S] W_up[S,:] = −I
@@ -59,8 +59,8 @@ def test_absorber_identity(activation, d, n, size):
 @pytest.mark.x64
 def test_leaky_blocks_planted_for_c_one_are_not_absorbed_by_the_flip():
     """The plain condition W_down[:,S] W_up[S,:] = −I is the wrong one for leaky_relu(α): the flip
-    then misses by α·‖x‖ (the issue's item 1), so absorbable plants with c = 1 + α."""
-    params, S = models.absorbable("relu", 3, 12, key=KEY, size=5)  # W_down[:,S] W_up[S,:] = −I
+    then misses by α·‖x‖ (the issue's item 1), so ``models.planted`` plants with c = 1 + α."""
+    params, S = models.planted("relu", 3, 12, key=KEY, size=5)  # W_down[:,S] W_up[S,:] = −I
     gap = float(relative_gap(params, flip(params, S), inputs(KEY, 1000, 3), "leaky_relu(0.1)"))
     assert gap > 1e-2
 
@@ -69,7 +69,7 @@ def test_leaky_blocks_planted_for_c_one_are_not_absorbed_by_the_flip():
 def test_absorbable_relu_blocks_vanish_where_exactly_S_is_active():
     """Where the active units are exactly ``S`` the block is ``x + W_down[:,S] W_up[S,:] x = 0``;
     the cone is not empty in some of 8 draws at (2, 4) (catches: the docstring's claim false)."""
-    W, sets = models.absorbable_sample("relu", 2, 4, key=KEY, draws=8)
+    W, sets = models.planted_sample("relu", 2, 4, key=KEY, draws=8)
     x = np.asarray(jax.random.normal(KEY, (4096, 2), jnp.float64))
     found = 0
     block = jax.vmap(lambda p, v: models.skip_mlp(p, v, "relu"), in_axes=(None, 0))
@@ -84,7 +84,7 @@ def test_absorbable_relu_blocks_vanish_where_exactly_S_is_active():
 
 @pytest.mark.x64
 def test_absorber_fails_for_relu2():
-    params, S = models.absorbable("relu2", 3, 8, key=KEY)
+    params, S = models.planted("relu2", 3, 8, key=KEY)
     assert float(relative_gap(params, flip(params, S), inputs(KEY, 1000, 3), "relu2")) > 1e-3
 
 
@@ -93,7 +93,7 @@ def test_absorber_fails_for_relu2():
 def test_absorber_of_rounded_weights_says_the_storage_is_too_coarse(dtype):
     """Rounding absorbable float64 weights to a short float breaks rule (★); the absorber's error
     names the storage (bfloat16 too, which NumPy alone does not call floating)."""
-    params, S = models.absorbable("gelu", 3, 8, key=KEY)
+    params, S = models.planted("gelu", 3, 8, key=KEY)
     short = models.MLPParams(params.up.astype(dtype), params.down.astype(dtype))
     with pytest.raises(ValueError, match=f"the weights are {jnp.dtype(dtype).name}, whose rounding exceeds"):
         condition.absorber(short, S)
@@ -280,9 +280,9 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="depth must be a positive integer"):
         models.init("relu", 3, 6, key=KEY, depth=0)
     with pytest.raises(ValueError, match="size must be"):
-        models.absorbable("relu", 3, 6, key=KEY, size=2)
+        models.planted("relu", 3, 6, key=KEY, size=2)
     with pytest.raises(ValueError, match="ungated"):
-        models.absorbable("swiglu", 3, 6, key=KEY)
+        models.planted("swiglu", 3, 6, key=KEY)
     with pytest.raises(ValueError, match="leading depth axis"):
         models.stack(p, jnp.ones(3), "relu")
     layers = models.init("relu", 3, 6, key=KEY, depth=2)  # a stack where one block belongs
@@ -292,27 +292,27 @@ def test_bad_input_names_the_argument():
         models.sample("relu", 3, 6, key=KEY, draws=0)
 
 
-def test_absorbable_sample_stacks_the_single_draws():
-    W, sets = models.absorbable_sample("gelu", 2, 6, key=KEY, draws=3, size=3)
+def test_planted_sample_stacks_the_single_draws():
+    W, sets = models.planted_sample("gelu", 2, 6, key=KEY, draws=3, size=3)
     chex.assert_shape((W.up, W.down), [(3, 6, 2), (3, 2, 6)])
     assert len(sets) == 3
     for i, S in enumerate(sets):
-        one, S_one = models.absorbable("gelu", 2, 6, key=jax.random.fold_in(KEY, i), size=3)
+        one, S_one = models.planted("gelu", 2, 6, key=jax.random.fold_in(KEY, i), size=3)
         chex.assert_trees_all_equal(jax.tree.map(lambda a: a[i], W), one)
         np.testing.assert_array_equal(S, S_one)
     with pytest.raises(ValueError, match="draws must be a positive integer"):
-        models.absorbable_sample("gelu", 2, 6, key=KEY, draws=0)
+        models.planted_sample("gelu", 2, 6, key=KEY, draws=0)
 
 
 @pytest.mark.x64
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_absorbable_stack_equals_the_stack_of_its_blockwise_absorbers(activation):
-    """``absorbable(..., depth=L)``: layer ``l`` from ``fold_in(key, l)``, each with its own ``S``;
+    """``planted(..., depth=L)``: layer ``l`` from ``fold_in(key, l)``, each with its own ``S``;
     the residual-free stack of the absorbers is the residual stack (float64, to 1e-12)."""
     key = jax.random.key(3)
-    params, sets = models.absorbable(activation, 3, 6, key=key, depth=3)
+    params, sets = models.planted(activation, 3, 6, key=key, depth=3)
     assert params.up.shape == (3, 6, 3) and len(sets) == 3
-    first, S0 = models.absorbable(activation, 3, 6, key=jax.random.fold_in(key, 0))
+    first, S0 = models.planted(activation, 3, 6, key=jax.random.fold_in(key, 0))
     np.testing.assert_array_equal(params.up[0], first.up)
     np.testing.assert_array_equal(sets[0], S0)
     V = [condition.absorber(models.MLPParams(params.up[l], params.down[l]), S) for l, S in enumerate(sets)]
@@ -321,7 +321,7 @@ def test_absorbable_stack_equals_the_stack_of_its_blockwise_absorbers(activation
     res = jax.vmap(lambda x: models.stack(params, x, activation))(xs)
     free = jax.vmap(lambda x: models.stack(V, x, activation, residual=False))(xs)
     assert float(jnp.abs(res - free).max() / jnp.abs(res).max()) < 1e-12
-    stacks, per_draw = models.absorbable_sample(activation, 3, 6, key=key, draws=2, depth=2)
+    stacks, per_draw = models.planted_sample(activation, 3, 6, key=key, draws=2, depth=2)
     assert stacks.down.shape == (2, 2, 3, 6) and [len(s) for s in per_draw] == [2, 2]
 
 

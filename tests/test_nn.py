@@ -110,7 +110,7 @@ def test_biased_stack_matches_layer_by_layer_blocks():
 def test_sign_flip_absorber_with_biases(activation):
     """σ(−z) = σ(z) − z: negating (w_i, b_i) for i ∈ S turns x + W_down σ(W_up x + b) + c into a
     residual-free block with output bias c + W_down[:,S] b_S when W_down[:,S] W_up[S,:] = −I."""
-    params, S = models.absorbable(activation, 3, 8, key=jax.random.key(3))
+    params, S = models.planted(activation, 3, 8, key=jax.random.key(3))
     b = _random_biases(params, jax.random.key(4))
     residual = nn.ResidualMLP.from_params(params, activation, biases=b)
     flip = jnp.ones(8).at[S].set(-1.0)

@@ -323,7 +323,7 @@ def test_float32_kept_and_decided(tmp_path):
 
     from absorbjax import models
 
-    absorbing, S = models.absorbable("relu", 3, 8, key=jax.random.key(0))
+    absorbing, S = models.planted("relu", 3, 8, key=jax.random.key(0))
     path = save(
         tmp_path / "f32.safetensors",
         {"up": np.asarray(absorbing.up, np.float32), "down": np.asarray(absorbing.down, np.float32)},
@@ -528,7 +528,7 @@ def test_biased_and_ray_limit_blocks_are_decided(tmp_path, convention, hidden_ac
         result = weights.check(block)
         assert block.activation == activation and result.hidden_bias_nonzero
         assert result.status == "not_absorbable", result.reason
-        assert result.certificate["theorem"].startswith("Thm 8 via the ray limit"), result.certificate["theorem"]
+        assert result.certificate.theorem.startswith("Thm 8 via the ray limit"), result.certificate.theorem
 
 
 # ---------------------------------------------------------------------------------------------
@@ -552,8 +552,10 @@ def test_check_passes_the_hidden_bias_and_names_both(tmp_path, monkeypatch):
     assert kw["activation"] == "relu" and kw["skip"] is None
     assert result.hidden_bias == "model.decoder.layers.0.fc1.bias" and result.hidden_bias_nonzero
     assert result.output_bias == "model.decoder.layers.0.fc2.bias"
-    assert result.status == result.certificate["status"] and 0 <= result.lower <= result.upper <= 1
+    assert result.status == result.certificate.status and 0 <= result.lower <= result.upper <= 1
+    assert isinstance(result.certificate, condition.Certificate)  # one certificate type everywhere
     assert result.to_dict()["name"] == "model.decoder.layers.0"
+    assert result.to_dict()["certificate"] == result.certificate.to_dict()
     with pytest.raises(TypeError, match=r"\.status"):
         bool(result)
 

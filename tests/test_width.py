@@ -172,7 +172,7 @@ def test_fewer_units_than_d():
 
 @pytest.mark.parametrize("size", [5])
 def test_absorbable_blocks_have_k_zero(size):
-    params, S = models.absorbable("relu", 3, 8, key=jax.random.fold_in(KEY, size), size=size)
+    params, S = models.planted("relu", 3, 8, key=jax.random.fold_in(KEY, size), size=size)
     cert = condition.min_extra_width(params, "relu")
     assert (cert.status, cert.k, cert.method) == ("certified", 0, "find_absorbing_set")
     np.testing.assert_array_equal(cert.S, S)

@@ -81,7 +81,7 @@ reason (a time limit, an unconfirmed MILP verdict, cancellation, an activation w
 ray limit).
 """
 
-from absorbjax.condition.absorber import absorber, absorber_biases
+from absorbjax.condition._absorber import absorber, absorber_biases
 from absorbjax.condition.certificate import METHODS, STATUSES, Certificate, Distance, RelaxationEvidence
 from absorbjax.condition.closest import distance
 from absorbjax.condition.decide import find_absorbing_set, find_absorbing_sets

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import math
 from typing import Any
 
 import numpy as np
 
 from absorbjax import activations
+from absorbjax.condition._text import few, fmt
 from absorbjax.io import to_jsonable
 from absorbjax.results import Result, Verdict
 
-__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "RelaxationEvidence", "Status", "few", "fmt"]
+__all__ = ["METHODS", "STATUSES", "Certificate", "Distance", "RelaxationEvidence", "Status"]
 
 
 class Status(enum.StrEnum):
@@ -32,10 +32,6 @@ METHODS = ("auto", "relaxation", "milp", "exhaustive")
 
 # ---------------------------------------------------------------------------------------------
 # Results
-
-
-def fmt(x: float | None) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,7 +238,3 @@ class Distance(Result):
         out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
         out["certificate"] = self.certificate.to_dict()
         return out
-
-
-def few(idx: np.ndarray) -> str:
-    return str(idx[:10].tolist()) + (f" and {idx.size - 10} more" if idx.size > 10 else "")

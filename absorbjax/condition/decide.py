@@ -1,5 +1,5 @@
 """The decision of Thm 8/10 (Lemma 4 for a skip ``A``), with a certificate; the absorber it
-promises is built in :mod:`absorbjax.condition.absorber`."""
+promises is built in :func:`~absorbjax.condition.absorber` (``condition/_absorber.py``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition import large, scale, stored
 from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
-from absorbjax.condition.certificate import METHODS, Certificate, RelaxationEvidence, Status, few, fmt
+from absorbjax.condition._text import few, fmt
+from absorbjax.condition.certificate import METHODS, Certificate, RelaxationEvidence, Status
 from absorbjax.condition.inputs import (
     Rule,
     absolute_rounding,
@@ -554,7 +555,7 @@ def find_absorbing_set(
       >>> import jax
       >>> from absorbjax import condition, models
       >>> with jax.enable_x64(True):
-      ...     params, S = models.absorbable("relu", 2, 4, key=jax.random.key(0))
+      ...     params, S = models.planted("relu", 2, 4, key=jax.random.key(0))
       ...     generic = models.init("relu", 2, 4, key=jax.random.key(1))
       >>> cert = condition.find_absorbing_set(params, "relu")
       >>> cert.status, cert.S.tolist() == S.tolist()

@@ -13,7 +13,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax._dtypes import finfo, is_float, is_integer
 from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
-from absorbjax.condition.certificate import few
+from absorbjax.condition._text import few
 from absorbjax.condition.scale import Failure, exactly_parallel
 from absorbjax.condition.stored import unit_max
 from absorbjax.models import GatedParams, MLPParams

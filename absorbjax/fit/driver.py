@@ -66,7 +66,7 @@ def search(
       >>> import jax
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
-      ...     W, _ = models.absorbable_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
+      ...     W, _ = models.planted_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
       ...     r = fit.search(W, "relu", key=jax.random.key(1), restarts=8, progress=False)
       >>> r.solved().tolist(), bool(r.best_loss.max() < 1e-20)
       ([True, True], True)

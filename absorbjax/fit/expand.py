@@ -122,7 +122,7 @@ def expand_search(
       >>> import jax
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
-      ...     W, _ = models.absorbable_sample("relu", 2, 8, key=jax.random.key(0), draws=2)
+      ...     W, _ = models.planted_sample("relu", 2, 8, key=jax.random.key(0), draws=2)
       ...     r = fit.expand.expand_search(W, "relu", key=jax.random.key(1), restarts=8, wide=fit.Wide(rounds=1))
       >>> e = r.config.expand
       >>> e["unsolved"], e["improved"], r.solved().tolist()

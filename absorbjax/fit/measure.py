@@ -90,7 +90,7 @@ def recall(params, activation: str, *, key, search: Callable[..., SearchResult] 
       >>> import jax
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
-      ...     W, _ = models.absorbable_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
+      ...     W, _ = models.planted_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
       ...     r = fit.recall(W, "relu", key=jax.random.key(1), restarts=8)
       >>> r.count, r.solved.size
       (2, 2)

@@ -9,7 +9,7 @@ only float arrays.
 Three rooms: the params types and their layout checks (``MLPParams``, ``GatedParams``, ``dims``,
 ``check_layout``, ``flax_kernel``; ``models/_params.py``, which does not import JAX),
 :mod:`absorbjax.models.blocks` (``mlp``, ``skip_mlp``, ``stack``, ``reduce_skip``) and
-:mod:`absorbjax.models.draws` (random weights: ``init``, ``sample``, ``absorbable``); every name
+:mod:`absorbjax.models.draws` (random weights: ``init``, ``sample``, ``planted``); every name
 is used as ``models.<name>``. The blocks and draws load on first use (PEP 562), so
 ``from absorbjax.models import MLPParams`` (the NumPy decision in :mod:`absorbjax.condition`)
 does not import JAX.
@@ -32,10 +32,10 @@ if TYPE_CHECKING:  # for editors and the API docs (griffe); at run time, __getat
     from absorbjax.models.blocks import mlp, reduce_skip, skip_mlp, stack
     from absorbjax.models.draws import (
         DISTS,
-        absorbable,
-        absorbable_sample,
         compiled_programs,
         init,
+        planted,
+        planted_sample,
         sample,
         size_bucket,
     )
@@ -47,8 +47,8 @@ _LAZY = {  # name -> the room that defines it; imported (with JAX) on first use
     "reduce_skip": "blocks",
     "init": "draws",
     "sample": "draws",
-    "absorbable": "draws",
-    "absorbable_sample": "draws",
+    "planted": "draws",
+    "planted_sample": "draws",
     "size_bucket": "draws",
     "compiled_programs": "draws",
     "DISTS": "draws",
@@ -63,8 +63,8 @@ __all__ = [
     "stack",
     "init",
     "sample",
-    "absorbable",
-    "absorbable_sample",
+    "planted",
+    "planted_sample",
     "reduce_skip",
     "dims",
     "flax_kernel",

@@ -1,5 +1,5 @@
 """Random weights: one block or stack (:func:`init`), many draws (:func:`sample`), and blocks that
-absorb their skip by construction (:func:`absorbable`, :func:`absorbable_sample`).
+absorb their skip by construction with a planted ``S`` (:func:`planted`, :func:`planted_sample`).
 
 Draw ``i`` of many is ``init(..., key=fold_in(key, i))``; nearby draw counts and shapes share
 compiled programs (:func:`size_bucket`, :func:`compiled_programs`).
@@ -21,8 +21,8 @@ from absorbjax.models._params import GatedParams, MLPParams, Params
 __all__ = [
     "init",
     "sample",
-    "absorbable",
-    "absorbable_sample",
+    "planted",
+    "planted_sample",
     "size_bucket",
     "compiled_programs",
     "DISTS",
@@ -255,7 +255,7 @@ def _keys(key, start, draws):
     return jax.vmap(lambda i: jax.random.fold_in(key, i))(start + jnp.arange(draws))
 
 
-def absorbable(
+def planted(
     activation: str,
     d: int,
     n: int,
@@ -283,7 +283,7 @@ def absorbable(
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import models
       >>> with jax.enable_x64(True):  # the identity is exact: check it in float64
-      ...     params, S = models.absorbable("gelu", 2, 6, key=jax.random.key(0))
+      ...     params, S = models.planted("gelu", 2, 6, key=jax.random.key(0))
       ...     print(len(S), bool(jnp.abs(params.down[:, S] @ params.up[S] + jnp.eye(2)).max() < 1e-12))
       2 True
 
@@ -299,12 +299,12 @@ def absorbable(
     """
     act = activations.get(activation)
     if act.gated:
-        raise ValueError(f"absorbable needs an ungated activation, got gated {act.name!r}")
+        raise ValueError(f"planted needs an ungated activation, got gated {act.name!r}")
     if depth is not None:
         if not isinstance(depth, (int, np.integer)) or depth < 1:
             raise ValueError(f"depth must be a positive integer or None, got {depth!r}")
         layers = [
-            absorbable(activation, d, n, key=jax.random.fold_in(key, layer), size=size, dtype=dtype)
+            planted(activation, d, n, key=jax.random.fold_in(key, layer), size=size, dtype=dtype)
             for layer in range(depth)
         ]
         return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in layers]), [S for _, S in layers]
@@ -323,7 +323,7 @@ def absorbable(
     return MLPParams(params.up, params.down.at[:, S].set(down_s)), S
 
 
-def absorbable_sample(
+def planted_sample(
     activation: str,
     d: int,
     n: int,
@@ -334,7 +334,7 @@ def absorbable_sample(
     dtype=None,
     depth: int | None = None,
 ) -> tuple[MLPParams, list]:
-    """``draws`` blocks from :func:`absorbable`, draw ``i`` from ``fold_in(key, i)``: params with a
+    """``draws`` blocks from :func:`planted`, draw ``i`` from ``fold_in(key, i)``: params with a
     leading draws axis (``up (draws, n, d)``, ``down (draws, d, n)``) and each draw's ``S``.
     ``depth=L``: ``draws`` stacks (``up (draws, L, n, d)``; layer ``l`` of draw ``i`` from
     ``fold_in(fold_in(key, i), l)``), each draw's list of ``L`` sets.
@@ -342,14 +342,14 @@ def absorbable_sample(
     Examples:
       >>> import jax
       >>> from absorbjax import models
-      >>> params, sets = models.absorbable_sample("relu", 2, 6, key=jax.random.key(0), draws=3, size=3)
+      >>> params, sets = models.planted_sample("relu", 2, 6, key=jax.random.key(0), draws=3, size=3)
       >>> params.down.shape, [len(S) for S in sets]
       ((3, 2, 6), [3, 3, 3])
     """
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
     pairs = [
-        absorbable(activation, d, n, key=jax.random.fold_in(key, i), size=size, dtype=dtype, depth=depth)
+        planted(activation, d, n, key=jax.random.fold_in(key, i), size=size, dtype=dtype, depth=depth)
         for i in range(draws)
     ]
     return jax.tree.map(lambda *a: jnp.stack(a), *[p for p, _ in pairs]), [S for _, S in pairs]

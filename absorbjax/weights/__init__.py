@@ -12,8 +12,8 @@
 * :mod:`~absorbjax.weights.model`: every block of a checkpoint and the tensors no block uses
   (:func:`scan`), layer by layer (:func:`blocks`), one block read (:func:`load_block`), a skip
   matrix (:func:`load_skip`).
-* :mod:`~absorbjax.weights.check`: :func:`check`, the decision for one read block (biases
-  included), used by ``absorbjax check`` and the experiments.
+* :func:`check` (``weights/_check.py``): the decision for one read block (biases included), a
+  :class:`BlockCheck`, used by ``absorbjax check`` and the experiments.
 * :mod:`~absorbjax.weights.plot`: the per-layer distance figure of ``absorbjax check --plot``.
 * :mod:`~absorbjax.weights.packages`: checkpoints installed as Python packages.
 
@@ -21,7 +21,7 @@ Every problem raises ``ValueError`` with one line naming the file and the fix.
 """
 
 from absorbjax.weights import activation, conventions, formats, model, packages
-from absorbjax.weights.check import BlockCheck, check, gaussian_like
+from absorbjax.weights._check import BlockCheck, check, gaussian_like
 from absorbjax.weights.model import Block, Model, blocks, load_block, load_skip, scan
 from absorbjax.weights.packages import checkpoint_file
 

@@ -55,7 +55,7 @@ import numpy as np
 
 from absorbjax import activations
 from absorbjax.condition._arith import EPS
-from absorbjax.condition.certificate import fmt
+from absorbjax.condition._text import fmt
 from absorbjax.condition.decide import find_absorbing_set
 from absorbjax.condition.inputs import (
     check_rtol,

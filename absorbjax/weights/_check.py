@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from absorbjax.results import Verdict
 from absorbjax.weights import limits
 from absorbjax.weights.model import Block
+
+if TYPE_CHECKING:
+    from absorbjax.condition import Certificate
 
 __all__ = ["BlockCheck", "check", "gaussian_like"]
 
@@ -44,7 +47,8 @@ class BlockCheck(Verdict):
     found (ungated blocks, ``None`` otherwise), and how it was found (``S_method``: ``exact``,
     ``exhaustive``, ``local``, ``frank-wolfe`` or ``greedy``, see :class:`absorbjax.condition.Distance`). ``hidden_bias`` / ``output_bias``: the tensor
     names read as ``b`` and ``c`` (``None``: the file has none under any name rule); ``unread``:
-    1-D tensors beside the block that may be biases. ``certificate``: the certificate as JSON.
+    1-D tensors beside the block that may be biases. ``certificate``: the decision's
+    :class:`~absorbjax.condition.Certificate` (``None`` for a block decided by theorem).
     """
 
     # the block, as the file names and stores it
@@ -65,7 +69,7 @@ class BlockCheck(Verdict):
     S: list[int] | None = None
     S_method: str | None = None
     within_rounding: str | None = None
-    certificate: dict[str, Any] | None = None
+    certificate: Certificate | None = None
     seconds: float = 0.0
     # the biases read beside the weights
     hidden_bias: str | None = None
@@ -77,6 +81,13 @@ class BlockCheck(Verdict):
         bounds = "" if self.lower is None else f", distance {self.lower:.3g} … {self.upper:.3g}"
         block = f"{self.name} (layer {self.layer}, {self.activation}, d = {self.d}, n = {self.n})"
         return f"{block}: {self.status} by {self.method}{bounds}; {self.reason}"
+
+    def to_dict(self) -> dict:
+        """Every field, JSON-ready; ``certificate`` by its own :meth:`~absorbjax.condition.Certificate.to_dict`."""
+        out = super().to_dict()
+        if self.certificate is not None:
+            out["certificate"] = self.certificate.to_dict()
+        return out
 
 
 def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
@@ -130,7 +141,7 @@ def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
         method=cert.method,
         reason=cert.reason,
         within_rounding=cert.within_rounding,
-        certificate=cert.to_dict(),
+        certificate=cert,
     )
     covered = block.activation is not None and activations.get(block.activation).converse(biased=True)
     if block.unread and cert.status == "not_absorbable" and covered:

@@ -70,7 +70,7 @@ def absorber(
       >>> import jax, jax.numpy as jnp
       >>> from absorbjax import condition, models
       >>> with jax.enable_x64(True):
-      ...     params, S = models.absorbable("gelu", 3, 6, key=jax.random.key(0))
+      ...     params, S = models.planted("gelu", 3, 6, key=jax.random.key(0))
       ...     V = condition.absorber(params, S)
       ...     x = jnp.array([0.3, -1.2, 2.0])
       ...     gap = models.skip_mlp(params, x, "gelu") - models.mlp(V, x, "gelu")
