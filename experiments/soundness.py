@@ -211,7 +211,7 @@ def _rule_e(rng, i):
     S = np.sort(rng.choice(n, d, replace=False))
     Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
     D[:, S] = (eps * Q - np.eye(d)) @ np.linalg.inv(U[S])
-    options = {"skip_rtol": skip_rtol, "rtol": 100 * skip_rtol}
+    options = {"skip_rtol": skip_rtol, "rtol": 100 * skip_rtol, "method": "relaxation"}  # no MILP over 2048 units
     note = f"d={d} n={n} skip_rtol={skip_rtol:.0e} ε/skip_rtol={eps / skip_rtol:.7f}"
     return {"params": models.MLPParams(U, D), "activation": "relu", "planted": S, "options": options, "note": note}
 
