@@ -28,6 +28,7 @@ __all__ = [
     "nondegenerate",
     "distinct_hyperplanes",
     "passes",
+    "spectral_at_most",
     "passing_sets",
     "planted",
     "storage_passes",
@@ -87,6 +88,31 @@ def frobenius(M) -> float:
     """``‖M‖_F`` of an exact matrix, rounded to nearest (relative error below 1e-15)."""
     total = sum(x * x for row in M for x in row)
     return math.sqrt(float(total)) if total else 0.0
+
+
+def spectral_at_most(M, t) -> bool:
+    """Whether ``‖M‖_2 ≤ t`` for an exact matrix ``M`` (rows of Fractions) and a float ``t ≥ 0``,
+    decided exactly: ``t² I − MᵀM`` positive semidefinite (symmetric Gaussian elimination in
+    rational arithmetic; a zero pivot needs a zero row)."""
+    t = Fraction(t)
+    if t < 0:
+        return False
+    d = len(M[0])
+    G = [
+        [(t * t if j == k else 0) - sum((row[j] * row[k] for row in M), Fraction(0)) for k in range(d)]
+        for j in range(d)
+    ]
+    for p in range(d):
+        piv = G[p][p]
+        if piv < 0 or (piv == 0 and any(G[p][k] != 0 for k in range(p + 1, d))):
+            return False
+        if piv == 0:
+            continue
+        for j in range(p + 1, d):
+            f = G[j][p] / piv
+            for k in range(p + 1, d):
+                G[j][k] -= f * G[p][k]
+    return True
 
 
 def passing_sets(params, rtol: float, *, limit: int = BRUTE_MAX_N, skip=None, c=1) -> list | None:

@@ -26,7 +26,14 @@ the wide path (``n = 2048``) with rows at ``2^960…2^1010`` and an exactly para
 sign-flipped and rescaled copies), activations registered without declared facts (a leaky relu of
 slope 0.1 and relu + 1e-6·sin, planted ``W_down[:,S] W_up[S,:] = −I``: only ``undecided`` is right),
 the built-in ``leaky_relu(α)`` (planted ``c·W_down[:,S] W_up[S,:] = −I``, ``c = 1 + α``, and generic),
-and biased absorbers at ``x = 0`` with biases up to 1e16 (``offset_bound`` against the exact offset).
+biased absorbers at ``x = 0`` with biases up to 1e16 (``offset_bound`` against the exact offset),
+rule (E) near its threshold at ``n = 2048`` (a planted miss ``ε·Q``, ``Q`` orthogonal,
+``ε/skip_rtol = 1 ± 10^-(1…6)``: ``absorbable`` only with the exact ``‖M_S‖_2 ≤ skip_rtol``, decided
+by :func:`absorbjax.testing.spectral_at_most`), relu with exactly parallel rows and distinct biases
+at ``n = 2048`` (``not_absorbable`` only when the pair's ``(w_i, b_i)`` are exactly
+non-proportional, and a norm margin excludes every S), and :func:`absorbjax.condition.distance`
+against the exact minimum over all ``2^n`` sets (``n ≤ 12``: ``lower ≤ min ≤ upper``, ``upper`` at
+least the exact value of its own S).
 
 ``undecided`` and one-line ``ValueError`` refusals are allowed and counted; a crash (any other
 exception) counts as wrong. ``python experiments/soundness.py [--preset smoke|quick|full]``.
@@ -193,12 +200,142 @@ def _judge_biased_zero(cert, case):
     return "" if exact <= cert.offset_bound else f"‖absorber(0) − block(0)‖ = {exact:.3g} > offset_bound"
 
 
+def _rule_e(rng, i):
+    """n = 2048, a planted S whose exact miss is ``ε·Q`` (Q orthogonal), ``ε`` within a factor
+    ``1 ± 10^-(1…6)`` of ``skip_rtol``; rule (★)'s ``rtol`` wide enough for S to pass it."""
+    d, n = int(rng.integers(2, 5)), 2048
+    skip_rtol = 10.0 ** -int(rng.integers(4, 9))
+    eps = skip_rtol * (1 + (-1) ** i * 10.0 ** -rng.uniform(1, 6))
+    U = rng.standard_normal((n, d)) / math.sqrt(d)
+    D = rng.standard_normal((d, n)) / n
+    S = np.sort(rng.choice(n, d, replace=False))
+    Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    D[:, S] = (eps * Q - np.eye(d)) @ np.linalg.inv(U[S])
+    options = {"skip_rtol": skip_rtol, "rtol": 100 * skip_rtol, "method": "relaxation"}  # no MILP over 2048 units
+    note = f"d={d} n={n} skip_rtol={skip_rtol:.0e} ε/skip_rtol={eps / skip_rtol:.7f}"
+    return {"params": models.MLPParams(U, D), "activation": "relu", "planted": S, "options": options, "note": note}
+
+
+def _judge_rule_e(cert, case):
+    wrong = _judge_planted_spectral(cert, case)
+    if wrong or cert.status != "absorbable":
+        return wrong
+    M = testing.exact_miss(case["params"], cert.S)
+    if not testing.spectral_at_most(M, case["options"]["skip_rtol"]):  # σ_min(I) = 1
+        return f"absorbable, but the exact ‖M_S‖_2 exceeds skip_rtol {case['options']['skip_rtol']:.0e}"
+    return ""
+
+
+def _judge_planted_spectral(cert, case):
+    """:func:`_judge_planted` with rule (E) read as the certificate states it (``‖M_S‖_2``, exact)."""
+    params, S = case["params"], case.get("planted")
+    if cert.status == "absorbable":
+        if not testing.passes(params, cert.S, _r(cert.rtol, len(cert.S))):
+            return "absorbable, but S fails rule (★) exactly"
+        if not testing.spectral_at_most(testing.exact_miss(params, cert.S), cert.miss_bound):
+            return f"absorbable, but the exact ‖M_S‖_2 exceeds miss_bound {cert.miss_bound:.3g}"
+    if cert.status in ("not_absorbable", "degenerate") and testing.passes(params, S, _r(cert.rtol, len(S))):
+        return f"{cert.status}, but the planted S passes"
+    return ""
+
+
+def _parallel_biased_wide(rng, i):
+    """relu, n = 2048: rows a, b exactly parallel (``W_up[b] = t·W_up[a]``, ``t = ±2^k``) with
+    distinct kink hyperplanes (every fourth case: the same hyperplane, ``b_b = t·b_a``); small
+    ``W_down`` so that no S comes near ``−I``."""
+    d, n = int(rng.integers(3, 9)), 2048
+    U = rng.standard_normal((n, d)) / math.sqrt(d)
+    D = rng.standard_normal((d, n)) / (4 * n)
+    bias = rng.standard_normal(n)
+    a, b = rng.choice(n, 2, replace=False)
+    t = float((-1) ** i * 2.0 ** int(rng.integers(-1, 2)))
+    U[b] = t * U[a]
+    same = i % 4 == 3
+    if same:
+        bias[b] = t * bias[a]
+    note = f"d={d} n={n} pair ({a}, {b}) t={t:g}{' same hyperplane' if same else ''}"
+    return {"params": models.MLPParams(U, D), "activation": "relu", "bias": bias, "pair": (a, b), "note": note}
+
+
+def _no_set_near(params) -> bool:
+    """No S has ``W_down[:,S] W_up[S,:] ≈ −I``: ``‖W_down[:,S] W_up[S,:]‖_2 ≤ ‖W_down‖_2 ‖W_up‖_2``
+    (float64 SVD with a 1e-6 margin) leaves every ``‖M_S‖_2 ≥ 1/2``, far above rule (★)'s slack."""
+    U, D = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
+    s = np.linalg.norm(D, 2) * np.linalg.norm(U, 2) * (1 + 1e-6)
+    slack = 1e-6 * (np.abs(D).sum() * np.abs(U).max() + U.shape[1])
+    return s + slack < 0.5
+
+
+def _judge_parallel_biased_wide(cert, case):
+    params, (a, b), bias = case["params"], case["pair"], case["bias"]
+    U = np.asarray(params.up, np.float64)
+    va = [Fraction(float(x)) for x in (*U[a], bias[a])]
+    vb = [Fraction(float(x)) for x in (*U[b], bias[b])]
+    proportional = all(va[j] * vb[k] == va[k] * vb[j] for j in range(len(va)) for k in range(j + 1, len(va)))
+    if cert.status in ("absorbable", "not_absorbable") and not _no_set_near(params):
+        return f"{cert.status}, but the judge cannot exclude a set (norm margin too small)"
+    if cert.status == "absorbable":
+        return "absorbable, but no S comes within 1/2 of −I"
+    if cert.status == "not_absorbable" and proportional:
+        return "not_absorbable, but (w_a, b_a) and (w_b, b_b) are proportional (one kink hyperplane)"
+    return ""
+
+
+def _distance(rng, i):
+    """n ≤ 12: planted, near-planted (a 1e-3 miss) and generic blocks for :func:`condition.distance`."""
+    d, n = int(rng.integers(2, 4)), int(rng.integers(6, 13))
+    kind = ("planted", "near", "generic")[i % 3]
+    if kind == "generic":
+        up, down = rng.normal(size=(n, d)) / math.sqrt(d), rng.normal(size=(d, n)) / math.sqrt(n)
+    else:
+        up, down, _ = testing.planted(rng, d, n)
+        if kind == "near":
+            down = down + 1e-3 * rng.normal(size=down.shape)
+    params = models.MLPParams(up, down)
+    return {
+        "params": params,
+        "activation": "relu",
+        "call": lambda: condition.distance(params, "relu", time_limit=5.0),
+        "note": f"distance {kind} d={d} n={n}",
+    }
+
+
+def _judge_distance(dist, case):
+    """``upper ≥`` the exact value of its own S, ``lower ≤`` the exact minimum over all ``2^n``
+    sets (float64 values with Higham's margin; the sets the margin leaves open, exactly), and
+    the decision inside judged by :func:`absorbjax.testing.judge`."""
+    params = case["params"]
+    U, D = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
+    n, d = U.shape
+
+    def exact_sq(S):  # ‖M_S‖_F² / ‖I‖_F², exact
+        return sum(x * x for row in testing.exact_miss(params, S) for x in row) / d
+
+    if dist.upper < 0 or Fraction(dist.upper) ** 2 < exact_sq(dist.S):
+        return f"upper {dist.upper:.6g} below the exact value of its own S {dist.S.tolist()}"
+    masks = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(np.float64)
+    outer = np.einsum("ki,ij->ikj", D, U).reshape(n, d * d)
+    M = masks @ outer + np.eye(d).ravel()
+    err = (n + 2) * 1.01 * _U * (masks @ np.abs(outer) + np.eye(d).ravel())  # Higham γ_{n+1}
+    low = np.maximum(np.linalg.norm(M, axis=1) - np.linalg.norm(err, axis=1), 0) / math.sqrt(d)
+    for m in np.flatnonzero(low < dist.lower):
+        if Fraction(dist.lower) ** 2 > exact_sq(np.flatnonzero(masks[m])):
+            return f"lower {dist.lower:.6g} above the exact value of S {np.flatnonzero(masks[m]).tolist()}"
+    return testing.judge(dist.certificate, params, "relu")
+
+
 EXTRA = {
     "wide path: rows at 2^960–2^1008, an exactly parallel pair (n = 2048)": (_wide_scales, _judge_wide_scales),
     "wide path: decoys of a planted S (near-duplicates, sign-flipped, rescaled; n = 2048)": (_decoys, _judge_planted),
     "registered without declared facts (leaky 0.1, relu + 1e-6·sin)": (_undeclared, _judge_undeclared),
     "leaky_relu(α): planted c·W_down[:,S] W_up[S,:] = −I and generic": (_leaky, _judge_leaky),
     "biased absorbers at x = 0, biases up to 1e16": (_biased_zero, _judge_biased_zero),
+    "rule (E) near skip_rtol: planted miss ε·Q, ε/skip_rtol = 1 ± 10^-(1…6) (n = 2048)": (_rule_e, _judge_rule_e),
+    "relu, parallel rows with distinct biases (kink theorem; n = 2048)": (
+        _parallel_biased_wide,
+        _judge_parallel_biased_wide,
+    ),
+    "distance(): lower ≤ exact minimum over all 2^n sets ≤ upper (n ≤ 12)": (_distance, _judge_distance),
 }
 
 
@@ -232,13 +369,18 @@ def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
         case, check = _case(family, rng, i)
         params, activation, planted, note = case["params"], case["activation"], case.get("planted"), case["note"]
         try:
-            cert = condition.find_absorbing_set(
-                params,
-                activation,
-                time_limit=time_limit,
-                bias=case.get("bias"),
-                out_bias=case.get("out_bias"),
-            )
+            if "call" in case:  # another entry point (distance): its decision is reported
+                result = case["call"]()
+                cert = result.certificate
+            else:
+                cert = result = condition.find_absorbing_set(
+                    params,
+                    activation,
+                    time_limit=time_limit,
+                    bias=case.get("bias"),
+                    out_bias=case.get("out_bias"),
+                    **case.get("options", {}),
+                )
         except ValueError as err:  # a refusal in one clear line is allowed and counted
             rows.append(
                 {
@@ -267,7 +409,7 @@ def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
             )
             continue
         try:
-            wrong = check(cert, case)
+            wrong = check(result, case)
         except Exception as err:  # noqa: BLE001  a judge that fails on a certificate counts against it
             wrong = f"judge failed: {err!r}"
         rows.append(
@@ -354,7 +496,8 @@ def run(config, out, seed):
             "storage, scaled and huge units, magnitude spread, coordinate changes, near misses, cancellation "
             "inside S, subnormal and 2^±k-scaled units, biased blocks and the ray-limit activations; the wide "
             "path at extreme scales and with decoys, activations without declared facts, leaky_relu, biased "
-            "absorbers at x = 0), judged in exact rational arithmetic",
+            "absorbers at x = 0, rule (E) near skip_rtol, relu parallel rows with distinct biases; distance() "
+            "against the exhaustive minimum), judged in exact rational arithmetic",
             f"{wrong} wrong ({crashes} crashes) of {total} ({undecided} undecided); {table}; first wrong: {first_wrong}",
             holds=wrong == 0,
             criterion="zero wrong answers and crashes; undecided and one-line refusals allowed, counted",

@@ -217,3 +217,15 @@ def test_biased_relu_with_parallel_rows_and_distinct_biases_is_decided():
         assert cert.status == "not_absorbable" and cert.theorem == activations.KINK_THEOREM, cert.reason
     b[5] = 2.0 * b[3]
     assert condition.find_absorbing_set(models.MLPParams(up, p.down), "relu", bias=b).status == "degenerate"
+
+
+def test_spectral_at_most_is_exact():
+    """testing.spectral_at_most decides ‖M‖_2 ≤ t exactly, zero pivots and equality included."""
+    from fractions import Fraction
+
+    M = [[Fraction(3), Fraction(0)], [Fraction(0), Fraction(4)]]
+    assert testing.spectral_at_most(M, 4.0) and not testing.spectral_at_most(M, 4.0 - 2.0**-50)
+    ones = [[Fraction(1), Fraction(1)], [Fraction(1), Fraction(1)]]  # ‖·‖_2 = 2, rank one
+    assert testing.spectral_at_most(ones, 2.0) and not testing.spectral_at_most(ones, 1.999)
+    assert testing.spectral_at_most([[Fraction(0), Fraction(0)], [Fraction(0), Fraction(1)]], 1.0)
+    assert not testing.spectral_at_most([[Fraction(0), Fraction(1)], [Fraction(0), Fraction(0)]], 0.0)
