@@ -132,7 +132,8 @@ def _searched(U, D, rule: Rule, dist: Distance, deadline: float) -> Distance:
     if np.array_equal(m, starts[0]):  # no move from the path's own set
         return dist
     S = np.flatnonzero(m)  # its units in float64, rescaled by exact powers of two (the same M_i)
-    u, dd = stored.units(U, D, stored.unit_scales(U, D), S)
+    Us, Ds = U[S], D[:, S]
+    u, dd = stored.units(Us, Ds, stored.unit_scales(Us, Ds), np.arange(S.size))
     upper = attained(u, dd, rule, np.ones(S.size, bool))
     if not upper < dist.upper:
         return dist

@@ -7,7 +7,6 @@ import math
 from fractions import Fraction
 from typing import NamedTuple
 
-import ml_dtypes
 import numpy as np
 
 from absorbjax import activations
@@ -102,7 +101,7 @@ def float_weights(params, *, batched: bool, stream: int | None = None) -> tuple[
 
 def _streamable(dtype) -> bool:
     """A float dtype the wide path reads as stored: float16/32/64 or ``bfloat16``."""
-    return dtype in (np.float16, np.float32, np.float64) or dtype == ml_dtypes.bfloat16
+    return is_float(dtype) and np.dtype(dtype).itemsize in (2, 4, 8)
 
 
 def storage_dtypes(params) -> tuple[np.dtype, np.dtype]:
