@@ -618,3 +618,28 @@ def test_committed_tables_are_what_the_records_give():
     assert sorted(made) == ["depth.atlas.md", "trained_blocks.md"]
     for file, text in made.items():
         assert text == (EXPERIMENTS.parent / "figures" / file).read_text(), file
+
+
+def test_trained_blocks_search_claims_are_judged_from_the_record():
+    """The two claims about distance's search over S: an upper bound below 1 wherever S ≠ ∅, and
+    widths after the search never above those before it (and below in some layer)."""
+    module = _experiment("trained_blocks")
+    results = trained_blocks_results()
+    rows = [row["trained"] for e in results["models"].values() if not e["gated"] for row in e["layers"]]
+    for i, t in enumerate(rows):
+        t.update(upper=min(t["upper"], 0.99), S_size=max(t["S_size"], 1))
+        t.update(width=t["upper"] - t["lower"], width_before=t["upper"] - t["lower"] + (1e-3 if i == 0 else 0.0))
+
+    def verdicts(res):
+        found = {c.claim: c.holds for c in module.claims(res)}
+        below = next(k for k in found if k.startswith("every trained layer whose best S found is nonempty"))
+        narrows = next(k for k in found if k.startswith("the search over S"))
+        return found[below], found[narrows]
+
+    assert verdicts(results) == (True, True)
+    rows[1]["upper"] = 1.0  # a nonempty S at the zero map's distance
+    rows[2]["width"] = rows[2]["width_before"] + 1e-3  # the search widened an interval
+    assert verdicts(results) == (False, False)
+    for t in rows:
+        t.pop("width_before")
+    assert verdicts(results)[1] is None  # no widths before the search recorded: not decided
