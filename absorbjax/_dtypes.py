@@ -11,8 +11,6 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-__all__ = ["finfo", "is_float", "is_integer"]
-
 
 def is_float(dtype) -> bool:
     """Whether ``dtype`` is a real floating format (NumPy's or ml_dtypes': ``bfloat16``,

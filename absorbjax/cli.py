@@ -148,7 +148,7 @@ def _check(args) -> int:
     if problem:
         print(f"absorbjax check: {problem}", file=sys.stderr)
         return 2
-    from absorbjax.weights import limits
+    from absorbjax.weights import _limits as limits
 
     with limits.budget(args.max_bytes):
         return _check_file(args)
@@ -201,7 +201,7 @@ def _check_file(args) -> int:
         )
         return 2
     if args.plot:
-        from absorbjax.weights.plot import plot_distances
+        from absorbjax.weights._plot import plot_distances
 
         if gaussian:
             plot_distances(rows, gaussian, args.plot, title=f"{model.path.name}: distance per layer")
@@ -321,7 +321,7 @@ def _info(args) -> int:
         a = activations.get(name)
         c = "-" if a.odd_slope is None else f"{float(a.odd_slope):g}"
         print(f"{name:<12} {a.family:<12} {c:<13} {a.result}")
-    from absorbjax.weights import packages
+    from absorbjax.weights import _packages as packages
 
     print("checkpoint packages (weights.checkpoint_file(NAME); absorbjax check FILE):")
     for short, (dist, _) in packages.KNOWN.items():

@@ -18,7 +18,7 @@ runs with different step counts, so sampling, compilation and the final evaluati
 ``--claims [DRAWS]`` instead measures, in float64 with default settings, the recall on absorbable
 draws, the separation on Gaussian draws and the near-origin error of gated and homogeneous fits. ``--sizes [DRAWS]`` measures the
 recall on absorbable draws as n/d grows and on depth-2 stacks (``--strategy expand``: the
-expand–merge–decide–polish search of :mod:`absorbjax.fit.expand`, ``--rounds R`` its rounds;
+expand–merge–decide–polish search of :mod:`absorbjax.fit._expand`, ``--rounds R`` its rounds;
 ``--size D N`` and ``--stack D N`` pick sizes).
 
     python experiments/bench_fit.py [--quick] [--out results/bench_fit.json]
@@ -378,7 +378,7 @@ def recall_by_size(
     """Recall on absorbable draws beyond the claimed sizes (``n = 2d``, ``n = 4d``, one layer) and
     on depth-2 blockwise-absorbable stacks, relu and gelu, float64; ``strategy`` ``"default"``
     is :func:`absorbjax.fit.search` with its defaults, ``"expand"``
-    :func:`absorbjax.fit.expand.expand_search`. ``sizes``/``stacks`` pick the one-layer and
+    :func:`absorbjax.fit._expand.expand_search`. ``sizes``/``stacks`` pick the one-layer and
     depth-2 sizes (either given: only those). ``generic``: Gaussian draws instead (Cor 11: none
     absorbs), where the same measurement counts the draws below 1e-12. ``rounds``: expand_search's (``None``: its default).
     Seconds include compilation."""

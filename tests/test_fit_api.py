@@ -21,7 +21,7 @@ TINY = dict(restarts=2, steps=5, polish=False, progress=False)
 
 
 def _training_inputs(result, i):
-    """Draw ``i``'s training inputs, as :func:`absorbjax.fit.draw.one_draw` samples them."""
+    """Draw ``i``'s training inputs, as :func:`absorbjax.fit._draw.one_draw` samples them."""
     k_in = jax.random.split(jax.random.fold_in(KEY, i))[0]
     xs, _ = fit.sample_inputs(fit.Inputs(result.config.num), 2, key=k_in, dtype=jnp.float64)
     return xs

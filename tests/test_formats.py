@@ -230,7 +230,7 @@ def test_torch_zip_refuses_code(tmp_path, monkeypatch):
 
 
 def save_ct2(path, variables, aliases=(), version=6):
-    """Write CTranslate2's binary layout (see :mod:`absorbjax.weights.ct2`)."""
+    """Write CTranslate2's binary layout (see :mod:`absorbjax.weights._ct2`)."""
     ids = {
         np.dtype(np.float32): 0,
         np.dtype(np.int8): 1,

@@ -1,4 +1,4 @@
-"""The O(n d²) screen of :mod:`absorbjax.condition.scale`: its bounds are never above their exact
+"""The O(n d²) screen of :mod:`absorbjax.condition._scale`: its bounds are never above their exact
 values, it never claims absence for an absorbable block, and it finds planted sets.
 
 Small sizes only, NumPy float64 weights (no JAX); exact references in Python fractions.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from absorbjax.condition import large, scale
+from absorbjax.condition import _large as large, _scale as scale
 
 RTOL = 1e3 * 2.0**-52  # rule (★)'s default slack
 EPS = 2.0**-52
@@ -319,7 +319,7 @@ def test_undecided_wide_blocks_are_not_sent_to_the_gram_path(monkeypatch, screen
 
     U, D = gaussian(14, 4, 16, size=1.0)
     monkeypatch.setattr(scale, "miss_threshold", lambda *args, **kwargs: 1e9)  # nothing can be ruled out
-    from absorbjax.condition.inputs import Rule
+    from absorbjax.condition._inputs import Rule
 
     assert large.wide_screen(U, D, Rule.of(np.eye(4), RTOL)) is None
     monkeypatch.setattr(large, "GRAM_MAX_N", 8)

@@ -12,10 +12,10 @@ import pytest
 from safetensors.numpy import save_file
 
 from absorbjax import cli, condition, weights
-from absorbjax.condition import decide as decision
-from absorbjax.condition.inputs import float_weights
+from absorbjax.condition import _decide as decision
+from absorbjax.condition._inputs import float_weights
 from absorbjax.models import MLPParams
-from absorbjax.weights import formats, limits
+from absorbjax.weights import _formats as formats, _limits as limits
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from absorbjax import activations, condition
-from absorbjax.condition import search
+from absorbjax.condition import _search as search
 from absorbjax.models import MLPParams
 
 

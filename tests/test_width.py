@@ -14,7 +14,7 @@ import pytest
 from scipy import special
 
 from absorbjax import condition, fit, models
-from absorbjax.condition.width import parts as width_parts
+from absorbjax.condition.width import _parts as width_parts
 from absorbjax.models import MLPParams
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)

@@ -82,10 +82,10 @@ ray limit).
 """
 
 from absorbjax.condition._absorber import absorber, absorber_biases
-from absorbjax.condition.certificate import METHODS, STATUSES, Certificate, Distance, RelaxationEvidence
-from absorbjax.condition.closest import distance
-from absorbjax.condition.decide import find_absorbing_set, find_absorbing_sets
-from absorbjax.condition.inputs import DEFAULT_RTOL, storage_rtol, tolerance
+from absorbjax.condition._certificate import METHODS, STATUSES, Certificate, Distance, RelaxationEvidence
+from absorbjax.condition._closest import distance
+from absorbjax.condition._decide import find_absorbing_set, find_absorbing_sets
+from absorbjax.condition._inputs import DEFAULT_RTOL, storage_rtol, tolerance
 from absorbjax.condition.width import WidthCertificate, min_extra_width
 
 __all__ = [

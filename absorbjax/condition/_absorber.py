@@ -10,10 +10,8 @@ import numpy as np
 from absorbjax import activations
 from absorbjax._dtypes import is_float
 from absorbjax.condition._arith import ONE, output_bias
-from absorbjax.condition.inputs import accepts, check_rtol, float_weights, mask_of, skip_matrix
+from absorbjax.condition._inputs import accepts, check_rtol, float_weights, mask_of, skip_matrix
 from absorbjax.models import MLPParams
-
-__all__ = ["absorber", "absorber_biases", "odd_slope_of"]
 
 
 def odd_slope_of(odd_slope) -> Fraction:

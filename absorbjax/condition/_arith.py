@@ -21,21 +21,6 @@ from typing import NamedTuple
 import numpy as np
 from scipy.linalg import cho_factor as _cho_factor
 
-__all__ = [
-    "ETA",
-    "EPS",
-    "EXACT_OFFSET_MAX",
-    "Verified",
-    "balance",
-    "gamma",
-    "miss_bound",
-    "output_bias",
-    "pd_shift",
-    "certify_pd",
-    "sigma_min_lower",
-    "verify_miss",
-]
-
 EPS = float(np.finfo(np.float64).eps)
 _U = EPS / 2
 ETA = 2.0**-1074  # the absolute rounding of one float64 operation in the subnormal range

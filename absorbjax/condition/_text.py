@@ -6,8 +6,6 @@ import math
 
 import numpy as np
 
-__all__ = ["few", "fmt"]
-
 
 def fmt(x: float | None) -> str:
     """``x`` to 3 significant digits; ``"n/a"`` for ``None``, NaN or ±inf."""

@@ -32,13 +32,13 @@ each step labelled *proved* or *computed exactly*, are in ``docs/theory/depth.md
 Floating-point ranks (:func:`float_rank`) are the quick check beside the exact ones, never a
 certificate.
 
-Modules: :mod:`~absorbjax.dimension.counts` (sizes and bounds), :mod:`~absorbjax.dimension.points`
-(rational points), :mod:`~absorbjax.dimension.ranks` (float and exact ranks, narrow width),
-:mod:`~absorbjax.dimension.certificate` (:class:`DepthCertificate`, :func:`certify`).
+Modules: :mod:`~absorbjax.dimension._counts` (sizes and bounds), :mod:`~absorbjax.dimension._points`
+(rational points), :mod:`~absorbjax.dimension._ranks` (float and exact ranks, narrow width),
+:mod:`~absorbjax.dimension._certificate` (:class:`DepthCertificate`, :func:`certify`).
 """
 
-from absorbjax.dimension.certificate import DepthCertificate, certify
-from absorbjax.dimension.counts import (
+from absorbjax.dimension._certificate import DepthCertificate, certify
+from absorbjax.dimension._counts import (
     ACTIVATIONS,
     DEPTH_STATUSES,
     PRIME,
@@ -47,8 +47,8 @@ from absorbjax.dimension.counts import (
     param_count,
     residual_max,
 )
-from absorbjax.dimension.points import RationalPoint, rational_point
-from absorbjax.dimension.ranks import (
+from absorbjax.dimension._points import RationalPoint, rational_point
+from absorbjax.dimension._ranks import (
     ExactRank,
     FloatRank,
     exact_rank,

@@ -6,11 +6,10 @@ units), ``W_down ∈ R^{d×n}``. Blocks act on ONE example; add batches, draws a
 :mod:`absorbjax.activations`, never a pytree leaf, so ``jit`` specialises on it and optax sees
 only float arrays.
 
-Three rooms: the params types and their layout checks (``MLPParams``, ``GatedParams``, ``dims``,
-``check_layout``, ``flax_kernel``; ``models/_params.py``, which does not import JAX),
-:mod:`absorbjax.models.blocks` (``mlp``, ``skip_mlp``, ``stack``, ``reduce_skip``) and
-:mod:`absorbjax.models.draws` (random weights: ``init``, ``sample``, ``planted``); every name
-is used as ``models.<name>``. The blocks and draws load on first use (PEP 562), so
+Three kinds of names, every one used as ``models.<name>``: the params types and their layout
+checks (``MLPParams``, ``GatedParams``, ``dims``, ``check_layout``, ``flax_kernel``; NumPy only),
+the blocks (``mlp``, ``skip_mlp``, ``stack``, ``reduce_skip``) and random weights (``init``,
+``sample``, ``planted``). The blocks and draws load on first use (PEP 562), so
 ``from absorbjax.models import MLPParams`` (the NumPy decision in :mod:`absorbjax.condition`)
 does not import JAX.
 """
@@ -29,10 +28,9 @@ from absorbjax.models._params import (
 )
 
 if TYPE_CHECKING:  # for editors and the API docs (griffe); at run time, __getattr__ below
-    from absorbjax.models.blocks import mlp, reduce_skip, skip_mlp, stack
-    from absorbjax.models.draws import (
+    from absorbjax.models._blocks import mlp, reduce_skip, skip_mlp, stack
+    from absorbjax.models._draws import (
         DISTS,
-        compiled_programs,
         init,
         planted,
         planted_sample,
@@ -40,18 +38,17 @@ if TYPE_CHECKING:  # for editors and the API docs (griffe); at run time, __getat
         size_bucket,
     )
 
-_LAZY = {  # name -> the room that defines it; imported (with JAX) on first use
-    "mlp": "blocks",
-    "skip_mlp": "blocks",
-    "stack": "blocks",
-    "reduce_skip": "blocks",
-    "init": "draws",
-    "sample": "draws",
-    "planted": "draws",
-    "planted_sample": "draws",
-    "size_bucket": "draws",
-    "compiled_programs": "draws",
-    "DISTS": "draws",
+_LAZY = {  # name -> the private module that defines it; imported (with JAX) on first use
+    "mlp": "_blocks",
+    "skip_mlp": "_blocks",
+    "stack": "_blocks",
+    "reduce_skip": "_blocks",
+    "init": "_draws",
+    "sample": "_draws",
+    "planted": "_draws",
+    "planted_sample": "_draws",
+    "size_bucket": "_draws",
+    "DISTS": "_draws",
 }
 
 __all__ = [
@@ -71,14 +68,11 @@ __all__ = [
     "check_layout",
     "NarrowBlockWarning",
     "size_bucket",
-    "compiled_programs",
     "DISTS",
 ]
 
 
 def __getattr__(name: str):
-    if name in ("blocks", "draws"):
-        return importlib.import_module(f"absorbjax.models.{name}")
     if name not in _LAZY:
         raise AttributeError(f"module 'absorbjax.models' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"absorbjax.models.{_LAZY[name]}"), name)
@@ -87,4 +81,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*__all__, "blocks", "draws"})
+    return sorted(__all__)

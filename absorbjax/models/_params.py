@@ -15,16 +15,6 @@ import numpy as np
 if TYPE_CHECKING:
     import jax
 
-__all__ = [
-    "MLPParams",
-    "GatedParams",
-    "Params",
-    "dims",
-    "flax_kernel",
-    "check_layout",
-    "NarrowBlockWarning",
-]
-
 
 def flax_kernel(layer, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:
     """The weight of one flax ``nnx.Linear`` (or its kernel given as an array) in PyTorch layout.

@@ -28,13 +28,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from absorbjax.results import Verdict
-from absorbjax.weights import limits
-from absorbjax.weights.model import Block
+from absorbjax.weights import _limits as limits
+from absorbjax.weights._model import Block
 
 if TYPE_CHECKING:
     from absorbjax.condition import Certificate
-
-__all__ = ["BlockCheck", "check", "gaussian_like"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -112,7 +110,7 @@ def _working_bytes(block: Block) -> int:
     below ``SCREEN_MIN_N`` units the Gram path always runs, with float64 copies of ``W_up`` and
     ``W_down`` (``2·8·n·d`` bytes) and a few ``n × n`` float64 matrices (``4·8·n²``). Wider blocks
     are read in blocks of units by the screen (memory maps are not allocations)."""
-    from absorbjax.condition import large
+    from absorbjax.condition import _large as large
 
     n, d = block.n, block.d
     if n >= large.SCREEN_MIN_N:

@@ -55,9 +55,8 @@ import numpy as np
 
 from absorbjax import activations
 from absorbjax.condition._arith import EPS
-from absorbjax.condition._text import fmt
-from absorbjax.condition.decide import find_absorbing_set
-from absorbjax.condition.inputs import (
+from absorbjax.condition._decide import find_absorbing_set
+from absorbjax.condition._inputs import (
     check_rtol,
     float_weights,
     hypotheses,
@@ -65,7 +64,8 @@ from absorbjax.condition.inputs import (
     skip_matrix,
     threshold_of,
 )
-from absorbjax.condition.width.parts import (
+from absorbjax.condition._text import fmt
+from absorbjax.condition.width._parts import (
     CHUNK,
     NUMPY,
     PROVED,

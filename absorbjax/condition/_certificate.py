@@ -1,0 +1,238 @@
+"""The answers: :class:`Certificate` (the decision) and :class:`Distance` (how far from absorbing)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+import numpy as np
+
+from absorbjax import activations
+from absorbjax.condition._text import few, fmt
+from absorbjax.io import to_jsonable
+from absorbjax.results import Result, Verdict
+
+
+class Status(enum.StrEnum):
+    """The four answers and what each promises (the decision chooses them by name, never by parsing
+    a message; a certificate stores the plain string, so its records are unchanged)."""
+
+    ABSORBABLE = "absorbable"  # a set S passes rules (★) and (E); the absorber errs by <= miss_bound·‖x‖ + offset_bound
+    NOT_ABSORBABLE = "not_absorbable"  # no set passes, proved, and the cited theorem's hypotheses hold
+    DEGENERATE = "degenerate"  # no set passes, but a hypothesis of the cited theorem fails
+    UNDECIDED = "undecided"  # no proof either way; the reason says why
+
+
+STATUSES = tuple(s.value for s in Status)
+METHODS = ("auto", "relaxation", "milp", "exhaustive")
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclasses.dataclass(frozen=True)
+class RelaxationEvidence:
+    """What the Gram relaxation computed (``cert.relaxation``; ``None`` when the ``O(n d²)`` screen
+    of wide blocks decided, which forms neither ``G`` nor ``W_up W_upᵀ``).
+
+    Attributes:
+      rank: numerical rank of ``G = (W_downᵀ W_down) ⊙ (W_up W_upᵀ)`` (``n`` when Cholesky with
+        Rump's shift proves it positive definite, else the number of eigenvalues above
+        ``τ = 4·max(n,d)·eps·‖G‖_∞``, which only steers).
+      residual: ``ρ = ‖Σ c_i M_i + A‖_F`` at the least-squares real ``c``.
+      dist01: ``‖c − round(c)‖_∞``, the real solution's distance from ``{0,1}^n``.
+      radius: ``δ``: every accepted ``m`` has ``‖m − c‖_2 ≤ δ`` (``None`` without a proved
+        ``λ_min(G) > 0``).
+      min_row_sin: smallest ``|sin|`` of the angle between two nonzero rows of ``W_up``.
+    """
+
+    rank: int
+    residual: float
+    dist01: float
+    radius: float | None
+    min_row_sin: float | None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Certificate(Verdict):
+    """The answer of :func:`find_absorbing_set` and the numbers that justify it.
+
+    Attributes:
+      status: ``"absorbable"`` (a set ``S`` passes rule (★); no genericity needed),
+        ``"not_absorbable"`` (a proof that no set passes, and Thm 8/10 apply),
+        ``"degenerate"`` (no set passes, but a hypothesis of Thm 8/10 fails) or
+        ``"undecided"`` (no proof either way, or no converse for this activation or bias).
+      S: sorted hidden-unit indices of the accepted set (when absorbable).
+      method: what decided: ``"relaxation"``, ``"rounding"``, ``"exhaustive"``, ``"milp"``.
+      reason: one sentence saying why.
+      d, n: input dimension ``d`` and width ``n``.
+      rtol: the slack of rule (★); ``threshold``: the Frobenius bound on every accepted set's miss.
+      residual: ``‖W_down[:,S] W_up[S,:] + A‖_max`` of ``S``, or of the only candidate that the
+        rounding step checked; ``None`` when no single candidate was checked.
+      lower_bound: certified ``‖Σ m_i M_i + A‖_F ≥ lower_bound`` for every ``m ∈ {0,1}^n``.
+      nondegenerate: whether the hypotheses of Thm 8/10 hold (decided exactly on stored values).
+      failed: the hypotheses that fail, in words.
+      relaxation: the Gram relaxation's evidence (:class:`RelaxationEvidence`: rank of ``G``,
+        ``ρ``, ``‖c − round(c)‖_∞``, ``δ``, the smallest sine between rows), or ``None`` when the
+        ``O(n d²)`` screen of wide blocks decided (``n ≥ 2048``; it computes none of them, and a
+        certificate holds no placeholder values).
+      skip: ``"identity"`` or ``"matrix"`` (Lemma 4 form, condition ``= −A``).
+      stored_dtype: dtype of the given weights (the check itself runs in float64).
+      within_rounding: ``"yes"``, ``"no"``, ``"undecided"`` or ``"n/a"``: whether rule (★) passes
+        with the storage's rounding added (``rounding_rtol``); ``rounding_S`` the set, and
+        ``rounding_reason`` why. ``"n/a"`` for float64 and integer storage.
+      biased: whether a nonzero hidden bias was given.
+      activation: the activation named by the caller, if any.
+      theorem: the theorem behind ``not_absorbable`` / ``degenerate`` (or behind "iff" for an
+        ``absorbable`` answer with a named activation): "Thm 8", "Thm 10" or "Thm 8 via the ray limit".
+      assumes: the declared facts of the activation that the answer rests on (its
+        ``Activation.assumes``); empty for the built-ins, whose facts are proved in docs/theory.
+      miss_bound: for a set that passes rule (★): a rigorous upper bound on ``‖M_S‖_F ≥ ‖M_S‖_2``,
+        ``M_S = W_down[:,S] W_up[S,:] + A`` exactly; the absorber is off by at most ``miss_bound·‖x‖``.
+      miss_exact: whether ``M_S`` was computed in rational arithmetic (else float64 with a bound).
+      offset_bound: for an ``absorbable`` answer, a rigorous bound on ``‖absorber(0) − block(0)‖``: the
+        rounding of the absorber's output bias ``e = c + W_down[:,S] b[S]`` as
+        :func:`absorber_biases` returns it (0 where ``e`` is exact, and without biases); the
+        absorber errs by at most ``miss_bound·‖x‖ + offset_bound``.
+      skip_rtol: rule (E): ``absorbable`` needs ``miss_bound ≤ skip_rtol · σ_min(A)``.
+      seconds, timings: wall time, total and per phase.
+    """
+
+    S: np.ndarray | None
+    d: int
+    n: int
+    rtol: float
+    threshold: float
+    residual: float | None
+    lower_bound: float
+    nondegenerate: bool
+    failed: tuple[str, ...]
+    relaxation: RelaxationEvidence | None
+    skip: str
+    stored_dtype: str
+    within_rounding: str = "n/a"
+    rounding_rtol: float | None = None
+    rounding_S: np.ndarray | None = None
+    rounding_reason: str = ""
+    biased: bool = False
+    activation: str | None = None
+    theorem: str | None = None
+    assumes: tuple[str, ...] = ()
+    miss_bound: float | None = None
+    miss_exact: bool | None = None
+    offset_bound: float | None = None
+    skip_rtol: float | None = None
+    seconds: float = 0.0
+    timings: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def absorbable(self) -> bool:
+        return self.status == "absorbable"
+
+    def _summary(self) -> str:
+        """The short repr (:class:`absorbjax.results.Result`): status, method, theorem, the number behind it."""
+        if self.S is not None:
+            found = f"|S| = {self.S.size}, miss <= {fmt(self.miss_bound)}·‖x‖"
+        elif self.residual is not None:
+            found = f"the only candidate misses by {fmt(self.residual)}"
+        else:
+            found = f"every S misses by >= {fmt(self.lower_bound)} (Frobenius)"
+        theorem = f", {self.theorem}" if self.theorem else ""
+        return f"{self.status} by {self.method}{theorem}: {found}; d = {self.d}, n = {self.n}; {self.reason}"
+
+    def summary(self) -> str:
+        target = "I" if self.skip == "identity" else "A"
+        lines = [f"{self.status}  [method: {self.method}]  {self.reason}"]
+        if self.S is not None:
+            lines.append(
+                f"  S = {few(self.S)} (|S| = {self.S.size}): "
+                f"‖W_down[:,S] W_up[S,:] + {target}‖_max = {fmt(self.residual)}, within rule (★), "
+                f"rtol = {fmt(self.rtol)}; ‖M_S‖_2 <= {fmt(self.miss_bound)} "
+                f"({'exact' if self.miss_exact else 'rigorous float64 bound'}), rule (E)"
+            )
+        elif self.residual is not None:
+            lines.append(f"  candidate round(c): miss {fmt(self.residual)}, outside rule (★)")
+        bound = (
+            f"every S misses by >= {fmt(self.lower_bound)} (Frobenius; an accepted S misses by <= "
+            f"{fmt(self.threshold)})"
+        )
+        rel = self.relaxation
+        if rel is None:
+            lines.append(f"  O(n d²) screen: {bound}")
+        else:
+            lines.append(
+                f"  relaxation: rank G = {rel.rank} of n = {self.n}, ρ = {fmt(rel.residual)}, {bound}, "
+                f"‖c − round(c)‖_∞ = {fmt(rel.dist01)}, δ = {fmt(rel.radius)}"
+            )
+        hyp = "hold" if self.nondegenerate else "fail: " + "; ".join(self.failed)
+        sin = "" if rel is None else f"; min |sin| between rows {fmt(rel.min_row_sin)}"
+        lines.append(
+            f"  hypotheses of Thm 8/10 (d >= 2, rows of W_up nonzero and pairwise non-parallel, "
+            f"columns of W_down nonzero) {hyp}{sin}"
+        )
+        if self.activation is not None:
+            lines.append(f"  activation {self.activation}: {activations.get(self.activation).result}")
+        if self.biased:
+            lines.append("  hidden bias: an S absorbs (flip (w_i, b_i)); the converse is Thm 8 via the ray limit")
+        if self.theorem is not None:
+            lines.append(f"  theorem: {self.theorem}")
+        rounding = {
+            "yes": f"yes, S = {few(self.rounding_S) if self.rounding_S is not None else ''}",
+            "no": "no",
+            "undecided": "undecided",
+            "n/a": "n/a",
+        }[self.within_rounding]
+        lines.append(
+            f"  stored as {self.stored_dtype} (decided in float64); absorbable within "
+            f"{self.stored_dtype} storage rounding (rtol {fmt(self.rounding_rtol)}): {rounding}"
+            + (f" ({self.rounding_reason})" if self.rounding_reason else "")
+        )
+        lines.append(f"  d = {self.d}, n = {self.n}, skip {self.skip}, {self.seconds:.3g} s")
+        return "\n".join(lines)
+
+    __str__ = summary
+
+    def to_dict(self) -> dict:
+        """Every field, JSON-ready; ``relaxation`` as a dict of its fields, or ``None``."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.relaxation is not None:
+            out["relaxation"] = dataclasses.asdict(self.relaxation)
+        return to_jsonable(out)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Distance(Result):
+    """How far a block is from absorbing, relative to ``‖A‖_F`` (``√d`` for ``A = I``).
+
+    ``lower ≤ min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F ≤ upper``; ``upper`` is attained by ``S``
+    (``S = ∅`` gives 1: the zero map). ``lower = max(relaxation, box)``: the certified bounds
+    from real coefficients and from coefficients in ``[0, 1]``. ``method`` says how ``S`` was
+    found: ``"exact"`` (an absorbing set), ``"exhaustive"`` (the true minimum, small ``n``),
+    ``"local"`` (single-unit flips from roundings of the relaxation), ``"frank-wolfe"`` (the best
+    set met by the ``O(n d²)`` screen of wide blocks, ``∅`` included) or ``"greedy"`` (the
+    matrix-free flips and swaps of :mod:`absorbjax.condition._search`, kept only where they beat
+    the others). ``certificate`` is the decision of :func:`find_absorbing_set`.
+    """
+
+    lower: float
+    upper: float
+    S: np.ndarray
+    method: str
+    relaxation: float
+    box: float
+    certificate: Certificate
+    truth_field = "upper"
+
+    def _summary(self) -> str:
+        """The short repr (:class:`absorbjax.results.Result`): the bounds, the set and the decision."""
+        return (
+            f"{fmt(self.lower)} <= min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F <= {fmt(self.upper)} "
+            f"(|S| = {self.S.size}, {self.method}); certificate: {self.certificate.status}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        out["certificate"] = self.certificate.to_dict()
+        return out

@@ -1,0 +1,365 @@
+"""Validated inputs of the decision: weights in float64, the skip ``A``, tolerances, masks, and the
+hypotheses of Thm 8/10."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import NamedTuple
+
+import numpy as np
+
+from absorbjax import activations
+from absorbjax._dtypes import finfo, is_float, is_integer
+from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
+from absorbjax.condition._scale import Failure, exactly_parallel
+from absorbjax.condition._stored import unit_max
+from absorbjax.condition._text import few
+from absorbjax.models import GatedParams, MLPParams
+
+DEFAULT_RTOL = 1e3 * EPS  # slack for weights that were themselves computed (a pseudo-inverse)
+_SCALE_MAX = 1e120  # max|W_down[:,i]|·max|W_up[i,:]| above this would overflow the Gram matrix
+_SKIP_RANGE = (2.0**-400, 2.0**400)  # max|A| outside: refused (rescale A and W_down together)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+
+def float_weights(params, *, batched: bool, stream: int | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
+    """``(W_up, W_down, dtype)`` checked (shapes, real and finite entries, a range float64 decides in),
+    as float64 copies; ``dtype`` the stored one. With ``stream = N`` a single float block of
+    ``n ≥ N`` units comes back as stored (float16/32/64, ``bfloat16``; a memory map stays one), every
+    check made in blocks of units: no copy of a matrix is made (:func:`stored.as_float64` reads it)."""
+    if isinstance(params, GatedParams):
+        raise ValueError(
+            "params are GatedParams: Thm 8/10 is for ungated blocks; gated blocks are decided by "
+            "Prop 5 (ReGLU) and Prop 6 (SwiGLU, GeGLU)"
+        )
+    if not isinstance(params, MLPParams):
+        raise ValueError(f"params must be MLPParams, got {type(params).__name__}")
+    up, down = np.asarray(params.up), np.asarray(params.down)
+    lead = 1 if batched else 0
+    if up.ndim != 2 + lead or down.ndim != 2 + lead:
+        if not batched and up.ndim == 3:
+            raise ValueError(f"params have a leading draws axis (up {up.shape}); use find_absorbing_sets")
+        want = "(draws, n, d) and (draws, d, n)" if batched else "(n, d) and (d, n)"
+        raise ValueError(f"params.up and params.down must have shapes {want}, got {up.shape}, {down.shape}")
+    n, d = up.shape[-2:]
+    if n == 0 or d == 0:
+        raise ValueError(f"params must have n >= 1 hidden units and d >= 1 inputs, got up {up.shape}")
+    if down.shape[-2:] != (d, n) or down.shape[:-2] != up.shape[:-2]:
+        raise ValueError(f"params.down must have shape {up.shape[:-2] + (d, n)} to match params.up {up.shape}")
+    try:
+        dtype = np.result_type(up, down)
+    except TypeError:  # e.g. bfloat16 with float16: record the coarser storage
+        dtype = max((up.dtype, down.dtype), key=lambda t: storage_rtol(t))
+    if not (is_float(dtype) or is_integer(dtype)):
+        raise ValueError(f"params must hold real numbers, got dtype {dtype}")
+    if stream is not None and not batched and n >= stream and all(_streamable(a.dtype) for a in (up, down)):
+        U, D = up, down
+        top_up, top_down = unit_max(U, D)  # NaN or inf where a stored entry is
+        if not (np.all(np.isfinite(top_up)) and np.all(np.isfinite(top_down))):
+            raise ValueError("params contain NaN or inf")
+    else:
+        U, D = up.astype(np.float64), down.astype(np.float64)
+        if not (np.all(np.isfinite(U)) and np.all(np.isfinite(D))):
+            raise ValueError("params contain NaN or inf")
+        top_up, top_down = np.max(np.abs(U), axis=-1), np.max(np.abs(D), axis=-2)
+    with np.errstate(over="ignore", under="ignore"):
+        scale = top_down * top_up * max(n, d)  # per unit
+    if np.any(scale > _SCALE_MAX):
+        raise ValueError(
+            f"params are too large to decide in float64: a unit's max|W_down[:,i]|·max|W_up[i,:]| is "
+            f"{np.max(scale):.3g} > {_SCALE_MAX:g} (its Gram entries would overflow); scale W_down and "
+            "the skip down together (the condition W_down[:,S] W_up[S,:] = -A is homogeneous in them)"
+        )
+    return U, D, dtype
+
+
+def _streamable(dtype) -> bool:
+    """A float dtype the wide path reads as stored: float16/32/64 or ``bfloat16``."""
+    return is_float(dtype) and np.dtype(dtype).itemsize in (2, 4, 8)
+
+
+def storage_dtypes(params) -> tuple[np.dtype, np.dtype]:
+    """The stored dtypes of ``W_up`` and ``W_down`` (each array keeps its own)."""
+    return np.asarray(params.up).dtype, np.asarray(params.down).dtype
+
+
+def _unit_roundoff(dtype) -> float:
+    if not is_float(dtype) or finfo(dtype).nmant >= 52:
+        return 0.0
+    return float(finfo(dtype).eps) / 2
+
+
+def storage_rtol_pair(dtype_up, dtype_down) -> float:
+    """``(u₁ + u₂ + u₁u₂)/((1 − u₁)(1 − u₂))`` for the unit roundoffs of the two storage dtypes.
+
+    If ``W̃_up = W_up(1 + δ₁)``, ``W̃_down = W_down(1 + δ₂)`` entrywise (``|δ_k| ≤ u_k``, normal
+    range) and ``W_down[:,S] W_up[S,:] = −A`` exactly, every entry of the stored miss is at most this
+    factor times ``Σ_{i∈S} |W̃_down[k,i]| |W̃_up[i,j]|``. Equal dtypes give :func:`storage_rtol`."""
+    u1, u2 = _unit_roundoff(dtype_up), _unit_roundoff(dtype_down)
+    return (u1 + u2 + u1 * u2) / ((1 - u1) * (1 - u2))
+
+
+def absolute_rounding(array, dtype) -> bool:
+    """Whether some stored entry of a narrower-than-float64 float array is zero or subnormal: there
+    rounding is absolute (half the smallest subnormal, e.g. 2⁻²⁵ for float16), not relative."""
+    if _unit_roundoff(dtype) == 0.0:
+        return False
+    tiny = float(finfo(dtype).smallest_normal)
+    return bool(np.any(np.abs(np.asarray(array, np.float64)) < tiny))
+
+
+def _eps(dtype) -> float:
+    """Machine epsilon of a float dtype (bfloat16 included); integers are exact: float64's."""
+    if is_integer(dtype):
+        return EPS
+    return float(finfo(dtype).eps)
+
+
+def skip_matrix(skip, d: int) -> np.ndarray:
+    """``A`` as float64 ``(d, d)``; singular or ill-conditioned skips raise (Lemma 4)."""
+    if skip is None:
+        return np.eye(d)
+    A = np.asarray(skip)
+    if A.dtype == np.bool_ or not (np.issubdtype(A.dtype, np.floating) or np.issubdtype(A.dtype, np.integer)):
+        raise ValueError(f"skip must hold real numbers, got dtype {A.dtype}")
+    if A.shape != (d, d):
+        raise ValueError(f"skip must have shape ({d}, {d}) to match params (d={d}), got {A.shape}")
+    A64 = A.astype(np.float64)
+    if not np.all(np.isfinite(A64)):
+        raise ValueError("skip contains NaN or inf")
+    top = float(np.max(np.abs(A64)))
+    if not _SKIP_RANGE[0] <= top <= _SKIP_RANGE[1]:
+        raise ValueError(
+            f"skip A has max|A| = {top:.3g}, outside [2^-400, 2^400] where float64 decides safely; "
+            "scale A and W_down by a common power of two (the condition is homogeneous in them)"
+        )
+    max_cond = 1.0 / math.sqrt(_eps(A.dtype))
+    cond = float(np.linalg.cond(A64))
+    if not cond <= max_cond:
+        raise ValueError(
+            f"skip A is singular or ill-conditioned (condition number {cond:.3g} > {max_cond:.3g}); "
+            "Lemma 4 needs an invertible skip"
+        )
+    return A64
+
+
+def storage_rtol(dtype) -> float:
+    """``(2u + u²)/(1 − u)²`` for the unit roundoff ``u`` of ``dtype`` (0 for float64 and integers).
+
+    If stored weights are the entrywise rounding to nearest of weights that satisfy
+    ``W_down[:,S] W_up[S,:] = −A`` exactly (``w̃ = w(1 + δ)``, ``|δ| ≤ u``), every entry of the stored
+    miss is at most this factor times ``Σ_{i∈S} |W̃_down[k,i]| |W̃_up[i,j]|``.
+    """
+    if not is_float(dtype) or finfo(dtype).nmant >= 52:
+        return 0.0
+    u = float(finfo(dtype).eps) / 2
+    return (2 * u + u * u) / (1 - u) ** 2
+
+
+SKIP_RTOL = 1e-6  # default: the absorber's error is at most 1e-6 of the skip's output
+
+
+def check_skip_rtol(skip_rtol) -> float:
+    """``skip_rtol`` of rule (E): ``absorbable`` needs ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)``."""
+    if skip_rtol is None:
+        return SKIP_RTOL
+    if (
+        isinstance(skip_rtol, bool)
+        or not isinstance(skip_rtol, (int, float, np.floating, np.integer))
+        or not 0 <= float(skip_rtol) < 1
+    ):
+        raise ValueError(f"skip_rtol must be a number in [0, 1), got {skip_rtol!r}")
+    return float(skip_rtol)
+
+
+def check_rtol(rtol) -> float:
+    if rtol is None:
+        return DEFAULT_RTOL
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float, np.floating, np.integer)):
+        raise ValueError(f"rtol must be a number in [0, 0.5), got {rtol!r}")
+    rtol = float(rtol)
+    if not 0 <= rtol < 0.5:
+        raise ValueError(f"rtol must be in [0, 0.5) (at 0.5 and above the empty set could pass), got {rtol!r}")
+    return rtol
+
+
+def _allowed(U, D, A, m: np.ndarray, rtol: float) -> np.ndarray:
+    """The entrywise bound ``r_S · (Σ_{i∈S} |W_down[k,i]| |W_up[i,j]| + |A_kj|)`` (``d×d``) of rule (★)."""
+    r = rtol + 2 * gamma(int(m.sum()) + 1)
+    return r * (np.abs(D[:, m]) @ np.abs(U[m, :]) + np.abs(A))
+
+
+def accepts(U, D, A, m: np.ndarray, rtol: float, c: Fraction = ONE) -> tuple[bool, float]:
+    """Whether rule (★) accepts the mask ``m`` on the *exact* miss ``M_S = c·W_down[:,S] W_up[S,:] + A``
+    (a rigorous float64 bound, else rational arithmetic: :func:`_arith.verify_miss`), and
+    ``‖M_S‖_max``; ``c`` is the activation's odd slope (an exact fraction)."""
+    v = verify_miss(U, D, A, m, rtol + 2 * gamma(int(m.sum()) + 1), c)
+    return v.passes, v.miss_max
+
+
+class Rule(NamedTuple):
+    """Rule (★) for ``c·W_down[:,S] W_up[S,:] = −A`` in one place: the exact skip ``A`` ``(d, d)``,
+    the slack ``rtol``, the odd slope ``c`` (exact), and the search's float64 skip ``Ac = fl(A/c)``
+    with ``approx ≥ ‖Ac − A/c‖_F`` (0 for ``c = 1``). The searches and proofs of absence run on
+    ``W_down[:,S] W_up[S,:] = −Ac`` with :meth:`threshold` widened by ``approx``; a set is accepted
+    only by :meth:`accepts`, on the exact ``c`` and ``A``."""
+
+    A: np.ndarray
+    rtol: float
+    c: Fraction
+    Ac: np.ndarray
+    approx: float
+
+    @classmethod
+    def of(cls, A: np.ndarray, rtol: float, c: Fraction = ONE) -> Rule:
+        if c == 1:
+            return cls(A, rtol, ONE, A, 0.0)
+        Ac = A / float(c)  # |Ac − A/c| ≤ 2.1u |A/c| entrywise (two roundings)
+        return cls(A, rtol, Fraction(c), Ac, 3 * EPS * float(np.linalg.norm(Ac)))
+
+    def loose(self, rtol: float) -> Rule:
+        """The same rule with another slack (storage rounding)."""
+        return self._replace(rtol=rtol)
+
+    def accepts(self, U, D, m: np.ndarray) -> tuple[bool, float]:
+        """:func:`accepts` for this rule: exact ``c`` and ``A``."""
+        return accepts(U, D, self.A, m, self.rtol, self.c)
+
+    def widen(self, thr: float) -> float:
+        """A Frobenius bound computed on ``Ac`` made valid for ``A/c``: ``|A/c| ≤ (1 + 3u)|Ac|`` in the
+        rule's sum, and the distance ``approx`` between the two."""
+        return thr if self.approx == 0 else thr * (1 + 2 * EPS) + self.approx * (1 + 2 * EPS)
+
+    def threshold(self, U, D) -> float:
+        """:func:`threshold_of` on ``Ac``, widened (:meth:`widen`)."""
+        return self.widen(threshold_of(U, D, self.Ac, self.rtol))
+
+
+def threshold_of(U, D, A, rtol: float) -> float:
+    """A Frobenius bound on the exact miss of every set that rule (★) can accept.
+
+    An accepted ``S`` has exact ``|miss_kj| ≤ (rtol + 4γ_{n+1}) (Σ_{i∈S}|D_ki||U_ij| + |A_kj|)``, and
+    ``Σ_{i∈S}|D_ki||U_ij| ≤ (|W_down| |W_up|)_kj``; so a certified lower bound above this value on
+    ``‖Σ m_i M_i + A‖_F`` for every ``m`` rules every ``S`` out.
+    """
+    n, d = U.shape
+    r = rtol + 4 * gamma(n + 1)
+    absolute = (n + 2) * d * ETA  # the subnormal range's absolute rounding
+    return r * (1 + gamma(n + 1)) * float(np.linalg.norm(np.abs(D) @ np.abs(U) + np.abs(A))) + absolute
+
+
+def tolerance(params: MLPParams, S, *, skip=None, rtol: float | None = None) -> np.ndarray:
+    """The entrywise tolerance ``(d, d)`` that rule (★) of :mod:`absorbjax.condition` allows ``S``.
+
+    ``|(W_down[:,S] W_up[S,:] + A)_kj| ≤ r_S (Σ_{i∈S} |W_down[k,i]| |W_up[i,j]| + |A_kj|)`` with
+    ``r_S = rtol + 2γ_{|S|+1}``; ``rtol`` defaults to ``1e3·eps64``. It depends only on the units in
+    ``S`` (a huge unit outside ``S`` does not loosen it) and the empty set can never meet it
+    (``r_S < 1``). Examples:
+
+    >>> import numpy as np
+    >>> from absorbjax import condition, models
+    >>> p = models.MLPParams(np.array([[1.0], [2.0]]), np.array([[-1.0, 3.0]]))
+    >>> float(condition.tolerance(p, [0])[0, 0]) < 1e-12
+    True
+    """
+    U, D, _ = float_weights(params, batched=False)
+    A = skip_matrix(skip, U.shape[1])
+    return _allowed(U, D, A, mask_of(S, U.shape[0]), check_rtol(rtol))
+
+
+def decidable_activation(activation) -> str | None:
+    """The registered name of ``activation`` if this condition decides it (ungated, not positively
+    homogeneous), ``None`` for ``None``; gated and homogeneous activations raise ValueError naming
+    the result that decides them (Prop 5, Prop 6)."""
+    if activation is None:
+        return None
+    act = activations.get(activation)
+    if act.gated:
+        raise ValueError(f"activation {act.name!r} is gated; Thm 8/10 is for ungated blocks ({act.result})")
+    if act.family == "homogeneous":
+        raise ValueError(f"activation {act.name!r} is decided by {act.result}, not by this condition")
+    return act.name
+
+
+def mask_of(S, n: int) -> np.ndarray:
+    S = np.asarray(S)
+    if S.size == 0 and S.ndim == 1:
+        return np.zeros(n, bool)
+    if S.dtype == bool:
+        if S.shape != (n,):
+            raise ValueError(f"a boolean S must have shape ({n},), got {S.shape}")
+        return S.copy()
+    if S.ndim != 1 or (S.size and not np.issubdtype(S.dtype, np.integer)):
+        raise ValueError(f"S must be a 1-D array of hidden-unit indices, got {S!r}")
+    if S.size and (S.min() < 0 or S.max() >= n):
+        raise ValueError(f"S must index hidden units 0..{n - 1}, got {S.tolist()}")
+    if np.unique(S).size != S.size:
+        raise ValueError(f"S has repeated indices: {S.tolist()}")
+    m = np.zeros(n, bool)
+    m[S] = True
+    return m
+
+
+def miss_matrix(U, D, A, m: np.ndarray) -> np.ndarray:
+    """``W_down[:,S] W_up[S,:] + A`` (``d×d``) for the mask ``m``."""
+    return D[:, m] @ U[m, :] + A
+
+
+# ---------------------------------------------------------------------------------------------
+# Hypotheses and relaxation
+
+
+def hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
+    """Failed hypotheses of Thm 8/10 on the stored values, and the smallest ``|sin|`` between rows.
+
+    Exact, so invariant under the changes of coordinates and unit rescalings that preserve the
+    function class (``W_up → W_up P⁻¹``, ``W_up[i,:] → t W_up[i,:]``): a row or column is zero when
+    every stored entry is, and two rows are parallel when ``rank [u; v] = 1`` for the stored values.
+    Pairs whose Gram cosine is below ``1 − 1e-6`` are certainly not parallel (the cosine's rounding
+    error is ``O(d·eps)``); the rest are checked exactly by the package's one parallel-row test,
+    :func:`scale.exactly_parallel` (the wide path's too).
+    """
+    n, d = U.shape
+    failed = []
+    if d < 2:
+        failed.append(Failure("d", f"d = {d} < 2"))
+    zero_rows = np.flatnonzero(~U.any(axis=1))
+    zero_cols = np.flatnonzero(~D.any(axis=0))
+    if zero_rows.size:
+        failed.append(Failure("zero_rows", f"rows of W_up are zero: {few(zero_rows)}"))
+    if zero_cols.size:
+        failed.append(Failure("zero_cols", f"columns of W_down are zero: {few(zero_cols)}"))
+    pairs, min_sin = _pairs(U, UUt, dtype)
+    if pairs:
+        more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
+        failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {pairs[:5]}{more}"))
+    return tuple(failed), min_sin
+
+
+def _pairs(U, UUt, dtype) -> tuple[list, float | None]:
+    """Exactly parallel pairs of nonzero rows and the smallest ``|sin|`` between two of them."""
+    n = U.shape[0]
+    live = np.flatnonzero(U.any(axis=1))
+    if live.size < 2:
+        return [], None
+    sq = np.diag(UUt)[live]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        cos2 = (UUt if live.size == n else UUt[np.ix_(live, live)]) ** 2
+        cos2 /= sq[:, None]
+        cos2 /= sq[None, :]
+    np.fill_diagonal(cos2, 0.0)
+    top = float(np.nanmax(cos2)) if np.any(np.isfinite(cos2)) else 1.0
+    min_sin = math.sqrt(max(1.0 - top, 0.0))
+    i, j = np.nonzero(np.triu(~(cos2 < 1.0 - 1e-6), 1))  # NaN (out of range) is checked exactly
+    pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j) if exactly_parallel(U[live[a]], U[live[b]])]
+    return pairs, min_sin
+
+
+def parallel_pairs(U, UUt, dtype) -> list:
+    """The pairs ``(i, j)``, ``i < j``, of nonzero rows of ``U`` that are exactly parallel (stored values;
+    ``U`` balanced so that its Gram matrix ``UUt`` is in range)."""
+    return _pairs(U, UUt, dtype)[0]

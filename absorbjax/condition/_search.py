@@ -1,0 +1,160 @@
+"""A matrix-free search for a close set ``S``: best-improvement single flips, then swaps, on
+
+    f(S) = ‖R‖_F²,   R = Σ_{i∈S} M_i + A,   M_i = W_down[:,i] W_up[i,:]   (d × d).
+
+Flipping unit ``i`` (adding it, ``s_i = +1``, or removing it, ``s_i = −1``) changes ``f`` by
+``δ_i = 2 s_i g_i + q_i`` with ``g_i = ⟨R, M_i⟩ = W_down[:,i]ᵀ R W_up[i,:]ᵀ`` and
+``q_i = ‖W_down[:,i]‖² ‖W_up[i,:]‖²``; after flipping ``j`` every score moves by
+``s_j G_ij``, ``G_ij = (W_down[:,i]·W_down[:,j]) (W_up[i,:]·W_up[j,:])``: one column of the Gram
+matrix, ``O(n d)``, so a step never forms the ``n × n`` matrix. Flipping ``i`` and ``j`` together
+changes ``f`` by ``δ_i + δ_j + 2 s_i s_j G_ij``; the swaps are searched blockwise over units
+(``SWAP_BLOCK × SWAP_BLOCK`` blocks of ``G``, ``O(SWAP_BLOCK² d)`` each), the most promising
+units (smallest ``δ``) first.
+
+The numbers here only guide the search (float64, or float32 for weights stored narrower): the
+caller evaluates the set it returns rigorously (:func:`absorbjax.condition._arith.miss_bound`). The
+weights may be the stored arrays (memory-mapped, bfloat16): every pass over the units reads them in
+chunks of ``CHUNK`` entries, upcast one chunk at a time, never a copy of a whole matrix.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+SWAP_BLOCK = 256  # units per side of one block of swaps
+CHUNK = 2**20  # entries of W_up (and of W_down) per chunk of a pass over all units (4 MiB in float32)
+_CHUNK_ENTRIES = 2**30  # multiply-adds per chunk of units in the O(n d²) pass of scores
+
+
+def _scalar(A: np.ndarray) -> float | None:
+    """``α`` when ``A = α I`` exactly (no ``d × d`` temporary), else ``None``."""
+    a = float(A[0, 0])
+    diag = np.diagonal(A)
+    if np.all(diag == a) and np.count_nonzero(A) == np.count_nonzero(diag):
+        return a
+    return None
+
+
+def _work(X) -> np.ndarray:
+    """``X`` (a slice of the weights) in a dtype NumPy computes with: float32/float64 as they are,
+    narrower ones (float16, bfloat16) upcast to float32."""
+    X = np.asarray(X)
+    return X if X.dtype in (np.float32, np.float64) else X.astype(np.float32)
+
+
+def _chunks(U, D):
+    """``(s, W_up[s,:], W_down[:,s])`` for consecutive chunks ``s`` of ``CHUNK // d`` units, upcast by :func:`_work`."""
+    n, d = U.shape
+    units = max(1, CHUNK // d)
+    for lo in range(0, n, units):
+        s = slice(lo, min(lo + units, n))
+        yield s, _work(U[s]), _work(D[:, s])
+
+
+def _per_unit(U, D, f) -> np.ndarray:
+    """``f(W_up[s,:], W_down[:,s])`` ``(|s|,)`` over the chunks, joined ``(n,)``."""
+    return np.concatenate([f(u, dd) for _, u, dd in _chunks(U, D)])
+
+
+def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """``(g, q, f)`` at the set ``m``: ``g_i = W_down[:,i]ᵀ R W_up[i,:]ᵀ`` ``(n,)``,
+    ``q_i = ‖W_down[:,i]‖² ‖W_up[i,:]‖²`` ``(n,)`` and ``f = ‖R‖_F²``, for ``U = W_up (n, d)``,
+    ``D = W_down (d, n)``, ``A (d, d)``. ``O(n d)`` when ``R = α I``; for ``A = α I`` and
+    ``|S| < d/2``, ``α a_i + Σ_{j∈S} G_ij`` in ``O(|S| n d)`` (blocks of ``SWAP_BLOCK`` units of
+    ``S``); else one ``O(n d²)`` pass in chunks of units. ``None`` when ``deadline``
+    (``time.perf_counter()``) passes first."""
+    n, d = U.shape
+    q = _per_unit(U, D, lambda u, dd: np.einsum("ki,ki->i", dd, dd) * np.einsum("ij,ij->i", u, u))
+    alpha, S = _scalar(A), np.flatnonzero(m)
+    R = None if alpha is not None and 2 * S.size < d else A + _work(D[:, S]) @ _work(U[S, :])
+    if R is None:
+        a = _per_unit(U, D, lambda u, dd: np.einsum("ki,ik->i", dd, u))  # a_i = tr M_i
+        g = alpha * a
+        for lo in range(0, S.size, SWAP_BLOCK):
+            if time.perf_counter() > deadline:
+                return None
+            J = S[lo : lo + SWAP_BLOCK]
+            DJ, UJ = _work(D[:, J]), _work(U[J])
+            for s, u, dd in _chunks(U, D):
+                g[s] += ((DJ.T @ dd) * (UJ @ u.T)).sum(axis=0)  # Σ_{j∈J} G[j, s]
+        # ‖αI + P‖² = α²d + 2α tr P + ‖P‖², ‖P‖² = Σ_{i∈S} (g_i − α a_i)
+        return g, q, alpha * alpha * d + alpha * float(np.sum(a[S])) + float(np.sum(g[S]))
+    g = np.empty(n)
+    chunk = max(1, min(n, _CHUNK_ENTRIES // (d * d)))
+    for lo in range(0, n, chunk):
+        if time.perf_counter() > deadline:
+            return None
+        hi = min(lo + chunk, n)
+        g[lo:hi] = np.einsum("ki,ki->i", _work(D[:, lo:hi]), R @ _work(U[lo:hi]).T)
+    return g, q, float(np.vdot(R, R))
+
+
+def _column(U, D, j: int) -> np.ndarray:
+    """``G[:, j] = (W_downᵀ W_down[:,j]) ⊙ (W_up W_up[j,:])`` ``(n,)``."""
+    dj, uj = _work(D[:, j]), _work(U[j])
+    return _per_unit(U, D, lambda u, dd: (dj @ dd) * (u @ uj))
+
+
+def _flip(U, D, m, g, j: int) -> None:
+    g += (1.0 if not m[j] else -1.0) * _column(U, D, j)
+    m[j] = not m[j]
+
+
+def _best_swap(U, D, m, delta, tol: float, deadline: float) -> tuple[int, int] | None:
+    """The first improving pair flip found, blocks of the most promising units first: ``(i, j)``
+    with ``i ∈ S``, ``j ∉ S`` (a swap), or ``None`` (none improves, or the deadline passed)."""
+    inside, outside = np.flatnonzero(m), np.flatnonzero(~m)
+    inside = inside[np.argsort(delta[inside], kind="stable")]
+    outside = outside[np.argsort(delta[outside], kind="stable")]
+    for a in range(0, inside.size, SWAP_BLOCK):
+        I = inside[a : a + SWAP_BLOCK]
+        DI, UI = _work(D[:, I]), _work(U[I])
+        for b in range(0, outside.size, SWAP_BLOCK):
+            if time.perf_counter() > deadline:
+                return None
+            J = outside[b : b + SWAP_BLOCK]
+            G = (DI.T @ _work(D[:, J])) * (UI @ _work(U[J]).T)  # (|I|, |J|) block of the Gram matrix
+            change = delta[I][:, None] + delta[J][None, :] - 2 * G  # s_i s_j = −1
+            k = int(np.argmin(change))
+            if change.flat[k] < -tol:
+                return int(I[k // J.size]), int(J[k % J.size])
+    return None
+
+
+def descend(U, D, A, m0: np.ndarray, *, deadline: float, swaps: bool = True) -> tuple[np.ndarray, float] | None:
+    """``(m, f)``: from the mask ``m0`` ``(n,)``, best-improvement single flips while one lowers
+    ``f = ‖Σ_{i∈S} M_i + A‖_F²`` by more than ``1e-12·max(f(m0), ‖A‖²)``, then (``swaps``) the
+    first improving swap of :func:`_best_swap` and flips again, until neither improves or
+    ``deadline`` (``time.perf_counter()``) passes; ``f`` the float64 estimate at ``m`` (never above
+    the start's: only improving moves are made). ``None`` when the deadline passes before the
+    scores at ``m0`` are computed. At most ``20 n`` moves."""
+    n = U.shape[0]
+    m = np.asarray(m0, bool).copy()
+    start = scores(U, D, A, m, deadline)
+    if start is None:
+        return None
+    g, q, f = start
+    alpha = _scalar(A)
+    tol = 1e-12 * max(f, float(np.vdot(A, A)) if alpha is None else alpha * alpha * A.shape[0])
+    if not (np.all(np.isfinite(g)) and np.all(np.isfinite(q)) and np.isfinite(f)):
+        return m, f
+    for _ in range(20 * n):
+        if time.perf_counter() > deadline:
+            break
+        delta = 2 * np.where(m, -g, g) + q
+        i = int(np.argmin(delta))
+        if delta[i] < -tol:
+            f += float(delta[i])
+            _flip(U, D, m, g, i)
+            continue
+        pair = _best_swap(U, D, m, delta, tol, deadline) if swaps else None
+        if pair is None:
+            break
+        i, j = pair
+        dij = float(np.dot(_work(D[:, i]), _work(D[:, j])) * np.dot(_work(U[i]), _work(U[j])))
+        f += float(delta[i] + delta[j]) - 2 * dij
+        _flip(U, D, m, g, i)
+        _flip(U, D, m, g, j)
+    return m, f

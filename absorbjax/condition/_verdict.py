@@ -1,0 +1,138 @@
+"""What a decision concludes, and from which theorem: the status and reason when no set passes
+(:func:`absence`), the theorem behind an ``absorbable`` answer (:func:`found_theorem`), the kink
+theorem's hypothesis for parallel rows with biases (:func:`hyperplanes`), and how a certificate
+cites a theorem for an activation with declared facts (:func:`given`).
+
+``inputs`` is :class:`absorbjax.condition._decide.Inputs` (its ``activation``, ``bias``,
+``assumes``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from absorbjax import activations
+from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
+from absorbjax.condition import _scale as scale, _stored as stored
+from absorbjax.condition._arith import balance
+from absorbjax.condition._certificate import Status
+from absorbjax.condition._inputs import parallel_pairs
+
+if TYPE_CHECKING:
+    from absorbjax.condition._decide import Inputs
+
+
+def given(theorem: str | None, inputs: Inputs) -> str | None:
+    """The theorem as a certificate cites it: with the declared facts it rests on, for an activation
+    outside the built-ins."""
+    if theorem is None or not inputs.assumes:
+        return theorem
+    return f"{theorem}, given the declared facts ({'; '.join(inputs.assumes)})"
+
+
+def absence(out, failed, inputs, hyper, narrow: bool) -> tuple[str, str, str | None]:
+    """``(status, reason, theorem)`` when no set passes (or the search is undecided). ``hyper``:
+    :func:`hyperplanes`; ``narrow``: ``n < d``."""
+    if out.undecided:
+        return Status.UNDECIDED, out.why, None
+    biased = inputs.bias is not None
+    act = inputs.activation
+    par_text, distinct = hyper
+    if act is None:
+        if narrow:
+            theorem = f"{KINK_THEOREM} for relu, {RAY_LIMIT_KINK_THEOREM} for gelu, gelu_tanh, silu, softplus"
+        elif biased:
+            theorem = RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
+        else:
+            theorem = "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
+    else:
+        entry = activations.get(act)
+        if entry.odd_slope is None:
+            return (
+                Status.UNDECIDED,
+                (
+                    f"no S exists ({out.why}), but {act} declares no odd slope (sigma(z) - sigma(-z) = c z): "
+                    "no theorem applies"
+                ),
+                None,
+            )
+        only_parallel = failed and all(getattr(f, "kind", "") == "parallel" for f in failed)
+        if only_parallel and distinct and entry.converse(biased=biased, parallel_rows=True) is not None:
+            theorem = given(entry.converse(biased=biased, parallel_rows=True), inputs)
+            why = f"no S exists, so by {theorem} (parallel rows, distinct kink hyperplanes: {par_text}): {out.why}"
+            return Status.NOT_ABSORBABLE, why, theorem
+        theorem = entry.converse(biased=biased, narrow=narrow)
+        if theorem is None:
+            lack = (
+                "Thm 8 assumes width n >= d and no every-width theorem covers it"
+                if narrow
+                else "no declared ray limit or kink"
+            )
+            return (
+                Status.UNDECIDED,
+                (
+                    f"no S exists ({out.why}), but for {act} only the 'if' direction is known "
+                    f"(an S gives an absorber); no converse is proved ({lack})"
+                ),
+                None,
+            )
+        theorem = given(theorem, inputs)
+    if failed:
+        why = f"no S exists ({out.why}), but {theorem} needs nondegenerate weights"
+        if par_text and distinct:
+            why += (
+                "; parallel rows with distinct biases (distinct kink hyperplanes) merge in the ray "
+                f"limit: {par_text}; not decided"
+            )
+        return Status.DEGENERATE, why, theorem
+    return Status.NOT_ABSORBABLE, f"no S exists, so by {theorem}: {out.why}", theorem
+
+
+def hyperplanes(U, bias, failed, *, wide: bool = False) -> tuple[str, bool]:
+    """``(text, distinct)``: the parallel pairs of rows whose hyperplanes ``w·x + b = 0`` differ, in
+    words ("" if none), and whether every parallel pair has distinct hyperplanes (pairwise
+    non-proportional ``(w_i, b_i)``, the kink theorem's (H2)). ``U = W_up (n, d)``; ``wide``: as
+    stored, read in blocks (:func:`wide_hyperplanes`, no ``n × n`` matrix), else float64."""
+    if bias is None or not any(getattr(f, "kind", "") == "parallel" for f in failed):
+        return "", False
+    if wide:
+        pairs, distinct = wide_hyperplanes(U, bias)
+        return f"pairs {pairs[:5]}" + (" and more" if len(pairs) > 5 else ""), distinct
+    V = balance(np.concatenate([U, bias[:, None]], axis=1), np.ones((1, U.shape[0])))[0]
+    same = set(parallel_pairs(V, V @ V.T, np.float64))
+    Ub = balance(U, np.ones((1, U.shape[0])))[0]
+    pairs = [p for p in parallel_pairs(Ub, Ub @ Ub.T, np.float64) if p not in same]
+    text = "" if not pairs else f"pairs {pairs[:5]}" + (f" and {len(pairs) - 5} more" if len(pairs) > 5 else "")
+    return text, bool(pairs) and not same
+
+
+def found_theorem(status: str, inputs: Inputs, *, narrow: bool) -> str | None:
+    """The theorem behind "iff" of an ``absorbable`` answer for a named activation, if any."""
+    if inputs.activation is None or status != Status.ABSORBABLE:
+        return None
+    entry = activations.get(inputs.activation)
+    return given(entry.converse(biased=inputs.bias is not None, narrow=narrow), inputs)
+
+
+class _WithBias:
+    """The rows ``(W_up[i,:], b_i)`` ``(n, d + 1)`` in float64, read by index or block of units (the
+    whole matrix is never copied)."""
+
+    def __init__(self, U, b):
+        self.U, self.b, self.shape = U, np.asarray(b, np.float64), (U.shape[0], U.shape[1] + 1)
+
+    def __getitem__(self, idx):
+        return np.concatenate([stored.as_float64(self.U[idx]), self.b[idx, None]], axis=1)
+
+
+def wide_hyperplanes(U, b, *, block: int = stored.BLOCK) -> tuple[list[tuple[int, int]], bool]:
+    """``(pairs, distinct)`` for the kink theorem's (H2) on a wide block: up to six exactly parallel
+    pairs of rows of ``W_up`` ``(n, d)``, and whether the hyperplanes ``w_i·x + b_i = 0`` are
+    pairwise distinct (no two ``(w_i, b_i)`` proportional, proved exactly; ``False`` when the search
+    could not finish). ``O(n d + n log n)``, blockwise, like :func:`scale.hypotheses`."""
+    n = U.shape[0]
+    live = np.concatenate([np.any(stored.as_float64(U[s]) != 0, axis=1) for s in stored.blocks(n, block)])
+    pairs = scale.parallel_rows(U, live, block=block, cap=10 * n, enough=6)[0]
+    same, tested, _ = scale.parallel_rows(_WithBias(U, b), live, block=block, cap=10 * n, enough=1)
+    return sorted(pairs), bool(pairs) and not same and tested <= 10 * n

@@ -1,0 +1,359 @@
+"""The depth certificate: exact residual rank against the free bound, or the narrow-width argument.
+
+Steps refer to ``docs/theory/depth.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from absorbjax import models
+from absorbjax.dimension._counts import (
+    PRIME,
+    check_sizes,
+    free_bound,
+    param_count,
+    residual_max,
+)
+from absorbjax.dimension._points import RationalPoint, rational_point
+from absorbjax.dimension._ranks import (
+    ExactRank,
+    exact_rank,
+    float_rank,
+    narrow_invertible,
+)
+from absorbjax.io import to_jsonable
+from absorbjax.results import Verdict
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else (f"{x:.3g}" if isinstance(x, float) else str(x))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DepthCertificate(Verdict):
+    """Whether residual stacks of one size are generically disjoint from free stacks of the same size.
+
+    Attributes:
+      status: ``"certified_disjoint"`` (proved, with ``scope``) or ``"undecided"`` (nothing is
+        claimed; ``reason`` says why).
+      method: which argument decided: ``"rank"`` (``docs/theory/depth.md``, steps 1–3),
+        ``"narrow"`` (step 6, ReLU; step 7 for GELU), ``"kink"`` (depth 1 with biases: the one-block
+        theorem, ``docs/theory/kink.md``, step 9) or ``"none"``.
+      reason: one sentence.
+      scope: the weights the conclusion covers.
+      activation, d, n, depth: the size; ``residual``: which family was counted (``False`` only
+        as a control: a free family can never exceed its own bound).
+      params: ``P = 2Lnd`` (or the subfamily's dimension ``m``).
+      rank: exact rank mod ``prime`` at the point: a lower bound on the family's functional
+        dimension, not the dimension itself (``probes``: what was differentiated).
+      free_bound: ``b``, the proved upper bound on the free family's functional dimension.
+      maximum: the family's largest possible rank (``P``, ``− nL`` for ReLU).
+      narrow: for ``n < 2d``, whether ``det(I + W_down[:,S] W_up[S,:]) ≠ 0`` held exactly for every
+        layer and ``S``; ``None`` when not checked.
+      prime, residue, order, inputs, dropped: how the exact rank was computed (see :class:`ExactRank`).
+      point: the rational point: ``up``/``down``/``inputs`` numerators over ``denominator``.
+      float_rank, float_gap: the float64 SVD rank at the same point and inputs and its gap
+        (``None`` when not run).
+      seconds: wall time.
+      bias: whether both families carry biases (``params`` then counts them, step 9).
+    """
+
+    scope: str
+    activation: str
+    d: int
+    n: int
+    depth: int
+    residual: bool
+    params: int
+    rank: int
+    free_bound: int
+    maximum: int
+    narrow: bool | None
+    probes: str
+    prime: int
+    residue: int | None
+    order: int
+    inputs: int
+    dropped: int
+    point: RationalPoint
+    float_rank: int | None = None
+    float_gap: float | None = None
+    seconds: float = 0.0
+    bias: bool = False
+
+    @property
+    def certified(self) -> bool:
+        """``status == "certified_disjoint"``."""
+        return self.status == "certified_disjoint"
+
+    def summary(self) -> str:
+        fam = "residual" if self.residual else "free (control)"
+        lines = [
+            f"{self.status}  [method: {self.method}]  {self.reason}",
+            (
+                f"  {self.activation} d={self.d} n={self.n} L={self.depth}{' with biases' if self.bias else ''}: {fam} family rank >= {self.rank} "
+                f"(an exact rank mod p={self.prime}, a lower bound; of {self.params} parameters, max "
+                f"{self.maximum}) vs free bound b = {self.free_bound}"
+            ),
+            f"  probes: {self.probes}; {self.inputs} inputs ({self.dropped} on a kink dropped)"
+            + (f"; c -> residue {self.residue}" if self.residue is not None else ""),
+            f"  point: rational weights over {self.point.denominator} (numerators stored in the certificate)",
+            f"  float64 SVD at the same point: rank {_fmt(self.float_rank)}, gap {_fmt(self.float_gap)}",
+        ]
+        if self.narrow is not None:
+            lines.append(f"  n < 2d: det(I + W_down[:,S] W_up[S,:]) != 0 for every layer and S: {self.narrow}")
+        lines.append(f"  scope: {self.scope}")
+        lines.append(f"  {self.seconds:.3g} s")
+        return "\n".join(lines)
+
+    __str__ = summary
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values."""
+        out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        out["point"] = to_jsonable(self.point._asdict())
+        return out
+
+
+def _default_inputs(name: str, d: int, n: int, depth: int, order: int, bias: bool = False) -> int:
+    target = param_count(d, n, depth, bias=bias)
+    if name == "relu":
+        return max(8, math.ceil(2 * target / d))
+    return max(2, math.ceil(1.5 * target / (d * order)) + 2)
+
+
+def _default_order(d: int, P: int) -> int:
+    """Smallest jet order whose jet space (``d · (C(d+k, k) − 1)`` coefficients) holds ``1.5 P``."""
+    k = 1
+    while d * (math.comb(d + k, k) - 1) < 1.5 * P:
+        k += 1
+    return k + 1
+
+
+def _best_rank(
+    point: RationalPoint,
+    name: str,
+    residual: bool,
+    order: int,
+    max_order: int,
+    maximum: int,
+    prime: int,
+    subfamily: np.ndarray | None,
+) -> ExactRank:
+    """The exact rank at ``order``; for GELU the order grows by 2 while the rank grows, up to ``max_order``."""
+    best = exact_rank(point, name, residual=residual, order=order, prime=prime, subfamily=subfamily)
+    while name == "gelu" and best.rank < maximum and best.order < max_order:
+        nxt = exact_rank(
+            point, name, residual=residual, order=min(best.order + 2, max_order), prime=prime, subfamily=subfamily
+        )
+        if nxt.rank <= best.rank:
+            return nxt if nxt.rank == best.rank else best
+        best = nxt
+    return best
+
+
+def _scope(name: str, params: int, subfamily: bool, bias: bool = False) -> str:
+    """What a rank certificate covers (steps 3, 5 and 9)."""
+    if name == "gelu":
+        where = "almost all weights (a proper algebraic subset excepted: the jets are polynomials in the weights)"
+        if bias:
+            where = "almost all weights and biases (a null set excepted: the stack is analytic in weights and biases)"
+        return f"almost all theta of the affine family W_0 + B theta ({params} parameters)" if subfamily else where
+    region = (
+        "the open region around the point where every probe input keeps its activation pattern (ReLU's "
+        "functional dimension varies across weight space)"
+    )
+    if subfamily:
+        return f"almost all theta of the affine family W_0 + B theta ({params} parameters) in {region}"
+    return f"almost all weights in {region}"
+
+
+def _verdict(
+    name: str, d: int, n: int, depth: int, residual: bool, rank: int, bound: int, narrow: bool | None, scope: str
+) -> tuple[str, str, str, str]:
+    """``(status, method, reason, scope)``."""
+    if not residual:
+        reason = (
+            f"a free family has rank {rank} <= its bound {bound}; nothing to certify (control)"
+            if rank <= bound
+            else f"free family rank {rank} EXCEEDS the proved bound {bound}: the count is wrong"
+        )
+        return "undecided", "none", reason, "nothing is claimed"
+    if rank > bound:
+        return (
+            "certified_disjoint",
+            "rank",
+            (
+                f"the residual family's functional dimension is at least {rank} (an exact rank, a lower bound), above "
+                f"the free bound {bound}: residual stacks that a free stack reproduces have measure zero"
+            ),
+            scope,
+        )
+    if narrow:
+        scope = (
+            "almost all weights: every residual stack whose layers have det(I + W_down[:,S] W_up[S,:]) != 0 "
+            "for all S (verified exactly at this point)"
+            + ("; GELU via the GELU -> ReLU limit" if name == "gelu" else "")
+        )
+        return (
+            "certified_disjoint",
+            "narrow",
+            (
+                f"n = {n} < 2d = {2 * d}: a free stack's Jacobian is singular on an open set, the residual stack's is "
+                f"invertible on every linear region (rank count {rank} vs bound {bound} alone would not decide)"
+            ),
+            scope,
+        )
+    why = (
+        "depth 1: the gauge count has no gap"
+        if depth == 1
+        else f"exact rank {rank} does not exceed the free bound {bound}"
+    )
+    reason = f"{why}; a larger rank may exist at other points, orders or inputs, or the families may meet"
+    return "undecided", "none", reason, "nothing is claimed"
+
+
+def _kink_hypotheses(point: RationalPoint, name: str) -> bool:
+    """The depth-1 theorem's hypotheses at the point, exactly: every row of ``W_up`` and column of
+    ``W_down`` nonzero, and the rows (ReLU: the pairs ``(W_up[i], β[i])``) pairwise non-proportional."""
+    up, down = point.up[0].astype(object), point.down[0].astype(object)
+    if name == "relu":
+        up = np.concatenate([up, point.hidden_bias[0].astype(object)[:, None]], axis=1)
+    if not (np.all(np.any(up != 0, axis=1)) and np.all(np.any(down != 0, axis=0))):
+        return False
+    for i in range(len(up)):
+        for j in range(i):
+            if not np.any(np.outer(up[i], up[j]) != np.outer(up[j], up[i])):  # all 2×2 minors vanish
+                return False
+    return True
+
+
+def _kink_verdict(name: str) -> tuple[str, str, str, str]:
+    """``(status, method, reason, scope)`` of depth 1 with biases (``docs/theory/depth.md``, 9.5)."""
+    theorem = "the kink theorem" if name == "relu" else "the ray limit and the kink theorem"
+    reason = (
+        f"depth 1 with biases: by {theorem} (docs/theory/kink.md, ray_limit.md) a block meeting the hypotheses "
+        "(checked exactly at this point) is reproduced by a free block of its width only if some S has "
+        "W_down[:,S] W_up[S,:] = -I (the rank count alone would not decide)"
+    )
+    return "certified_disjoint", "kink", reason, "almost all weights and biases: blocks with such an S form a null set"
+
+
+def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | None, prime) -> tuple[int, int]:
+    """The first and the largest jet order tried (GELU; 1 and 1 for ReLU); ``prime`` must exceed the largest."""
+    if name != "gelu":
+        return 1, 1
+    order = _default_order(d, P) if order is None else order
+    max_order = max(order, order + 4 if max_order is None else max_order)
+    if isinstance(prime, (int, np.integer)) and prime <= max_order:
+        raise ValueError(
+            f"prime must exceed the largest jet order (the Taylor denominators must be units mod "
+            f"p), got prime={prime} <= max_order={max_order}: use a larger prime such as {PRIME}"
+        )
+    return order, max_order
+
+
+def certify(
+    activation: str,
+    d: int,
+    n: int,
+    depth: int,
+    *,
+    key: jax.Array,
+    residual: bool = True,
+    order: int | None = None,
+    inputs: int | None = None,
+    denominator: int = 256,
+    prime: int = PRIME,
+    float_check: bool = True,
+    subfamily: np.ndarray | None = None,
+    params: models.MLPParams | None = None,
+    max_order: int | None = None,
+    shrink: int = 0,
+    bias: bool = False,
+) -> DepthCertificate:
+    """Certify (or not) that almost all residual stacks of this size are reproduced by no free
+    stack of the same width and depth.
+
+    Computes the exact rank of the probe Jacobian at a rational point drawn from ``key`` (a lower
+    bound on the residual family's functional dimension) and compares it with :func:`free_bound`;
+    for ``n < 2d`` also checks the narrow-width condition exactly. For GELU the jet order grows (up
+    to ``max_order``, default ``order + 4``) until the rank reaches the family's maximum or stops
+    growing.
+
+    Args:
+      activation: ``"relu"`` or ``"gelu"``.
+      d, n, depth: the size (``n ≥ d``).
+      key: PRNG key of the point (:func:`rational_point`).
+      residual: ``False`` counts the free family instead (a control: never certified).
+      order: first GELU jet order (default: the smallest whose jet space holds ``1.5 P``).
+      inputs: probe inputs / jet directions (default: about ``1.5 P`` rows for GELU, ``2 P / d``
+        inputs for ReLU).
+      denominator: power of two, the weights' and inputs' denominator.
+      prime: modulus of the exact rank; for GELU it must exceed ``max_order``.
+      float_check: also compute the float64 SVD rank at the same point (needs float64).
+      subfamily: integer ``(P, m)`` matrix ``B``: certify the affine family ``W_0 + B θ``.
+      params: round these ``MLPParams`` (leading ``L`` axis) instead of drawing the point.
+      max_order: largest GELU jet order tried.
+      shrink: scale every ``W_down^ℓ`` by ``2^-shrink`` (a near-identity point, step 4).
+      bias: stacks with biases ``b_ℓ(x) = x + D_ℓ σ(U_ℓ x + β_ℓ) + γ_ℓ`` against free stacks with
+        biases (step 9): the free bound loses the affine junction gauge ``(L−1)(d² + d)``, the
+        residual maximum the translations ``(L−1)d``. GELU points have zero biases (the jets stay
+        polynomial; their columns are still differentiated), ReLU points rational ones. No narrow
+        argument (bias-free only); the float check composes the biased blocks of ``models``.
+
+    Examples:
+      >>> cert = certify("gelu", 2, 2, 2, key=jax.random.key(0), float_check=False)
+      >>> cert.status, cert.rank, cert.free_bound
+      ('certified_disjoint', 16, 12)
+      >>> certify("gelu", 2, 4, 1, key=jax.random.key(0), float_check=False).status
+      'undecided'
+    """
+    start = time.perf_counter()
+    name = check_sizes(activation, d, n, depth)
+    P = param_count(d, n, depth, bias=bias)
+    bound = free_bound(name, d, n, depth, bias=bias)
+    maximum = residual_max(name, d, n, depth, bias=bias) if residual else bound
+    if bias and params is not None:
+        raise ValueError("params (bias-free MLPParams) cannot be combined with bias=True")
+    if subfamily is not None:
+        if np.ndim(subfamily) != 2:
+            raise ValueError(f"subfamily must be an integer matrix of shape ({P}, m), got {np.shape(subfamily)}")
+        P = np.shape(subfamily)[1]
+        maximum = min(maximum, P)
+    order, max_order = _jet_orders(name, d, P, order, max_order, prime)
+    k_inputs = inputs if inputs is not None else _default_inputs(name, d, n, depth, order, bias)
+    # The float check needs K d >= P outputs; the jets use the first k_inputs directions.
+    k_float = max(k_inputs, math.ceil(2 * param_count(d, n, depth, bias=bias) / d)) if float_check else k_inputs
+    point_bias = None if not bias else ("zero" if name == "gelu" else "gaussian")
+    full = rational_point(
+        d, n, depth, key=key, inputs=k_float, denominator=denominator, params=params, shrink=shrink, bias=point_bias
+    )
+    point = full._replace(inputs=full.inputs[:k_inputs])
+    best = _best_rank(point, name, residual, order, max_order, maximum, prime, subfamily)
+    narrow = narrow_invertible(point) if n < 2 * d and residual and subfamily is None and not bias else None
+    fr = float_rank(full, name, residual=residual) if float_check and subfamily is None else None
+    probes = (
+        f"Taylor coefficients of t -> f(t x_k) at t = 0, orders {0 if bias else 1}..{best.order}"
+        if name == "gelu"
+        else "values f(x_k) at rational inputs off every kink (checked exactly)"
+    )
+    kink = bias and depth == 1 and residual and subfamily is None and _kink_hypotheses(point, name)
+    verdict = _verdict(
+        name, d, n, depth, residual, best.rank, bound, narrow, _scope(name, P, subfamily is not None, bias)
+    )
+    if kink and verdict[0] == "undecided":  # depth 1 with biases: the one-block theorem decides
+        verdict = _kink_verdict(name)
+    # DepthCertificate's fields in order: (status, method, reason, scope), the size, the exact rank, the float rank.
+    exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
+    floats = (None, None) if fr is None else (fr.rank, fr.gap)
+    return DepthCertificate(
+        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias
+    )

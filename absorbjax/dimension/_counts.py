@@ -1,0 +1,62 @@
+"""Parameter counts, the free family's dimension bound and the residual family's maximum rank.
+
+The free bound ``b = 2Lnd − (L−1)d²`` (``− nL`` for ReLU) is *proved* in ``docs/theory/depth.md``
+(step 1: the junction gauges and, for ReLU, the unit rescalings are independent symmetries of a
+residual-free stack). With biases (``bias=True``: hidden biases ``β_ℓ`` ``(n,)`` and output biases
+``γ_ℓ`` ``(d,)`` per block) every count gains ``L(n + d)`` parameters, the free junction gauge becomes
+affine (``(L−1)(d² + d)``) and residual stacks gain a translation gauge (``(L−1)d``), step 9.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from absorbjax import activations
+
+ACTIVATIONS = ("relu", "gelu")
+DEPTH_STATUSES = ("certified_disjoint", "undecided")
+PRIME = 2097143  # largest prime below 2^21: products < 2^42, so float64 sums of 2^11 of them are exact
+
+
+def check_sizes(activation: str, d: int, n: int, depth: int) -> str:
+    """Validate a size ``(d, n, L)`` with ``n ≥ d`` and return the activation's canonical name."""
+    name = activations.get(activation).name
+    if name not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    for arg, v in (("d", d), ("n", n), ("depth", depth)):
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{arg} must be a positive integer, got {v!r}")
+    if n < d:
+        raise ValueError(f"n must be >= d for the gauge count (V_down full row rank), got n={n} < d={d}")
+    return name
+
+
+def param_count(d: int, n: int, depth: int, *, bias: bool = False) -> int:
+    """``P = 2 L n d`` (``+ L(n + d)`` with biases): the parameters of a depth-``L`` stack of width
+    ``n`` on ``R^d``."""
+    return 2 * depth * n * d + (depth * (n + d) if bias else 0)
+
+
+def free_bound(activation: str, d: int, n: int, depth: int, *, bias: bool = False) -> int:
+    """Upper bound (proved) on the functional dimension of free stacks:
+    ``2Lnd − (L−1)d²``, minus ``nL`` for ReLU; with biases ``P − (L−1)(d² + d)`` (the junction
+    gauge is affine), minus ``nL`` for ReLU.
+
+    Examples:
+      >>> free_bound("gelu", 2, 2, 2), free_bound("relu", 3, 6, 2), free_bound("gelu", 2, 2, 2, bias=True)
+      (12, 51, 18)
+    """
+    name = check_sizes(activation, d, n, depth)
+    gauge = (depth - 1) * (d * d + (d if bias else 0))
+    return param_count(d, n, depth, bias=bias) - gauge - (n * depth if name == "relu" else 0)
+
+
+def residual_max(activation: str, d: int, n: int, depth: int, *, bias: bool = False) -> int:
+    """The largest functional dimension a residual stack can have: ``P``, minus ``nL`` for ReLU
+    (the positive rescalings of each unit survive the skip; the junction gauge does not); with
+    biases also minus ``(L−1)d``, the translations ``γ_ℓ += t``, ``β_{ℓ+1} −= U_{ℓ+1} t``,
+    ``γ_{ℓ+1} −= t`` that the skip keeps. Attained by almost all GELU weights (with or without
+    biases) and on an open set of bias-free ReLU weights (proved, ``docs/theory/depth.md``)."""
+    name = check_sizes(activation, d, n, depth)
+    translations = (depth - 1) * d if bias else 0
+    return param_count(d, n, depth, bias=bias) - translations - (n * depth if name == "relu" else 0)

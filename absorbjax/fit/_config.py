@@ -1,0 +1,533 @@
+"""The search's settings: public option types, argument validation, the static configuration.
+
+:func:`validate` checks every argument of :func:`absorbjax.fit.search` once, eagerly, with a
+one-line ``ValueError`` naming the argument, and returns a :class:`Setup`: the hashable
+:class:`Static` configuration that the jitted draw function specialises on, the target and
+the per-draw arrays with a leading draws axis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import os
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh
+
+from absorbjax import activations, models
+from absorbjax.models import GatedParams, MLPParams, Params
+
+
+class Init(enum.StrEnum):
+    """How a search's restarts start: :attr:`Solver.init` names ``"random"`` or ``"warm"``;
+    ``"given"`` is recorded when candidate params were passed. A ``str``: records hold the value.
+    """
+
+    RANDOM = "random"
+    WARM = "warm"
+    GIVEN = "given"
+
+
+class PolishMethod(enum.StrEnum):
+    """:attr:`Polish.method`: ``"auto"`` until :meth:`Polish.resolve` picks ``"lbfgs"`` or
+    ``"gauss_newton"``. A ``str``: records hold the value."""
+
+    AUTO = "auto"
+    LBFGS = "lbfgs"
+    GAUSS_NEWTON = "gauss_newton"
+
+
+INITS = (Init.RANDOM.value, Init.WARM.value)
+POLISH_METHODS = tuple(m.value for m in PolishMethod)
+
+
+class Inputs(NamedTuple):
+    """Where the loss is measured, per draw.
+
+    Attributes:
+      num: training inputs ``x_k`` per draw (``None``: ``max(256, 2 P / d)`` for a candidate
+        with ``P`` parameters, so there are at least twice as many residuals as unknowns).
+      low, high: radii ``‖x‖`` are log-uniform on ``[low, high]``.
+      holdout: held-out inputs per radius decade for the error profile.
+    """
+
+    num: int | None = None
+    low: float = 1e-2
+    high: float = 1e2
+    holdout: int = 64
+
+
+class Linear(NamedTuple):
+    """A candidate with a free linear term: ``g(x) = L x + V_down σ(V_up x)`` (per layer in a stack).
+
+    ``search(..., linear=True)`` fits this wider class. Since ``σ(z) − σ(−z) = z`` for ReLU and
+    GELU, negating unit ``i`` only moves ``V_down[:,i] V_up[i,:]`` into ``L``: every unit's
+    orientation fits equally well, and a block found here absorbs exactly when
+    :func:`absorbjax.condition.find_absorbing_set` finds ``S`` with
+    ``V_down[:,S] V_up[S,:] = −L`` (Lemma 4 with skip ``L``).
+
+    Attributes:
+      block: ``V`` (``MLPParams`` or ``GatedParams``), leading axes as the search's candidates.
+      linear: ``L`` ``(..., d, d)``, or ``(..., depth, d, d)`` for stacks.
+    """
+
+    block: Params
+    linear: jax.Array
+
+
+class Polish(NamedTuple):
+    """The second phase, run on each draw's best restarts after the first-order phase.
+
+    Both methods run a fixed number of iterations in ``lax.scan`` (no convergence while-loop,
+    so a vmapped batch never waits on its slowest member) and keep each restart's best finite
+    iterate, so polishing never makes a restart worse.
+
+    Attributes:
+      method: ``"lbfgs"`` (``optax.lbfgs`` with a bounded zoom line search), ``"gauss_newton"``
+        (Levenberg–Marquardt on the residuals ``r_k = (f(x_k) − g_V(x_k)) / (‖x_k‖ √K)``, with
+        a dense ``P × P`` solve; quadratic convergence on exactly absorbable targets) or
+        ``"auto"``: Gauss–Newton when the candidate has at most ``max_dense`` parameters ``P``,
+        else L-BFGS.
+      steps: iterations in all (``None``: 300).
+      screen: the first ``screen`` iterations run on every restart; the remaining
+        ``steps − screen`` only on the ``top`` restarts with the lowest loss after them.
+      top: how many of each draw's restarts continue after the screen; the others keep
+        their result.
+      memory: L-BFGS memory.
+      linesearch_steps: bound on the zoom line search's iterations per L-BFGS step.
+      max_dense: largest ``P`` for which ``"auto"`` picks Gauss–Newton.
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> fit.Polish().resolve(params=64)[:2]
+      (<PolishMethod.GAUSS_NEWTON: 'gauss_newton'>, 300)
+      >>> fit.Polish(steps=50).resolve(params=4096).method == "lbfgs"
+      True
+    """
+
+    method: PolishMethod | str = "auto"
+    steps: int | None = None
+    screen: int = 40
+    top: int = 8
+    memory: int = 10
+    linesearch_steps: int = 12
+    max_dense: int = 1024
+
+    def resolve(self, params: int) -> "Polish":
+        """A copy with ``method`` and ``steps`` fixed for a candidate with ``params`` parameters."""
+        if self.method not in POLISH_METHODS:
+            raise ValueError(f"polish.method must be one of {POLISH_METHODS}, got {self.method!r}")
+        method = PolishMethod(self.method)
+        if method == PolishMethod.AUTO:
+            method = PolishMethod.GAUSS_NEWTON if params <= self.max_dense else PolishMethod.LBFGS
+        steps = self.steps if self.steps is not None else 300
+        return self._replace(method=method, steps=int(steps))
+
+
+class Wide(NamedTuple):
+    """The wide rounds of :func:`absorbjax.fit._expand.expand_search` (steps 1–5 of its module).
+
+    Attributes:
+      factor: the wide search's width ``m = factor · n``.
+      restarts, steps: the wide search's (``None``: the first search's ``restarts``; its
+        ``steps`` for one layer, ``5 · steps`` for a stack).
+      polish: the wide search's :class:`Polish` (short: the wide fit only proposes).
+      proposals: width-``n`` starts merged from the wide fit per draw (:func:`fit.merge.proposals`).
+      dense: the wide search and the width-``n`` polish use ``dense`` times the first search's
+        training inputs (a ReLU kink is placed only as finely as the inputs' directions resolve it).
+      rounds: steps 1–5 run up to ``rounds`` times on the draws still unsolved.
+      merge_tol: ``rtol`` of the condition on the polished width-``n`` fit.
+    """
+
+    factor: int = 4
+    restarts: int | None = None
+    steps: int | None = None
+    polish: Polish = Polish(steps=100, screen=20, top=4)
+    proposals: int = 8
+    dense: int = 4
+    rounds: int = 3
+    merge_tol: float = 1e-6
+
+
+class LineStep(NamedTuple):
+    """The line step of :func:`absorbjax.fit._expand.expand_search` (ReLU without a skip).
+
+    Attributes:
+      restarts: restarts of each fit with the first layer held on the kink lines.
+      rounds: how many times the step runs on the draws still unsolved.
+      segments: the random segments the kinks are read on (:func:`absorbjax.fit._lines.kinks`),
+        for one layer and for a stack: a second-layer unit that bends only in a thin cone shows
+        on few of them.
+    """
+
+    restarts: int = 256
+    rounds: int = 2
+    segments: tuple[int, int] = (128, 2048)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Solver:
+    """How :func:`absorbjax.fit.search` searches each draw (built by keyword).
+
+    Attributes:
+      restarts: independent initialisations per draw.
+      steps: first-phase optimiser steps (the default 200 is a short Adam warm-up; for small
+        candidates the Gauss–Newton polish does most of the work).
+      init: ``"random"`` (the honest search: Gaussian weights with variance ``1/fan_in``, every
+        other restart rescaled to the target's per-field Frobenius norm; nothing else about the
+        target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign flips,
+        widened with random units), or candidate params with leading ``(restarts, ...)`` or
+        ``(draws, restarts, ...)`` axes (``linear=True``: a :class:`Linear` of such params and
+        ``L``); non-finite entries make that restart fail, nothing else.
+      optimizer: first-phase ``optax.GradientTransformation`` (``None``:
+        :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
+      polish: ``True`` (the default :class:`Polish`: Gauss–Newton for candidates with at most
+        1024 parameters, else L-BFGS; 300 iterations, the first 40 on every restart, the rest on
+        the best 8), a :class:`Polish`, or ``False``.
+      tol: loss below which a draw counts as solved (``None``: 1e-20 in float64, 1e-10 in
+        float32); below :func:`min_tol` of the dtype it is an error, not a claim.
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> fit.Solver(restarts=8, polish=False)
+      Solver(restarts=8, steps=200, init='random', optimizer=None, polish=False, tol=None)
+    """
+
+    restarts: int = 32
+    steps: int = 200
+    init: str | Params | Linear = "random"
+    optimizer: optax.GradientTransformation | None = None
+    polish: bool | Polish = True
+    tol: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Run:
+    """How :func:`absorbjax.fit.search` executes: batching, devices, progress, checkpoints (built by
+    keyword). None of it changes a result beyond floating-point rounding.
+
+    Attributes:
+      batch_size: draws vmapped together per device in one jitted call (``None``: as many as fit
+        a fixed memory budget, at most ``draws``); memory stays bounded at any number of draws.
+        Results depend on it only through floating-point rounding.
+      chunk_size: draws per progress update and checkpoint file, a multiple of ``batch_size`` ×
+        devices (``None``: about 20 chunks). Results do not depend on it, nor on the number of
+        devices.
+      mesh: a ``jax.sharding.Mesh`` with a ``"draws"`` axis (``None``: all devices when there are
+        several). Multi-host: call ``jax.distributed.initialize()`` first; every process runs the
+        same call.
+      progress: show a tqdm bar advanced between chunks.
+      checkpoint: directory; finished chunks are written there atomically and a rerun with the
+        same arguments resumes from them (a directory from a different target, key or setting is
+        refused; a custom ``optimizer`` is recorded only as "custom", so keep it the same).
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> fit.Run(progress=False).batch_size is None
+      True
+    """
+
+    batch_size: int | None = None
+    chunk_size: int | None = None
+    mesh: Mesh | None = None
+    progress: bool = True
+    checkpoint: str | os.PathLike | None = None
+
+
+_SOLVER = tuple(f.name for f in dataclasses.fields(Solver))
+_RUN = tuple(f.name for f in dataclasses.fields(Run))
+
+
+def options(solver: Solver, run: Run, shorthand: dict, where: str = "search") -> tuple[Solver, Run]:
+    """``(solver, run)`` with the fields named in ``shorthand`` replaced: the one path from the
+    keyword shorthand (``search(..., restarts=8, progress=False)``) to the option objects.
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> s, r = fit.config.options(fit.Solver(), fit.Run(), {"restarts": 8, "progress": False})
+      >>> s.restarts, r.progress
+      (8, False)
+      >>> fit.config.options(fit.Solver(), fit.Run(), {"restart": 8})
+      Traceback (most recent call last):
+      TypeError: search() got an unexpected keyword argument 'restart' (the options are the fields of fit.Solver: restarts, steps, init, optimizer, polish, tol, and of fit.Run: batch_size, chunk_size, mesh, progress, checkpoint)
+    """
+    if not isinstance(solver, Solver):
+        raise ValueError(f"solver must be an absorbjax.fit.Solver, got {type(solver).__name__}")
+    if not isinstance(run, Run):
+        raise ValueError(f"run must be an absorbjax.fit.Run, got {type(run).__name__}")
+    unknown = [k for k in shorthand if k not in _SOLVER + _RUN]
+    if unknown:
+        raise TypeError(
+            f"{where}() got an unexpected keyword argument {unknown[0]!r} (the options are the fields of "
+            f"fit.Solver: {', '.join(_SOLVER)}, and of fit.Run: {', '.join(_RUN)})"
+        )
+    solver = dataclasses.replace(solver, **{k: v for k, v in shorthand.items() if k in _SOLVER})
+    run = dataclasses.replace(run, **{k: v for k, v in shorthand.items() if k in _RUN})
+    return solver, run
+
+
+@functools.lru_cache(maxsize=32)
+def default_optimizer(steps: int, learning_rate: float = 1e-2) -> optax.GradientTransformation:
+    """Adam with a cosine decay from ``learning_rate`` to ``learning_rate / 100`` over ``steps``.
+
+    Cached, so that equal settings give the same (hashable) object and the jitted search
+    step is compiled once.
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> fit.default_optimizer(200) is fit.default_optimizer(200)
+      True
+    """
+    schedule = optax.cosine_decay_schedule(learning_rate, max(int(steps), 1), alpha=1e-2)
+    return optax.adam(schedule)
+
+
+def min_tol(dtype) -> float:
+    """Smallest relative loss a dtype can certify: ``100 ε²`` (float32 1.4e-12, float64 4.9e-30).
+
+    Examples:
+      >>> import numpy as np
+      >>> from absorbjax import fit
+      >>> f"{fit.min_tol(np.float32):.1e} {fit.min_tol(np.float64):.1e}"
+      '1.4e-12 4.9e-30'
+    """
+    return float(100 * np.finfo(dtype).eps ** 2)
+
+
+def log_bounds(low: float, high: float) -> tuple[float, float]:
+    """``(log10 low, log10 high)`` after checking ``0 < low < high``."""
+    if not (np.isfinite(low) and np.isfinite(high) and 0 < low < high):
+        raise ValueError(f"inputs need 0 < low < high, got low={low!r}, high={high!r}")
+    return float(np.log10(low)), float(np.log10(high))
+
+
+class Static(NamedTuple):
+    """Everything the jitted draw function specialises on (hashable: it keys the compile cache).
+
+    ``activation`` is the registry's :class:`~absorbjax.activations.Activation` itself, not its
+    name: the entry (its function included) keys the cache, so a name re-registered with
+    ``activations.register(..., overwrite=True)`` compiles anew, never reusing the old function.
+    """
+
+    activation: activations.Activation
+    depth: int
+    d: int
+    n: int
+    width: int
+    restarts: int
+    steps: int
+    init: Init
+    has_skip: bool
+    linear: bool
+    num: int
+    low: float
+    high: float
+    holdout: int
+    polish: Polish | None
+
+
+class Setup(NamedTuple):
+    """A validated search: the static configuration and the per-draw arrays (leading draws axis)."""
+
+    cfg: Static
+    target: Params
+    skip: jax.Array | None
+    given: Params | Linear | None
+    optimizer: optax.GradientTransformation
+    optimizer_name: str  # "default" or "custom"
+    tol: float
+    single: bool  # the target had no draws axis
+
+    @property
+    def draws(self) -> int:
+        return int(self.target.down.shape[0])
+
+    def record(self) -> dict:
+        """The settings as plain values, for :attr:`SearchResult.config` and checkpoints."""
+        cfg = self.cfg
+        return {
+            **{k: v for k, v in cfg._asdict().items() if k not in ("polish", "has_skip")},
+            "activation": cfg.activation.name,
+            "polish": None if cfg.polish is None else cfg.polish._asdict(),
+            "optimizer": self.optimizer_name,
+            "skip": self.skip is not None,
+            "draws": self.draws,
+            "tol": self.tol,
+        }
+
+
+def validate(target, activation: str, *, skip, depth, width, linear, inputs, solver: Solver) -> Setup:
+    """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
+    restarts, steps, init, optimizer, polish, tol = (getattr(solver, f) for f in _SOLVER)
+    act, target, d, n, single = check_target(target, activation, depth)
+    draws = target.down.shape[0]
+    dtype = target.down.dtype
+    width = n if width is None else width
+    if not isinstance(width, (int, np.integer)) or width < n:
+        raise ValueError(f"width must be an integer >= n = {n} (the target's width), got {width!r}")
+    for name, v in (("restarts", restarts), ("steps", steps)):
+        if not isinstance(v, (int, np.integer)) or v < (1 if name == "restarts" else 0):
+            raise ValueError(
+                f"{name} must be a {'positive' if name == 'restarts' else 'non-negative'} integer, got {v!r}"
+            )
+    if not isinstance(inputs, Inputs):
+        raise ValueError(f"inputs must be an absorbjax.fit.Inputs, got {type(inputs).__name__}")
+    log_bounds(inputs.low, inputs.high)
+    if not isinstance(linear, bool):
+        raise ValueError(f"linear must be True or False, got {linear!r}")
+    fields = len(target._fields)
+    polish = check_polish(polish, (fields * int(width) * d + linear * d * d) * int(depth))
+    floor = min_tol(dtype)
+    tol = (1e-20 if dtype == jnp.float64 else 1e-10) if tol is None else float(tol)
+    if tol < floor:
+        raise ValueError(
+            f"tol={tol:.1e} is below what {jnp.dtype(dtype).name} can resolve (min_tol = {floor:.1e}); "
+            "pass float64 weights with jax.config.update('jax_enable_x64', True)"
+        )
+    skip = check_skip(skip, draws, d, depth, dtype)
+    init_mode, given = check_init(init, target, draws, restarts, width, depth, d, linear)
+    num = inputs.num or max(256, 2 * fields * width * depth)
+    if num < 1 or inputs.holdout < 1:
+        raise ValueError(f"inputs.num and inputs.holdout must be positive, got {inputs}")
+    cfg = Static(
+        activation=act,
+        depth=int(depth),
+        d=d,
+        n=n,
+        width=int(width),
+        restarts=int(restarts),
+        steps=int(steps),
+        init=init_mode,
+        has_skip=skip is not None,
+        linear=linear,
+        num=int(num),
+        low=float(inputs.low),
+        high=float(inputs.high),
+        holdout=int(inputs.holdout),
+        polish=polish,
+    )
+    name = "default" if optimizer is None else "custom"
+    opt = default_optimizer(steps) if optimizer is None else optimizer
+    if not isinstance(opt, optax.GradientTransformation):
+        raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(opt).__name__}")
+    return Setup(cfg, target, skip, given, opt, name, tol, single)
+
+
+def check_polish(polish, params: int) -> Polish | None:
+    """``True`` → the default :class:`Polish`, ``False``/``None`` → ``None``; resolved for ``params``."""
+    if polish is True:
+        polish = Polish()
+    elif polish is False or polish is None:
+        return None
+    elif not isinstance(polish, Polish):
+        raise ValueError(f"polish must be a bool or an absorbjax.fit.Polish, got {type(polish).__name__}")
+    polish = polish.resolve(params)
+    if polish.top < 1 or polish.steps < 0 or polish.screen < 0 or polish.memory < 1 or polish.linesearch_steps < 1:
+        raise ValueError(f"polish needs top, memory, linesearch_steps >= 1 and steps, screen >= 0, got {polish}")
+    return polish
+
+
+def as_params(target, name: str) -> Params:
+    """``MLPParams``/``GatedParams`` of float JAX arrays of one dtype, or a ``ValueError`` naming ``name``."""
+    if not isinstance(target, (MLPParams, GatedParams)):
+        raise ValueError(f"{name} must be MLPParams or GatedParams, got {type(target).__name__}")
+    arrays = [jnp.asarray(a) for a in target]
+    for f, a in zip(target._fields, arrays):
+        if not jnp.issubdtype(a.dtype, jnp.floating):
+            raise ValueError(f"{name}.{f} must be a float array, got dtype {a.dtype}")
+        if a.dtype != arrays[-1].dtype:
+            raise ValueError(f"{name} fields must share one dtype, got {a.dtype} and {arrays[-1].dtype}")
+    return type(target)(*arrays)
+
+
+def check_target(target, activation: str, depth: int):
+    """The activation, the target with a leading draws axis, ``d``, ``n`` and whether it had none."""
+    act = activations.get(activation)
+    if not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise ValueError(f"depth must be a positive integer, got {depth!r}")
+    target = as_params(target, "params")
+    want = GatedParams if act.gated else MLPParams
+    if not isinstance(target, want):
+        raise ValueError(f"activation {act.name!r} needs params {want.__name__}, got {type(target).__name__}")
+    d, n = models.dims(target)
+    core = 2 if depth == 1 else 3
+    nd = target.down.ndim
+    if nd not in (core, core + 1):
+        raise ValueError(
+            f"params.down must have shape {'(d, n)' if depth == 1 else '(L, d, n)'} or with a leading "
+            f"draws axis for depth={depth}; got {target.down.shape}"
+        )
+    if depth > 1 and target.down.shape[-3] != depth:
+        raise ValueError(f"params have {target.down.shape[-3]} layers on its depth axis, expected depth={depth}")
+    if any(a.shape[:-2] != target.down.shape[:-2] for a in target):
+        raise ValueError(f"params fields disagree on leading axes: {[a.shape for a in target]}")
+    single = nd == core
+    if single:
+        target = jax.tree.map(lambda a: a[None], target)
+    bad = [f for f, a in zip(target._fields, target) if not np.all(np.isfinite(np.asarray(a)))]
+    if bad:
+        raise ValueError(f"params.{bad[0]} contains NaN or Inf")
+    return act, target, d, n, single
+
+
+def check_skip(skip, draws: int, d: int, depth: int, dtype):
+    """The skip ``A`` as ``(draws, d, d)``, or ``None`` for ``A = I``."""
+    if skip is None:
+        return None
+    if depth != 1:
+        raise ValueError("skip (a linear skip A) is supported for depth=1 only")
+    A = jnp.asarray(skip, dtype)
+    if A.shape == (d, d):
+        A = jnp.broadcast_to(A, (draws, d, d))
+    if A.shape != (draws, d, d):
+        raise ValueError(f"skip must have shape ({d}, {d}) or ({draws}, {d}, {d}), got {jnp.shape(skip)}")
+    if not np.all(np.isfinite(np.asarray(A))):
+        raise ValueError("skip contains NaN or Inf")
+    return A
+
+
+def check_init(init, target: Params, draws: int, restarts: int, width: int, depth: int, d: int, linear: bool = False):
+    """``(mode, given)``: a named init and ``None``, or ``"given"`` and ``(draws, restarts, ...)``
+    params (a :class:`Linear` when ``linear``; plain params then start at ``L = 0``)."""
+    if isinstance(init, str):
+        if init not in INITS:
+            raise ValueError(f"init must be one of {INITS} or candidate params, got {init!r}")
+        return Init(init), None
+    L = None
+    if isinstance(init, Linear):
+        if not linear:
+            raise ValueError("init is a fit.Linear (with a linear term L); pass linear=True")
+        init, L = init
+    given = as_params(init, "init")
+    if type(given) is not type(target):
+        raise ValueError(f"init must be {type(target).__name__} like the target, got {type(given).__name__}")
+    if given.down.dtype != target.down.dtype:
+        raise ValueError(f"init dtype {given.down.dtype} differs from the target's {target.down.dtype}")
+    core = (d, width) if depth == 1 else (depth, d, width)
+    shape = given.down.shape
+    if shape == (restarts,) + core:
+        given = jax.tree.map(lambda a: jnp.broadcast_to(a, (draws,) + a.shape), given)
+    elif shape != (draws, restarts) + core:
+        raise ValueError(
+            f"init.down must have shape (restarts, ...{core}) = {(restarts,) + core} or "
+            f"(draws, restarts, ...) = {(draws, restarts) + core}, got {shape}"
+        )
+    models.dims(given)
+    if not linear:
+        return Init.GIVEN, given
+    lcore = (d, d) if depth == 1 else (depth, d, d)
+    lead = given.down.shape[:2]
+    L = jnp.zeros(lead + lcore, given.down.dtype) if L is None else jnp.asarray(L, given.down.dtype)
+    if L.shape == (restarts,) + lcore:
+        L = jnp.broadcast_to(L, (draws,) + L.shape)
+    if L.shape != lead + lcore:
+        raise ValueError(
+            f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {L.shape}"
+        )
+    return Init.GIVEN, Linear(given, L)

@@ -1,0 +1,108 @@
+"""The driver: :func:`search` validates, lays the draws out, maps one draw over all, assembles."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from absorbjax.fit import _config as _config, _draw as draw, _drawmap as drawmap
+from absorbjax.fit._config import Inputs, Run, Solver
+from absorbjax.fit._loss import decade_edges
+from absorbjax.fit._result import SearchConfig, SearchResult, assemble, unbatch
+from absorbjax.models import Params
+
+
+def search(
+    params: Params,
+    activation: str,
+    *,
+    key: jax.Array,
+    skip: jax.Array | None = None,
+    depth: int = 1,
+    width: int | None = None,
+    linear: bool = False,
+    inputs: Inputs = Inputs(),
+    solver: Solver = Solver(),
+    run: Run = Run(),
+    **shorthand,
+) -> SearchResult:
+    """Search for residual-free blocks ``g_V`` that reproduce residual blocks ``f_W``.
+
+    The problem comes as arguments; how each draw is searched as a :class:`Solver` (restarts,
+    steps, init, optimizer, polish, tol) and how the search executes as a :class:`Run`
+    (batch_size, chunk_size, mesh, progress, checkpoint). Any of their fields may also be passed
+    by keyword as a shorthand that replaces that field: ``search(W, "relu", key=k, restarts=8,
+    progress=False)`` is ``search(W, "relu", key=k, solver=Solver(restarts=8),
+    run=Run(progress=False))`` (:func:`absorbjax.fit._config.options`; any other keyword is a
+    ``TypeError``).
+
+    Args:
+      params: residual block weights ``W`` (``MLPParams`` ``(W_up (n,d), W_down (d,n))`` or
+        ``GatedParams``), optionally with a leading draws axis; for ``depth=L`` each field has
+        an ``L`` axis after the draws axis (``models.stack`` layout).
+      activation: registered name (``σ``, or the gate ``g`` for gated blocks); its registry entry
+        (function included) is what the compiled step specialises on.
+      key: base PRNG key; draw ``i`` uses ``fold_in(key, i)``.
+      skip: linear skip ``A`` ``(d, d)`` or ``(draws, d, d)`` (``None``: ``A = I``); depth 1 only.
+      depth: number of layers ``L`` of both the residual stack and the candidate stack.
+      width: candidate width ``m ≥ n`` (default ``n``).
+      linear: fit ``L x + V_down σ(V_up x)`` with a free linear term ``L`` per layer (a
+        :class:`Linear` candidate, ``L`` starting at 0) instead of a residual-free block: the
+        class where every unit's orientation fits (:func:`absorbjax.fit._expand.expand_search`
+        then decides the orientation exactly). ``best_linear`` holds ``L``.
+      inputs: an :class:`Inputs` (training and held-out inputs per draw).
+      solver: a :class:`Solver` (its fields are documented there).
+      run: a :class:`Run` (its fields are documented there).
+      shorthand: fields of :class:`Solver` or :class:`Run` by keyword, each replacing that field.
+
+    Returns a :class:`SearchResult`. Thm 8 (ReLU) and Thm 10 (GELU) say when an exact absorber
+    exists; Props 5 and 6 and Cor 11 when none does.
+
+    Examples:
+      Two absorbable ReLU blocks (Thm 8), each found to rounding error in float64 from random init:
+
+      >>> import jax
+      >>> from absorbjax import fit, models
+      >>> with jax.enable_x64(True):
+      ...     W, _ = models.planted_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
+      ...     r = fit.search(W, "relu", key=jax.random.key(1), restarts=8, progress=False)
+      >>> r.solved().tolist(), bool(r.best_loss.max() < 1e-20)
+      ([True, True], True)
+    """
+    solver, run = _config.options(solver, run, shorthand)
+    problem = dict(skip=skip, depth=depth, width=width, linear=linear, inputs=inputs)
+    return _run(_config.validate(params, activation, solver=solver, **problem), key, run)
+
+
+def _run(setup: _config.Setup, key: jax.Array, run: Run) -> SearchResult:
+    """The validated search of :func:`search`: its draws mapped in batches, assembled."""
+    cfg, target = setup.cfg, setup.target
+    dtype = jnp.dtype(target.down.dtype)
+    record = setup.record()
+    per_draw = draw.bytes_per_draw(cfg, len(target._fields), dtype.itemsize)
+    lay = drawmap.layout(setup.draws, per_draw, batch_size=run.batch_size, chunk_size=run.chunk_size, mesh=run.mesh)
+    key_data, _ = drawmap.split_key(key)
+    out = drawmap.map_draws(
+        draw.one_draw,
+        (cfg, setup.optimizer),
+        key,
+        (target, setup.skip, setup.given),
+        draws=setup.draws,
+        layout=lay,
+        record=record,
+        checkpoint=run.checkpoint,
+        progress=run.progress,
+        desc=f"search {cfg.activation.name}",
+    )
+    config = SearchConfig(
+        **{**record, "polish": cfg.polish},
+        batch_size=lay.batch_size,
+        chunk_size=lay.chunk_size,
+        devices=lay.devices,
+        dtype=dtype.name,
+        key=tuple(key_data.tolist()),
+        jax=jax.__version__,
+        single=setup.single,
+    )
+    result = assemble(out, type(target), decade_edges(cfg.low, cfg.high), config)
+    return unbatch(result) if setup.single else result

@@ -1,0 +1,230 @@
+"""What a search returns: :class:`SearchResult` (one row per draw) and its :class:`SearchConfig`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import chex
+import jax.numpy as jnp
+import numpy as np
+
+from absorbjax import io
+from absorbjax.fit._config import Init, Polish
+from absorbjax.models import Params
+from absorbjax.results import Result
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SearchConfig:
+    """The settings a search ran with (:attr:`SearchResult.config`), frozen.
+
+    :meth:`to_dict` is its JSON record (the same keys, in the same order, as the record has always
+    had; :func:`absorbjax.io.to_jsonable` writes it).
+
+    Attributes:
+      activation: the activation's registered name.
+      depth, d, n, width: ``L``, the input dimension, the target's and the candidate's width.
+      restarts, steps, init, linear: the solver's settings (``init`` an
+        :class:`~absorbjax.fit._config.Init`) and whether the candidate had a free linear term.
+      num, low, high, holdout: the inputs (training inputs per draw, radius range, held-out
+        inputs per decade).
+      polish: the resolved :class:`~absorbjax.fit.Polish`, or ``None`` (no polish).
+      optimizer: ``"default"`` or ``"custom"``.
+      skip: whether a linear skip ``A`` was given.
+      draws: the number of draws searched.
+      tol: the loss below which a draw counts as solved.
+      batch_size, chunk_size, devices: the layout the draws ran in.
+      dtype, key, jax: the weights' dtype, the base key's data and ``jax.__version__``.
+      single: the target was one block without a draws axis (the result's fields have none).
+      expand: :func:`~absorbjax.fit._expand.expand_search`'s record (settings and counts), else
+        ``None``.
+    """
+
+    activation: str
+    depth: int
+    d: int
+    n: int
+    width: int
+    restarts: int
+    steps: int
+    init: Init
+    linear: bool
+    num: int
+    low: float
+    high: float
+    holdout: int
+    polish: Polish | None
+    optimizer: str
+    skip: bool
+    draws: int
+    tol: float
+    batch_size: int
+    chunk_size: int
+    devices: int
+    dtype: str
+    key: tuple[int, ...]
+    jax: str
+    single: bool = False
+    expand: dict | None = None
+
+    def to_dict(self) -> dict:
+        """The JSON record: every field, ``polish`` as a dict, ``key`` as a list; ``single`` and
+        ``expand`` only when set."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("single", "expand")}
+        out["polish"] = None if self.polish is None else self.polish._asdict()
+        out["key"] = list(self.key)
+        if self.single:
+            out["single"] = True
+        if self.expand is not None:
+            out["expand"] = self.expand
+        return out
+
+    _asdict = to_dict  # the NamedTuple protocol absorbjax.io.to_jsonable reads
+
+
+class _SearchFields(NamedTuple):
+    """The fields of :class:`SearchResult` (documented there)."""
+
+    best_loss: np.ndarray
+    best_params: Params
+    losses: np.ndarray
+    failed: np.ndarray
+    profile: np.ndarray
+    edges: np.ndarray
+    weight_norms: np.ndarray
+    target_norms: np.ndarray
+    holdout_loss: np.ndarray
+    config: SearchConfig
+    best_linear: np.ndarray | None = None
+    final_loss: np.ndarray | None = None
+
+
+class SearchResult(_SearchFields, Result):
+    """What :func:`search` found, one row per draw (a single block, without a draws axis, gives
+    fields without one: ``best_loss`` a scalar, ``losses`` ``(restarts,)``, …; :meth:`batched`
+    adds it back).
+
+    A :class:`~absorbjax.results.Result`: ``bool(result)`` raises ``TypeError``; read
+    ``result.solved()`` (or ``best_loss``).
+
+    Attributes:
+      best_loss: ``(draws,)`` lowest relative loss ``ℓ`` over the restarts that did not fail
+        (``inf`` when all failed).
+      best_params: the best candidate ``V`` per draw, leading draws axis (same type as the target).
+      losses: ``(draws, restarts)`` final ``ℓ`` of every restart (after polishing, for the
+        polished ones); ``nan``/``inf`` where the restart failed.
+      failed: ``(draws, restarts)`` bool, the restart ended non-finite (kept out of ``best_*``).
+      profile: ``(draws, bins)`` mean relative squared error of the best candidate on held-out
+        inputs in each radius decade.
+      edges: ``(bins + 1,)`` radius edges of the profile bins.
+      weight_norms: ``(draws,)`` Frobenius norm of the best candidate ``‖V‖``.
+      target_norms: ``(draws,)`` Frobenius norm of the target ``‖W‖`` (for comparison: an error
+        that only falls as ``‖V‖`` grows is approximate, not exact, absorption).
+      holdout_loss: ``(draws,)`` relative loss of the best candidate on all held-out inputs.
+      config: a :class:`SearchConfig`: the settings, the seed's key data and ``jax.__version__``.
+      best_linear: ``search(..., linear=True)`` only: the best candidate's free linear term
+        ``L`` per draw (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), else ``None``.
+      final_loss: :func:`~absorbjax.fit._expand.expand_search` only: ``(draws,)`` the loss of the
+        final block it proposed and polished (``inf`` where it proposed none), else ``None``;
+        ``losses`` and ``failed`` stay the first search's restarts.
+    """
+
+    __slots__ = ()
+    truth_field = "solved()"
+
+    def solved(self, tol: float | None = None) -> np.ndarray:
+        """``(draws,)`` bool: both ``best_loss`` and ``holdout_loss`` ``≤ tol`` (default
+        ``config.tol``). The held-out check catches a ``V`` that is exact on the training
+        inputs only (a ReLU kink placed in a wedge no training direction falls in)."""
+        tol = self.config.tol if tol is None else tol
+        return (self.best_loss <= tol) & (self.holdout_loss <= tol)
+
+    def _summary(self) -> str:
+        """The short repr (:class:`absorbjax.results.Result`): the problem, solved draws, median loss."""
+        r = self.batched()
+        c, (draws, restarts) = r.config, r.losses.shape
+        loss = r.best_loss[np.isfinite(r.best_loss)]
+        median = f"{np.median(loss):.3g}" if loss.size else "n/a"
+        return (
+            f"{c.activation} d={c.d} n={c.n} depth={c.depth}: solved {int(r.solved().sum())}/{draws} "
+            f"draws ({restarts} restarts), median best loss {median}"
+        )
+
+    def summary(self) -> str:
+        """A few lines: quantiles of ``best_loss``, solved fraction, failures, the profile."""
+        r = self.batched()
+        c, loss = r.config, r.best_loss
+        draws, restarts = r.losses.shape
+        q = np.quantile(loss[np.isfinite(loss)], [0, 0.1, 0.5, 0.9, 1]) if np.isfinite(loss).any() else [np.nan] * 5
+        prof = np.median(r.profile, 0)
+        bins = " ".join(f"[{a:.0e},{b:.0e}):{p:.2g}" for a, b, p in zip(r.edges[:-1], r.edges[1:], prof))
+        lines = [
+            f"search {c.activation} d={c.d} n={c.n} width={c.width} depth={c.depth}: "
+            f"{draws} draws x {restarts} restarts",
+            "best loss min/10%/50%/90%/max: " + " ".join(f"{v:.3g}" for v in q),
+            f"solved (train and held-out loss <= {c.tol:.0e}): {int(r.solved().sum())}/{draws}; "
+            f"failed restarts: {int(r.failed.sum())}/{r.failed.size}",
+            f"median profile per radius decade: {bins}",
+            f"median |V| {np.median(r.weight_norms):.3g} vs |W| {np.median(r.target_norms):.3g}",
+        ]
+        if r.final_loss is not None:
+            final = int(np.isfinite(r.final_loss).sum())
+            lines.append(f"expand: {final}/{draws} draws got a final block (their loss is in final_loss)")
+        return "\n".join(lines)
+
+    def batched(self) -> "SearchResult":
+        """This result with a leading draws axis on every per-draw field (of length 1 for a
+        single-block search; other results are returned as they are)."""
+        if not self.config.single:
+            return self
+        return self._replace(**{k: _map(lambda a: np.asarray(a)[None], v) for k, v in self._per_draw().items()})
+
+    def _per_draw(self) -> dict:
+        return {k: getattr(self, k) for k in self._fields if k not in ("edges", "config")}
+
+    def to_dict(self, params: bool = True) -> dict:
+        """Plain JSON-ready dict (via :func:`absorbjax.io.to_jsonable`)."""
+        out = {k: getattr(self, k) for k in self._fields if k not in ("best_params", "best_linear") or params}
+        if self.final_loss is None:  # a plain search's record keeps its keys
+            del out["final_loss"]
+        if params:
+            out["best_params"] = {"type": type(self.best_params).__name__, **self.best_params._asdict()}
+        out["solved"] = self.solved()
+        return io.to_jsonable(out)
+
+
+def _map(fn, value):
+    """``fn`` on every array of a per-draw field (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    if isinstance(value, tuple):  # the params NamedTuple
+        return type(value)(*(jnp.asarray(fn(a)) for a in value))
+    return fn(value)
+
+
+def unbatch(result: SearchResult) -> SearchResult:
+    """A single-block result: the length-1 draws axis taken off every per-draw field."""
+    return result._replace(**{k: _map(lambda a: np.asarray(a)[0], v) for k, v in result._per_draw().items()})
+
+
+def assemble(out: dict, kind: type, edges: np.ndarray, config: SearchConfig) -> SearchResult:
+    """A :class:`SearchResult` from the stacked per-draw outputs of ``fit.draw.one_draw``."""
+    best = kind(*(jnp.asarray(out["best_params." + f]) for f in kind._fields))
+    draws, restarts = out["losses"].shape
+    chex.assert_shape([out["best_loss"], out["holdout_loss"], out["weight_norms"], out["target_norms"]], (draws,))
+    chex.assert_shape(out["failed"], (draws, restarts))
+    chex.assert_shape(out["profile"], (draws, len(edges) - 1))
+    return SearchResult(
+        best_loss=out["best_loss"],
+        best_params=best,
+        losses=out["losses"],
+        failed=out["failed"].astype(bool),
+        profile=out["profile"],
+        edges=edges,
+        weight_norms=out["weight_norms"],
+        target_norms=out["target_norms"],
+        holdout_loss=out["holdout_loss"],
+        config=config,
+        best_linear=out.get("best_linear"),
+    )
