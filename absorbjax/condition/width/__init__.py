@@ -338,22 +338,7 @@ def min_extra_width(
     best, lower, proof, info = _bounds(
         params, w, act, skip=skip, max_bits=max_bits, max_flats=max_flats, time_limit=time_limit
     )
-    return _conclude(
-        w.U,
-        w.D,
-        w.A,
-        act,
-        best,
-        W=w.W,
-        Uc=w.Uc,
-        Ap=w.Ap,
-        groups=w.groups,
-        lower=lower,
-        tol=w.tol,
-        proof=proof,
-        info=info,
-        t0=t0,
-    )
+    return _conclude(w, act, best, lower=lower, proof=proof, info=info, t0=t0)
 
 
 class _Prepared(NamedTuple):
@@ -468,8 +453,10 @@ def _bounds(
     return best, max(0, L + lower_red - n) if proved else ray_lower, proof, info
 
 
-def _conclude(U, D, A, act, best, *, W, Uc, Ap, groups, lower, tol, proof, info, t0) -> WidthCertificate:
-    """Build and verify the construction for the best ``(cost, S, G, p)``, and the certificate."""
+def _conclude(w: _Prepared, act: str, best, *, lower: int, proof: list[str], info: dict, t0: float) -> WidthCertificate:
+    """Build and verify the construction for the best ``(cost, S, G, p)`` on the prepared block ``w``,
+    and the certificate."""
+    U, D, A, W, Uc, Ap, groups, tol = w.U, w.D, w.A, w.W, w.Uc, w.Ap, w.groups, w.tol
     n, d = U.shape
     L = W.shape[0]
     cost, S_best, G_best, p_best = best
