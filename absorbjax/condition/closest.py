@@ -58,13 +58,13 @@ def distance(
     start = time.perf_counter()
     options = decision_options("distance", time_limit=time_limit, **options)
     narrow = options.pop("narrow")
-    U, D, A, inputs = read_block(
+    U, D, A, context = read_block(
         params, activation, skip=options.pop("skip"), bias=options.pop("bias"), out_bias=options.pop("out_bias")
     )
     check_layout(params, narrow=narrow)  # after read_block's checks of the shapes
     n = U.shape[0]
-    cert, rel = decide(U, D, A, inputs, **options)
-    rule = Rule.of(A, 0.0, ONE if inputs.slope is None else inputs.slope)
+    cert, rel = decide(U, D, A, context, **options)
+    rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
     deadline = max(start + time_limit, time.perf_counter() + time_limit / 10)
     if rel is None:  # decided by the O(n d²) screen of condition.large
         if rule.c == 1:
