@@ -280,7 +280,7 @@ def test_read_errors(tmp_path):
         weights.load_block(path, "relu", layer=2)
     with pytest.raises(ValueError, match="no such file"):
         weights.blocks(tmp_path / "missing.npz")
-    with pytest.raises(TypeError, match=r"^blocks\(\) takes the options .*got \['transpos'\]"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'transpos'"):
         weights.blocks(path, "relu", transpos=True)
     for name in ("junk.npz", "junk.safetensors", "junk.gguf"):
         (tmp_path / name).write_bytes(b"this is not a weight file\n" * 3)

@@ -3,7 +3,6 @@ promises is built in :func:`~absorbjax.condition.absorber` (``condition/_absorbe
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Callable
@@ -38,7 +37,6 @@ from absorbjax.models import MLPParams, check_layout
 __all__ = [
     "BlockContext",
     "decide",
-    "decision_options",
     "read_block",
     "find_absorbing_set",
     "find_absorbing_sets",
@@ -574,28 +572,37 @@ def find_absorbing_set(
 
 
 def find_absorbing_sets(
-    params: MLPParams, activation: str | None = None, *, progress: bool = True, **options
+    params: MLPParams,
+    activation: str | None = None,
+    *,
+    skip=None,
+    rtol: float | None = None,
+    time_limit: float = 60.0,
+    method: str = "auto",
+    bias=None,
+    skip_rtol: float | None = None,
+    out_bias=None,
+    narrow: bool = False,
+    progress: bool = True,
 ) -> list[Certificate]:
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
-    ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. ``options``: ``skip``,
-    ``rtol``, ``time_limit``, ``method``, ``bias``, ``skip_rtol``, ``out_bias``, ``narrow``, as for
-    :func:`find_absorbing_set` and validated by it; ``skip`` is ``None``, one ``(d, d)`` matrix
-    for all draws or ``(draws, d, d)``, ``bias`` one ``(n,)`` or ``(draws, n)``, and ``out_bias``
-    one ``(d,)`` or ``(draws, d)``.
+    ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. The options are
+    :func:`find_absorbing_set`'s, checked by it, except that ``skip`` is ``None``, one ``(d, d)``
+    matrix for all draws or ``(draws, d, d)``, ``bias`` one ``(n,)`` or ``(draws, n)``, and
+    ``out_bias`` one ``(d,)`` or ``(draws, d)``; ``narrow`` warns once for all draws.
     A plain loop: small blocks take about a millisecond each (``d = 3, n = 12``: over a thousand
     draws per second on two cores, see ``experiments/bench_condition.py``), so a batched
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
     ``progress`` shows a tqdm bar over the draws (the MILP can take up to ``time_limit`` each).
     """
-    decision_options("find_absorbing_sets", **options)
+    _check_method(method, time_limit)
     U, _, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
-    check_layout(params, narrow=options.pop("narrow", False))
-    options["narrow"] = True  # warned once, above, for all draws
-    skips = _per_draw(options.pop("skip", None), (d, d), draws, "skip")
-    biases = _per_draw(options.pop("bias", None), (n,), draws, "bias")
-    outs = _per_draw(options.pop("out_bias", None), (d,), draws, "out_bias")
+    check_layout(params, narrow=narrow)  # warned once, here, for all draws
+    skips = _per_draw(skip, (d, d), draws, "skip")
+    biases = _per_draw(bias, (n,), draws, "bias")
+    outs = _per_draw(out_bias, (d,), draws, "out_bias")
     from tqdm.auto import tqdm
 
     return [
@@ -603,22 +610,16 @@ def find_absorbing_sets(
             MLPParams(params.up[k], params.down[k]),
             activation,
             skip=skips[k],
+            rtol=rtol,
+            time_limit=time_limit,
+            method=method,
             bias=biases[k],
+            skip_rtol=skip_rtol,
             out_bias=outs[k],
-            **options,
+            narrow=True,
         )
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]
-
-
-def decision_options(caller: str, **options) -> dict:
-    """``options`` with :func:`find_absorbing_set`'s defaults filled in, for the functions that take
-    its options by name; another name raises ValueError listing them."""
-    sig = inspect.signature(find_absorbing_set).parameters
-    names = [k for k, p in sig.items() if p.kind is p.KEYWORD_ONLY]
-    if unknown := sorted(set(options) - set(names)):
-        raise ValueError(f"{caller} takes the options {names} of find_absorbing_set, got {unknown}")
-    return {k: options.get(k, sig[k].default) for k in names}
 
 
 def _per_draw(value, shape: tuple[int, ...], draws: int, name: str) -> list:
