@@ -516,16 +516,18 @@ def test_distance_decides_with_the_options_it_is_given():
         condition.distance(params, tol=1e-3)
 
 
-def test_the_batched_and_distance_calls_take_the_decisions_options():
-    """``find_absorbing_sets`` and ``distance`` spell out :func:`find_absorbing_set`'s options (for
-    ``help()`` and editors), with its defaults; ``distance`` gives the MILP 10 s."""
+def test_statuses_are_typed_and_records_keep_the_plain_words():
+    """A status is a member of its ``StrEnum`` (equal to its word, which the records hold); a
+    certificate refuses a word outside its vocabulary."""
+    import dataclasses
 
-    def options(f):
-        return {k: p.default for k, p in inspect.signature(f).parameters.items() if p.kind is p.KEYWORD_ONLY}
-
-    one = options(condition.find_absorbing_set)
-    assert options(condition.find_absorbing_sets) == one | {"progress": True}
-    assert options(condition.distance) == one | {"time_limit": 10.0, "search": True}
+    cert = condition.find_absorbing_set(gaussian(1, 3, 6), "gelu")
+    assert cert.status is condition.Status.NOT_ABSORBABLE and cert.status == "not_absorbable"
+    assert cert.within_rounding is condition.WithinRounding.NOT_APPLICABLE
+    record = json.dumps(cert.to_dict())
+    assert '"status": "not_absorbable"' in record and '"within_rounding": "n/a"' in record
+    with pytest.raises(ValueError, match="'absorbed' is not a valid Status"):
+        dataclasses.replace(cert, status="absorbed")
 
 
 def test_certificate_summary_and_json():

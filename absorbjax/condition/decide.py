@@ -15,7 +15,7 @@ from absorbjax import activations
 from absorbjax.condition import large, scale, stored
 from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
 from absorbjax.condition._text import few, fmt
-from absorbjax.condition.certificate import METHODS, Certificate, RelaxationEvidence, Status
+from absorbjax.condition.certificate import METHODS, Certificate, RelaxationEvidence, Status, WithinRounding
 from absorbjax.condition.inputs import (
     Rule,
     absolute_rounding,
@@ -159,10 +159,10 @@ class BlockContext(NamedTuple):
 
 
 class _Rounding(NamedTuple):
-    """The storage-rounding answer: ``within`` (``"yes"``, ``"no"``, ``"undecided"``, ``"n/a"``),
+    """The storage-rounding answer: ``within`` (:class:`WithinRounding`),
     the looser ``rtol`` used, the set ``S`` that passes with it, and the ``reason``."""
 
-    within: str
+    within: WithinRounding
     rtol: float | None
     S: np.ndarray | None
     reason: str
@@ -255,16 +255,16 @@ def _gram(
         timings["storage"] = time.perf_counter() - t
         if again.found is not None:
             found = f"S passes with rtol {fmt(rtol)} (found by {again.method})"
-            return _Rounding("yes", rtol, np.flatnonzero(again.found), found)
+            return _Rounding(WithinRounding.YES, rtol, np.flatnonzero(again.found), found)
         if again.undecided:
-            return _Rounding("undecided", rtol, None, again.why)
+            return _Rounding(WithinRounding.UNDECIDED, rtol, None, again.why)
         if absolute:
             why = (
                 "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
                 "where rounding is absolute (not covered by the relative rule)"
             )
-            return _Rounding("undecided", rtol, None, why)
-        return _Rounding("no", rtol, None, f"{again.why} [{again.method}]")
+            return _Rounding(WithinRounding.UNDECIDED, rtol, None, why)
+        return _Rounding(WithinRounding.NO, rtol, None, f"{again.why} [{again.method}]")
 
     evidence = RelaxationEvidence(
         rank=rel.rank,
@@ -309,8 +309,10 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
     def loose(rtol: float) -> _Rounding:  # the screen's bound against the looser tolerance
         tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, rtol, scales=scales.total) + (n + 2) * d * ETA)
         if scr.lower > tau_r and not absolute:
-            return _Rounding("no", rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]")
-        return _Rounding("undecided", rtol, None, "the screen's bound does not reach the looser tolerance")
+            return _Rounding(
+                WithinRounding.NO, rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
+            )
+        return _Rounding(WithinRounding.UNDECIDED, rtol, None, "the screen's bound does not reach the looser tolerance")
 
     return _Decision(
         S=None if scr.status != "found" else np.sort(np.asarray(scr.S)),
@@ -345,18 +347,18 @@ def _certificate(res: _Decision, rule: Rule, context: BlockContext, *, shape, sk
         status, why, theorem = absence(res, res.failed, context, res.hyper, narrow=n < d)
     extra = storage_rtol_pair(*context.dtypes)
     if extra == 0:
-        rounding = _Rounding("n/a", None, None, "float64 or integer storage")
+        rounding = _Rounding(WithinRounding.NOT_APPLICABLE, None, None, "float64 or integer storage")
     elif res.S is not None:  # rule (★) with a looser rtol passes the same set
-        rounding = _Rounding("yes", rule.rtol + extra, res.S, "the set S passes already")
+        rounding = _Rounding(WithinRounding.YES, rule.rtol + extra, res.S, "the set S passes already")
     else:
         rounding = res.loose(rule.rtol + extra)
-    if S is None and rounding.within == "yes":
+    if S is None and rounding.within == WithinRounding.YES:
         why += (
             f"; but within {'/'.join(map(str, context.dtypes))} storage rounding (rtol "
             f"{fmt(rounding.rtol)}) the set {few(rounding.S)} passes: see within_rounding"
         )
     return Certificate(
-        status=Status(status).value,
+        status=status,
         S=S,
         method=res.method,
         reason=why,

@@ -37,10 +37,9 @@ Modules: :mod:`~absorbjax.dimension.counts` (sizes and bounds), :mod:`~absorbjax
 :mod:`~absorbjax.dimension.certificate` (:class:`DepthCertificate`, :func:`certify`).
 """
 
-from absorbjax.dimension.certificate import DepthCertificate, certify
+from absorbjax.dimension.certificate import DepthCertificate, DepthStatus, certify
 from absorbjax.dimension.counts import (
     ACTIVATIONS,
-    DEPTH_STATUSES,
     PRIME,
     check_sizes,
     free_bound,
@@ -62,8 +61,8 @@ from absorbjax.dimension.ranks import (
 __all__ = [
     "ACTIVATIONS",
     "PRIME",
-    "DEPTH_STATUSES",
     "DepthCertificate",
+    "DepthStatus",
     "ExactRank",
     "FloatRank",
     "RationalPoint",

@@ -16,7 +16,6 @@ from absorbjax import activations
 __all__ = [
     "ACTIVATIONS",
     "PRIME",
-    "DEPTH_STATUSES",
     "check_sizes",
     "free_bound",
     "param_count",
@@ -24,7 +23,6 @@ __all__ = [
 ]
 
 ACTIVATIONS = ("relu", "gelu")
-DEPTH_STATUSES = ("certified_disjoint", "undecided")
 PRIME = 2097143  # largest prime below 2^21: products < 2^42, so float64 sums of 2^11 of them are exact
 
 
