@@ -146,7 +146,7 @@ def _main(argv):
         start = time.perf_counter()
         certs = condition.find_absorbing_sets(params, progress=False)
         seconds = time.perf_counter() - start
-        counts = {s: sum(c.status == s for c in certs) for s in condition.STATUSES}
+        counts = {s.value: sum(c.status == s for c in certs) for s in condition.Status}
         methods = {m: sum(c.method == m for c in certs) for m in sorted({c.method for c in certs})}
         print(
             f"many draws: {draws} {dist} blocks d={d} n={n} (n > d²) in {seconds:.2f} s "

@@ -39,14 +39,13 @@ PRESETS = {
     },
 }
 ACTIVATION = "relu"
-STATUSES = condition.STATUSES
 
 
 def frequencies(key, draws, d, n, dist, bits=3):
     """Counts of each certificate status over ``draws`` blocks ``models.sample(ACTIVATION, d, n, key=key, draws=draws)``."""
     params = models.sample(ACTIVATION, d, n, key=key, draws=draws, dist=dist, bits=bits)
     certs = condition.find_absorbing_sets(params, ACTIVATION, progress=False)
-    counts = {s: sum(c.status == s for c in certs) for s in STATUSES}
+    counts = {s.value: sum(c.status == s for c in certs) for s in condition.Status}
     counts["draws"] = draws
     counts["methods"] = sorted({c.method for c in certs})
     return counts

@@ -407,5 +407,7 @@ def test_wide_path_odd_slope_and_statuses():
     assert condition.distance(models.MLPParams(U, D), "leaky_relu(0.2)").upper < 1e-12
     dist = condition.distance(far, "leaky_relu(0.2)")
     assert 0.5 < dist.lower <= dist.upper and dist.certificate.status == "not_absorbable"
-    assert condition.STATUSES == ("absorbable", "not_absorbable", "degenerate", "undecided")
-    assert type(cert.status) is str and json.loads(json.dumps(cert.to_dict()))["status"] == "absorbable"
+    assert tuple(condition.Status) == ("absorbable", "not_absorbable", "degenerate", "undecided")
+    assert (
+        cert.status is condition.Status.ABSORBABLE and json.loads(json.dumps(cert.to_dict()))["status"] == "absorbable"
+    )

@@ -381,3 +381,17 @@ def test_float_block_with_a_rank_one_miss(in_rows, k):
         assert (cert.status, cert.k) == ("certified", k) and not cert.exact
         assert cert.S.tolist() == [0, 1] and (cert.G.tolist(), cert.pairs) == (([2], 0) if in_rows else ([], 1))
         assert cert.error <= 1e-12
+
+
+def test_width_status_is_typed_and_the_record_keeps_the_word():
+    """``WidthCertificate.status`` is a :class:`condition.WidthStatus`, written as its word; another word is refused."""
+    import dataclasses
+
+    rng = np.random.default_rng(0)
+    cert = condition.min_extra_width(MLPParams(rng.normal(size=(6, 3)), rng.normal(size=(3, 6)) / 2), "relu")
+    assert (
+        cert.status is condition.WidthStatus.CERTIFIED
+        and json.loads(json.dumps(cert.to_dict()))["status"] == "certified"
+    )
+    with pytest.raises(ValueError, match="'absorbable' is not a valid WidthStatus"):
+        dataclasses.replace(cert, status="absorbable")

@@ -82,14 +82,16 @@ ray limit).
 """
 
 from absorbjax.condition._absorber import absorber, absorber_biases
-from absorbjax.condition._certificate import METHODS, STATUSES, Certificate, Distance, RelaxationEvidence
+from absorbjax.condition._certificate import METHODS, Certificate, Distance, RelaxationEvidence, Status, WithinRounding
 from absorbjax.condition._closest import distance
 from absorbjax.condition._decide import find_absorbing_set, find_absorbing_sets
 from absorbjax.condition._inputs import DEFAULT_RTOL, storage_rtol, tolerance
-from absorbjax.condition.width import WidthCertificate, min_extra_width
+from absorbjax.condition.width import WidthCertificate, WidthStatus, min_extra_width
 
 __all__ = [
     "Certificate",
+    "Status",
+    "WithinRounding",
     "RelaxationEvidence",
     "Distance",
     "find_absorbing_set",
@@ -97,11 +99,11 @@ __all__ = [
     "absorber",
     "absorber_biases",
     "WidthCertificate",
+    "WidthStatus",
     "distance",
     "tolerance",
     "storage_rtol",
     "DEFAULT_RTOL",
-    "STATUSES",
     "METHODS",
     "min_extra_width",
 ]

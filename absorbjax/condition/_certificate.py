@@ -11,20 +11,31 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition._text import few, fmt
 from absorbjax.io import to_jsonable
-from absorbjax.results import Result, Verdict
+from absorbjax.results import UNDECIDED, Result, Verdict
 
 
 class Status(enum.StrEnum):
-    """The four answers and what each promises (the decision chooses them by name, never by parsing
-    a message; a certificate stores the plain string, so its records are unchanged)."""
+    """The four answers of :func:`~absorbjax.condition.find_absorbing_set` and what each promises
+    (the decision chooses them by name, never by parsing a message). A member is its string:
+    ``cert.status == "absorbable"`` holds, and records hold the plain string."""
 
     ABSORBABLE = "absorbable"  # a set S passes rules (★) and (E); the absorber errs by <= miss_bound·‖x‖ + offset_bound
     NOT_ABSORBABLE = "not_absorbable"  # no set passes, proved, and the cited theorem's hypotheses hold
     DEGENERATE = "degenerate"  # no set passes, but a hypothesis of the cited theorem fails
-    UNDECIDED = "undecided"  # no proof either way; the reason says why
+    UNDECIDED = UNDECIDED  # no proof either way; the reason says why
 
 
-STATUSES = tuple(s.value for s in Status)
+class WithinRounding(enum.StrEnum):
+    """Whether rule (★) passes once the storage's rounding is added to ``rtol``
+    (``Certificate.within_rounding``): a necessary condition for "the rounding of an absorbable block".
+    A member is its string (``cert.within_rounding == "yes"``)."""
+
+    YES = "yes"  # a set passes the storage rule (``rounding_S``)
+    NO = "no"  # proved: no set passes it
+    UNDECIDED = UNDECIDED  # no proof either way (``rounding_reason``)
+    NOT_APPLICABLE = "n/a"  # float64 or integer storage: nothing rounded
+
+
 METHODS = ("auto", "relaxation", "milp", "exhaustive")
 
 
@@ -60,7 +71,7 @@ class Certificate(Verdict):
     """The answer of :func:`find_absorbing_set` and the numbers that justify it.
 
     Attributes:
-      status: ``"absorbable"`` (a set ``S`` passes rule (★); no genericity needed),
+      status: a :class:`Status`: ``"absorbable"`` (a set ``S`` passes rule (★); no genericity needed),
         ``"not_absorbable"`` (a proof that no set passes, and Thm 8/10 apply),
         ``"degenerate"`` (no set passes, but a hypothesis of Thm 8/10 fails) or
         ``"undecided"`` (no proof either way, or no converse for this activation or bias).
@@ -80,7 +91,7 @@ class Certificate(Verdict):
         certificate holds no placeholder values).
       skip: ``"identity"`` or ``"matrix"`` (Lemma 4 form, condition ``= −A``).
       stored_dtype: dtype of the given weights (the check itself runs in float64).
-      within_rounding: ``"yes"``, ``"no"``, ``"undecided"`` or ``"n/a"``: whether rule (★) passes
+      within_rounding: a :class:`WithinRounding`, ``"yes"``, ``"no"``, ``"undecided"`` or ``"n/a"``: whether rule (★) passes
         with the storage's rounding added (``rounding_rtol``); ``rounding_S`` the set, and
         ``rounding_reason`` why. ``"n/a"`` for float64 and integer storage.
       biased: whether a nonzero hidden bias was given.
@@ -100,6 +111,7 @@ class Certificate(Verdict):
       seconds, timings: wall time, total and per phase.
     """
 
+    status: Status
     S: np.ndarray | None
     d: int
     n: int
@@ -112,7 +124,7 @@ class Certificate(Verdict):
     relaxation: RelaxationEvidence | None
     skip: str
     stored_dtype: str
-    within_rounding: str = "n/a"
+    within_rounding: WithinRounding = WithinRounding.NOT_APPLICABLE
     rounding_rtol: float | None = None
     rounding_S: np.ndarray | None = None
     rounding_reason: str = ""
@@ -127,9 +139,13 @@ class Certificate(Verdict):
     seconds: float = 0.0
     timings: dict = dataclasses.field(default_factory=dict)
 
+    def __post_init__(self):  # a status outside the vocabularies is refused (ValueError)
+        object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "within_rounding", WithinRounding(self.within_rounding))
+
     @property
     def absorbable(self) -> bool:
-        return self.status == "absorbable"
+        return self.status == Status.ABSORBABLE
 
     def _summary(self) -> str:
         """The short repr (:class:`absorbjax.results.Result`): status, method, theorem, the number behind it."""

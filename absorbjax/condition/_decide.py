@@ -3,7 +3,6 @@ promises is built in :func:`~absorbjax.condition.absorber` (``condition/_absorbe
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Callable
@@ -15,7 +14,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition import _large as large, _scale as scale, _stored as stored
 from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
-from absorbjax.condition._certificate import METHODS, Certificate, RelaxationEvidence, Status
+from absorbjax.condition._certificate import METHODS, Certificate, RelaxationEvidence, Status, WithinRounding
 from absorbjax.condition._inputs import (
     Rule,
     absolute_rounding,
@@ -128,7 +127,7 @@ def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: st
     )
 
 
-class Inputs(NamedTuple):
+class BlockContext(NamedTuple):
     """What :func:`decide` needs besides the weights: the stored dtypes of ``W_up`` and ``W_down``
     (each array rounds in its own), the hidden bias ``b`` ``(n,)`` or ``None``, the activation name
     (or ``None``), the skip kind, the output bias ``c`` ``(d,)`` or ``None``, the activation's
@@ -152,10 +151,10 @@ class Inputs(NamedTuple):
 
 
 class _Rounding(NamedTuple):
-    """The storage-rounding answer: ``within`` (``"yes"``, ``"no"``, ``"undecided"``, ``"n/a"``),
+    """The storage-rounding answer: ``within`` (:class:`WithinRounding`),
     the looser ``rtol`` used, the set ``S`` that passes with it, and the ``reason``."""
 
-    within: str
+    within: WithinRounding
     rtol: float | None
     S: np.ndarray | None
     reason: str
@@ -192,7 +191,7 @@ class _Decision(NamedTuple):
     timings: dict
 
 
-def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None):
+def decide(U, D, A, context: BlockContext, *, rtol, method, time_limit, skip_rtol=None):
     """The decision on ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)``; returns
     ``(Certificate, Relaxation)`` (``Relaxation`` ``None`` when the screen decided). The weights are
     balanced first (exact, :func:`_arith.balance`).
@@ -205,22 +204,24 @@ def decide(U, D, A, inputs: Inputs, *, rtol, method, time_limit, skip_rtol=None)
     n = U.shape[0]
     rtol = check_rtol(rtol)
     skip_rtol = check_skip_rtol(skip_rtol)
-    absolute = _absolute(U, D, inputs.dtypes)
-    rule = Rule.of(A, rtol, ONE if inputs.slope is None else inputs.slope)  # c·W_down[:,S] W_up[S,:] = −A
+    absolute = _absolute(U, D, context.dtypes)
+    rule = Rule.of(A, rtol, ONE if context.slope is None else context.slope)  # c·W_down[:,S] W_up[S,:] = −A
     timings: dict[str, float] = {}
     if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
         t = time.perf_counter()
         scales = stored.balance_scales(U, D)
         scr = large.wide_screen(U, D, rule, scales=scales)
         if scr is not None:
-            res = _screened(U, D, rule, scr, inputs, scales=scales, absolute=absolute)
-            return _certificate(res, rule, inputs, shape=U.shape, skip_rtol=skip_rtol, t0=t0), None
+            res = _screened(U, D, rule, scr, context, scales=scales, absolute=absolute)
+            return _certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0), None
         timings["screen"] = time.perf_counter() - t
-    res, rel = _gram(U, D, rule, inputs, method=method, time_limit=time_limit, absolute=absolute, timings=timings)
-    return _certificate(res, rule, inputs, shape=U.shape, skip_rtol=skip_rtol, t0=t0), rel
+    res, rel = _gram(U, D, rule, context, method=method, time_limit=time_limit, absolute=absolute, timings=timings)
+    return _certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0), rel
 
 
-def _gram(U, D, rule: Rule, inputs: Inputs, *, method, time_limit, absolute, timings) -> tuple[_Decision, Relaxation]:
+def _gram(
+    U, D, rule: Rule, context: BlockContext, *, method, time_limit, absolute, timings
+) -> tuple[_Decision, Relaxation]:
     """The Gram strategy: float64 copies of ``U, D``, balanced; the hypotheses with ``W_up W_upᵀ``;
     the relaxations (:func:`relax`) and the search (:func:`_search`). ``O(n² d + n³)``."""
     t = time.perf_counter()
@@ -228,34 +229,34 @@ def _gram(U, D, rule: Rule, inputs: Inputs, *, method, time_limit, absolute, tim
     U, D = balance(U0, D0)
     UUt = U @ U.T
     dtype = (
-        np.result_type(*inputs.dtypes)
-        if all(not str(x).startswith("bfloat") for x in inputs.dtypes)
-        else inputs.dtypes[0]
+        np.result_type(*context.dtypes)
+        if all(not str(x).startswith("bfloat") for x in context.dtypes)
+        else context.dtypes[0]
     )
     failed, min_sin = hypotheses(U, D, UUt, dtype)
     timings["hypotheses"] = time.perf_counter() - t
     rel = relax(U, D, rule.Ac, UUt, timings)
     threshold = rule.threshold(U, D)
     t = time.perf_counter()
-    out = _search(U, D, rule, rel, method=method, time_limit=time_limit, target=inputs.target)
+    out = _search(U, D, rule, rel, method=method, time_limit=time_limit, target=context.target)
     timings["search"] = time.perf_counter() - t
 
     def loose(rtol: float) -> _Rounding:  # the search again, with storage rounding's rtol
         t = time.perf_counter()
-        again = _search(U, D, rule.loose(rtol), rel, method=method, time_limit=time_limit, target=inputs.target)
+        again = _search(U, D, rule.loose(rtol), rel, method=method, time_limit=time_limit, target=context.target)
         timings["storage"] = time.perf_counter() - t
         if again.found is not None:
             found = f"S passes with rtol {fmt(rtol)} (found by {again.method})"
-            return _Rounding("yes", rtol, np.flatnonzero(again.found), found)
+            return _Rounding(WithinRounding.YES, rtol, np.flatnonzero(again.found), found)
         if again.undecided:
-            return _Rounding("undecided", rtol, None, again.why)
+            return _Rounding(WithinRounding.UNDECIDED, rtol, None, again.why)
         if absolute:
             why = (
                 "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
                 "where rounding is absolute (not covered by the relative rule)"
             )
-            return _Rounding("undecided", rtol, None, why)
-        return _Rounding("no", rtol, None, f"{again.why} [{again.method}]")
+            return _Rounding(WithinRounding.UNDECIDED, rtol, None, why)
+        return _Rounding(WithinRounding.NO, rtol, None, f"{again.why} [{again.method}]")
 
     evidence = RelaxationEvidence(
         rank=rel.rank,
@@ -273,7 +274,7 @@ def _gram(U, D, rule: Rule, inputs: Inputs, *, method, time_limit, absolute, tim
         undecided=out.undecided,
         threshold=threshold,
         failed=failed,
-        hyper=hyperplanes(U0, inputs.bias, failed) if out.found is None else ("", False),
+        hyper=hyperplanes(U0, context.bias, failed) if out.found is None else ("", False),
         units=lambda S: (U[S], D[:, S], D0[:, S]),
         loose=loose,
         found_by="",
@@ -283,7 +284,7 @@ def _gram(U, D, rule: Rule, inputs: Inputs, *, method, time_limit, absolute, tim
     return res, rel
 
 
-def _screened(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, scales, absolute) -> _Decision:
+def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scales, absolute) -> _Decision:
     """The screen's strategy: :func:`large.wide_screen`'s answer in the one form. ``U, D`` as
     stored (never copied whole); a found set's units are read balanced (``scales``)."""
     n, d = U.shape
@@ -300,8 +301,10 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, scales, ab
     def loose(rtol: float) -> _Rounding:  # the screen's bound against the looser tolerance
         tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, rtol, scales=scales.total) + (n + 2) * d * ETA)
         if scr.lower > tau_r and not absolute:
-            return _Rounding("no", rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]")
-        return _Rounding("undecided", rtol, None, "the screen's bound does not reach the looser tolerance")
+            return _Rounding(
+                WithinRounding.NO, rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
+            )
+        return _Rounding(WithinRounding.UNDECIDED, rtol, None, "the screen's bound does not reach the looser tolerance")
 
     return _Decision(
         S=None if scr.status != "found" else np.sort(np.asarray(scr.S)),
@@ -312,7 +315,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, scales, ab
         undecided=undecided,
         threshold=scr.tau,
         failed=scr.failed,
-        hyper=hyperplanes(U, inputs.bias, scr.failed, wide=True) if scr.status == "absent" else ("", False),
+        hyper=hyperplanes(U, context.bias, scr.failed, wide=True) if scr.status == "absent" else ("", False),
         units=units,
         loose=loose,
         found_by=f"; S found by the O(n d²) screen ({scr.method})",
@@ -321,33 +324,33 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, inputs: Inputs, *, scales, ab
     )
 
 
-def _certificate(res: _Decision, rule: Rule, inputs: Inputs, *, shape, skip_rtol, t0) -> Certificate:
+def _certificate(res: _Decision, rule: Rule, context: BlockContext, *, shape, skip_rtol, t0) -> Certificate:
     """The one place a :class:`Certificate` is built, from either strategy: a found set is judged by
     rule (E) (:func:`_promise`), "no S" by :func:`absence`; then the storage-rounding answer."""
     n, d = shape
     S, theorem, bound, exact, offset = None, None, None, None, None
     if res.S is not None:
-        status, why, bound, exact, offset = _promise(*res.units(res.S), res.S, rule, skip_rtol, inputs)
+        status, why, bound, exact, offset = _promise(*res.units(res.S), res.S, rule, skip_rtol, context)
         why += res.found_by
-        theorem = found_theorem(status, inputs, narrow=n < d)
+        theorem = found_theorem(status, context, narrow=n < d)
         if status == Status.ABSORBABLE:
             S = res.S
     else:
-        status, why, theorem = absence(res, res.failed, inputs, res.hyper, narrow=n < d)
-    extra = storage_rtol_pair(*inputs.dtypes)
+        status, why, theorem = absence(res, res.failed, context, res.hyper, narrow=n < d)
+    extra = storage_rtol_pair(*context.dtypes)
     if extra == 0:
-        rounding = _Rounding("n/a", None, None, "float64 or integer storage")
+        rounding = _Rounding(WithinRounding.NOT_APPLICABLE, None, None, "float64 or integer storage")
     elif res.S is not None:  # rule (★) with a looser rtol passes the same set
-        rounding = _Rounding("yes", rule.rtol + extra, res.S, "the set S passes already")
+        rounding = _Rounding(WithinRounding.YES, rule.rtol + extra, res.S, "the set S passes already")
     else:
         rounding = res.loose(rule.rtol + extra)
-    if S is None and rounding.within == "yes":
+    if S is None and rounding.within == WithinRounding.YES:
         why += (
-            f"; but within {'/'.join(map(str, inputs.dtypes))} storage rounding (rtol "
+            f"; but within {'/'.join(map(str, context.dtypes))} storage rounding (rtol "
             f"{fmt(rounding.rtol)}) the set {few(rounding.S)} passes: see within_rounding"
         )
     return Certificate(
-        status=Status(status).value,
+        status=status,
         S=S,
         method=res.method,
         reason=why,
@@ -360,16 +363,16 @@ def _certificate(res: _Decision, rule: Rule, inputs: Inputs, *, shape, skip_rtol
         nondegenerate=not res.failed,
         failed=res.failed,
         relaxation=res.relaxation,
-        skip=inputs.skip_kind,
-        stored_dtype="/".join(dict.fromkeys(map(str, inputs.dtypes))),
+        skip=context.skip_kind,
+        stored_dtype="/".join(dict.fromkeys(map(str, context.dtypes))),
         within_rounding=rounding.within,
         rounding_rtol=rounding.rtol,
         rounding_S=rounding.S,
         rounding_reason=rounding.reason,
-        biased=inputs.bias is not None,
-        activation=inputs.activation,
+        biased=context.bias is not None,
+        activation=context.activation,
         theorem=theorem,
-        assumes=inputs.assumes,
+        assumes=context.assumes,
         miss_bound=bound,
         miss_exact=exact,
         offset_bound=offset,
@@ -393,7 +396,7 @@ def _float64(X) -> np.ndarray:
     return X if isinstance(X, np.ndarray) and X.dtype == np.float64 else stored.as_float64(X)
 
 
-def _promise(u, dd, d0, S, rule: Rule, skip_rtol, inputs):
+def _promise(u, dd, d0, S, rule: Rule, skip_rtol, context):
     """``(status, reason, bound, exact, offset)`` for a set ``S`` (sorted indices) that passes rule
     (★), from its units only: ``u = W_up[S,:]``, ``dd = W_down[:,S]`` (balanced float64) and the
     stored ``d0 = W_down[:,S]`` (float64). ``absorbable`` when the exact miss
@@ -406,12 +409,12 @@ def _promise(u, dd, d0, S, rule: Rule, skip_rtol, inputs):
     smin = sigma_min_lower(A)
     bound, exact = miss_bound(u, dd, A, m, enough=skip_rtol * smin, c=rule.c)  # rule (E), float64 first
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
-    if inputs.slope is None:
+    if context.slope is None:
         return (
             Status.UNDECIDED,
             (
-                f"W_down[:,S] W_up[S,:] = {inputs.target} up to {fmt(bound)} for S = {few(S)}, "
-                f"but {inputs.activation} declares no odd slope (sigma(z) - sigma(-z) = c z), so the sign "
+                f"W_down[:,S] W_up[S,:] = {context.target} up to {fmt(bound)} for S = {few(S)}, "
+                f"but {context.activation} declares no odd slope (sigma(z) - sigma(-z) = c z), so the sign "
                 "flip is not known to absorb: absorbable is never issued on a measured fact"
             ),
             bound,
@@ -421,16 +424,16 @@ def _promise(u, dd, d0, S, rule: Rule, skip_rtol, inputs):
     if bound <= skip_rtol * smin:
         c = "" if rule.c == 1 else "c·"
         why = (
-            f"{c}W_down[:,S] W_up[S,:] = {'−I' if inputs.skip_kind == 'identity' else '−A'} up to a miss "
+            f"{c}W_down[:,S] W_up[S,:] = {'−I' if context.skip_kind == 'identity' else '−A'} up to a miss "
             f"‖M_S‖_2 <= {fmt(bound)} ({how}): the absorber differs from the block by at most "
             f"{fmt(bound)}·‖x‖ <= {fmt(skip_rtol)}·‖A x‖"
         )
         offset = 0.0
-        if inputs.bias is not None or inputs.out_bias is not None:
-            b = np.zeros(S.size) if inputs.bias is None else inputs.bias[S]
-            e0 = np.zeros(u.shape[1]) if inputs.out_bias is None else inputs.out_bias
+        if context.bias is not None or context.out_bias is not None:
+            b = np.zeros(S.size) if context.bias is None else context.bias[S]
+            e0 = np.zeros(u.shape[1]) if context.out_bias is None else context.out_bias
             offset = output_bias(d0, b, m, e0, rule.c)[1]
-        if inputs.bias is not None:
+        if context.bias is not None:
             why += (
                 f"; with the hidden bias b the absorber also flips b[S] (output bias e = c_out + {c}W_down[:,S] "
                 f"b[S], rounded: ‖absorber(0) − block(0)‖ <= {fmt(offset) if offset else 0})"
@@ -460,7 +463,7 @@ def _check_method(method, time_limit):
 def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=None, out_bias=None):
     """One ungated block as the decision reads it: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)`` in
     float64 (from ``n = large.SCREEN_MIN_N`` on: as stored, float16/32/64 or bfloat16, often
-    memory-mapped; :func:`decide` reads them in blocks), ``A`` ``(d, d)`` and the :class:`Inputs`,
+    memory-mapped; :func:`decide` reads them in blocks), ``A`` ``(d, d)`` and the :class:`BlockContext`,
     each argument checked (ValueError)."""
     act = decidable_activation(activation)
     U, D, _ = float_weights(params, batched=False, stream=large.SCREEN_MIN_N)
@@ -471,7 +474,7 @@ def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=Non
     if act is not None:
         entry = activations.get(act)
         slope, assumes = entry.odd_slope, entry.assumes
-    return U, D, A, Inputs(storage_dtypes(params), _bias_vector(bias, U.shape[0]), act, kind, c, slope, assumes)
+    return U, D, A, BlockContext(storage_dtypes(params), _bias_vector(bias, U.shape[0]), act, kind, c, slope, assumes)
 
 
 def _bias_vector(bias, n: int, name="bias", what="the hidden bias b of σ(W_up x + b)") -> np.ndarray | None:
@@ -557,34 +560,43 @@ def find_absorbing_set(
     References:
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
-    U, D, A, inputs = read_block(params, activation, skip=skip, bias=bias, out_bias=out_bias)
+    U, D, A, context = read_block(params, activation, skip=skip, bias=bias, out_bias=out_bias)
     check_layout(params, narrow=narrow)  # after read_block's checks of the shapes
-    return decide(U, D, A, inputs, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
+    return decide(U, D, A, context, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
 
 
 def find_absorbing_sets(
-    params: MLPParams, activation: str | None = None, *, progress: bool = True, **options
+    params: MLPParams,
+    activation: str | None = None,
+    *,
+    skip=None,
+    rtol: float | None = None,
+    time_limit: float = 60.0,
+    method: str = "auto",
+    bias=None,
+    skip_rtol: float | None = None,
+    out_bias=None,
+    narrow: bool = False,
+    progress: bool = True,
 ) -> list[Certificate]:
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
-    ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. ``options``: ``skip``,
-    ``rtol``, ``time_limit``, ``method``, ``bias``, ``skip_rtol``, ``out_bias``, ``narrow``, as for
-    :func:`find_absorbing_set` and validated by it; ``skip`` is ``None``, one ``(d, d)`` matrix
-    for all draws or ``(draws, d, d)``, ``bias`` one ``(n,)`` or ``(draws, n)``, and ``out_bias``
-    one ``(d,)`` or ``(draws, d)``.
+    ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. The options are
+    :func:`find_absorbing_set`'s, checked by it, except that ``skip`` is ``None``, one ``(d, d)``
+    matrix for all draws or ``(draws, d, d)``, ``bias`` one ``(n,)`` or ``(draws, n)``, and
+    ``out_bias`` one ``(d,)`` or ``(draws, d)``; ``narrow`` warns once for all draws.
     A plain loop: small blocks take about a millisecond each (``d = 3, n = 12``: over a thousand
     draws per second on two cores, see ``experiments/bench_condition.py``), so a batched
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
     ``progress`` shows a tqdm bar over the draws (the MILP can take up to ``time_limit`` each).
     """
-    decision_options("find_absorbing_sets", **options)
+    _check_method(method, time_limit)
     U, _, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
-    check_layout(params, narrow=options.pop("narrow", False))
-    options["narrow"] = True  # warned once, above, for all draws
-    skips = _per_draw(options.pop("skip", None), (d, d), draws, "skip")
-    biases = _per_draw(options.pop("bias", None), (n,), draws, "bias")
-    outs = _per_draw(options.pop("out_bias", None), (d,), draws, "out_bias")
+    check_layout(params, narrow=narrow)  # warned once, here, for all draws
+    skips = _per_draw(skip, (d, d), draws, "skip")
+    biases = _per_draw(bias, (n,), draws, "bias")
+    outs = _per_draw(out_bias, (d,), draws, "out_bias")
     from tqdm.auto import tqdm
 
     return [
@@ -592,22 +604,16 @@ def find_absorbing_sets(
             MLPParams(params.up[k], params.down[k]),
             activation,
             skip=skips[k],
+            rtol=rtol,
+            time_limit=time_limit,
+            method=method,
             bias=biases[k],
+            skip_rtol=skip_rtol,
             out_bias=outs[k],
-            **options,
+            narrow=True,
         )
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]
-
-
-def decision_options(caller: str, **options) -> dict:
-    """``options`` with :func:`find_absorbing_set`'s defaults filled in, for the functions that take
-    its options by name; another name raises ValueError listing them."""
-    sig = inspect.signature(find_absorbing_set).parameters
-    names = [k for k, p in sig.items() if p.kind is p.KEYWORD_ONLY]
-    if unknown := sorted(set(options) - set(names)):
-        raise ValueError(f"{caller} takes the options {names} of find_absorbing_set, got {unknown}")
-    return {k: options.get(k, sig[k].default) for k in names}
 
 
 def _per_draw(value, shape: tuple[int, ...], draws: int, name: str) -> list:

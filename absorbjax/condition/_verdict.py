@@ -3,7 +3,7 @@
 theorem's hypothesis for parallel rows with biases (:func:`hyperplanes`), and how a certificate
 cites a theorem for an activation with declared facts (:func:`given`).
 
-``inputs`` is :class:`absorbjax.condition._decide.Inputs` (its ``activation``, ``bias``,
+``context`` is :class:`absorbjax.condition._decide.BlockContext` (its ``activation``, ``bias``,
 ``assumes``)."""
 
 from __future__ import annotations
@@ -20,24 +20,24 @@ from absorbjax.condition._certificate import Status
 from absorbjax.condition._inputs import parallel_pairs
 
 if TYPE_CHECKING:
-    from absorbjax.condition._decide import Inputs
+    from absorbjax.condition._decide import BlockContext
 
 
-def given(theorem: str | None, inputs: Inputs) -> str | None:
+def given(theorem: str | None, context: BlockContext) -> str | None:
     """The theorem as a certificate cites it: with the declared facts it rests on, for an activation
     outside the built-ins."""
-    if theorem is None or not inputs.assumes:
+    if theorem is None or not context.assumes:
         return theorem
-    return f"{theorem}, given the declared facts ({'; '.join(inputs.assumes)})"
+    return f"{theorem}, given the declared facts ({'; '.join(context.assumes)})"
 
 
-def absence(out, failed, inputs, hyper, narrow: bool) -> tuple[str, str, str | None]:
+def absence(out, failed, context, hyper, narrow: bool) -> tuple[str, str, str | None]:
     """``(status, reason, theorem)`` when no set passes (or the search is undecided). ``hyper``:
     :func:`hyperplanes`; ``narrow``: ``n < d``."""
     if out.undecided:
         return Status.UNDECIDED, out.why, None
-    biased = inputs.bias is not None
-    act = inputs.activation
+    biased = context.bias is not None
+    act = context.activation
     par_text, distinct = hyper
     if act is None:
         if narrow:
@@ -59,7 +59,7 @@ def absence(out, failed, inputs, hyper, narrow: bool) -> tuple[str, str, str | N
             )
         only_parallel = failed and all(getattr(f, "kind", "") == "parallel" for f in failed)
         if only_parallel and distinct and entry.converse(biased=biased, parallel_rows=True) is not None:
-            theorem = given(entry.converse(biased=biased, parallel_rows=True), inputs)
+            theorem = given(entry.converse(biased=biased, parallel_rows=True), context)
             why = f"no S exists, so by {theorem} (parallel rows, distinct kink hyperplanes: {par_text}): {out.why}"
             return Status.NOT_ABSORBABLE, why, theorem
         theorem = entry.converse(biased=biased, narrow=narrow)
@@ -77,7 +77,7 @@ def absence(out, failed, inputs, hyper, narrow: bool) -> tuple[str, str, str | N
                 ),
                 None,
             )
-        theorem = given(theorem, inputs)
+        theorem = given(theorem, context)
     if failed:
         why = f"no S exists ({out.why}), but {theorem} needs nondegenerate weights"
         if par_text and distinct:
@@ -107,12 +107,12 @@ def hyperplanes(U, bias, failed, *, wide: bool = False) -> tuple[str, bool]:
     return text, bool(pairs) and not same
 
 
-def found_theorem(status: str, inputs: Inputs, *, narrow: bool) -> str | None:
+def found_theorem(status: str, context: BlockContext, *, narrow: bool) -> str | None:
     """The theorem behind "iff" of an ``absorbable`` answer for a named activation, if any."""
-    if inputs.activation is None or status != Status.ABSORBABLE:
+    if context.activation is None or status != Status.ABSORBABLE:
         return None
-    entry = activations.get(inputs.activation)
-    return given(entry.converse(biased=inputs.bias is not None, narrow=narrow), inputs)
+    entry = activations.get(context.activation)
+    return given(entry.converse(biased=context.bias is not None, narrow=narrow), context)
 
 
 class _WithBias:

@@ -37,10 +37,9 @@ Modules: :mod:`~absorbjax.dimension._counts` (sizes and bounds), :mod:`~absorbja
 :mod:`~absorbjax.dimension._certificate` (:class:`DepthCertificate`, :func:`certify`).
 """
 
-from absorbjax.dimension._certificate import DepthCertificate, certify
+from absorbjax.dimension._certificate import DepthCertificate, DepthStatus, certify
 from absorbjax.dimension._counts import (
     ACTIVATIONS,
-    DEPTH_STATUSES,
     PRIME,
     check_sizes,
     free_bound,
@@ -62,8 +61,8 @@ from absorbjax.dimension._ranks import (
 __all__ = [
     "ACTIVATIONS",
     "PRIME",
-    "DEPTH_STATUSES",
     "DepthCertificate",
+    "DepthStatus",
     "ExactRank",
     "FloatRank",
     "RationalPoint",

@@ -6,6 +6,7 @@ Steps refer to ``docs/theory/depth.md``.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import time
 from typing import Any
@@ -29,7 +30,14 @@ from absorbjax.dimension._ranks import (
     narrow_invertible,
 )
 from absorbjax.io import to_jsonable
-from absorbjax.results import Verdict
+from absorbjax.results import UNDECIDED, Verdict
+
+
+class DepthStatus(enum.StrEnum):
+    """The answers of :func:`certify`. A member is its string (``cert.status == "certified_disjoint"``)."""
+
+    CERTIFIED_DISJOINT = "certified_disjoint"  # proved, for the weights ``scope`` names
+    UNDECIDED = UNDECIDED  # nothing is claimed; the reason says why
 
 
 def _fmt(x) -> str:
@@ -41,7 +49,7 @@ class DepthCertificate(Verdict):
     """Whether residual stacks of one size are generically disjoint from free stacks of the same size.
 
     Attributes:
-      status: ``"certified_disjoint"`` (proved, with ``scope``) or ``"undecided"`` (nothing is
+      status: a :class:`DepthStatus`, ``"certified_disjoint"`` (proved, with ``scope``) or ``"undecided"`` (nothing is
         claimed; ``reason`` says why).
       method: which argument decided: ``"rank"`` (``docs/theory/depth.md``, steps 1–3),
         ``"narrow"`` (step 6, ReLU; step 7 for GELU), ``"kink"`` (depth 1 with biases: the one-block
@@ -65,6 +73,7 @@ class DepthCertificate(Verdict):
       bias: whether both families carry biases (``params`` then counts them, step 9).
     """
 
+    status: DepthStatus
     scope: str
     activation: str
     d: int
@@ -88,10 +97,13 @@ class DepthCertificate(Verdict):
     seconds: float = 0.0
     bias: bool = False
 
+    def __post_init__(self):  # a status outside the vocabulary is refused (ValueError)
+        object.__setattr__(self, "status", DepthStatus(self.status))
+
     @property
     def certified(self) -> bool:
         """``status == "certified_disjoint"``."""
-        return self.status == "certified_disjoint"
+        return self.status == DepthStatus.CERTIFIED_DISJOINT
 
     def summary(self) -> str:
         fam = "residual" if self.residual else "free (control)"
@@ -185,10 +197,10 @@ def _verdict(
             if rank <= bound
             else f"free family rank {rank} EXCEEDS the proved bound {bound}: the count is wrong"
         )
-        return "undecided", "none", reason, "nothing is claimed"
+        return DepthStatus.UNDECIDED, "none", reason, "nothing is claimed"
     if rank > bound:
         return (
-            "certified_disjoint",
+            DepthStatus.CERTIFIED_DISJOINT,
             "rank",
             (
                 f"the residual family's functional dimension is at least {rank} (an exact rank, a lower bound), above "
@@ -203,7 +215,7 @@ def _verdict(
             + ("; GELU via the GELU -> ReLU limit" if name == "gelu" else "")
         )
         return (
-            "certified_disjoint",
+            DepthStatus.CERTIFIED_DISJOINT,
             "narrow",
             (
                 f"n = {n} < 2d = {2 * d}: a free stack's Jacobian is singular on an open set, the residual stack's is "
@@ -217,7 +229,7 @@ def _verdict(
         else f"exact rank {rank} does not exceed the free bound {bound}"
     )
     reason = f"{why}; a larger rank may exist at other points, orders or inputs, or the families may meet"
-    return "undecided", "none", reason, "nothing is claimed"
+    return DepthStatus.UNDECIDED, "none", reason, "nothing is claimed"
 
 
 def _kink_hypotheses(point: RationalPoint, name: str) -> bool:
@@ -243,7 +255,12 @@ def _kink_verdict(name: str) -> tuple[str, str, str, str]:
         "(checked exactly at this point) is reproduced by a free block of its width only if some S has "
         "W_down[:,S] W_up[S,:] = -I (the rank count alone would not decide)"
     )
-    return "certified_disjoint", "kink", reason, "almost all weights and biases: blocks with such an S form a null set"
+    return (
+        DepthStatus.CERTIFIED_DISJOINT,
+        "kink",
+        reason,
+        "almost all weights and biases: blocks with such an S form a null set",
+    )
 
 
 def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | None, prime) -> tuple[int, int]:
@@ -349,7 +366,7 @@ def certify(
     verdict = _verdict(
         name, d, n, depth, residual, best.rank, bound, narrow, _scope(name, P, subfamily is not None, bias)
     )
-    if kink and verdict[0] == "undecided":  # depth 1 with biases: the one-block theorem decides
+    if kink and verdict[0] == DepthStatus.UNDECIDED:  # depth 1 with biases: the one-block theorem decides
         verdict = _kink_verdict(name)
     # DepthCertificate's fields in order: (status, method, reason, scope), the size, the exact rank, the float rank.
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)

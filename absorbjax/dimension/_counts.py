@@ -14,7 +14,6 @@ import numpy as np
 from absorbjax import activations
 
 ACTIVATIONS = ("relu", "gelu")
-DEPTH_STATUSES = ("certified_disjoint", "undecided")
 PRIME = 2097143  # largest prime below 2^21: products < 2^42, so float64 sums of 2^11 of them are exact
 
 

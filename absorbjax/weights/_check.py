@@ -32,7 +32,7 @@ from absorbjax.weights import _limits as limits
 from absorbjax.weights._model import Block
 
 if TYPE_CHECKING:
-    from absorbjax.condition import Certificate
+    from absorbjax.condition import Certificate, Status, WithinRounding
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -40,7 +40,8 @@ class BlockCheck(Verdict):
     """The answer for one block.
 
     ``status`` / ``method`` / ``reason``: as in :class:`absorbjax.condition.Certificate`
-    (``method="theorem"`` for Prop 5/6). ``lower`` / ``upper`` / ``S``: the certified lower and
+    (``method="theorem"`` for Prop 5/6; ``status`` a :class:`~absorbjax.condition.Status`, and
+    ``within_rounding`` a :class:`~absorbjax.condition.WithinRounding` or ``None``). ``lower`` / ``upper`` / ``S``: the certified lower and
     attained upper bounds on ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` and the best set
     found (ungated blocks, ``None`` otherwise), and how it was found (``S_method``: ``exact``,
     ``exhaustive``, ``local``, ``frank-wolfe`` or ``greedy``, see :class:`absorbjax.condition.Distance`). ``hidden_bias`` / ``output_bias``: the tensor
@@ -61,18 +62,26 @@ class BlockCheck(Verdict):
     activation: str
     activation_source: str
     """The registered activation name and where it was read from."""
-    # the answer: status, method, reason (from Verdict), and
+    # the answer: status (typed here), method, reason (from Verdict), and
+    status: Status = dataclasses.field(kw_only=False)
     lower: float | None = None
     upper: float | None = None
     S: list[int] | None = None
     S_method: str | None = None
-    within_rounding: str | None = None
+    within_rounding: WithinRounding | None = None
     certificate: Certificate | None = None
     seconds: float = 0.0
     # the biases read beside the weights
     hidden_bias: str | None = None
     hidden_bias_nonzero: bool = False
     output_bias: str | None = None
+
+    def __post_init__(self):  # the decision's vocabularies; a word outside them is refused (ValueError)
+        from absorbjax.condition import Status, WithinRounding
+
+        object.__setattr__(self, "status", Status(self.status))
+        if self.within_rounding is not None:
+            object.__setattr__(self, "within_rounding", WithinRounding(self.within_rounding))
 
     def _summary(self) -> str:
         """The short repr (:class:`absorbjax.results.Result`): the block, the answer, the bounds."""

@@ -5,7 +5,6 @@ weights and biases read on demand, and every tensor of the file either used or l
 from __future__ import annotations
 
 import dataclasses
-import inspect
 
 import numpy as np
 
@@ -339,14 +338,16 @@ def scan(
     return Model(ckpt.path, ckpt.format, out, unused)
 
 
-def blocks(path, activation: str | None = None, **options) -> list[Block]:
-    """Every MLP block in ``path``, weights not yet read: ``scan(path, activation, **options).blocks``;
-    ``options``: ``transpose``, ``allow_narrow``, ``fused``, as for :func:`scan`."""
-    known = [p.name for p in inspect.signature(scan).parameters.values() if p.kind is p.KEYWORD_ONLY]
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise TypeError(f"blocks() takes the options {', '.join(known)}; got {unknown}")
-    return scan(path, activation, **options).blocks
+def blocks(
+    path,
+    activation: str | None = None,
+    *,
+    transpose: bool = False,
+    allow_narrow: bool = False,
+    fused: str | None = None,
+) -> list[Block]:
+    """Every MLP block in ``path``, weights not yet read: :func:`scan`'s ``blocks``, with its arguments."""
+    return scan(path, activation, transpose=transpose, allow_narrow=allow_narrow, fused=fused).blocks
 
 
 def load_block(

@@ -47,6 +47,7 @@ numerically);
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import time
 from typing import Any, NamedTuple
@@ -55,6 +56,7 @@ import numpy as np
 
 from absorbjax import activations
 from absorbjax.condition._arith import EPS
+from absorbjax.condition._certificate import Status
 from absorbjax.condition._decide import find_absorbing_set
 from absorbjax.condition._inputs import (
     check_rtol,
@@ -80,11 +82,18 @@ from absorbjax.condition.width._parts import (
 )
 from absorbjax.io import to_jsonable
 from absorbjax.models import MLPParams, check_layout
-from absorbjax.results import Verdict
+from absorbjax.results import UNDECIDED, Verdict
 
-__all__ = ["WIDTH_STATUSES", "WidthCertificate", "min_extra_width", "wide_absorber"]
+__all__ = ["WidthCertificate", "WidthStatus", "min_extra_width", "wide_absorber"]
 
-WIDTH_STATUSES = ("certified", "undecided")
+
+class WidthStatus(enum.StrEnum):
+    """The answers of :func:`min_extra_width`. A member is its string (``cert.status == "certified"``)."""
+
+    CERTIFIED = "certified"  # k* is exact: a verified absorber of width n + k* and a proof that n + k* − 1 fails
+    UNDECIDED = UNDECIDED  # lower <= k* <= upper; the reason says why
+
+
 EXACT_MAX = 2.0**20  # integer weights up to this size are decided in exact integer arithmetic
 
 
@@ -97,7 +106,7 @@ class WidthCertificate(Verdict):
     """The answer of :func:`min_extra_width` and what justifies it.
 
     Attributes:
-      status: ``"certified"`` (``k`` is exact: a verified absorber of width ``n + k`` and a proof
+      status: a :class:`WidthStatus`, ``"certified"`` (``k`` is exact: a verified absorber of width ``n + k`` and a proof
         that ``n + k − 1`` is impossible) or ``"undecided"`` (``lower ≤ k* ≤ upper``, ``reason``).
       k: the minimal extra width ``k*`` (``None`` when undecided).
       lower, upper: proved bounds on ``k*`` (``upper`` is attained by ``absorber``).
@@ -129,6 +138,7 @@ class WidthCertificate(Verdict):
       condition: :func:`find_absorbing_set`'s certificate (nondegenerate weights), as a dict.
     """
 
+    status: WidthStatus
     k: int | None
     lower: int
     upper: int
@@ -156,6 +166,9 @@ class WidthCertificate(Verdict):
     seconds: float = 0.0
     condition: dict | None = None
 
+    def __post_init__(self):  # a status outside the vocabulary is refused (ValueError)
+        object.__setattr__(self, "status", WidthStatus(self.status))
+
     @property
     def width(self) -> int | None:
         """``n + k*`` (``None`` when undecided)."""
@@ -164,7 +177,7 @@ class WidthCertificate(Verdict):
     def summary(self) -> str:
         head = (
             f"k* = {self.k} (width {self.width})"
-            if self.status == "certified"
+            if self.status == WidthStatus.CERTIFIED
             else f"{self.lower} <= k* <= {self.upper}"
         )
         lines = [f"{self.status}: {head}  [method: {self.method}, {self.subsets} sets]  {self.reason}"]
@@ -338,22 +351,7 @@ def min_extra_width(
     best, lower, proof, info = _bounds(
         params, w, act, skip=skip, max_bits=max_bits, max_flats=max_flats, time_limit=time_limit
     )
-    return _conclude(
-        w.U,
-        w.D,
-        w.A,
-        act,
-        best,
-        W=w.W,
-        Uc=w.Uc,
-        Ap=w.Ap,
-        groups=w.groups,
-        lower=lower,
-        tol=w.tol,
-        proof=proof,
-        info=info,
-        t0=t0,
-    )
+    return _conclude(w, act, best, lower=lower, proof=proof, info=info, t0=t0)
 
 
 class _Prepared(NamedTuple):
@@ -423,7 +421,7 @@ def _bounds(
         if cond_cert.absorbable:
             best = (0, cond_cert.S, np.zeros(0, int), 0)
             proof.append(f"k = 0: find_absorbing_set verified S = {cond_cert.S.tolist()} ({cond_cert.method})")
-        elif cond_cert.status == "not_absorbable" and proved:
+        elif cond_cert.status == Status.NOT_ABSORBABLE and proved:
             lower_red = 1
             proof.append(f"k >= 1: find_absorbing_set proved no S exists ({cond_cert.method})")
 
@@ -468,8 +466,10 @@ def _bounds(
     return best, max(0, L + lower_red - n) if proved else ray_lower, proof, info
 
 
-def _conclude(U, D, A, act, best, *, W, Uc, Ap, groups, lower, tol, proof, info, t0) -> WidthCertificate:
-    """Build and verify the construction for the best ``(cost, S, G, p)``, and the certificate."""
+def _conclude(w: _Prepared, act: str, best, *, lower: int, proof: list[str], info: dict, t0: float) -> WidthCertificate:
+    """Build and verify the construction for the best ``(cost, S, G, p)`` on the prepared block ``w``,
+    and the certificate."""
+    U, D, A, W, Uc, Ap, groups, tol = w.U, w.D, w.A, w.W, w.Uc, w.Ap, w.groups, w.tol
     n, d = U.shape
     L = W.shape[0]
     cost, S_best, G_best, p_best = best
@@ -485,10 +485,10 @@ def _conclude(U, D, A, act, best, *, W, Uc, Ap, groups, lower, tol, proof, info,
     error = block_error(U, D, A, V, act)
     rep = np.array([g[0] for g in groups], int)
     if lower == upper and error <= 1e-6:
-        status, k = "certified", upper
+        status, k = WidthStatus.CERTIFIED, upper
         reason = f"width n + {k} absorbs (verified) and no S, G gives less" if k else "absorbs at the same width"
     else:
-        status, k = "undecided", None
+        status, k = WidthStatus.UNDECIDED, None
         reason = f"{lower} <= k* <= {upper}: " + (
             f"the construction's error {fmt(error)} (against the skip) is not small"
             if error > 1e-6
