@@ -415,7 +415,7 @@ def recall_by_size(
                 "seconds_per_draw": r.seconds / draws,
                 "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
                 "below_1e-12": r.below(1e-12),
-                "expand": r.result.config.expand,
+                "expand": r.result.config.expand and r.result.config.expand.to_dict(),
             }
             what = f"Gaussian: {row['below_1e-12']}/{draws} below 1e-12" if generic else "recall"
             print(

@@ -141,5 +141,7 @@ def test_expand_search_keeps_the_restarts_apart_from_the_final_block():
     assert r.losses.shape == r.failed.shape == (2,) and np.shape(r.final_loss) == () and r.config.single
     np.testing.assert_array_equal(r.losses, first.losses)
     assert "1 draws x 2 restarts" in r.summary() and "final block" in r.summary()
-    assert r.config.expand["unsolved"] >= r.config.expand["proposed"] >= r.config.expand["improved"]
+    assert r.config.expand.unsolved >= r.config.expand.proposed >= r.config.expand.improved
     assert "final_loss" in r.to_dict() and "final_loss" not in first.to_dict()
+    keys = "factor wide_restarts wide_steps wide_polish rounds proposals_per_draw dense merge_tol unsolved proposed improved"
+    assert list(r.to_dict()["config"]["expand"]) == keys.split()  # GELU: no line step, no "lines"

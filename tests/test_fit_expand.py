@@ -189,9 +189,16 @@ def test_expand_search_on_a_stack_keeps_the_better_block():
     wide = fit.Wide(factor=2, proposals=2, rounds=1)
     r = fit.expand.expand_search(W, "relu", key=KEY, depth=2, wide=wide, line_step=fit.LineStep(restarts=4), **kw)
     rec = r.config.expand
-    assert rec["unsolved"] == 2 and rec["improved"] <= rec["proposed"] <= 6  # 2 line rounds, 1 wide round
-    assert rec["lines"]["restarts"] == 4 and rec["lines"]["rounds"] == 2 and rec["lines"]["segments"] == [128, 2048]
-    assert rec["lines"]["improved"] <= rec["lines"]["proposed"] <= 4
+    assert rec.unsolved == 2 and rec.improved <= rec.proposed <= 6  # 2 line rounds, 1 wide round
+    assert rec.line_step == fit.LineStep(restarts=4) and rec.lines_improved <= rec.lines_proposed <= 4
+    lines = rec.to_dict()["lines"]  # the JSON record keeps its keys
+    assert lines == {
+        "restarts": 4,
+        "rounds": 2,
+        "segments": [128, 2048],
+        **{k: lines[k] for k in ("proposed", "improved")},
+    }
+    assert (lines["proposed"], lines["improved"]) == (rec.lines_proposed, rec.lines_improved)
     assert r.best_params.up.shape == (2, 2, 3, 2) and r.losses.shape == (2, 4) and r.final_loss.shape == (2,)
     assert np.all(r.best_loss <= first.best_loss) and np.all(r.best_loss > 1e-12)
 

@@ -55,7 +55,7 @@ from absorbjax.fit.driver import search
 from absorbjax.fit.expand import expand_search
 from absorbjax.fit.loss import decade_edges, relative_loss, sample_inputs
 from absorbjax.fit.measure import Recall, recall
-from absorbjax.fit.result import SearchConfig, SearchResult
+from absorbjax.fit.result import ExpandRecord, SearchConfig, SearchResult
 
 # The curated surface; the other submodules (config, draw, drawmap, driver, loss, measure, result,
 # solvers) are the implementation and stay reachable as attributes, but out of `dir(fit)`.
@@ -64,6 +64,7 @@ __all__ = [
     "expand_search",
     "SearchResult",
     "SearchConfig",
+    "ExpandRecord",
     "Solver",
     "Run",
     "Inputs",

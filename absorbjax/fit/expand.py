@@ -63,7 +63,7 @@ from absorbjax.fit.config import Inputs, Linear, LineStep, Polish, Run, Solver, 
 from absorbjax.fit.convert import decided, fold_stack, layer_image, unstack
 from absorbjax.fit.driver import search
 from absorbjax.fit.merge import check_activation, stack_proposals
-from absorbjax.fit.result import SearchResult, unbatch
+from absorbjax.fit.result import ExpandRecord, SearchResult, unbatch
 from absorbjax.models import MLPParams, skip_mlp, stack
 
 __all__ = ["expand_search", "second_layer_start", "LINES_SEED"]
@@ -125,7 +125,7 @@ def expand_search(
       ...     W, _ = models.planted_sample("relu", 2, 8, key=jax.random.key(0), draws=2)
       ...     r = fit.expand.expand_search(W, "relu", key=jax.random.key(1), restarts=8, wide=fit.Wide(rounds=1))
       >>> e = r.config.expand
-      >>> e["unsolved"], e["improved"], r.solved().tolist()
+      >>> e.unsolved, e.improved, r.solved().tolist()
       (2, 2, [True, True])
     """
     check_activation(activation)
@@ -134,50 +134,47 @@ def expand_search(
     solver, run = options(solver, run, shorthand, where="expand_search")
     common = dict(skip=skip, depth=depth, run=run)
     first = search(params, activation, key=key, inputs=inputs, solver=solver, **common)
-    restarts, steps = solver.restarts, solver.steps
     single = first.config.single
     first = first.batched()
     target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), params)
-    record = {
-        "factor": wide.factor,
-        "wide_restarts": wide.restarts or restarts,
-        "wide_steps": (steps if first.config.depth == 1 else 5 * steps) if wide.steps is None else wide.steps,
-        "wide_polish": wide.polish._asdict(),
-        "rounds": wide.rounds,
-        "proposals_per_draw": wide.proposals,
-        "dense": wide.dense,
-        "merge_tol": wide.merge_tol,
-        "unsolved": int((~first.solved()).sum()),
-        "proposed": 0,
-        "improved": 0,
-    }
-    if line_step is not None and activation == "relu" and skip is None:
-        record["lines"] = {
-            "restarts": line_step.restarts,
-            "rounds": line_step.rounds,
-            "segments": list(line_step.segments),
-            "proposed": 0,
-            "improved": 0,
-        }
-    result = _rounds(first, target, activation, key, record, solver, inputs, common)
+    wide_steps = solver.steps if first.config.depth == 1 else 5 * solver.steps
+    wide = wide._replace(
+        restarts=wide.restarts or solver.restarts, steps=wide_steps if wide.steps is None else wide.steps
+    )
+    if activation != "relu" or skip is not None:
+        line_step = None
+    result, counts = _rounds(first, target, activation, key, wide, line_step, solver, inputs, common)
+    record = ExpandRecord(wide=wide, line_step=line_step, unsolved=int((~first.solved()).sum()), **counts)
+    result = result._replace(config=dataclasses.replace(first.config, expand=record))
     return unbatch(result) if single else result
 
 
 def _rounds(
-    first: SearchResult, target: MLPParams, activation: str, key, record: dict, solver: Solver, inputs: Inputs, common
-) -> SearchResult:
-    """The line step's and steps 1–5's rounds of :func:`expand_search` after its first search."""
+    first: SearchResult,
+    target: MLPParams,
+    activation: str,
+    key,
+    wide: Wide,
+    line_step: LineStep | None,
+    solver: Solver,
+    inputs: Inputs,
+    common: dict,
+) -> tuple[SearchResult, dict]:
+    """The line step's and steps 1–5's rounds of :func:`expand_search` after its first search:
+    the result (with ``final_loss``) and the counts of :class:`~absorbjax.fit.ExpandRecord`."""
     draws = first.best_loss.shape[0]
-    wide = Polish(**record["wide_polish"]) if solver.polish is not False else False
+    if solver.polish is False:
+        wide = wide._replace(polish=False)
     final_loss = np.full(draws, np.inf)
+    counts = dict(proposed=0, improved=0, lines_proposed=0, lines_improved=0)
     result = first
-    first_round = -record["lines"]["rounds"] if "lines" in record else 0
-    for r in range(first_round, record["rounds"]):  # r < 0: the first layer's kink lines
+    first_round = -line_step.rounds if line_step is not None else 0
+    for r in range(first_round, wide.rounds):  # r < 0: the first layer's kink lines
         todo = np.flatnonzero(~result.solved())
         if not todo.size:
             break
         sub = jax.tree.map(lambda a: a[todo], target)
-        absorbers = _round_proposals(r, sub, activation, key, first, record, wide, solver, inputs, common)
+        absorbers = _round_proposals(r, sub, activation, key, first, wide, line_step, solver, inputs, common)
         if not absorbers:
             continue
         idx = todo[sorted(absorbers)]
@@ -187,10 +184,10 @@ def _rounds(
         final_loss[idx] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
         better = final.best_loss < result.best_loss[idx]
         result = _adopt(result, final, idx, better)
-        for counts in [record] + ([record["lines"]] if r < 0 else []):
-            counts["proposed"] += len(absorbers)
-            counts["improved"] += int(better.sum())
-    return result._replace(final_loss=final_loss, config=dataclasses.replace(first.config, expand=record))
+        for prefix in [""] + (["lines_"] if r < 0 else []):
+            counts[prefix + "proposed"] += len(absorbers)
+            counts[prefix + "improved"] += int(better.sum())
+    return result._replace(final_loss=final_loss), counts
 
 
 def _round_proposals(
@@ -199,38 +196,29 @@ def _round_proposals(
     activation: str,
     key,
     first: SearchResult,
-    record: dict,
-    wide_polish,
+    wide: Wide,
+    line_step: LineStep | None,
     solver: Solver,
     inputs: Inputs,
     common: dict,
 ) -> dict:
     """``{j: residual-free width-n block}`` for the unsolved draws ``sub`` in round ``r`` of
     :func:`expand_search`: the line step (``r < 0``) or steps 1–4 (``r ≥ 0``)."""
-    n, depth, num = first.config.n, first.config.depth, record["dense"] * first.config.num
+    n, depth, num = first.config.n, first.config.depth, wide.dense * first.config.num
     if r < 0:
-        rounds = record["lines"]["rounds"]
         base = jax.random.fold_in(key, LINES_SEED)
-        lines_key = base if r + rounds == 0 else jax.random.fold_in(base, r + rounds)
+        lines_key = base if r + line_step.rounds == 0 else jax.random.fold_in(base, r + line_step.rounds)
         return _line_proposals(
             sub,
             lines_key,
             n,
             depth,
             num=num,
-            merge_tol=record["merge_tol"],
+            merge_tol=wide.merge_tol,
             inputs=inputs,
-            restarts=record["lines"]["restarts"],
-            segments=record["lines"]["segments"][depth > 1],
+            restarts=line_step.restarts,
+            segments=line_step.segments[depth > 1],
         )
-    wide = Wide(
-        factor=record["factor"],
-        restarts=record["wide_restarts"],
-        steps=record["wide_steps"],
-        polish=wide_polish,
-        proposals=record["proposals_per_draw"],
-        merge_tol=record["merge_tol"],
-    )
     keys = jax.random.fold_in(key, 1 + 2 * r), jax.random.fold_in(key, 2 + 2 * r)
     return _propose(sub, activation, keys, n, depth, first.best_params.down.dtype, wide, num, solver, inputs, common)
 

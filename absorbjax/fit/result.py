@@ -10,11 +10,67 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import io
-from absorbjax.fit.config import Init, Polish
+from absorbjax.fit.config import Init, LineStep, Polish, Wide
 from absorbjax.models import Params
 from absorbjax.results import Result
 
-__all__ = ["SearchConfig", "SearchResult", "assemble", "unbatch"]
+__all__ = ["ExpandRecord", "SearchConfig", "SearchResult", "assemble", "unbatch"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExpandRecord:
+    """What :func:`~absorbjax.fit.expand.expand_search` ran with and did (:attr:`SearchConfig.expand`),
+    frozen.
+
+    :meth:`to_dict` is its JSON record (the keys it has always had: ``factor``, ``wide_restarts``,
+    ``wide_steps``, ``wide_polish``, ``rounds``, ``proposals_per_draw``, ``dense``, ``merge_tol``,
+    ``unsolved``, ``proposed``, ``improved`` and, when the line step ran, ``lines``).
+
+    Attributes:
+      wide: the wide rounds' :class:`~absorbjax.fit.Wide`, ``restarts`` and ``steps`` resolved.
+      line_step: the line step's :class:`~absorbjax.fit.LineStep`, or ``None`` where it did not run
+        (GELU, a ``skip``, or ``line_step=None``).
+      unsolved: draws the first search left unsolved.
+      proposed, improved: draws given a final block, and those whose loss it lowered (all rounds).
+      lines_proposed, lines_improved: the same for the line step's rounds alone.
+    """
+
+    wide: Wide
+    line_step: LineStep | None
+    unsolved: int
+    proposed: int
+    improved: int
+    lines_proposed: int = 0
+    lines_improved: int = 0
+
+    def to_dict(self) -> dict:
+        """The JSON record (``wide_polish`` and ``lines`` as dicts)."""
+        w = self.wide
+        out = {
+            "factor": w.factor,
+            "wide_restarts": w.restarts,
+            "wide_steps": w.steps,
+            "wide_polish": w.polish._asdict(),
+            "rounds": w.rounds,
+            "proposals_per_draw": w.proposals,
+            "dense": w.dense,
+            "merge_tol": w.merge_tol,
+            "unsolved": self.unsolved,
+            "proposed": self.proposed,
+            "improved": self.improved,
+        }
+        if self.line_step is not None:
+            step = self.line_step
+            out["lines"] = {
+                "restarts": step.restarts,
+                "rounds": step.rounds,
+                "segments": list(step.segments),
+                "proposed": self.lines_proposed,
+                "improved": self.lines_improved,
+            }
+        return out
+
+    _asdict = to_dict  # the NamedTuple protocol absorbjax.io.to_jsonable reads
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -39,8 +95,8 @@ class SearchConfig:
       batch_size, chunk_size, devices: the layout the draws ran in.
       dtype, key, jax: the weights' dtype, the base key's data and ``jax.__version__``.
       single: the target was one block without a draws axis (the result's fields have none).
-      expand: :func:`~absorbjax.fit.expand.expand_search`'s record (settings and counts), else
-        ``None``.
+      expand: :func:`~absorbjax.fit.expand.expand_search`'s :class:`ExpandRecord` (settings and
+        counts), else ``None``.
     """
 
     activation: str
@@ -68,7 +124,7 @@ class SearchConfig:
     key: tuple[int, ...]
     jax: str
     single: bool = False
-    expand: dict | None = None
+    expand: ExpandRecord | None = None
 
     def to_dict(self) -> dict:
         """The JSON record: every field, ``polish`` as a dict, ``key`` as a list; ``single`` and
@@ -79,7 +135,7 @@ class SearchConfig:
         if self.single:
             out["single"] = True
         if self.expand is not None:
-            out["expand"] = self.expand
+            out["expand"] = self.expand.to_dict()
         return out
 
     _asdict = to_dict  # the NamedTuple protocol absorbjax.io.to_jsonable reads
