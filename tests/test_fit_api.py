@@ -6,6 +6,8 @@ float64 is enabled by conftest.py (the ``x64`` marker).
 
 import dataclasses
 import json
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +53,46 @@ def test_reregistered_activation_compiles_the_new_function():
         assert not np.allclose(first.best_loss, second.best_loss)
     finally:
         activations.unregister(name)
+
+
+def test_a_checkpoint_resumes_only_with_the_same_activation_function(tmp_path, monkeypatch):
+    """The fingerprint holds the activation's code, not only its name: re-registered with the same
+    function, a search resumes from the chunks; with another one, the directory is refused."""
+    name = "fit_api_ckpt_act"
+    W = models.sample("relu", 2, 4, key=jax.random.key(3), draws=4)
+    kw = dict(key=KEY, **TINY, batch_size=1, chunk_size=1, checkpoint=tmp_path)
+    relu = lambda z: jnp.maximum(z, 0.0)  # noqa: E731
+    computed = []
+    real = fit.drawmap.compiled
+    monkeypatch.setattr(fit.drawmap, "compiled", lambda *a: lambda *b: computed.append(1) or real(*a)(*b))
+    try:
+        activations.register(name, relu)
+        first = fit.search(W, name, **kw)
+        assert len(computed) == 4 and len(list(tmp_path.glob("chunk_*.npz"))) == 4
+        activations.register(name, lambda z: jnp.maximum(z, 0.0), overwrite=True)  # the same code again
+        again = fit.search(W, name, **kw)
+        assert len(computed) == 4  # every chunk loaded, none computed
+        np.testing.assert_array_equal(again.losses, first.losses)
+        activations.register(name, lambda z: jnp.maximum(z, 0.0) + 0.5 * z, overwrite=True)
+        with pytest.raises(ValueError, match="different search"):
+            fit.search(W, name, **kw)
+        assert len(computed) == 4
+    finally:
+        activations.unregister(name)
+
+
+def test_code_identity_is_stable_across_processes_and_tells_functions_apart():
+    code = "from absorbjax import activations; from absorbjax.fit import drawmap; "
+    code += "print(drawmap.code_identity(activations.get('gelu').fn), drawmap.code_identity(activations.get('leaky_relu(0.2)').fn))"
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1] == [fit.drawmap.code_identity(activations.get(a).fn) for a in ("gelu", "leaky_relu(0.2)")]
+    ids = {
+        fit.drawmap.code_identity(activations.get(a).fn) for a in ("relu", "gelu", "leaky_relu(0.2)", "leaky_relu(0.3)")
+    }
+    assert len(ids) == 4  # a partial's bound slope counts
 
 
 def test_options_objects_and_their_shorthand_give_the_same_search():

@@ -250,8 +250,9 @@ class Run:
         same call.
       progress: show a tqdm bar advanced between chunks.
       checkpoint: directory; finished chunks are written there atomically and a rerun with the
-        same arguments resumes from them (a directory from a different target, key or setting is
-        refused; a custom ``optimizer`` is recorded only as "custom", so keep it the same).
+        same arguments resumes from them (a directory from a different target, key, setting or
+        activation function (:func:`absorbjax.fit.drawmap.code_identity`) is refused; a custom
+        ``optimizer`` is recorded only as "custom", so keep it the same).
 
     Examples:
       >>> from absorbjax import fit

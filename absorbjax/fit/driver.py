@@ -91,7 +91,7 @@ def _run(setup: _config.Setup, key: jax.Array, run: Run) -> SearchResult:
         (target, setup.skip, setup.given),
         draws=setup.draws,
         layout=lay,
-        record=record,
+        record={**record, "activation_code": drawmap.code_identity(cfg.activation.fn)},
         checkpoint=run.checkpoint,
         progress=run.progress,
         desc=f"search {cfg.activation.name}",
