@@ -39,6 +39,7 @@ __all__ = [
     "default_optimizer",
     "min_tol",
     "log_bounds",
+    "DrawSettings",
     "Static",
     "Setup",
     "validate",
@@ -334,15 +335,22 @@ def log_bounds(low: float, high: float) -> tuple[float, float]:
     return float(np.log10(low)), float(np.log10(high))
 
 
-class Static(NamedTuple):
-    """Everything the jitted draw function specialises on (hashable: it keys the compile cache).
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DrawSettings:
+    """What every draw of a search is computed with, resolved: the fields that :class:`Static`
+    (the compile key) and :class:`~absorbjax.fit.SearchConfig` (the record) share. Frozen and
+    hashable.
 
-    ``activation`` is the registry's :class:`~absorbjax.activations.Activation` itself, not its
-    name: the entry (its function included) keys the cache, so a name re-registered with
-    ``activations.register(..., overwrite=True)`` compiles anew, never reusing the old function.
+    Attributes:
+      depth, d, n, width: the depth ``L``, the input dimension, the target's and the candidate's
+        width.
+      restarts, steps, init, linear: the solver's settings (``init`` an :class:`Init`) and whether
+        the candidate has a free linear term.
+      num, low, high, holdout: the inputs (training inputs per draw, radius range, held-out inputs
+        per decade).
+      polish: the resolved :class:`Polish`, or ``None`` (no polish).
     """
 
-    activation: activations.Activation
     depth: int
     d: int
     n: int
@@ -350,13 +358,26 @@ class Static(NamedTuple):
     restarts: int
     steps: int
     init: Init
-    has_skip: bool
     linear: bool
     num: int
     low: float
     high: float
     holdout: int
     polish: Polish | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Static(DrawSettings):
+    """Everything the jitted draw function specialises on (hashable: it keys the compile cache):
+    the :class:`DrawSettings`, the activation and whether a skip ``A`` is given.
+
+    ``activation`` is the registry's :class:`~absorbjax.activations.Activation` itself, not its
+    name: the entry (its function included) keys the cache, so a name re-registered with
+    ``activations.register(..., overwrite=True)`` compiles anew, never reusing the old function.
+    """
+
+    activation: activations.Activation
+    skip: bool
 
 
 class Setup(NamedTuple):
@@ -379,8 +400,8 @@ class Setup(NamedTuple):
         """The settings as plain values, for :attr:`SearchResult.config` and checkpoints."""
         cfg = self.cfg
         return {
-            **{k: v for k, v in cfg._asdict().items() if k not in ("polish", "has_skip")},
             "activation": cfg.activation.name,
+            **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(DrawSettings)},
             "polish": None if cfg.polish is None else cfg.polish._asdict(),
             "optimizer": self.optimizer_name,
             "skip": self.skip is not None,
@@ -431,7 +452,7 @@ def validate(target, activation: str, *, skip, depth, width, linear, inputs, sol
         restarts=int(restarts),
         steps=int(steps),
         init=init_mode,
-        has_skip=skip is not None,
+        skip=skip is not None,
         linear=linear,
         num=int(num),
         low=float(inputs.low),

@@ -95,7 +95,7 @@ def one_draw(
     Args:
       cfg: the static configuration; ``opt`` the first-phase optimizer.
       base_key: the search's key; the draw uses ``fold_in(base_key, index)``.
-      target: ``W`` of this draw; ``skip``: ``A`` ``(d, d)`` (ignored unless ``cfg.has_skip``);
+      target: ``W`` of this draw; ``skip``: ``A`` ``(d, d)`` (ignored unless ``cfg.skip``);
       given: ``(restarts, ...)`` starting points when ``cfg.init == "given"``, else ``None``.
 
     Returns:
@@ -107,7 +107,7 @@ def one_draw(
     key = jax.random.fold_in(base_key, index)
     k_in, k_init = jax.random.split(key)
     xs, xh = sample_inputs(Inputs(cfg.num, cfg.low, cfg.high, cfg.holdout), cfg.d, key=k_in, dtype=dtype)
-    A = skip if cfg.has_skip else None
+    A = skip if cfg.skip else None
     tgt = jax.vmap(target_fn, (None, 0, None, None, None))
     ys = tgt(target, xs, cfg.activation, cfg.depth, A)
 

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import io
-from absorbjax.fit.config import Init, LineStep, Polish, Wide
+from absorbjax.fit.config import DrawSettings, LineStep, Wide
 from absorbjax.models import Params
 from absorbjax.results import Result
 
@@ -74,20 +74,17 @@ class ExpandRecord:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SearchConfig:
-    """The settings a search ran with (:attr:`SearchResult.config`), frozen.
+class SearchConfig(DrawSettings):
+    """The settings a search ran with (:attr:`SearchResult.config`), frozen: the
+    :class:`~absorbjax.fit.config.DrawSettings` every draw was computed with (``depth``, ``d``,
+    ``n``, ``width``, ``restarts``, ``steps``, ``init``, ``linear``, ``num``, ``low``, ``high``,
+    ``holdout``, ``polish``, documented there) and the fields below.
 
     :meth:`to_dict` is its JSON record (the same keys, in the same order, as the record has always
     had; :func:`absorbjax.io.to_jsonable` writes it).
 
     Attributes:
       activation: the activation's registered name.
-      depth, d, n, width: ``L``, the input dimension, the target's and the candidate's width.
-      restarts, steps, init, linear: the solver's settings (``init`` an
-        :class:`~absorbjax.fit.config.Init`) and whether the candidate had a free linear term.
-      num, low, high, holdout: the inputs (training inputs per draw, radius range, held-out
-        inputs per decade).
-      polish: the resolved :class:`~absorbjax.fit.Polish`, or ``None`` (no polish).
       optimizer: ``"default"`` or ``"custom"``.
       skip: whether a linear skip ``A`` was given.
       draws: the number of draws searched.
@@ -100,19 +97,6 @@ class SearchConfig:
     """
 
     activation: str
-    depth: int
-    d: int
-    n: int
-    width: int
-    restarts: int
-    steps: int
-    init: Init
-    linear: bool
-    num: int
-    low: float
-    high: float
-    holdout: int
-    polish: Polish | None
     optimizer: str
     skip: bool
     draws: int
@@ -129,7 +113,10 @@ class SearchConfig:
     def to_dict(self) -> dict:
         """The JSON record: every field, ``polish`` as a dict, ``key`` as a list; ``single`` and
         ``expand`` only when set."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("single", "expand")}
+        names = ["activation"] + [
+            f.name for f in dataclasses.fields(self) if f.name not in ("activation", "single", "expand")
+        ]
+        out = {k: getattr(self, k) for k in names}
         out["polish"] = None if self.polish is None else self.polish._asdict()
         out["key"] = list(self.key)
         if self.single:
