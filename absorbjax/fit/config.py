@@ -91,17 +91,17 @@ class Inputs(NamedTuple):
 
 
 class Linear(NamedTuple):
-    """A candidate with a free linear term: ``g(x) = L x + V_down σ(V_up x)`` (per layer in a stack).
+    """A candidate with a free linear term: ``g(x) = A x + V_down σ(V_up x)`` (per layer in a stack).
 
     ``search(..., linear=True)`` fits this wider class. Since ``σ(z) − σ(−z) = z`` for ReLU and
-    GELU, negating unit ``i`` only moves ``V_down[:,i] V_up[i,:]`` into ``L``: every unit's
+    GELU, negating unit ``i`` only moves ``V_down[:,i] V_up[i,:]`` into ``A``: every unit's
     orientation fits equally well, and a block found here absorbs exactly when
     :func:`absorbjax.condition.find_absorbing_set` finds ``S`` with
-    ``V_down[:,S] V_up[S,:] = −L`` (Lemma 4 with skip ``L``).
+    ``V_down[:,S] V_up[S,:] = −A`` (Lemma 4 with skip ``A``).
 
     Attributes:
       block: ``V`` (``MLPParams`` or ``GatedParams``), leading axes as the search's candidates.
-      linear: ``L`` ``(..., d, d)``, or ``(..., depth, d, d)`` for stacks.
+      linear: ``A`` ``(..., d, d)``, or ``(..., depth, d, d)`` for stacks.
     """
 
     block: Params
@@ -211,7 +211,7 @@ class Solver:
         target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign flips,
         widened with random units), or candidate params with leading ``(restarts, ...)`` or
         ``(draws, restarts, ...)`` axes (``linear=True``: a :class:`Linear` of such params and
-        ``L``); non-finite entries make that restart fail, nothing else.
+        ``A``); non-finite entries make that restart fail, nothing else.
       optimizer: first-phase ``optax.GradientTransformation`` (``None``:
         :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
       polish: ``True`` (the default :class:`Polish`: Gauss–Newton for candidates with at most
@@ -542,16 +542,16 @@ def check_skip(skip, draws: int, d: int, depth: int, dtype):
 
 def check_init(init, target: Params, draws: int, restarts: int, width: int, depth: int, d: int, linear: bool = False):
     """``(mode, given)``: a named init and ``None``, or ``"given"`` and ``(draws, restarts, ...)``
-    params (a :class:`Linear` when ``linear``; plain params then start at ``L = 0``)."""
+    params (a :class:`Linear` when ``linear``; plain params then start at ``A = 0``)."""
     if isinstance(init, str):
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS} or candidate params, got {init!r}")
         return Init(init), None
-    L = None
+    A = None
     if isinstance(init, Linear):
         if not linear:
-            raise ValueError("init is a fit.Linear (with a linear term L); pass linear=True")
-        init, L = init
+            raise ValueError("init is a fit.Linear (with a linear term A); pass linear=True")
+        init, A = init
     given = as_params(init, "init")
     if type(given) is not type(target):
         raise ValueError(f"init must be {type(target).__name__} like the target, got {type(given).__name__}")
@@ -571,11 +571,11 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
         return Init.GIVEN, given
     lcore = (d, d) if depth == 1 else (depth, d, d)
     lead = given.down.shape[:2]
-    L = jnp.zeros(lead + lcore, given.down.dtype) if L is None else jnp.asarray(L, given.down.dtype)
-    if L.shape == (restarts,) + lcore:
-        L = jnp.broadcast_to(L, (draws,) + L.shape)
-    if L.shape != lead + lcore:
+    A = jnp.zeros(lead + lcore, given.down.dtype) if A is None else jnp.asarray(A, given.down.dtype)
+    if A.shape == (restarts,) + lcore:
+        A = jnp.broadcast_to(A, (draws,) + A.shape)
+    if A.shape != lead + lcore:
         raise ValueError(
-            f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {L.shape}"
+            f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {A.shape}"
         )
-    return Init.GIVEN, Linear(given, L)
+    return Init.GIVEN, Linear(given, A)

@@ -101,7 +101,7 @@ def one_draw(
     Returns:
       Flat dict: ``best_loss``, ``losses (restarts,)``, ``failed (restarts,)``, ``profile (bins,)``,
       ``holdout_loss``, ``weight_norms``, ``target_norms``, ``best_params.<field>`` and, with
-      ``cfg.linear``, ``best_linear`` (``L``; ``weight_norms`` counts ``V`` only).
+      ``cfg.linear``, ``best_linear`` (the free linear term; ``weight_norms`` counts ``V`` only).
     """
     dtype = target.down.dtype
     key = jax.random.fold_in(base_key, index)
@@ -118,7 +118,7 @@ def one_draw(
         rs = jnp.arange(cfg.restarts)
         keys = jax.vmap(lambda r: jax.random.fold_in(k_init, r))(rs)
         p0 = jax.vmap(lambda k, r: init_restart(cfg, type(target), target, k, r, dtype))(keys, rs)
-        if cfg.linear:  # the free linear term starts at L = 0
+        if cfg.linear:  # the free linear term starts at 0
             lead = (cfg.restarts,) if cfg.depth == 1 else (cfg.restarts, cfg.depth)
             p0 = Linear(p0, jnp.zeros(lead + (cfg.d, cfg.d), dtype))
     else:

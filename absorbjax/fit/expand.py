@@ -3,42 +3,42 @@
 A residual-free student of exactly the teacher's width rarely recovers it from random init; a wider
 one does, and its units cluster around the teacher's (Expand-and-Cluster, arXiv 2304.12794). A
 residual-free student must also orient every unit as the absorber does (``V_up[i] = −W_up[i]`` for
-``i ∈ S``), a discrete choice that gradient steps cannot make; with a free linear term ``L`` every
+``i ∈ S``), a discrete choice that gradient steps cannot make; with a free linear term ``A`` every
 orientation fits, since ``σ(z) − σ(−z) = z`` moves a negated unit's ``V_down[:,i] V_up[i,:]``
-into ``L``. :func:`expand_search` runs the default :func:`absorbjax.fit.search`; on the ReLU draws
-it leaves unsolved it first fits ``L x + V_down σ(V_up x)`` (per layer) at width ``n`` with the first
+into ``A``. :func:`expand_search` runs the default :func:`absorbjax.fit.search`; on the ReLU draws
+it leaves unsolved it first fits ``A x + V_down σ(V_up x)`` (per layer) at width ``n`` with the first
 layer's units held on the target's kink lines, read from its values
 (:mod:`absorbjax.fit.lines`), and decides the condition on that fit as in step 4 (for a depth-2
 stack where that fails, again after refitting from the second layer's lines read through the fit's
 first layer or through the first layer read from the second layer's kinks, and then on a fit whose
-first layer is residual-free, ``L₁ = 0``); on the draws still unsolved,
+first layer is residual-free, ``A₁ = 0``); on the draws still unsolved,
 
-1. searches ``L x + V_down σ(V_up x)`` at width ``m = wide.factor · n`` from random init
+1. searches ``A x + V_down σ(V_up x)`` at width ``m = wide.factor · n`` from random init
    (``search(..., linear=True)``; the wide block knows nothing of the target but its values);
 2. merges the wide units by line (ReLU: ``u`` and ``c u``, ``c ≠ 0``; GELU: ``±u``) into ``n`` units
    several ways (:func:`proposals`: the ``n`` largest clusters of the line tree cut at several
-   heights), the negated members' terms going into ``L``;
-3. polishes every proposal as a width-``n`` block with a free ``L`` (Levenberg–Marquardt, 400
+   heights), the negated members' terms going into ``A``;
+3. polishes every proposal as a width-``n`` block with a free ``A`` (Levenberg–Marquardt, 400
    iterations; this step and step 1 on ``dense`` times more training inputs);
-4. decides ``V_down[:,S] V_up[S,:] = −L`` on the best polished fit with
-   :func:`absorbjax.condition.find_absorbing_set` (Thm 8/10 with Lemma 4's skip ``L``); an ``S``
+4. decides ``V_down[:,S] V_up[S,:] = −A`` on the best polished fit with
+   :func:`absorbjax.condition.find_absorbing_set` (Thm 8/10 with Lemma 4's skip ``A``); an ``S``
    gives a residual-free block of width ``n`` (:func:`absorber_from_units`); in a ReLU stack a
    later layer where no ``S`` exists is decided on the image of the layers before it, the only
    inputs it ever sees (:func:`absorber_on_inputs`);
 5. polishes that block against the target on the first search's training inputs.
 
 The line step (ReLU without a skip; ``line_step``, a :class:`~absorbjax.fit.LineStep`) fits each unsolved draw at width ``n`` with
-free ``L_l`` and ``U₁``'s rows held on the target's first-layer kink lines
+free ``A_l`` and ``U₁``'s rows held on the target's first-layer kink lines
 (:func:`absorbjax.fit.lines.first_layer_lines`, :func:`absorbjax.fit.lines.fit_with_lines`, on
 ``dense`` times the first search's inputs, one restart for a single layer with every line found),
 decides the condition on the best restarts (step 4) and polishes (step 5). At depth 2, a draw where
 no restart converts is refitted from each best restart's layer 1 with the second layer's lines read
 through it (:func:`absorbjax.fit.lines.second_layer_lines`; one of them through the layer 1 that
 :func:`absorbjax.fit.lines.first_layer_from_kinks` reads from the second layer's kinks), and failing
-that fitted with layer 1 residual-free (``L₁ = 0``). It runs ``line_step.rounds`` times on the draws
+that fitted with layer 1 residual-free (``A₁ = 0``). It runs ``line_step.rounds`` times on the draws
 still unsolved, with fresh restarts and inputs.
 
-In a stack (``depth=L``) every layer gets its own ``L_l``, its units are merged layer by layer and
+In a stack (``depth=L``) every layer gets its own ``A_l``, its units are merged layer by layer and
 the condition is decided per layer (it is invariant under the junctions' ``GL(d)`` gauge, so the fit
 may land in any gauge). Layer 1 sees every direction, so it must absorb on all of ``ℝ^d``; a later
 ReLU layer only on the image of the layers before it
@@ -293,12 +293,12 @@ def _propose(
     starts = []
     for j in range(draws):
         layers = list(zip(*unstack(wide.best_params, wide.best_linear, j, depth)))
-        if inputs_seen is not None:  # a later layer's units that are linear on its inputs go into L_l
+        if inputs_seen is not None:  # a later layer's units that are linear on its inputs go into A_l
             layers = fold_stack(layers, inputs_seen, merge_tol)
         starts.append(stack_proposals(layers, activation, n, count))
     init = Linear(
         MLPParams(*(jnp.asarray(np.stack([[b[f] for b, _ in s] for s in starts]), dtype) for f in range(2))),
-        jnp.asarray(np.stack([[L for _, L in s] for s in starts]), dtype),
+        jnp.asarray(np.stack([[A for _, A in s] for s in starts]), dtype),
     )
     narrow = search(
         sub,
@@ -325,12 +325,12 @@ def _inputs_seen(key, num: int, d: int, depth: int, activation: str) -> np.ndarr
 def _line_proposals(
     sub: MLPParams, key, n: int, depth: int, *, num: int, merge_tol: float, inputs: Inputs, restarts: int, segments: int
 ) -> dict:
-    """``{j: residual-free width-n block}`` for the ReLU draws ``j`` of ``sub`` with a free-``L`` fit
+    """``{j: residual-free width-n block}`` for the ReLU draws ``j`` of ``sub`` with a free-``A`` fit
     with ``U₁`` on the target's first-layer kink lines (:mod:`absorbjax.fit.lines`) that satisfies
     the condition (every layer): of the fit's best restarts, the best one that does; at depth 2,
     failing that, the refit from :func:`second_layer_start` (on each best restart's layer 1, the
     first start on :func:`absorbjax.fit.lines.first_layer_from_kinks` where every line is found
-    and it pins one), and failing that a fit with layer 1 residual-free (``L₁ = 0``, each
+    and it pins one), and failing that a fit with layer 1 residual-free (``A₁ = 0``, each
     restart its own orientation of the lines). Key
     ``fold_in(key, 0)``: the lines' segments (``fold_in(·, j)`` per draw), ``fold_in(key, 1)``: the
     fit, ``fold_in(key, 4)`` and ``fold_in(key, 5)``: the second layer's least squares and refit,
@@ -346,7 +346,7 @@ def _line_proposals(
         kinks.append(_lines.kinks(f, d, key=jax.random.fold_in(jax.random.fold_in(key, 0), j), segments=segments))
         got = _lines.lines_of(kinks[-1])[:n]
         found[j, : len(got)], mask[j, : len(got)] = got, True
-    if depth == 1 and mask.all():  # U held whole: least squares in (D, L), which one start solves
+    if depth == 1 and mask.all():  # U held whole: least squares in (D, A), which one start solves
         restarts = 1
     fit = lambda idx, k, **kw: _lines.fit_with_lines(
         jax.tree.map(lambda a: a[idx], sub),
@@ -380,7 +380,7 @@ def _line_proposals(
         refit, _ = fit(left, jax.random.fold_in(key, 5), steps=0, starts=starts)
         out = _best_converted(refit, left, out, depth, merge_tol, inputs_seen)
         left = np.array([j for j in left if j not in out], int)
-    if depth == 2 and left.size:  # layer 1 residual-free (L₁ = 0), each restart its own orientation
+    if depth == 2 and left.size:  # layer 1 residual-free (A₁ = 0), each restart its own orientation
         oriented, _ = fit(left, jax.random.fold_in(key, 6), restarts=restarts, residual_free_first=True)
         out = _best_converted(oriented, left, out, depth, merge_tol, inputs_seen)
     return out
@@ -405,17 +405,17 @@ def _best_converted(fitted: Linear, draws: np.ndarray, out: dict, depth: int, to
 def second_layer_start(fitted: Linear, kinks, lines: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> Linear:
     """A depth-2 fit's layer 1 with layer 2's ``U₂`` on the target's second-layer lines as that
     layer 1 sees them (:func:`absorbjax.fit.lines.second_layer_lines`; the fit's own rows where
-    fewer are found) and ``(D₂, L₂)`` by least squares on the target's values ``ys (K, d)`` at
+    fewer are found) and ``(D₂, A₂)`` by least squares on the target's values ``ys (K, d)`` at
     ``xs (K, d)`` (with inputs beside every kink: a unit that bends only in a thin cone is
     linear on random inputs)."""
-    up, down, L = (np.asarray(a, np.float64) for a in (*fitted.block, fitted.linear))
+    up, down, A = (np.asarray(a, np.float64) for a in (*fitted.block, fitted.linear))
     n = up.shape[1]
     first = MLPParams(up[0], down[0])
-    u2, _ = _lines.second_layer_lines(kinks, first, L[0], lines)
+    u2, _ = _lines.second_layer_lines(kinks, first, A[0], lines)
     U2 = np.concatenate([u2[:n], up[1][len(u2[:n]) :]])
-    h = layer_image(first, L[0], xs, "relu")
-    c = np.linalg.lstsq(np.c_[np.maximum(h @ U2.T, 0.0), h], ys, rcond=None)[0]  # y ≈ D₂ σ(U₂ h) + L₂ h
-    return Linear(MLPParams(np.stack([up[0], U2]), np.stack([down[0], c[:n].T])), np.stack([L[0], c[n:].T]))
+    h = layer_image(first, A[0], xs, "relu")
+    c = np.linalg.lstsq(np.c_[np.maximum(h @ U2.T, 0.0), h], ys, rcond=None)[0]  # y ≈ D₂ σ(U₂ h) + A₂ h
+    return Linear(MLPParams(np.stack([up[0], U2]), np.stack([down[0], c[:n].T])), np.stack([A[0], c[n:].T]))
 
 
 def _splice(a: np.ndarray, b: np.ndarray, idx: np.ndarray, use: np.ndarray) -> np.ndarray:

@@ -169,7 +169,7 @@ class SearchResult(_SearchFields, Result):
       holdout_loss: ``(draws,)`` relative loss of the best candidate on all held-out inputs.
       config: a :class:`SearchConfig`: the settings, the seed's key data and ``jax.__version__``.
       best_linear: ``search(..., linear=True)`` only: the best candidate's free linear term
-        ``L`` per draw (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), else ``None``.
+        ``A`` per draw (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), else ``None``.
       final_loss: :func:`~absorbjax.fit.expand.expand_search` only: ``(draws,)`` the loss of the
         final block it proposed and polished (``inf`` where it proposed none), else ``None``;
         ``losses`` and ``failed`` stay the first search's restarts.
