@@ -401,7 +401,7 @@ def recall_by_size(
                 target = models.planted_sample(act, d, n, key=jax.random.fold_in(k, 1000), draws=draws, depth=depth)[0]
             search = fit.search
             if strategy == "expand":
-                search = fit.expand.expand_search
+                search = fit.expand_search
                 if rounds is not None:
                     search = functools.partial(search, wide=fit.Wide(rounds=rounds))
             r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search)
@@ -415,7 +415,7 @@ def recall_by_size(
                 "seconds_per_draw": r.seconds / draws,
                 "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
                 "below_1e-12": r.below(1e-12),
-                "expand": r.result.config.expand,
+                "expand": r.result.config.expand and r.result.config.expand.to_dict(),
             }
             what = f"Gaussian: {row['below_1e-12']}/{draws} below 1e-12" if generic else "recall"
             print(
@@ -461,7 +461,7 @@ def _parser() -> argparse.ArgumentParser:
         "--strategy",
         choices=STRATEGIES,
         default="default",
-        help="with --sizes: the search measured (expand: fit.expand.expand_search)",
+        help="with --sizes: the search measured (expand: fit.expand_search)",
     )
     ap.add_argument(
         "--size",

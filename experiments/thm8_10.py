@@ -94,7 +94,7 @@ def figure(results):
 
 def run(config, out, seed):
     key = jax.random.key(seed)
-    options = {k: config[k] for k in ("restarts", "steps") if config[k] is not None}
+    solver = fit.Solver(tol=SOLVED, **{k: config[k] for k in ("restarts", "steps") if config[k] is not None})
     rows = {}
     for i, activation in enumerate(config["activations"]):
         for j, (d, n) in enumerate(config["sizes"]):
@@ -102,7 +102,7 @@ def run(config, out, seed):
                 sub = jax.random.fold_in(key, 100 * i + 10 * j + k)
                 params = population(kind, activation, d, n, config["draws"], sub)
                 certs = condition.find_absorbing_sets(params, activation, progress=False)
-                found = fit.recall(params, activation, key=jax.random.fold_in(sub, 1), tol=SOLVED, **options)
+                found = fit.recall(params, activation, key=jax.random.fold_in(sub, 1), solver=solver)
                 rows[(activation, d, n, kind)] = {
                     "status": [c.status for c in certs],
                     "best_loss": found.best_loss,

@@ -204,7 +204,7 @@ def test_find_absorbing_sets_progress_bar(capsys):
 
 
 def test_compressed_milp_formulation(monkeypatch):
-    monkeypatch.setattr(condition.integer, "_MILP_DENSE_MAX", 0)
+    monkeypatch.setattr(condition._integer, "_MILP_DENSE_MAX", 0)
     params, S = planted(2, 12, 5)
     cert = condition.find_absorbing_set(params, method="milp")
     assert cert.status == "absorbable"
@@ -215,7 +215,7 @@ def test_compressed_milp_formulation(monkeypatch):
 
 def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
     params, _ = planted(2, 12, 2)
-    real, calls = condition.integer.optimize.milp, []
+    real, calls = condition._integer.optimize.milp, []
 
     def wrong_first(*args, **kwargs):  # a false "feasible" answer must be caught and cut off
         calls.append(1)
@@ -223,14 +223,14 @@ def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
             return types.SimpleNamespace(status=0, x=np.ones(12), message="fake")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(condition.integer.optimize, "milp", wrong_first)
+    monkeypatch.setattr(condition._integer.optimize, "milp", wrong_first)
     cert = condition.find_absorbing_set(params, method="milp")
     assert cert.status == "absorbable" and len(calls) == 2
 
     def timed_out(*args, **kwargs):
         return types.SimpleNamespace(status=1, x=None, message="Time limit reached")
 
-    monkeypatch.setattr(condition.integer.optimize, "milp", timed_out)
+    monkeypatch.setattr(condition._integer.optimize, "milp", timed_out)
     cert = condition.find_absorbing_set(params, method="milp")  # n = 12: enumeration still decides
     assert cert.status == "absorbable" and cert.method == "exhaustive"
     wide = MLPParams(np.asarray(GAUSS.up[0, :30, :2]), np.asarray(GAUSS.down[0, :2, :30]))

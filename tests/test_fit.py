@@ -157,11 +157,11 @@ def test_deterministic_across_chunk_sizes():
 def test_batch_step_is_traced_once_across_chunks(monkeypatch):
     """Four chunks of one batch each go through one compiled step: a retrace per chunk (a
     shape or a static argument that changes between batches) would fail the trace count."""
-    counted = chex.assert_max_traces(fit.draw.one_draw, n=1)
-    monkeypatch.setattr(fit.draw, "one_draw", counted)  # a new function: a fresh compile-cache entry
+    counted = chex.assert_max_traces(fit._draw.one_draw, n=1)
+    monkeypatch.setattr(fit._draw, "one_draw", counted)  # a new function: a fresh compile-cache entry
     steps = []
-    real = fit.drawmap.compiled
-    monkeypatch.setattr(fit.drawmap, "compiled", lambda *a: steps.append(real(*a)) or steps[-1])
+    real = fit._drawmap.compiled
+    monkeypatch.setattr(fit._drawmap, "compiled", lambda *a: steps.append(real(*a)) or steps[-1])
     W = models.sample("gelu", 2, 4, key=KEY, draws=7)
     r = fit.search(W, "gelu", key=KEY, chunk_size=2, **SMALL)
     assert r.config.chunk_size == 2 and len(steps) == 1
@@ -269,7 +269,7 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
     fresh = fit.search(W, "gelu", **kw)
 
     saves = []
-    real_save = fit.drawmap.atomic_save
+    real_save = fit._drawmap.atomic_save
 
     def interrupt_after_two(path, arrays):
         if len(saves) == 2:
@@ -277,20 +277,20 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
         saves.append(path)
         real_save(path, arrays)
 
-    monkeypatch.setattr(fit.drawmap, "atomic_save", interrupt_after_two)
+    monkeypatch.setattr(fit._drawmap, "atomic_save", interrupt_after_two)
     with pytest.raises(KeyboardInterrupt):
         fit.search(W, "gelu", checkpoint=tmp_path, **kw)
-    monkeypatch.setattr(fit.drawmap, "atomic_save", real_save)
+    monkeypatch.setattr(fit._drawmap, "atomic_save", real_save)
     assert len(list(tmp_path.glob("chunk_*.npz"))) == 2 and not list(tmp_path.glob("*.tmp"))
 
     computed = []
-    real_batch = fit.drawmap.compiled
+    real_batch = fit._drawmap.compiled
 
     def counting(*args):
         f = real_batch(*args)
         return lambda *a: computed.append(1) or f(*a)
 
-    monkeypatch.setattr(fit.drawmap, "compiled", counting)
+    monkeypatch.setattr(fit._drawmap, "compiled", counting)
     resumed = fit.search(W, "gelu", checkpoint=tmp_path, **kw)
     assert len(computed) == 2  # 4 chunks of one batch each, 2 loaded from the checkpoint
     for field in ("best_loss", "losses", "failed", "profile", "weight_norms", "holdout_loss"):

@@ -6,6 +6,8 @@ float64 is enabled by conftest.py (the ``x64`` marker).
 
 import dataclasses
 import json
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -35,14 +37,14 @@ def test_reregistered_activation_compiles_the_new_function():
     try:
         activations.register(name, lambda z: jnp.maximum(z, 0.0))
         first = fit.search(W, name, key=KEY, **TINY)
-        before = fit.drawmap.compiled.cache_info()
+        before = fit._drawmap.compiled.cache_info()
         again = fit.search(W, name, key=KEY, **TINY)  # the same entry: the compiled step is reused
-        after = fit.drawmap.compiled.cache_info()
+        after = fit._drawmap.compiled.cache_info()
         assert (after.hits, after.misses) == (before.hits + 1, before.misses)
         np.testing.assert_array_equal(again.losses, first.losses)
         activations.register(name, lambda z: jnp.tanh(z), overwrite=True)
         second = fit.search(W, name, key=KEY, **TINY)
-        assert fit.drawmap.compiled.cache_info().misses == after.misses + 1  # the new entry compiles anew
+        assert fit._drawmap.compiled.cache_info().misses == after.misses + 1  # the new entry compiles anew
         for i in range(2):  # the reported loss is the new function's, recomputed outside the search
             V = jax.tree.map(lambda a: a[i], second.best_params)
             target = jax.tree.map(lambda a: a[i], W)
@@ -51,6 +53,49 @@ def test_reregistered_activation_compiles_the_new_function():
         assert not np.allclose(first.best_loss, second.best_loss)
     finally:
         activations.unregister(name)
+
+
+def test_a_checkpoint_resumes_only_with_the_same_activation_function(tmp_path, monkeypatch):
+    """The fingerprint holds the activation's code, not only its name: re-registered with the same
+    function, a search resumes from the chunks; with another one, the directory is refused."""
+    name = "fit_api_ckpt_act"
+    W = models.sample("relu", 2, 4, key=jax.random.key(3), draws=4)
+    kw = dict(key=KEY, **TINY, batch_size=1, chunk_size=1, checkpoint=tmp_path)
+    relu = lambda z: jnp.maximum(z, 0.0)  # noqa: E731
+    computed = []
+    real = fit._drawmap.compiled
+    monkeypatch.setattr(fit._drawmap, "compiled", lambda *a: lambda *b: computed.append(1) or real(*a)(*b))
+    try:
+        activations.register(name, relu)
+        first = fit.search(W, name, **kw)
+        assert len(computed) == 4 and len(list(tmp_path.glob("chunk_*.npz"))) == 4
+        activations.register(name, lambda z: jnp.maximum(z, 0.0), overwrite=True)  # the same code again
+        again = fit.search(W, name, **kw)
+        assert len(computed) == 4  # every chunk loaded, none computed
+        np.testing.assert_array_equal(again.losses, first.losses)
+        activations.register(name, lambda z: jnp.maximum(z, 0.0) + 0.5 * z, overwrite=True)
+        with pytest.raises(ValueError, match="different search"):
+            fit.search(W, name, **kw)
+        assert len(computed) == 4
+    finally:
+        activations.unregister(name)
+
+
+def test_code_identity_is_stable_across_processes_and_tells_functions_apart():
+    code = "from absorbjax import activations; from absorbjax.fit import _drawmap as drawmap; "
+    code += "print(drawmap.code_identity(activations.get('gelu').fn), drawmap.code_identity(activations.get('leaky_relu(0.2)').fn))"
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+        for _ in range(2)
+    ]
+    assert (
+        runs[0] == runs[1] == [fit._drawmap.code_identity(activations.get(a).fn) for a in ("gelu", "leaky_relu(0.2)")]
+    )
+    ids = {
+        fit._drawmap.code_identity(activations.get(a).fn)
+        for a in ("relu", "gelu", "leaky_relu(0.2)", "leaky_relu(0.3)")
+    }
+    assert len(ids) == 4  # a partial's bound slope counts
 
 
 def test_options_objects_and_their_shorthand_give_the_same_search():
@@ -121,7 +166,7 @@ def test_init_and_polish_method_are_str_enums_with_unchanged_records():
     W = models.sample("relu", 2, 4, key=KEY, draws=1)
     r = fit.search(W, "relu", key=KEY, restarts=2, steps=5, polish=fit.Polish(method="lbfgs", steps=2, screen=1, top=1),
                    progress=False)  # fmt: skip
-    assert r.config.init is fit.config.Init.RANDOM and r.config.polish.method is fit.config.PolishMethod.LBFGS
+    assert r.config.init is fit._config.Init.RANDOM and r.config.polish.method is fit._config.PolishMethod.LBFGS
     record = json.loads(json.dumps(io.to_jsonable(r.config)))
     assert record["init"] == "random" and record["polish"]["method"] == "lbfgs"
     assert type(record["init"]) is str
@@ -141,5 +186,7 @@ def test_expand_search_keeps_the_restarts_apart_from_the_final_block():
     assert r.losses.shape == r.failed.shape == (2,) and np.shape(r.final_loss) == () and r.config.single
     np.testing.assert_array_equal(r.losses, first.losses)
     assert "1 draws x 2 restarts" in r.summary() and "final block" in r.summary()
-    assert r.config.expand["unsolved"] >= r.config.expand["proposed"] >= r.config.expand["improved"]
+    assert r.config.expand.unsolved >= r.config.expand.proposed >= r.config.expand.improved
     assert "final_loss" in r.to_dict() and "final_loss" not in first.to_dict()
+    keys = "factor wide_restarts wide_steps wide_polish rounds proposals_per_draw dense merge_tol unsolved proposed improved"
+    assert list(r.to_dict()["config"]["expand"]) == keys.split()  # GELU: no line step, no "lines"

@@ -1,5 +1,5 @@
-"""absorbjax.fit's searches beyond the default: expand–merge–decide–polish (fit.merge, fit.convert,
-fit.expand) and the first-layer kink lines (fit.lines). Float64 throughout."""
+"""absorbjax.fit's searches beyond the default: expand–merge–decide–polish (fit._merge, fit._convert,
+fit._expand) and the first-layer kink lines (fit.kinks, fit.first_layer_lines, …). Float64 throughout."""
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +14,7 @@ KEY = jax.random.key(0)
 
 
 # ---------------------------------------------------------------------------------------------
-# Expand, merge, decide (fit.expand)
+# Expand, merge, decide (fit._expand)
 
 
 def _split_absorber(activation):
@@ -36,10 +36,10 @@ def _split_absorber(activation):
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_merged_units_reproduce_the_wide_block(activation):
-    """``L x + D σ(U x)`` from :func:`fit.merge.merge_units`, all clusters kept, is the wide block."""
+    """``L x + D σ(U x)`` from :func:`fit._merge.merge_units`, all clusters kept, is the wide block."""
     W, wide = _split_absorber(activation)
     xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
-    merged, L = fit.merge.merge_units(wide, activation, 100)
+    merged, L = fit._merge.merge_units(wide, activation, 100)
     assert merged.up.shape == (7, 3)  # the 6 target directions and the new one (a zero cluster)
     g = jax.vmap(lambda x: models.mlp(wide, x, activation))(xs)
     h = jax.vmap(lambda x: L @ x + models.mlp(merged, x, activation))(xs)
@@ -53,8 +53,8 @@ def test_condition_on_merged_units_proposes_the_absorber(activation):
     proposed block reproduces the target to rounding error (a proposal is only a start: the
     search judges it by its polished loss, so no test of what generic blocks propose)."""
     W, wide = _split_absorber(activation)
-    merged, L = fit.merge.merge_units(wide, activation, 6)
-    V = fit.convert.absorber_from_units(merged, activation, linear=L)
+    merged, L = fit._merge.merge_units(wide, activation, 6)
+    V = fit._convert.absorber_from_units(merged, activation, linear=L)
     assert V is not None and V.up.shape == (6, 3)
     xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
     assert fit.relative_loss(V, W, activation, xs=xs) < 1e-26
@@ -68,11 +68,11 @@ def test_a_proposal_of_an_exact_wide_block_is_that_block(activation):
     xs, _ = fit.sample_inputs(fit.Inputs(num=512), 3, key=KEY, dtype=jnp.float64)
     g = jax.vmap(lambda x: models.mlp(wide, x, activation))(xs)
     found = []
-    for block, L in fit.merge.proposals(wide, np.zeros((3, 3)), activation, 6, count=8):
+    for block, L in fit._merge.proposals(wide, np.zeros((3, 3)), activation, 6, count=8):
         assert block.up.shape == (6, 3) and L.shape == (3, 3)
         h = jax.vmap(lambda x: L @ x + models.mlp(block, x, activation))(xs)
         if np.abs(h - g).max() < 1e-10 * float(np.abs(g).max()):
-            found.append(fit.convert.absorber_from_units(block, activation, linear=L))
+            found.append(fit._convert.absorber_from_units(block, activation, linear=L))
     assert found and all(V is not None and fit.relative_loss(V, W, activation, xs=xs) < 1e-26 for V in found)
 
 
@@ -100,8 +100,8 @@ def test_absorber_on_inputs_is_exact_on_their_cone_only_where_needed():
     rewrite is the condition: the absorbable block is rewritten, the Gaussian one is not."""
     rng = np.random.default_rng(0)
     _, G, L = _cone_layer(rng)
-    assert fit.convert.absorber_from_units(G, "relu", linear=L) is None
-    found = fit.convert.absorber_on_inputs(G, _directions(rng, 256, -0.5, 1.3), linear=L)
+    assert fit._convert.absorber_from_units(G, "relu", linear=L) is None
+    found = fit._convert.absorber_on_inputs(G, _directions(rng, 256, -0.5, 1.3), linear=L)
     h = _directions(rng, 512, -0.5, 1.3) * rng.uniform(0.1, 10, (512, 1))
     g = h @ L.T + np.maximum(h @ G.up.T, 0) @ G.down.T
     rewritten = np.maximum(h @ found.up.T, 0) @ found.down.T
@@ -110,13 +110,13 @@ def test_absorber_on_inputs_is_exact_on_their_cone_only_where_needed():
     everywhere = _directions(rng, 1024, -np.pi, np.pi)
     W, _ = models.planted("relu", 2, 4, key=KEY)
     W = models.MLPParams(*(np.asarray(a) for a in W))
-    found = fit.convert.absorber_on_inputs(W, everywhere, linear=np.eye(2))
+    found = fit._convert.absorber_on_inputs(W, everywhere, linear=np.eye(2))
     x = rng.normal(size=(64, 2))
     np.testing.assert_allclose(
         np.maximum(x @ found.up.T, 0) @ found.down.T, x + np.maximum(x @ W.up.T, 0) @ W.down.T, atol=1e-12
     )
     gaussian = models.MLPParams(*(np.asarray(a) for a in models.init("relu", 2, 4, key=KEY)))
-    assert fit.convert.absorber_on_inputs(gaussian, everywhere, linear=np.eye(2)) is None
+    assert fit._convert.absorber_on_inputs(gaussian, everywhere, linear=np.eye(2)) is None
 
 
 def test_absorber_on_inputs_merges_kinked_units_on_one_line_and_ignores_zero_images():
@@ -129,7 +129,7 @@ def test_absorber_on_inputs_merges_kinked_units_on_one_line_and_ignores_zero_ima
     W = models.MLPParams(np.stack([u, 2 * u, [0.0, 1.0]]), rng.normal(size=(2, 3)))
     L = np.outer(rng.normal(size=2), [np.cos(0.8), np.sin(0.8)])
     noise = 1e-20 * _directions(rng, 16, 3.0, 4.0)
-    found = fit.convert.absorber_on_inputs(W, np.r_[_directions(rng, 256, -0.5, 2.1), noise], linear=L)
+    found = fit._convert.absorber_on_inputs(W, np.r_[_directions(rng, 256, -0.5, 2.1), noise], linear=L)
     assert found is not None
     h = _directions(rng, 512, -0.5, 2.1) * rng.uniform(0.1, 10, (512, 1))
     g = h @ L.T + np.maximum(h @ W.up.T, 0) @ W.down.T
@@ -144,8 +144,8 @@ def test_a_later_stack_layer_is_made_residual_free_on_the_image_of_the_first():
     first = models.MLPParams(rng.normal(size=(4, 2)), _directions(rng, 4, -0.5, 1.3).T * rng.uniform(0.5, 2, 4))
     _, second, L = _cone_layer(rng)
     Ls = np.stack([np.zeros((2, 2)), L])
-    layers = fit.convert.residual_free([first, second], Ls, "relu", 1e-6, _directions(rng, 1024, -np.pi, np.pi))
-    assert layers is not None and fit.convert.absorber_from_units(second, "relu", linear=L) is None
+    layers = fit._convert.residual_free([first, second], Ls, "relu", 1e-6, _directions(rng, 1024, -np.pi, np.pi))
+    assert layers is not None and fit._convert.absorber_from_units(second, "relu", linear=L) is None
     x = rng.normal(size=(256, 2))
     h = x
     for block, Ll in zip([first, second], Ls):
@@ -171,11 +171,11 @@ def test_a_wide_stack_s_units_that_are_linear_on_their_inputs_fold_into_L_before
             x = x @ np.asarray(L).T + np.maximum(x @ np.asarray(block.up).T, 0) @ np.asarray(block.down).T
         return x
 
-    folded = fit.convert.fold_stack(wide, rng.normal(size=(1024, 2)), 1e-6)
+    folded = fit._convert.fold_stack(wide, rng.normal(size=(1024, 2)), 1e-6)
     assert [len(block.up) for block, _ in folded] == [2, 2]
     x = rng.normal(size=(256, 2))
     g = forward(wide, x)
-    for V, Ls in fit.merge.stack_proposals(folded, "relu", 2, 4):
+    for V, Ls in fit._merge.stack_proposals(folded, "relu", 2, 4):
         got = forward([(models.MLPParams(V.up[i], V.down[i]), Ls[i]) for i in range(2)], x)
         np.testing.assert_allclose(got, g, rtol=0, atol=1e-12 * np.abs(g).max())
 
@@ -187,17 +187,24 @@ def test_expand_search_on_a_stack_keeps_the_better_block():
     kw = dict(restarts=4, steps=30, polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
     first = fit.search(W, "relu", key=KEY, depth=2, progress=False, **kw)
     wide = fit.Wide(factor=2, proposals=2, rounds=1)
-    r = fit.expand.expand_search(W, "relu", key=KEY, depth=2, wide=wide, line_step=fit.LineStep(restarts=4), **kw)
+    r = fit.expand_search(W, "relu", key=KEY, depth=2, wide=wide, line_step=fit.LineStep(restarts=4), **kw)
     rec = r.config.expand
-    assert rec["unsolved"] == 2 and rec["improved"] <= rec["proposed"] <= 6  # 2 line rounds, 1 wide round
-    assert rec["lines"]["restarts"] == 4 and rec["lines"]["rounds"] == 2 and rec["lines"]["segments"] == [128, 2048]
-    assert rec["lines"]["improved"] <= rec["lines"]["proposed"] <= 4
+    assert rec.unsolved == 2 and rec.improved <= rec.proposed <= 6  # 2 line rounds, 1 wide round
+    assert rec.line_step == fit.LineStep(restarts=4) and rec.lines_improved <= rec.lines_proposed <= 4
+    lines = rec.to_dict()["lines"]  # the JSON record keeps its keys
+    assert lines == {
+        "restarts": 4,
+        "rounds": 2,
+        "segments": [128, 2048],
+        **{k: lines[k] for k in ("proposed", "improved")},
+    }
+    assert (lines["proposed"], lines["improved"]) == (rec.lines_proposed, rec.lines_improved)
     assert r.best_params.up.shape == (2, 2, 3, 2) and r.losses.shape == (2, 4) and r.final_loss.shape == (2,)
     assert np.all(r.best_loss <= first.best_loss) and np.all(r.best_loss > 1e-12)
 
 
 # ---------------------------------------------------------------------------------------------
-# First-layer kink lines (fit.lines)
+# First-layer kink lines (fit._lines)
 
 
 def _unit_rows(a):
@@ -211,9 +218,7 @@ def test_first_layer_lines_are_the_first_layers_and_no_later_kink(residual):
     nothing else: the second layer's kink surfaces do not recur at the antipode."""
     W = models.sample("relu", 3, 5, key=KEY, draws=1, depth=2)
     W = jax.tree.map(lambda a: a[0], W)
-    found = fit.lines.first_layer_lines(
-        lambda x: models.stack(W, x, "relu", residual=residual), 3, key=jax.random.key(4)
-    )
+    found = fit.first_layer_lines(lambda x: models.stack(W, x, "relu", residual=residual), 3, key=jax.random.key(4))
     cos = np.abs(found @ _unit_rows(W.up[0]).T)
     assert found.shape == (5, 3)
     np.testing.assert_allclose(np.sort(cos.max(0)), 1.0, rtol=0, atol=1e-12)  # each line found once
@@ -226,19 +231,19 @@ def test_second_layer_lines_are_read_through_the_first_layer_and_give_an_exact_s
     W = jax.tree.map(lambda a: a[0], models.sample("relu", 3, 5, key=KEY, draws=1, depth=2))
     f = lambda x: models.stack(W, x, "relu")
     first = models.MLPParams(W.up[0], W.down[0])
-    found = fit.lines.kinks(f, 3, key=jax.random.key(4))
-    lines = fit.lines.lines_of(found)
-    u2, counts = fit.lines.second_layer_lines(found, first, np.eye(3), lines)
+    found = fit.kinks(f, 3, key=jax.random.key(4))
+    lines = fit.lines_of(found)
+    u2, counts = fit.second_layer_lines(found, first, np.eye(3), lines)
     assert len(lines) == 5 and np.all(np.diff(counts) <= 0)
     cos = np.abs(u2[:5] @ _unit_rows(W.up[1]).T)
     np.testing.assert_allclose(np.sort(cos.max(0)), 1.0, rtol=0, atol=1e-10)  # each layer-2 unit once
     wrong = models.MLPParams(jnp.stack([W.up[0], -W.up[1]]), jnp.stack([W.down[0], 0 * W.down[1]]))
     eye = jnp.stack([jnp.eye(3)] * 2)
     xs = np.asarray(jax.random.normal(jax.random.key(5), (256, 3)))
-    start = fit.expand.second_layer_start(fit.Linear(wrong, eye), found, lines, xs, np.asarray(jax.vmap(f)(xs)))
+    start = fit._expand.second_layer_start(fit.Linear(wrong, eye), found, lines, xs, np.asarray(jax.vmap(f)(xs)))
     x = jax.random.normal(jax.random.key(9), (256, 3))
     want = jax.vmap(f)(x)
-    got = jax.vmap(lambda v: fit.loss.candidate_fn(start, v, "relu", 2))(x)
+    got = jax.vmap(lambda v: fit._loss.candidate_fn(start, v, "relu", 2))(x)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * float(jnp.abs(want).max()))
 
 
@@ -246,10 +251,10 @@ def test_first_layer_from_kinks_is_the_first_layer_up_to_the_junction_gauge():
     """A Gaussian d = 3 stack's first layer ``h = x + W_down σ(W_up x)``, from its second layer's
     kinks and its lines alone: ``L₁ x + D₁ σ(ℓ x) = A h(x)`` for one ``A ∈ GL(3)``, to rounding."""
     W = jax.tree.map(lambda a: a[0], models.sample("relu", 3, 5, key=KEY, draws=1, depth=2))
-    found = fit.lines.kinks(lambda x: models.stack(W, x, "relu"), 3, key=jax.random.key(4), segments=512)
-    lines = fit.lines.lines_of(found)
+    found = fit.kinks(lambda x: models.stack(W, x, "relu"), 3, key=jax.random.key(4), segments=512)
+    lines = fit.lines_of(found)
     assert len(lines) == 5
-    D1, L1 = fit.lines.first_layer_from_kinks(found, lines)
+    D1, L1 = fit.first_layer_from_kinks(found, lines)
     np.testing.assert_allclose(np.r_[L1.T, D1.T].T @ np.r_[L1.T, D1.T], np.eye(3), atol=1e-12)
     x = np.asarray(jax.random.normal(jax.random.key(9), (256, 3)))
     got = x @ L1.T + np.maximum(x @ lines.T, 0.0) @ D1.T
@@ -265,9 +270,9 @@ def test_fit_with_lines_residual_free_first_holds_L_at_zero_and_tries_orientatio
     (another one differs from it by a linear map ``Σ_F ±D_i ℓ_iᵀ ≠ 0``)."""
     W, S = models.planted_sample("relu", 2, 4, key=KEY, draws=1)
     one = jax.tree.map(lambda a: a[0], W)
-    found = fit.lines.first_layer_lines(lambda x: models.skip_mlp(one, x, "relu"), 2, key=jax.random.key(3))
+    found = fit.first_layer_lines(lambda x: models.skip_mlp(one, x, "relu"), 2, key=jax.random.key(3))
     assert found.shape == (4, 2)
-    fitted, loss = fit.lines.fit_with_lines(
+    fitted, loss = fit.fit_with_lines(
         W,
         found[None],
         np.ones((1, 4), bool),
@@ -297,14 +302,14 @@ def test_fit_with_lines_makes_an_absorbable_block_exact():
     W, S = models.planted_sample("relu", 2, 8, key=KEY, draws=2)
     found = np.stack(
         [
-            fit.lines.first_layer_lines(
+            fit.first_layer_lines(
                 lambda x: models.skip_mlp(jax.tree.map(lambda a: a[j], W), x, "relu"), 2, key=jax.random.key(j)
             )
             for j in range(2)
         ]
     )
     assert found.shape == (2, 8, 2)
-    fitted, loss = fit.lines.fit_with_lines(
+    fitted, loss = fit.fit_with_lines(
         W, found, np.ones((2, 8), bool), key=KEY, depth=1, inputs=fit.Inputs(num=512), restarts=4, steps=50
     )
     loss = np.asarray(loss)
@@ -313,7 +318,7 @@ def test_fit_with_lines_makes_an_absorbable_block_exact():
     np.testing.assert_array_equal(np.asarray(fitted.block.up[:, 0]), found)  # held on the lines
     for j in range(2):
         block = models.MLPParams(fitted.block.up[j, 0], fitted.block.down[j, 0])
-        V = fit.convert.absorber_from_units(block, "relu", linear=fitted.linear[j, 0])
+        V = fit._convert.absorber_from_units(block, "relu", linear=fitted.linear[j, 0])
         x = jax.random.normal(jax.random.key(9), (64, 2))
         want = jax.vmap(lambda v: models.skip_mlp(jax.tree.map(lambda a: a[j], W), v, "relu"))(x)
         got = jax.vmap(lambda v: models.mlp(V, v, "relu"))(x)

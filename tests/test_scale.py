@@ -264,7 +264,7 @@ def test_results_have_no_truth_value():
 
 
 # ---------------------------------------------------------------------------------------------
-# The entry points' path (condition.large)
+# The entry points' path (condition._large)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The attained upper bound of ``distance``: the matrix-free search over ``S`` (condition.search)."""
+"""The attained upper bound of ``distance``: the matrix-free search over ``S`` (condition._search)."""
 
 import time
 import tracemalloc

@@ -71,7 +71,7 @@ def distance(
     cert, rel = decide(U, D, A, context, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)
     rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
     deadline = max(start + time_limit, time.perf_counter() + time_limit / 10)
-    if rel is None:  # decided by the O(n d²) screen of condition.large
+    if rel is None:  # decided by the O(n d²) screen of condition._large
         if rule.c == 1:
             dist = large.distance_bounds(U, D, A, cert)
         else:  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways

@@ -320,7 +320,7 @@ def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK, scales=None) -> 
     Rule (★) accepts ``S`` only if ``|miss_kj| ≤ r (Σ_{i∈S} |W_down[k,i]||W_up[i,j]| + |A_kj|)`` with
     ``r = rtol + 4γ_{n+1}`` (exact miss); the Frobenius norm of the right-hand side is at most
     ``r (Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖ + ‖A‖_F)`` (triangle inequality on the rank-one terms
-    ``|W_down[:,i]| |W_up[i,:]|``). Never below ``condition.inputs``'s threshold for that rule.
+    ``|W_down[:,i]| |W_up[i,:]|``). Never below ``condition._inputs``'s threshold for that rule.
     """
     n, d = U.shape
     r = rtol + 4 * _gamma(n + 1)

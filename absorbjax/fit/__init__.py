@@ -33,50 +33,38 @@ Draw ``i`` uses ``jax.random.fold_in(key, i)`` and its restart ``r`` a further
 ``fold_in(·, r)``, and every batch has the same shapes, so results do not depend on the chunk
 size or the number of devices.
 
-The package, one responsibility per module: :mod:`~absorbjax.fit._config` (option types,
-validation, the static configuration), :mod:`~absorbjax.fit._loss` (inputs and ``ℓ``),
-:mod:`~absorbjax.fit._solvers` (first-order phase, L-BFGS, Levenberg–Marquardt),
-:mod:`~absorbjax.fit._draw` (one draw: restarts, phases, selection, profile),
-:mod:`~absorbjax.fit._drawmap` (a batched, sharded, checkpointed map over draws),
-:mod:`~absorbjax.fit._result`, :mod:`~absorbjax.fit._driver` (:func:`search`),
-:mod:`~absorbjax.fit._measure` (recall and separation of a population) and
-:mod:`~absorbjax.fit._expand` (:func:`expand_search`, opt-in: search wider with a free linear term,
-merge units (:mod:`~absorbjax.fit._merge`), decide the condition on them and convert the fit into a
-residual-free block (:mod:`~absorbjax.fit._convert`), polish; it finds the absorbers that the default
-search misses at ``n = 4d``) and :mod:`~absorbjax.fit._lines` (a ReLU stack's kinks read from its values: its first-layer lines,
-its second layer's through a fitted first layer, a depth-2 stack's first layer from its second
-layer's kinks; a fit with the first layer held on the lines, which ``expand`` tries first on ReLU
-targets).
+Beyond :func:`search`, opt-in: :func:`expand_search` searches wider with a free linear term, merges
+the units, decides the condition on them and converts the fit into a residual-free block, then
+polishes; it finds the absorbers that the default search misses at ``n = 4d``. A ReLU stack's
+kinks are read from its values (:func:`kinks`, :class:`Kinks`, :func:`lines_of`): its first-layer
+lines (:func:`first_layer_lines`), its second layer's through a fitted first layer
+(:func:`second_layer_lines`), a depth-2 stack's first layer from its second layer's kinks
+(:func:`first_layer_from_kinks`); :func:`fit_with_lines` fits with the first layer held on the
+lines, which :func:`expand_search` tries first on ReLU targets.
 """
 
-from absorbjax.fit import (
-    _config as config,
-    _convert as convert,
-    _draw as draw,
-    _drawmap as drawmap,
-    _driver as driver,
-    _expand as expand,
-    _lines as lines,
-    _loss as loss,
-    _measure as measure,
-    _merge as merge,
-    _result as result,
-    _solvers as solvers,
-)
 from absorbjax.fit._config import Inputs, Linear, LineStep, Polish, Run, Solver, Wide, default_optimizer, min_tol
 from absorbjax.fit._driver import search
 from absorbjax.fit._expand import expand_search
+from absorbjax.fit._lines import (
+    Kinks,
+    first_layer_from_kinks,
+    first_layer_lines,
+    fit_with_lines,
+    kinks,
+    lines_of,
+    second_layer_lines,
+)
 from absorbjax.fit._loss import decade_edges, relative_loss, sample_inputs
 from absorbjax.fit._measure import Recall, recall
-from absorbjax.fit._result import SearchConfig, SearchResult
+from absorbjax.fit._result import ExpandRecord, SearchConfig, SearchResult
 
-# The curated surface; the other submodules (config, draw, drawmap, driver, loss, measure, result,
-# solvers) are the implementation and stay reachable as attributes, but out of `dir(fit)`.
 __all__ = [
     "search",
     "expand_search",
     "SearchResult",
     "SearchConfig",
+    "ExpandRecord",
     "Solver",
     "Run",
     "Inputs",
@@ -91,12 +79,14 @@ __all__ = [
     "decade_edges",
     "Recall",
     "recall",
-    "expand",
-    "merge",
-    "convert",
-    "lines",
+    "Kinks",
+    "kinks",
+    "lines_of",
+    "first_layer_lines",
+    "second_layer_lines",
+    "first_layer_from_kinks",
+    "fit_with_lines",
 ]
-_INTERNAL = (config, draw, drawmap, driver, loss, measure, result, solvers)
 
 
 def __dir__() -> list[str]:

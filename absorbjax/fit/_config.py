@@ -64,17 +64,17 @@ class Inputs(NamedTuple):
 
 
 class Linear(NamedTuple):
-    """A candidate with a free linear term: ``g(x) = L x + V_down σ(V_up x)`` (per layer in a stack).
+    """A candidate with a free linear term: ``g(x) = A x + V_down σ(V_up x)`` (per layer in a stack).
 
     ``search(..., linear=True)`` fits this wider class. Since ``σ(z) − σ(−z) = z`` for ReLU and
-    GELU, negating unit ``i`` only moves ``V_down[:,i] V_up[i,:]`` into ``L``: every unit's
+    GELU, negating unit ``i`` only moves ``V_down[:,i] V_up[i,:]`` into ``A``: every unit's
     orientation fits equally well, and a block found here absorbs exactly when
     :func:`absorbjax.condition.find_absorbing_set` finds ``S`` with
-    ``V_down[:,S] V_up[S,:] = −L`` (Lemma 4 with skip ``L``).
+    ``V_down[:,S] V_up[S,:] = −A`` (Lemma 4 with skip ``A``).
 
     Attributes:
       block: ``V`` (``MLPParams`` or ``GatedParams``), leading axes as the search's candidates.
-      linear: ``L`` ``(..., d, d)``, or ``(..., depth, d, d)`` for stacks.
+      linear: ``A`` ``(..., d, d)``, or ``(..., depth, d, d)`` for stacks.
     """
 
     block: Params
@@ -138,7 +138,7 @@ class Wide(NamedTuple):
       restarts, steps: the wide search's (``None``: the first search's ``restarts``; its
         ``steps`` for one layer, ``5 · steps`` for a stack).
       polish: the wide search's :class:`Polish` (short: the wide fit only proposes).
-      proposals: width-``n`` starts merged from the wide fit per draw (:func:`fit.merge.proposals`).
+      proposals: width-``n`` starts merged from the wide fit per draw (:func:`fit._merge.proposals`).
       dense: the wide search and the width-``n`` polish use ``dense`` times the first search's
         training inputs (a ReLU kink is placed only as finely as the inputs' directions resolve it).
       rounds: steps 1–5 run up to ``rounds`` times on the draws still unsolved.
@@ -184,7 +184,7 @@ class Solver:
         target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign flips,
         widened with random units), or candidate params with leading ``(restarts, ...)`` or
         ``(draws, restarts, ...)`` axes (``linear=True``: a :class:`Linear` of such params and
-        ``L``); non-finite entries make that restart fail, nothing else.
+        ``A``); non-finite entries make that restart fail, nothing else.
       optimizer: first-phase ``optax.GradientTransformation`` (``None``:
         :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
       polish: ``True`` (the default :class:`Polish`: Gauss–Newton for candidates with at most
@@ -224,8 +224,9 @@ class Run:
         same call.
       progress: show a tqdm bar advanced between chunks.
       checkpoint: directory; finished chunks are written there atomically and a rerun with the
-        same arguments resumes from them (a directory from a different target, key or setting is
-        refused; a custom ``optimizer`` is recorded only as "custom", so keep it the same).
+        same arguments resumes from them (a directory from a different target, key, setting or
+        activation function (:func:`absorbjax.fit._drawmap.code_identity`) is refused; a custom
+        ``optimizer`` is recorded only as "custom", so keep it the same).
 
     Examples:
       >>> from absorbjax import fit
@@ -250,10 +251,10 @@ def options(solver: Solver, run: Run, shorthand: dict, where: str = "search") ->
 
     Examples:
       >>> from absorbjax import fit
-      >>> s, r = fit.config.options(fit.Solver(), fit.Run(), {"restarts": 8, "progress": False})
+      >>> s, r = fit._config.options(fit.Solver(), fit.Run(), {"restarts": 8, "progress": False})
       >>> s.restarts, r.progress
       (8, False)
-      >>> fit.config.options(fit.Solver(), fit.Run(), {"restart": 8})
+      >>> fit._config.options(fit.Solver(), fit.Run(), {"restart": 8})
       Traceback (most recent call last):
       TypeError: search() got an unexpected keyword argument 'restart' (the options are the fields of fit.Solver: restarts, steps, init, optimizer, polish, tol, and of fit.Run: batch_size, chunk_size, mesh, progress, checkpoint)
     """
@@ -307,15 +308,22 @@ def log_bounds(low: float, high: float) -> tuple[float, float]:
     return float(np.log10(low)), float(np.log10(high))
 
 
-class Static(NamedTuple):
-    """Everything the jitted draw function specialises on (hashable: it keys the compile cache).
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DrawSettings:
+    """What every draw of a search is computed with, resolved: the fields that :class:`Static`
+    (the compile key) and :class:`~absorbjax.fit.SearchConfig` (the record) share. Frozen and
+    hashable.
 
-    ``activation`` is the registry's :class:`~absorbjax.activations.Activation` itself, not its
-    name: the entry (its function included) keys the cache, so a name re-registered with
-    ``activations.register(..., overwrite=True)`` compiles anew, never reusing the old function.
+    Attributes:
+      depth, d, n, width: the depth ``L``, the input dimension, the target's and the candidate's
+        width.
+      restarts, steps, init, linear: the solver's settings (``init`` an :class:`Init`) and whether
+        the candidate has a free linear term.
+      num, low, high, holdout: the inputs (training inputs per draw, radius range, held-out inputs
+        per decade).
+      polish: the resolved :class:`Polish`, or ``None`` (no polish).
     """
 
-    activation: activations.Activation
     depth: int
     d: int
     n: int
@@ -323,13 +331,26 @@ class Static(NamedTuple):
     restarts: int
     steps: int
     init: Init
-    has_skip: bool
     linear: bool
     num: int
     low: float
     high: float
     holdout: int
     polish: Polish | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Static(DrawSettings):
+    """Everything the jitted draw function specialises on (hashable: it keys the compile cache):
+    the :class:`DrawSettings`, the activation and whether a skip ``A`` is given.
+
+    ``activation`` is the registry's :class:`~absorbjax.activations.Activation` itself, not its
+    name: the entry (its function included) keys the cache, so a name re-registered with
+    ``activations.register(..., overwrite=True)`` compiles anew, never reusing the old function.
+    """
+
+    activation: activations.Activation
+    skip: bool
 
 
 class Setup(NamedTuple):
@@ -352,8 +373,8 @@ class Setup(NamedTuple):
         """The settings as plain values, for :attr:`SearchResult.config` and checkpoints."""
         cfg = self.cfg
         return {
-            **{k: v for k, v in cfg._asdict().items() if k not in ("polish", "has_skip")},
             "activation": cfg.activation.name,
+            **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(DrawSettings)},
             "polish": None if cfg.polish is None else cfg.polish._asdict(),
             "optimizer": self.optimizer_name,
             "skip": self.skip is not None,
@@ -404,7 +425,7 @@ def validate(target, activation: str, *, skip, depth, width, linear, inputs, sol
         restarts=int(restarts),
         steps=int(steps),
         init=init_mode,
-        has_skip=skip is not None,
+        skip=skip is not None,
         linear=linear,
         num=int(num),
         low=float(inputs.low),
@@ -494,16 +515,16 @@ def check_skip(skip, draws: int, d: int, depth: int, dtype):
 
 def check_init(init, target: Params, draws: int, restarts: int, width: int, depth: int, d: int, linear: bool = False):
     """``(mode, given)``: a named init and ``None``, or ``"given"`` and ``(draws, restarts, ...)``
-    params (a :class:`Linear` when ``linear``; plain params then start at ``L = 0``)."""
+    params (a :class:`Linear` when ``linear``; plain params then start at ``A = 0``)."""
     if isinstance(init, str):
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS} or candidate params, got {init!r}")
         return Init(init), None
-    L = None
+    A = None
     if isinstance(init, Linear):
         if not linear:
-            raise ValueError("init is a fit.Linear (with a linear term L); pass linear=True")
-        init, L = init
+            raise ValueError("init is a fit.Linear (with a linear term A); pass linear=True")
+        init, A = init
     given = as_params(init, "init")
     if type(given) is not type(target):
         raise ValueError(f"init must be {type(target).__name__} like the target, got {type(given).__name__}")
@@ -523,11 +544,11 @@ def check_init(init, target: Params, draws: int, restarts: int, width: int, dept
         return Init.GIVEN, given
     lcore = (d, d) if depth == 1 else (depth, d, d)
     lead = given.down.shape[:2]
-    L = jnp.zeros(lead + lcore, given.down.dtype) if L is None else jnp.asarray(L, given.down.dtype)
-    if L.shape == (restarts,) + lcore:
-        L = jnp.broadcast_to(L, (draws,) + L.shape)
-    if L.shape != lead + lcore:
+    A = jnp.zeros(lead + lcore, given.down.dtype) if A is None else jnp.asarray(A, given.down.dtype)
+    if A.shape == (restarts,) + lcore:
+        A = jnp.broadcast_to(A, (draws,) + A.shape)
+    if A.shape != lead + lcore:
         raise ValueError(
-            f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {L.shape}"
+            f"init.linear must have shape (restarts, ...{lcore}) or (draws, restarts, ...{lcore}), got {A.shape}"
         )
-    return Init.GIVEN, Linear(given, L)
+    return Init.GIVEN, Linear(given, A)

@@ -1,7 +1,7 @@
-"""Turn a free-``L`` fit into a residual-free block: step 4 of :func:`absorbjax.fit.expand_search`.
+"""Turn a free-``A`` fit into a residual-free block: step 4 of :func:`absorbjax.fit.expand_search`.
 
-A fit ``L x + D σ(U x)`` of width ``n`` points to a residual-free block when
-``D[:,S] U[S,:] = −L`` for some ``S`` (Thm 8/10 with Lemma 4's skip ``L``, decided by
+A fit ``A x + D σ(U x)`` of width ``n`` points to a residual-free block when
+``D[:,S] U[S,:] = −A`` for some ``S`` (Thm 8/10 with Lemma 4's skip ``A``, decided by
 :func:`absorbjax.condition.find_absorbing_set`): :func:`absorber_from_units`. A later layer of a
 ReLU stack sees only the image of the layers before it, where less is needed:
 :func:`absorber_on_inputs`. :func:`residual_free` applies them layer by layer to a fitted stack.
@@ -24,18 +24,18 @@ from absorbjax.models import MLPParams, skip_mlp
 def absorber_from_units(
     block: MLPParams, activation: str, *, linear=None, tol: float = 1e-6, time_limit: float = 10.0
 ) -> MLPParams | None:
-    """The residual-free block that a fit ``L x + D σ(U x)`` (width ``n``) points to, or ``None``.
+    """The residual-free block that a fit ``A x + D σ(U x)`` (width ``n``) points to, or ``None``.
 
-    Decides ``D[:,S] U[S,:] = −L`` with :func:`absorbjax.condition.find_absorbing_set` (rule (★)
+    Decides ``D[:,S] U[S,:] = −A`` with :func:`absorbjax.condition.find_absorbing_set` (rule (★)
     with ``rtol = tol``, a proposing tolerance for a fit's error) and returns
-    :func:`absorbjax.condition.absorber` (rows in ``S`` negated). ``L`` singular (``L = 0``: the fit
+    :func:`absorbjax.condition.absorber` (rows in ``S`` negated). ``A`` singular (``A = 0``: the fit
     is residual-free already) is decided on the same function with every unit negated, skip
-    ``L + D U``. ``None`` when neither gives an ``S``.
+    ``A + D U``. ``None`` when neither gives an ``S``.
     """
     check_activation(activation)
     U, D = (np.asarray(a, np.float64) for a in block)
-    L = np.zeros((U.shape[1],) * 2) if linear is None else np.asarray(linear, np.float64)
-    for units, skip in ((MLPParams(U, D), L), (MLPParams(-U, D), L + D @ U)):
+    A = np.zeros((U.shape[1],) * 2) if linear is None else np.asarray(linear, np.float64)
+    for units, skip in ((MLPParams(U, D), A), (MLPParams(-U, D), A + D @ U)):
         try:
             cert = condition.find_absorbing_set(
                 units, activation, skip=skip, rtol=tol, time_limit=time_limit, narrow=True
@@ -48,42 +48,42 @@ def absorber_from_units(
 
 
 def fold_linear_units(block: MLPParams, inputs, *, linear=None, tol: float = 1e-6):
-    """A ReLU block ``L h + D σ(U h)`` without the units that are linear on the cone of ``inputs``.
+    """A ReLU block ``A h + D σ(U h)`` without the units that are linear on the cone of ``inputs``.
 
     A unit whose kink ``U_i h = 0`` does not cut ``K = cone(inputs)`` is always on there (its
-    ``D_i U_iᵀ`` moves into ``L``, ``σ(z) = z``) or always off (dropped); a unit whose
+    ``D_i U_iᵀ`` moves into ``A``, ``σ(z) = z``) or always off (dropped); a unit whose
     ``‖U_i‖ ‖D_i‖`` is below ``tol`` times the largest is dropped too. Rows of ``inputs`` shorter
     than ``tol`` times the longest are the apex (rounding noise where an image is 0) and are ignored.
 
     Args:
       block: ``(U (n, d), D (d, n))``.
       inputs: ``h (K, d)``.
-      linear: ``L (d, d)`` (``None``: 0).
+      linear: ``A (d, d)`` (``None``: 0).
       tol: relative tolerance of "cuts ``K``" (``U_i h / (‖U_i‖ ‖h‖)`` beyond ``±tol``).
 
     Returns:
       ``(MLPParams(U (k, d), D (d, k)), M (d, d))``: the ``k`` kinked units, in order, and
-      ``M = L + Σ_{on} D_i U_iᵀ``; ``M h + D_k σ(U_k h) = L h + D σ(U h)`` on ``K`` (to ``tol``).
+      ``M = A + Σ_{on} D_i U_iᵀ``; ``M h + D_k σ(U_k h) = A h + D σ(U h)`` on ``K`` (to ``tol``).
 
     Examples:
       >>> import numpy as np
       >>> from absorbjax import fit, models
       >>> W = models.MLPParams(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]), np.eye(2, 3))
       >>> h = np.random.default_rng(0).uniform(-1.0, 1.0, (64, 2)) * [1.0, 0.0] + [0.0, 1.0]  # h₂ = 1
-      >>> kinked, M = fit.convert.fold_linear_units(W, h)
+      >>> kinked, M = fit._convert.fold_linear_units(W, h)
       >>> kinked.up.tolist(), M.tolist()  # unit 1 is always on, unit 2 always off
       ([[1.0, 0.0]], [[0.0, 0.0], [0.0, 1.0]])
     """
     U, D = (np.array(a, np.float64) for a in block)
     d = U.shape[1]
-    L = np.zeros((d, d)) if linear is None else np.asarray(linear, np.float64)
+    A = np.zeros((d, d)) if linear is None else np.asarray(linear, np.float64)
     h = unit_directions(inputs, d, tol)
     z = h @ (U / np.maximum(np.linalg.norm(U, axis=1, keepdims=True), 1e-300)).T
     size = np.linalg.norm(U, axis=1) * np.linalg.norm(D, axis=0)
     alive = size > tol * size.max(initial=0.0)  # a unit with ‖U_i‖ ‖D_i‖ ≈ 0 does nothing anywhere
     kinked = alive & (z.max(0, initial=0.0) > tol) & (z.min(0, initial=0.0) < -tol)
     on = alive & ~kinked & (z.max(0, initial=0.0) > tol)
-    return MLPParams(U[kinked], D[:, kinked]), L + D[:, on] @ U[on]
+    return MLPParams(U[kinked], D[:, kinked]), A + D[:, on] @ U[on]
 
 
 def unit_directions(inputs, d: int, tol: float) -> np.ndarray:
@@ -97,51 +97,51 @@ def unit_directions(inputs, d: int, tol: float) -> np.ndarray:
 def absorber_on_inputs(
     block: MLPParams, inputs, *, linear=None, tol: float = 1e-6, max_flips: int = 4096
 ) -> MLPParams | None:
-    """The residual-free ReLU block that equals ``L h + D σ(U h)`` on the cone of ``inputs``, or ``None``.
+    """The residual-free ReLU block that equals ``A h + D σ(U h)`` on the cone of ``inputs``, or ``None``.
 
     A layer after the first sees only the image ``K`` of the layers before it, where the condition
     on all of ``ℝ^d`` asks too much. On ``K`` a unit whose kink ``U_i h = 0`` does not cut ``K`` is
     linear (always on, or always off); only the ``k`` kinked lines must be kept (kinked units on
     one line merged into one, :func:`merge_clusters`), each in either orientation (negating unit
     ``i`` adds ``D_i U_iᵀ`` to the linear part: ``σ(−z) = σ(z) − z``). With
-    ``M = L + Σ_{on} D_i U_iᵀ`` and a flip set ``F``, the ``f = n − k`` other units reproduce
+    ``M = A + Σ_{on} D_i U_iᵀ`` and a flip set ``F``, the ``f = n − k`` other units reproduce
     ``M_F = M + D[:,F] U[F,:]`` on ``K`` as always-on units ``a_j σ(b_j · h)`` exactly when
     ``rank M_F ≤ f`` and the row space of ``M_F`` meets the interior of the dual cone
     ``{b : b · h > 0 on K}`` (found by a linear program, ``scipy.optimize.linprog``). When the
     inputs reach every direction, every unit is kinked and this is the condition
-    ``D[:,S] U[S,:] = −L`` (:func:`absorber_from_units` decides that case for any ``n``).
+    ``D[:,S] U[S,:] = −A`` (:func:`absorber_from_units` decides that case for any ``n``).
 
     Args:
       block: ``(U (n, d), D (d, n))``.
       inputs: ``h (K, d)``, the inputs that reach the layer; ``K = cone(h)``. Rows shorter than
         ``tol`` times the longest are the apex (rounding noise where the image is 0) and are dropped.
-      linear: ``L (d, d)`` (``None``: 0).
+      linear: ``A (d, d)`` (``None``: 0).
       tol: relative tolerance of the ranks and of "cuts ``K``" (a proposing tolerance for a fit).
       max_flips: the most flip sets to try (smallest first); with ``k`` kinked lines and
         ``2^k > max_flips`` the answer is ``None``.
 
     Returns:
-      ``MLPParams`` ``(V_up (n, d), V_down (d, n))`` with ``V_down σ(V_up h) = L h + D σ(U h)`` on
+      ``MLPParams`` ``(V_up (n, d), V_down (d, n))`` with ``V_down σ(V_up h) = A h + D σ(U h)`` on
       ``cone(inputs)``, or ``None``. Exact on the cone of the given inputs only: a fit judges it
       on fresh inputs.
 
     Examples:
       Inputs confined to the first quadrant, where the unit ``σ(h₁ + h₂)`` is always on: with
-      ``L = [[0, 0], [1, 1]]`` the block is ``h ↦ (h₁ + h₂) (1, 1)`` there, which one residual-free
+      ``A = [[0, 0], [1, 1]]`` the block is ``h ↦ (h₁ + h₂) (1, 1)`` there, which one residual-free
       unit reproduces, though no residual-free block of width 1 matches it on the whole plane:
 
       >>> import numpy as np
       >>> from absorbjax import fit, models
       >>> W = models.MLPParams(np.array([[1.0, 1.0]]), np.array([[1.0], [0.0]]))
-      >>> L = np.array([[0.0, 0.0], [1.0, 1.0]])
-      >>> fit.convert.absorber_from_units(W, "relu", linear=L) is None
+      >>> A = np.array([[0.0, 0.0], [1.0, 1.0]])
+      >>> fit._convert.absorber_from_units(W, "relu", linear=A) is None
       True
       >>> h = np.random.default_rng(0).uniform(0.1, 1.0, (64, 2))
-      >>> V = fit.convert.absorber_on_inputs(W, h, linear=L)
+      >>> V = fit._convert.absorber_on_inputs(W, h, linear=A)
       >>> x = np.array([0.3, 0.8])
-      >>> bool(np.allclose(models.mlp(V, x, "relu"), L @ x + models.mlp(W, x, "relu")))
+      >>> bool(np.allclose(models.mlp(V, x, "relu"), A @ x + models.mlp(W, x, "relu")))
       True
-      >>> fit.convert.absorber_on_inputs(W, h, linear=np.eye(2)) is None  # M = I + e₁(1, 1): rank 2 > 1 unit
+      >>> fit._convert.absorber_on_inputs(W, h, linear=np.eye(2)) is None  # M = I + e₁(1, 1): rank 2 > 1 unit
       True
     """
     U, D = (np.array(a, np.float64) for a in block)
@@ -158,8 +158,8 @@ def absorber_on_inputs(
     k = len(Uk)
     if 2**k > max_flips:
         return None
-    L = np.zeros((d, d)) if linear is None else np.asarray(linear, np.float64)
-    scale = np.linalg.norm(L) + np.sum(np.linalg.norm(U, axis=1) * np.linalg.norm(D, axis=0))
+    A = np.zeros((d, d)) if linear is None else np.asarray(linear, np.float64)
+    scale = np.linalg.norm(A) + np.sum(np.linalg.norm(U, axis=1) * np.linalg.norm(D, axis=0))
     for F in (list(F) for size in range(k + 1) for F in itertools.combinations(range(k), size)):
         MF = M + Dk[:, F] @ Uk[F]
         _, s, vt = np.linalg.svd(MF)
@@ -198,7 +198,7 @@ def _interior_rows(R: np.ndarray, h: np.ndarray, margin: float = 1e-6) -> np.nda
 
 
 def decided(params: MLPParams, linear, depth: int, activation: str, tol: float, inputs=None) -> dict:
-    """``{j: residual-free width-n block}`` for the draws ``j`` of fitted free-``L`` stacks
+    """``{j: residual-free width-n block}`` for the draws ``j`` of fitted free-``A`` stacks
     (``params``, ``linear`` with a leading draws axis) whose layers :func:`residual_free` converts."""
     out = {}
     for j in range(np.shape(linear)[0]):
@@ -208,43 +208,43 @@ def decided(params: MLPParams, linear, depth: int, activation: str, tol: float, 
     return out
 
 
-def residual_free(layers: list[MLPParams], Ls, activation: str, tol: float, inputs=None):
+def residual_free(layers: list[MLPParams], As, activation: str, tol: float, inputs=None):
     """One fitted stack's layers made residual-free, or ``None``: each by the condition
     (:func:`absorber_from_units`); with ``inputs`` (ReLU), a layer after the first where that
     fails, on the image of ``inputs (K, d)`` under the fitted layers before it
     (:func:`absorber_on_inputs`)."""
     out, h = [], inputs
-    for layer, (block, L) in enumerate(zip(layers, Ls)):
-        v = absorber_from_units(block, activation, linear=L, tol=tol)
+    for layer, (block, A) in enumerate(zip(layers, As)):
+        v = absorber_from_units(block, activation, linear=A, tol=tol)
         if v is None and layer and inputs is not None:
-            v = absorber_on_inputs(block, h, linear=L, tol=tol)
+            v = absorber_on_inputs(block, h, linear=A, tol=tol)
         if v is None:
             return None
         out.append(v)
         if inputs is not None:
-            h = layer_image(block, L, h, activation)
+            h = layer_image(block, A, h, activation)
     return out
 
 
 def fold_stack(layers: list, inputs, tol: float) -> list:
-    """``[(MLPParams, L_l)]`` of a ReLU stack, each layer without the units that are linear on the
+    """``[(MLPParams, A_l)]`` of a ReLU stack, each layer without the units that are linear on the
     image of ``inputs (K, d)`` under the layers before it (:func:`fold_linear_units`)."""
     out, h = [], inputs
-    for block, L in layers:
-        out.append(fold_linear_units(block, h, linear=L, tol=tol))
-        h = layer_image(block, L, h, "relu")
+    for block, A in layers:
+        out.append(fold_linear_units(block, h, linear=A, tol=tol))
+        h = layer_image(block, A, h, "relu")
     return out
 
 
-def layer_image(block: MLPParams, L, h: np.ndarray, activation: str) -> np.ndarray:
-    """``L h + D σ(U h)`` for every row of ``h (K, d)``."""
-    return np.asarray(jax.vmap(lambda x: skip_mlp(block, x, activation, L))(h))
+def layer_image(block: MLPParams, A, h: np.ndarray, activation: str) -> np.ndarray:
+    """``A h + D σ(U h)`` for every row of ``h (K, d)``."""
+    return np.asarray(jax.vmap(lambda x: skip_mlp(block, x, activation, A))(h))
 
 
 def unstack(params: MLPParams, linear, j: int, depth: int) -> tuple[list[MLPParams], np.ndarray]:
-    """Draw ``j``'s layers and their ``L_l (depth, d, d)`` from a search's ``best_params``, ``best_linear``."""
-    Ls = np.asarray(linear[j]).reshape((depth,) + np.shape(linear)[-2:])
-    return layers_of(jax.tree.map(lambda a: np.asarray(a[j]), params), depth), Ls
+    """Draw ``j``'s layers and their ``A_l (depth, d, d)`` from a search's ``best_params``, ``best_linear``."""
+    As = np.asarray(linear[j]).reshape((depth,) + np.shape(linear)[-2:])
+    return layers_of(jax.tree.map(lambda a: np.asarray(a[j]), params), depth), As
 
 
 def layers_of(block: MLPParams, depth: int) -> list[MLPParams]:

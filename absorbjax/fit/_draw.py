@@ -93,19 +93,19 @@ def one_draw(
     Args:
       cfg: the static configuration; ``opt`` the first-phase optimizer.
       base_key: the search's key; the draw uses ``fold_in(base_key, index)``.
-      target: ``W`` of this draw; ``skip``: ``A`` ``(d, d)`` (ignored unless ``cfg.has_skip``);
+      target: ``W`` of this draw; ``skip``: ``A`` ``(d, d)`` (ignored unless ``cfg.skip``);
       given: ``(restarts, ...)`` starting points when ``cfg.init == "given"``, else ``None``.
 
     Returns:
       Flat dict: ``best_loss``, ``losses (restarts,)``, ``failed (restarts,)``, ``profile (bins,)``,
       ``holdout_loss``, ``weight_norms``, ``target_norms``, ``best_params.<field>`` and, with
-      ``cfg.linear``, ``best_linear`` (``L``; ``weight_norms`` counts ``V`` only).
+      ``cfg.linear``, ``best_linear`` (the free linear term; ``weight_norms`` counts ``V`` only).
     """
     dtype = target.down.dtype
     key = jax.random.fold_in(base_key, index)
     k_in, k_init = jax.random.split(key)
     xs, xh = sample_inputs(Inputs(cfg.num, cfg.low, cfg.high, cfg.holdout), cfg.d, key=k_in, dtype=dtype)
-    A = skip if cfg.has_skip else None
+    A = skip if cfg.skip else None
     tgt = jax.vmap(target_fn, (None, 0, None, None, None))
     ys = tgt(target, xs, cfg.activation, cfg.depth, A)
 
@@ -116,7 +116,7 @@ def one_draw(
         rs = jnp.arange(cfg.restarts)
         keys = jax.vmap(lambda r: jax.random.fold_in(k_init, r))(rs)
         p0 = jax.vmap(lambda k, r: init_restart(cfg, type(target), target, k, r, dtype))(keys, rs)
-        if cfg.linear:  # the free linear term starts at L = 0
+        if cfg.linear:  # the free linear term starts at 0
             lead = (cfg.restarts,) if cfg.depth == 1 else (cfg.restarts, cfg.depth)
             p0 = Linear(p0, jnp.zeros(lead + (cfg.d, cfg.d), dtype))
     else:

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import os
+import types
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -112,6 +113,73 @@ def fingerprint(record: dict, arrays, key_data: np.ndarray) -> str:
         h.update(a.tobytes())
     h.update(np.ascontiguousarray(key_data).tobytes())
     return h.hexdigest()
+
+
+def code_identity(fn: Callable) -> str:
+    """A SHA-256 of what a callable computes, the same in every process of one Python version.
+
+    A function gives its module, qualified name, code (bytecode, constants, names, nested
+    functions' code), defaults and closure values; a ``functools.partial`` its function and bound
+    arguments; a wrapper (``jax.jit``'s ``__wrapped__``, ``jax.custom_jvp``'s ``fun``) the wrapped
+    function; anything else its type's name. Globals the code calls are named, not hashed. A
+    checkpoint's fingerprint includes it (:func:`absorbjax.fit._driver.search`), so a name
+    re-registered with another function does not resume from the old function's chunks.
+
+    Examples:
+      >>> from absorbjax.fit import _drawmap as drawmap
+      >>> drawmap.code_identity(lambda z: z * 2) == drawmap.code_identity(lambda z: z * 2)
+      True
+      >>> drawmap.code_identity(lambda z: z * 2) == drawmap.code_identity(lambda z: z * 3)
+      False
+    """
+    h = hashlib.sha256()
+    _feed(h, fn, set())
+    return h.hexdigest()
+
+
+def _feed(h, obj, seen: set) -> None:
+    """Hash ``obj`` into ``h`` for :func:`code_identity` (each object once: ``seen`` ends cycles)."""
+    if isinstance(obj, (type(None), bool, int, float, complex, str, bytes)):
+        h.update(f"{type(obj).__name__}:{obj!r};".encode())
+        return
+    if id(obj) in seen:
+        h.update(b"<seen>;")
+        return
+    seen.add(id(obj))
+    if isinstance(obj, (np.ndarray, np.generic)):
+        a = np.ascontiguousarray(obj)
+        h.update(f"array:{a.dtype}{a.shape};".encode() + a.tobytes())
+    elif isinstance(obj, (tuple, list)):
+        h.update(f"{type(obj).__name__}[{len(obj)}];".encode())
+        for v in obj:
+            _feed(h, v, seen)
+    elif isinstance(obj, dict):
+        h.update(f"dict[{len(obj)}];".encode())
+        for k in sorted(obj, key=repr):
+            _feed(h, k, seen)
+            _feed(h, obj[k], seen)
+    elif isinstance(obj, types.CodeType):
+        h.update(obj.co_code + repr((obj.co_names, obj.co_varnames, obj.co_freevars)).encode())
+        _feed(h, obj.co_consts, seen)
+    elif isinstance(obj, types.FunctionType):
+        h.update(f"function:{obj.__module__}.{obj.__qualname__};".encode())
+        _feed(h, obj.__code__, seen)
+        _feed(h, (obj.__defaults__, obj.__kwdefaults__), seen)
+        for cell in obj.__closure__ or ():
+            try:
+                _feed(h, cell.cell_contents, seen)
+            except ValueError:  # an empty cell
+                h.update(b"<empty>;")
+    elif isinstance(obj, functools.partial):
+        h.update(b"partial;")
+        _feed(h, (obj.func, obj.args, obj.keywords), seen)
+    elif callable(inner := getattr(obj, "__wrapped__", None) or getattr(obj, "fun", None)):
+        h.update(f"wrapper:{type(obj).__qualname__};".encode())
+        _feed(h, inner, seen)
+    else:
+        kind = type(obj)
+        name = getattr(obj, "__qualname__", getattr(obj, "__name__", ""))
+        h.update(f"object:{kind.__module__}.{kind.__qualname__}:{getattr(obj, '__module__', '')}.{name};".encode())
 
 
 def atomic_save(path: Path, arrays: dict) -> None:

@@ -46,10 +46,11 @@ def search(
       skip: linear skip ``A`` ``(d, d)`` or ``(draws, d, d)`` (``None``: ``A = I``); depth 1 only.
       depth: number of layers ``L`` of both the residual stack and the candidate stack.
       width: candidate width ``m ≥ n`` (default ``n``).
-      linear: fit ``L x + V_down σ(V_up x)`` with a free linear term ``L`` per layer (a
-        :class:`Linear` candidate, ``L`` starting at 0) instead of a residual-free block: the
-        class where every unit's orientation fits (:func:`absorbjax.fit._expand.expand_search`
-        then decides the orientation exactly). ``best_linear`` holds ``L``.
+      linear: fit ``A x + V_down σ(V_up x)`` with a free linear term ``A`` per layer (the
+        candidate's own skip; a :class:`Linear` candidate, ``A`` starting at 0) instead of a
+        residual-free block: the class where every unit's orientation fits
+        (:func:`absorbjax.fit._expand.expand_search` then decides the orientation exactly).
+        ``best_linear`` holds ``A``.
       inputs: an :class:`Inputs` (training and held-out inputs per draw).
       solver: a :class:`Solver` (its fields are documented there).
       run: a :class:`Run` (its fields are documented there).
@@ -89,7 +90,7 @@ def _run(setup: _config.Setup, key: jax.Array, run: Run) -> SearchResult:
         (target, setup.skip, setup.given),
         draws=setup.draws,
         layout=lay,
-        record=record,
+        record={**record, "activation_code": drawmap.code_identity(cfg.activation.fn)},
         checkpoint=run.checkpoint,
         progress=run.progress,
         desc=f"search {cfg.activation.name}",

@@ -3,42 +3,42 @@
 A residual-free student of exactly the teacher's width rarely recovers it from random init; a wider
 one does, and its units cluster around the teacher's (Expand-and-Cluster, arXiv 2304.12794). A
 residual-free student must also orient every unit as the absorber does (``V_up[i] = −W_up[i]`` for
-``i ∈ S``), a discrete choice that gradient steps cannot make; with a free linear term ``L`` every
+``i ∈ S``), a discrete choice that gradient steps cannot make; with a free linear term ``A`` every
 orientation fits, since ``σ(z) − σ(−z) = z`` moves a negated unit's ``V_down[:,i] V_up[i,:]``
-into ``L``. :func:`expand_search` runs the default :func:`absorbjax.fit.search`; on the ReLU draws
-it leaves unsolved it first fits ``L x + V_down σ(V_up x)`` (per layer) at width ``n`` with the first
+into ``A``. :func:`expand_search` runs the default :func:`absorbjax.fit.search`; on the ReLU draws
+it leaves unsolved it first fits ``A x + V_down σ(V_up x)`` (per layer) at width ``n`` with the first
 layer's units held on the target's kink lines, read from its values
 (:mod:`absorbjax.fit._lines`), and decides the condition on that fit as in step 4 (for a depth-2
 stack where that fails, again after refitting from the second layer's lines read through the fit's
 first layer or through the first layer read from the second layer's kinks, and then on a fit whose
-first layer is residual-free, ``L₁ = 0``); on the draws still unsolved,
+first layer is residual-free, ``A₁ = 0``); on the draws still unsolved,
 
-1. searches ``L x + V_down σ(V_up x)`` at width ``m = wide.factor · n`` from random init
+1. searches ``A x + V_down σ(V_up x)`` at width ``m = wide.factor · n`` from random init
    (``search(..., linear=True)``; the wide block knows nothing of the target but its values);
 2. merges the wide units by line (ReLU: ``u`` and ``c u``, ``c ≠ 0``; GELU: ``±u``) into ``n`` units
    several ways (:func:`proposals`: the ``n`` largest clusters of the line tree cut at several
-   heights), the negated members' terms going into ``L``;
-3. polishes every proposal as a width-``n`` block with a free ``L`` (Levenberg–Marquardt, 400
+   heights), the negated members' terms going into ``A``;
+3. polishes every proposal as a width-``n`` block with a free ``A`` (Levenberg–Marquardt, 400
    iterations; this step and step 1 on ``dense`` times more training inputs);
-4. decides ``V_down[:,S] V_up[S,:] = −L`` on the best polished fit with
-   :func:`absorbjax.condition.find_absorbing_set` (Thm 8/10 with Lemma 4's skip ``L``); an ``S``
+4. decides ``V_down[:,S] V_up[S,:] = −A`` on the best polished fit with
+   :func:`absorbjax.condition.find_absorbing_set` (Thm 8/10 with Lemma 4's skip ``A``); an ``S``
    gives a residual-free block of width ``n`` (:func:`absorber_from_units`); in a ReLU stack a
    later layer where no ``S`` exists is decided on the image of the layers before it, the only
    inputs it ever sees (:func:`absorber_on_inputs`);
 5. polishes that block against the target on the first search's training inputs.
 
 The line step (ReLU without a skip; ``line_step``, a :class:`~absorbjax.fit.LineStep`) fits each unsolved draw at width ``n`` with
-free ``L_l`` and ``U₁``'s rows held on the target's first-layer kink lines
+free ``A_l`` and ``U₁``'s rows held on the target's first-layer kink lines
 (:func:`absorbjax.fit._lines.first_layer_lines`, :func:`absorbjax.fit._lines.fit_with_lines`, on
 ``dense`` times the first search's inputs, one restart for a single layer with every line found),
 decides the condition on the best restarts (step 4) and polishes (step 5). At depth 2, a draw where
 no restart converts is refitted from each best restart's layer 1 with the second layer's lines read
 through it (:func:`absorbjax.fit._lines.second_layer_lines`; one of them through the layer 1 that
 :func:`absorbjax.fit._lines.first_layer_from_kinks` reads from the second layer's kinks), and failing
-that fitted with layer 1 residual-free (``L₁ = 0``). It runs ``line_step.rounds`` times on the draws
+that fitted with layer 1 residual-free (``A₁ = 0``). It runs ``line_step.rounds`` times on the draws
 still unsolved, with fresh restarts and inputs.
 
-In a stack (``depth=L``) every layer gets its own ``L_l``, its units are merged layer by layer and
+In a stack (``depth=L``) every layer gets its own ``A_l``, its units are merged layer by layer and
 the condition is decided per layer (it is invariant under the junctions' ``GL(d)`` gauge, so the fit
 may land in any gauge). Layer 1 sees every direction, so it must absorb on all of ``ℝ^d``; a later
 ReLU layer only on the image of the layers before it
@@ -63,7 +63,7 @@ from absorbjax.fit._config import Inputs, Linear, LineStep, Polish, Run, Solver,
 from absorbjax.fit._convert import decided, fold_stack, layer_image, unstack
 from absorbjax.fit._driver import search
 from absorbjax.fit._merge import check_activation, stack_proposals
-from absorbjax.fit._result import SearchResult, unbatch
+from absorbjax.fit._result import ExpandRecord, SearchResult, unbatch
 from absorbjax.models import MLPParams, skip_mlp, stack
 
 LINES_SEED = 2**31 - 1  # expand_search's line step: fold_in(key, LINES_SEED)
@@ -121,9 +121,9 @@ def expand_search(
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
       ...     W, _ = models.planted_sample("relu", 2, 8, key=jax.random.key(0), draws=2)
-      ...     r = fit.expand.expand_search(W, "relu", key=jax.random.key(1), restarts=8, wide=fit.Wide(rounds=1))
+      ...     r = fit.expand_search(W, "relu", key=jax.random.key(1), restarts=8, wide=fit.Wide(rounds=1))
       >>> e = r.config.expand
-      >>> e["unsolved"], e["improved"], r.solved().tolist()
+      >>> e.unsolved, e.improved, r.solved().tolist()
       (2, 2, [True, True])
     """
     check_activation(activation)
@@ -132,50 +132,47 @@ def expand_search(
     solver, run = options(solver, run, shorthand, where="expand_search")
     common = dict(skip=skip, depth=depth, run=run)
     first = search(params, activation, key=key, inputs=inputs, solver=solver, **common)
-    restarts, steps = solver.restarts, solver.steps
     single = first.config.single
     first = first.batched()
     target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), params)
-    record = {
-        "factor": wide.factor,
-        "wide_restarts": wide.restarts or restarts,
-        "wide_steps": (steps if first.config.depth == 1 else 5 * steps) if wide.steps is None else wide.steps,
-        "wide_polish": wide.polish._asdict(),
-        "rounds": wide.rounds,
-        "proposals_per_draw": wide.proposals,
-        "dense": wide.dense,
-        "merge_tol": wide.merge_tol,
-        "unsolved": int((~first.solved()).sum()),
-        "proposed": 0,
-        "improved": 0,
-    }
-    if line_step is not None and activation == "relu" and skip is None:
-        record["lines"] = {
-            "restarts": line_step.restarts,
-            "rounds": line_step.rounds,
-            "segments": list(line_step.segments),
-            "proposed": 0,
-            "improved": 0,
-        }
-    result = _rounds(first, target, activation, key, record, solver, inputs, common)
+    wide_steps = solver.steps if first.config.depth == 1 else 5 * solver.steps
+    wide = wide._replace(
+        restarts=wide.restarts or solver.restarts, steps=wide_steps if wide.steps is None else wide.steps
+    )
+    if activation != "relu" or skip is not None:
+        line_step = None
+    result, counts = _rounds(first, target, activation, key, wide, line_step, solver, inputs, common)
+    record = ExpandRecord(wide=wide, line_step=line_step, unsolved=int((~first.solved()).sum()), **counts)
+    result = result._replace(config=dataclasses.replace(first.config, expand=record))
     return unbatch(result) if single else result
 
 
 def _rounds(
-    first: SearchResult, target: MLPParams, activation: str, key, record: dict, solver: Solver, inputs: Inputs, common
-) -> SearchResult:
-    """The line step's and steps 1–5's rounds of :func:`expand_search` after its first search."""
+    first: SearchResult,
+    target: MLPParams,
+    activation: str,
+    key,
+    wide: Wide,
+    line_step: LineStep | None,
+    solver: Solver,
+    inputs: Inputs,
+    common: dict,
+) -> tuple[SearchResult, dict]:
+    """The line step's and steps 1–5's rounds of :func:`expand_search` after its first search:
+    the result (with ``final_loss``) and the counts of :class:`~absorbjax.fit.ExpandRecord`."""
     draws = first.best_loss.shape[0]
-    wide = Polish(**record["wide_polish"]) if solver.polish is not False else False
+    if solver.polish is False:
+        wide = wide._replace(polish=False)
     final_loss = np.full(draws, np.inf)
+    counts = dict(proposed=0, improved=0, lines_proposed=0, lines_improved=0)
     result = first
-    first_round = -record["lines"]["rounds"] if "lines" in record else 0
-    for r in range(first_round, record["rounds"]):  # r < 0: the first layer's kink lines
+    first_round = -line_step.rounds if line_step is not None else 0
+    for r in range(first_round, wide.rounds):  # r < 0: the first layer's kink lines
         todo = np.flatnonzero(~result.solved())
         if not todo.size:
             break
         sub = jax.tree.map(lambda a: a[todo], target)
-        absorbers = _round_proposals(r, sub, activation, key, first, record, wide, solver, inputs, common)
+        absorbers = _round_proposals(r, sub, activation, key, first, wide, line_step, solver, inputs, common)
         if not absorbers:
             continue
         idx = todo[sorted(absorbers)]
@@ -185,10 +182,10 @@ def _rounds(
         final_loss[idx] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
         better = final.best_loss < result.best_loss[idx]
         result = _adopt(result, final, idx, better)
-        for counts in [record] + ([record["lines"]] if r < 0 else []):
-            counts["proposed"] += len(absorbers)
-            counts["improved"] += int(better.sum())
-    return result._replace(final_loss=final_loss, config=dataclasses.replace(first.config, expand=record))
+        for prefix in [""] + (["lines_"] if r < 0 else []):
+            counts[prefix + "proposed"] += len(absorbers)
+            counts[prefix + "improved"] += int(better.sum())
+    return result._replace(final_loss=final_loss), counts
 
 
 def _round_proposals(
@@ -197,38 +194,29 @@ def _round_proposals(
     activation: str,
     key,
     first: SearchResult,
-    record: dict,
-    wide_polish,
+    wide: Wide,
+    line_step: LineStep | None,
     solver: Solver,
     inputs: Inputs,
     common: dict,
 ) -> dict:
     """``{j: residual-free width-n block}`` for the unsolved draws ``sub`` in round ``r`` of
     :func:`expand_search`: the line step (``r < 0``) or steps 1–4 (``r ≥ 0``)."""
-    n, depth, num = first.config.n, first.config.depth, record["dense"] * first.config.num
+    n, depth, num = first.config.n, first.config.depth, wide.dense * first.config.num
     if r < 0:
-        rounds = record["lines"]["rounds"]
         base = jax.random.fold_in(key, LINES_SEED)
-        lines_key = base if r + rounds == 0 else jax.random.fold_in(base, r + rounds)
+        lines_key = base if r + line_step.rounds == 0 else jax.random.fold_in(base, r + line_step.rounds)
         return _line_proposals(
             sub,
             lines_key,
             n,
             depth,
             num=num,
-            merge_tol=record["merge_tol"],
+            merge_tol=wide.merge_tol,
             inputs=inputs,
-            restarts=record["lines"]["restarts"],
-            segments=record["lines"]["segments"][depth > 1],
+            restarts=line_step.restarts,
+            segments=line_step.segments[depth > 1],
         )
-    wide = Wide(
-        factor=record["factor"],
-        restarts=record["wide_restarts"],
-        steps=record["wide_steps"],
-        polish=wide_polish,
-        proposals=record["proposals_per_draw"],
-        merge_tol=record["merge_tol"],
-    )
     keys = jax.random.fold_in(key, 1 + 2 * r), jax.random.fold_in(key, 2 + 2 * r)
     return _propose(sub, activation, keys, n, depth, first.best_params.down.dtype, wide, num, solver, inputs, common)
 
@@ -303,12 +291,12 @@ def _propose(
     starts = []
     for j in range(draws):
         layers = list(zip(*unstack(wide.best_params, wide.best_linear, j, depth)))
-        if inputs_seen is not None:  # a later layer's units that are linear on its inputs go into L_l
+        if inputs_seen is not None:  # a later layer's units that are linear on its inputs go into A_l
             layers = fold_stack(layers, inputs_seen, merge_tol)
         starts.append(stack_proposals(layers, activation, n, count))
     init = Linear(
         MLPParams(*(jnp.asarray(np.stack([[b[f] for b, _ in s] for s in starts]), dtype) for f in range(2))),
-        jnp.asarray(np.stack([[L for _, L in s] for s in starts]), dtype),
+        jnp.asarray(np.stack([[A for _, A in s] for s in starts]), dtype),
     )
     narrow = search(
         sub,
@@ -335,12 +323,12 @@ def _inputs_seen(key, num: int, d: int, depth: int, activation: str) -> np.ndarr
 def _line_proposals(
     sub: MLPParams, key, n: int, depth: int, *, num: int, merge_tol: float, inputs: Inputs, restarts: int, segments: int
 ) -> dict:
-    """``{j: residual-free width-n block}`` for the ReLU draws ``j`` of ``sub`` with a free-``L`` fit
+    """``{j: residual-free width-n block}`` for the ReLU draws ``j`` of ``sub`` with a free-``A`` fit
     with ``U₁`` on the target's first-layer kink lines (:mod:`absorbjax.fit._lines`) that satisfies
     the condition (every layer): of the fit's best restarts, the best one that does; at depth 2,
     failing that, the refit from :func:`second_layer_start` (on each best restart's layer 1, the
     first start on :func:`absorbjax.fit._lines.first_layer_from_kinks` where every line is found
-    and it pins one), and failing that a fit with layer 1 residual-free (``L₁ = 0``, each
+    and it pins one), and failing that a fit with layer 1 residual-free (``A₁ = 0``, each
     restart its own orientation of the lines). Key
     ``fold_in(key, 0)``: the lines' segments (``fold_in(·, j)`` per draw), ``fold_in(key, 1)``: the
     fit, ``fold_in(key, 4)`` and ``fold_in(key, 5)``: the second layer's least squares and refit,
@@ -356,7 +344,7 @@ def _line_proposals(
         kinks.append(_lines.kinks(f, d, key=jax.random.fold_in(jax.random.fold_in(key, 0), j), segments=segments))
         got = _lines.lines_of(kinks[-1])[:n]
         found[j, : len(got)], mask[j, : len(got)] = got, True
-    if depth == 1 and mask.all():  # U held whole: least squares in (D, L), which one start solves
+    if depth == 1 and mask.all():  # U held whole: least squares in (D, A), which one start solves
         restarts = 1
     fit = lambda idx, k, **kw: _lines.fit_with_lines(
         jax.tree.map(lambda a: a[idx], sub),
@@ -390,7 +378,7 @@ def _line_proposals(
         refit, _ = fit(left, jax.random.fold_in(key, 5), steps=0, starts=starts)
         out = _best_converted(refit, left, out, depth, merge_tol, inputs_seen)
         left = np.array([j for j in left if j not in out], int)
-    if depth == 2 and left.size:  # layer 1 residual-free (L₁ = 0), each restart its own orientation
+    if depth == 2 and left.size:  # layer 1 residual-free (A₁ = 0), each restart its own orientation
         oriented, _ = fit(left, jax.random.fold_in(key, 6), restarts=restarts, residual_free_first=True)
         out = _best_converted(oriented, left, out, depth, merge_tol, inputs_seen)
     return out
@@ -415,17 +403,17 @@ def _best_converted(fitted: Linear, draws: np.ndarray, out: dict, depth: int, to
 def second_layer_start(fitted: Linear, kinks, lines: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> Linear:
     """A depth-2 fit's layer 1 with layer 2's ``U₂`` on the target's second-layer lines as that
     layer 1 sees them (:func:`absorbjax.fit._lines.second_layer_lines`; the fit's own rows where
-    fewer are found) and ``(D₂, L₂)`` by least squares on the target's values ``ys (K, d)`` at
+    fewer are found) and ``(D₂, A₂)`` by least squares on the target's values ``ys (K, d)`` at
     ``xs (K, d)`` (with inputs beside every kink: a unit that bends only in a thin cone is
     linear on random inputs)."""
-    up, down, L = (np.asarray(a, np.float64) for a in (*fitted.block, fitted.linear))
+    up, down, A = (np.asarray(a, np.float64) for a in (*fitted.block, fitted.linear))
     n = up.shape[1]
     first = MLPParams(up[0], down[0])
-    u2, _ = _lines.second_layer_lines(kinks, first, L[0], lines)
+    u2, _ = _lines.second_layer_lines(kinks, first, A[0], lines)
     U2 = np.concatenate([u2[:n], up[1][len(u2[:n]) :]])
-    h = layer_image(first, L[0], xs, "relu")
-    c = np.linalg.lstsq(np.c_[np.maximum(h @ U2.T, 0.0), h], ys, rcond=None)[0]  # y ≈ D₂ σ(U₂ h) + L₂ h
-    return Linear(MLPParams(np.stack([up[0], U2]), np.stack([down[0], c[:n].T])), np.stack([L[0], c[n:].T]))
+    h = layer_image(first, A[0], xs, "relu")
+    c = np.linalg.lstsq(np.c_[np.maximum(h @ U2.T, 0.0), h], ys, rcond=None)[0]  # y ≈ D₂ σ(U₂ h) + A₂ h
+    return Linear(MLPParams(np.stack([up[0], U2]), np.stack([down[0], c[:n].T])), np.stack([A[0], c[n:].T]))
 
 
 def _splice(a: np.ndarray, b: np.ndarray, idx: np.ndarray, use: np.ndarray) -> np.ndarray:

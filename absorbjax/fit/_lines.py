@@ -15,10 +15,10 @@ line can hide: where the layers after it pass nothing on (an absorbable ReLU blo
 cone where exactly its ``S`` is active) its jump is 0, and a line hidden on one ray is missed.
 
 With the lines fixed, ``U₁`` is known up to the units' scales (absorbed by ``D₁``) and orientations
-(absorbed by a free ``L₁``, ``σ(−z) = σ(z) − z``): :func:`fit_with_lines` fits the free-``L`` stack
-``L_l h + D_l σ(U_l h)`` with the first layer's rows on the lines held fixed (the missed ones free),
+(absorbed by a free ``A₁``, ``σ(−z) = σ(z) − z``): :func:`fit_with_lines` fits the free-``A`` stack
+``A_l h + D_l σ(U_l h)`` with the first layer's rows on the lines held fixed (the missed ones free),
 where a search with free lines stalls in the teacher–student minima of the first layer (or, with
-``residual_free_first``, with ``L₁ = 0`` and each restart its own orientation of the lines). Once a
+``residual_free_first``, with ``A₁ = 0`` and each restart its own orientation of the lines). Once a
 fit's first layer is exact, the second layer's hyperplanes show through it too
 (:func:`second_layer_lines`: a kink off the first-layer lines, with normal ``ν``, lies on
 ``u · h = 0`` with ``ν ∝ J_h(x₀)ᵀ u``), a start where the fit's own second layer went elsewhere.
@@ -130,7 +130,7 @@ def first_layer_lines(
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
       ...     W = models.init("relu", 2, 4, key=jax.random.key(0), depth=2)
-      ...     lines = fit.lines.first_layer_lines(lambda x: models.stack(W, x, "relu"), 2, key=jax.random.key(1))
+      ...     lines = fit.first_layer_lines(lambda x: models.stack(W, x, "relu"), 2, key=jax.random.key(1))
       >>> u = np.asarray(W.up[0]) / np.linalg.norm(W.up[0], axis=1, keepdims=True)
       >>> len(lines), bool(np.allclose(np.abs(lines @ u.T).max(1), 1.0))
       (4, True)
@@ -151,18 +151,18 @@ def second_layer_lines(
     found: Kinks, first: MLPParams, linear, lines: np.ndarray, *, tol: float = 1e-4, on_line: float = 1e-7
 ) -> tuple[np.ndarray, np.ndarray]:
     """Unit normals ``u`` of the second layer's kink hyperplanes ``u · h = 0``, in the coordinates
-    ``h = L₁ x + D₁ σ(U₁ x)`` of a fitted first ReLU layer, read from the kinks of ``f = g ∘ h``.
+    ``h = A₁ x + D₁ σ(U₁ x)`` of a fitted first ReLU layer, read from the kinks of ``f = g ∘ h``.
 
     At a kink ``x₀`` of ``f`` that is not antipodal and lies off every first-layer line
     (``|ℓ · x₀| > on_line ‖x₀‖``), ``g`` bends at ``h(x₀)``: ``ν ∝ J_h(x₀)ᵀ u`` with
-    ``J_h = L₁ + D₁ diag(U₁ x₀ > 0) U₁``, so ``u ∝ J_h(x₀)⁻ᵀ ν``. Normals within
+    ``J_h = A₁ + D₁ diag(U₁ x₀ > 0) U₁``, so ``u ∝ J_h(x₀)⁻ᵀ ν``. Normals within
     ``1 − |cos| ≤ tol`` are one line (its top eigenvector of ``Σ u uᵀ``); a line is as good as
     the fitted layer is (``tol`` allows a fit's error). In a deeper stack a third layer's kinks
     give normals too: the count tells them apart only roughly.
 
     Args:
       found: the kinks of ``f`` (:func:`kinks`).
-      first: the fitted first layer ``(U₁ (n, d), D₁ (d, n))``; ``linear``: its ``L₁ (d, d)``.
+      first: the fitted first layer ``(U₁ (n, d), D₁ (d, n))``; ``linear``: its ``A₁ (d, d)``.
       lines: ``(k, d)`` first-layer unit normals (kinks on them are skipped).
 
     Returns:
@@ -203,28 +203,28 @@ def _off_lines(found: Kinks, lines: np.ndarray, on_line: float = 1e-7) -> tuple[
 def first_layer_from_kinks(
     found: Kinks, lines: np.ndarray, *, tuples: int = 4000, seed: int = 0, tol: float = 1e-9
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The first layer ``h = L₁ x + D₁ σ(ℓ x)`` of a depth-2 ReLU stack, up to the junction gauge
+    """The first layer ``h = A₁ x + D₁ σ(ℓ x)`` of a depth-2 ReLU stack, up to the junction gauge
     ``GL(d)``, from its second layer's kinks, with ``U₁ = ℓ`` on its first-layer ``lines``.
 
     A second-layer unit bends where ``u · h(x) = v · φ(x) = 0``, ``φ(x) = [x; σ(ℓ x)] ∈ ℝ^{d+n}``,
-    ``v = [L₁ᵀ; D₁ᵀ] u``. At its kink ``x₀`` with normal ``ν``, in the region with pattern
+    ``v = [A₁ᵀ; D₁ᵀ] u``. At its kink ``x₀`` with normal ``ν``, in the region with pattern
     ``a = (ℓ x₀ > 0)``, the gradient ``G v = (I, ℓᵀ diag(a)) v`` is parallel to ``ν``: ``d − 1``
     linear equations ``Qᵀ G v = 0`` (``Q`` a basis of ``ν⊥``), and ``q = ⌈(d + n)/(d − 1)⌉``
     kinks of one unit in distinct regions pin ``v``. Sequential RANSAC: of ``tuples`` random
     ``q``-tuples of the kinks left, the null vectors that are simple and bend at every kink of the
     tuple (``|ν · G v| > 1e-6``; the first 256); the one that explains most kinks (``‖Qᵀ G v‖ < 10 tol``) is
     kept, refined on them, and its kinks removed; until ``d`` are kept. The column space of
-    ``[L₁ᵀ; D₁ᵀ]`` is theirs. The points must be kinks of a depth-2 stack with these lines;
+    ``[A₁ᵀ; D₁ᵀ]`` is theirs. The points must be kinks of a depth-2 stack with these lines;
     anything else only proposes nothing or a wrong layer (a fit judges it).
 
     Args:
       found: the stack's kinks (:func:`kinks`); those off the lines and not antipodal are used.
-      lines: ``ℓ (n, d)`` unit normals, the first layer's rows (any orientation: ``L₁`` takes it).
+      lines: ``ℓ (n, d)`` unit normals, the first layer's rows (any orientation: ``A₁`` takes it).
       tuples: tuples drawn per kept functional (NumPy ``default_rng(seed)``).
       tol: the relative size of the smallest singular value of a tuple's equations that counts as 0.
 
     Returns:
-      ``(D₁ (d, n), L₁ (d, d))`` with ``[L₁ᵀ; D₁ᵀ]`` orthonormal, or ``None`` (``d < 2``, or
+      ``(D₁ (d, n), A₁ (d, d))`` with ``[A₁ᵀ; D₁ᵀ]`` orthonormal, or ``None`` (``d < 2``, or
       fewer than ``d`` independent functionals pinned).
     """
     ell = np.asarray(lines, np.float64)
@@ -301,11 +301,11 @@ def fit_with_lines(
     starts: Linear | None = None,
     residual_free_first: bool = False,
 ):
-    """Free-``L`` ReLU stacks ``L_l h + D_l σ(U_l h)`` of width ``n`` fitted to residual ReLU
+    """Free-``A`` ReLU stacks ``A_l h + D_l σ(U_l h)`` of width ``n`` fitted to residual ReLU
     stacks ``params`` with ``U₁``'s rows fixed on ``lines`` where ``mask``.
 
     Per draw ``j`` (key ``fold_in(key, j)``): training inputs as :func:`absorbjax.fit.sample_inputs`
-    draws them, ``restarts`` random starts (Gaussian weights of variance ``1/fan_in``, ``L_l = 0``),
+    draws them, ``restarts`` random starts (Gaussian weights of variance ``1/fan_in``, ``A_l = 0``),
     ``steps`` Adam steps (:func:`absorbjax.fit.default_optimizer`), then Levenberg–Marquardt
     (``polish.screen`` iterations on every restart, the rest on the ``polish.top`` best).
     Draws run in sequence through one jitted per-draw program, compiled once per setting and
@@ -320,14 +320,14 @@ def fit_with_lines(
       inputs: the training inputs' :class:`absorbjax.fit.Inputs` (``num`` must be set).
       starts: starts in place of the random ones (``Linear`` with leading ``(draws, restarts)``
         axes; ``restarts`` is then their number).
-      residual_free_first: hold ``L₁ = 0``, so that the first layer is residual-free already,
+      residual_free_first: hold ``A₁ = 0``, so that the first layer is residual-free already,
         ``D₁ σ(U₁ x)``; a held row then points to the side of ``lines[j, i]`` its start row does
         (``sign(U₁[i] · ℓ_i)`` of the random start, which no step changes), so the restarts try
         the ``2^k`` orientations at random. Where the stack vanishes on a large cone its values do
-        not pin a free ``L₁`` and exact free-``L`` fits may fail the condition; these cannot.
+        not pin a free ``A₁`` and exact free-``A`` fits may fail the condition; these cannot.
 
     Returns:
-      ``(Linear(MLPParams(U, D), L), loss)``: each draw's ``polish.top`` best restarts, best first
+      ``(Linear(MLPParams(U, D), A), loss)``: each draw's ``polish.top`` best restarts, best first
       (``U (draws, top, [L,] n, d)`` with the fixed rows in place), and their losses ``ℓ``
       ``(draws, top)`` on the draw's training inputs. Exact fits of one target differ (a stack's
       junctions admit more than the ``GL(d)`` gauge): the condition may hold on some only.

@@ -14,6 +14,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from absorbjax import io
+from absorbjax.fit._config import Inputs, Run, Solver
 from absorbjax.fit._driver import search
 from absorbjax.fit._result import SearchResult
 from absorbjax.results import Result
@@ -74,28 +75,40 @@ class Recall(_RecallFields, Result):
         )
 
 
-def recall(params, activation: str, *, key, search: Callable[..., SearchResult] = search, **search_kwargs) -> Recall:
+def recall(
+    params,
+    activation: str,
+    *,
+    key,
+    search: Callable[..., SearchResult] = search,
+    skip=None,
+    depth: int = 1,
+    inputs: Inputs = Inputs(),
+    solver: Solver = Solver(),
+    run: Run = Run(progress=False),
+) -> Recall:
     """Search every draw of ``params`` and count the solved ones.
 
     Args:
       params: a population of blocks with a leading draws axis (as :func:`search` takes it).
-      activation, key, search_kwargs: passed to ``search`` (``progress`` defaults to off unless a
-        ``run`` is given).
+      activation, key: passed to ``search``.
       search: the search measured: :func:`absorbjax.fit.search` or one with its signature and
-        result, such as :func:`absorbjax.fit._expand.expand_search`.
+        result, such as :func:`absorbjax.fit._expand.expand_search` (its own options, ``wide=``,
+        ``width=``, bound with ``functools.partial``).
+      skip, depth, inputs: the problem, as :func:`absorbjax.fit.search` takes it.
+      solver: the :class:`~absorbjax.fit.Solver` (``solver.tol`` is the threshold counted).
+      run: the :class:`~absorbjax.fit.Run` (no progress bar by default).
 
     Examples:
       >>> import jax
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
       ...     W, _ = models.planted_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
-      ...     r = fit.recall(W, "relu", key=jax.random.key(1), restarts=8)
+      ...     r = fit.recall(W, "relu", key=jax.random.key(1), solver=fit.Solver(restarts=8))
       >>> r.count, r.solved.size
       (2, 2)
     """
-    if "run" not in search_kwargs:
-        search_kwargs.setdefault("progress", False)
     t = time.perf_counter()
-    result = search(params, activation, key=key, **search_kwargs)
+    result = search(params, activation, key=key, skip=skip, depth=depth, inputs=inputs, solver=solver, run=run)
     seconds = time.perf_counter() - t
     return Recall(result.solved(), result.best_loss, result.holdout_loss, float(result.config.tol), seconds, result)

@@ -1,6 +1,6 @@
 """Merge a wide fit's units by line into width-``n`` blocks: step 2 of :func:`absorbjax.fit.expand_search`.
 
-A wide residual-free (or free-``L``) fit ``L₀ x + V_down σ(V_up x)`` of ``m`` units clusters around
+A wide residual-free (or free-``A``) fit ``A₀ x + V_down σ(V_up x)`` of ``m`` units clusters around
 the target's units. Units on one line act as one (ReLU: ``σ(c z) = c σ(z)``, ``c > 0``; GELU: equal
 up to sign), and a negated unit moves into the linear term (``σ(−z) = σ(z) − z``): the functions
 here merge such units, exactly when a cluster's members are parallel, and cut the tree of lines at
@@ -26,7 +26,7 @@ def check_activation(activation: str) -> None:
 
 def line_distances(up: np.ndarray, activation: str) -> np.ndarray:
     """Condensed pairwise distances (``scipy.spatial.distance.pdist`` order) between the units
-    ``up (m, d)`` as lines: ReLU ``1 − |cos|`` (``σ(c z) = c σ(z)``, ``c > 0``; sign via ``L``),
+    ``up (m, d)`` as lines: ReLU ``1 − |cos|`` (``σ(c z) = c σ(z)``, ``c > 0``; sign via ``A``),
     GELU ``min(‖u − v‖, ‖u + v‖) / max(‖u‖, ‖v‖)`` (equal up to sign only)."""
     up = np.asarray(up, np.float64)
     norms = np.maximum(np.linalg.norm(up, axis=1), 1e-300)
@@ -41,7 +41,7 @@ def line_distances(up: np.ndarray, activation: str) -> np.ndarray:
 
 
 def merge_clusters(block: MLPParams, labels: np.ndarray, activation: str, linear=None):
-    """One unit per cluster: ``V_down σ(V_up x) + L₀ x ≈ L x + D σ(U x)``, every cluster kept.
+    """One unit per cluster: ``V_down σ(V_up x) + A₀ x ≈ A x + D σ(U x)``, every cluster kept.
 
     Cluster ``c`` is represented by ``r``, the top eigenvector of ``Σ_j s_j û_j û_jᵀ`` over its
     members (``û_j`` unit directions, ``s_j = ‖u_j‖ ‖V_down[:,j]‖``); member ``u_j ≈ ε_j c_j r``
@@ -51,13 +51,13 @@ def merge_clusters(block: MLPParams, labels: np.ndarray, activation: str, linear
     Exact when every cluster's members are parallel (ReLU) or equal up to sign (GELU).
 
     Returns:
-      ``(MLPParams(U (k, d), D (d, k)), L (d, d))`` as float64 NumPy arrays, ``k`` clusters
+      ``(MLPParams(U (k, d), D (d, k)), A (d, d))`` as float64 NumPy arrays, ``k`` clusters
       (in order of first appearance of the labels).
     """
     check_activation(activation)
     up, down = (np.asarray(a, np.float64) for a in block)
     d = up.shape[1]
-    L = np.zeros((d, d)) if linear is None else np.array(linear, np.float64)
+    A = np.zeros((d, d)) if linear is None else np.array(linear, np.float64)
     norms = np.linalg.norm(up, axis=1)
     size = norms * np.linalg.norm(down, axis=0)
     dirs = up / np.maximum(norms, 1e-300)[:, None]
@@ -72,26 +72,26 @@ def merge_clusters(block: MLPParams, labels: np.ndarray, activation: str, linear
         if activation == "relu":
             scale = np.abs(proj)
             u, col = r, down[:, mem] @ scale
-            L -= np.outer(down[:, neg] @ np.abs(up[neg] @ r), r)
+            A -= np.outer(down[:, neg] @ np.abs(up[neg] @ r), r)
         else:
             u = r * np.average(np.abs(proj), weights=np.maximum(size[mem], 1e-300))
             col = down[:, mem].sum(1)
-            L -= np.outer(down[:, neg].sum(1), u)
+            A -= np.outer(down[:, neg].sum(1), u)
         units.append(u)
         cols.append(col)
-    return MLPParams(np.array(units).reshape(-1, d), np.array(cols).reshape(-1, d).T), L
+    return MLPParams(np.array(units).reshape(-1, d), np.array(cols).reshape(-1, d).T), A
 
 
-def largest_units(block: MLPParams, L: np.ndarray, n: int):
-    """The ``n`` units with the largest ``‖U_i‖ ‖D_i‖`` (the rest dropped), with ``L``."""
+def largest_units(block: MLPParams, A: np.ndarray, n: int):
+    """The ``n`` units with the largest ``‖U_i‖ ‖D_i‖`` (the rest dropped), with ``A``."""
     keep = np.argsort(-(np.linalg.norm(block.up, axis=1) * np.linalg.norm(block.down, axis=0)), kind="stable")[:n]
-    return MLPParams(block.up[keep], block.down[:, keep]), L
+    return MLPParams(block.up[keep], block.down[:, keep]), A
 
 
 def merge_units(block: MLPParams, activation: str, n: int, *, angle_tol: float = 1e-3, linear=None):
-    """Merge the units of one wide block ``L₀ x + V_down σ(V_up x)`` (``m`` units) whose lines lie
+    """Merge the units of one wide block ``A₀ x + V_down σ(V_up x)`` (``m`` units) whose lines lie
     within ``angle_tol`` (:func:`line_distances`, single linkage) and keep the ``n`` largest:
-    ``≈ L x + D σ(U x)`` (:func:`merge_clusters`).
+    ``≈ A x + D σ(U x)`` (:func:`merge_clusters`).
 
     Examples:
       A unit and its negation merge into one unit plus a linear term (``σ(−z) = σ(z) − z``):
@@ -99,11 +99,11 @@ def merge_units(block: MLPParams, activation: str, n: int, *, angle_tol: float =
       >>> import numpy as np
       >>> from absorbjax import fit, models
       >>> V = models.MLPParams(np.array([[1.0, 0.0], [-2.0, 0.0], [0.0, 1.0]]), np.array([[1.0, 0, 0], [0, 1, 3]]))
-      >>> merged, L = fit.merge.merge_units(V, "relu", 2)
-      >>> (merged.up + 0.0).tolist(), (L + 0.0).tolist()
+      >>> merged, A = fit._merge.merge_units(V, "relu", 2)
+      >>> (merged.up + 0.0).tolist(), (A + 0.0).tolist()
       ([[0.0, 1.0], [-1.0, 0.0]], [[1.0, 0.0], [0.0, 0.0]])
       >>> x = np.array([0.7, -0.3])
-      >>> bool(np.allclose(L @ x + models.mlp(merged, x, "relu"), models.mlp(V, x, "relu")))
+      >>> bool(np.allclose(A @ x + models.mlp(merged, x, "relu"), models.mlp(V, x, "relu")))
       True
     """
     check_activation(activation)
@@ -117,7 +117,7 @@ def merge_units(block: MLPParams, activation: str, n: int, *, angle_tol: float =
 
 
 def proposals(block: MLPParams, linear, activation: str, n: int, *, count: int = 8) -> list:
-    """Up to ``count`` width-``n`` starts ``(MLPParams, L)`` from one wide fit: the tree of its
+    """Up to ``count`` width-``n`` starts ``(MLPParams, A)`` from one wide fit: the tree of its
     units' lines (:func:`line_distances`, average linkage) cut into ``k`` clusters for ``count``
     values of ``k`` from ``n`` to ``min(m, 2n)``, each merged (:func:`merge_clusters`) and cut
     to its ``n`` largest units (``m ≤ n``: the block itself, padded with zero units)."""
@@ -135,19 +135,19 @@ def proposals(block: MLPParams, linear, activation: str, n: int, *, count: int =
     ks = np.unique(np.linspace(n, min(m, 2 * n), count).round().astype(int))
     out = []
     for k in ks:
-        merged, L = merge_clusters(block, fcluster(tree, k, "maxclust"), activation, linear)
+        merged, A = merge_clusters(block, fcluster(tree, k, "maxclust"), activation, linear)
         if merged.up.shape[0] >= n:
-            out.append(largest_units(merged, L, n))
+            out.append(largest_units(merged, A, n))
     return out
 
 
 def stack_proposals(layers: list, activation: str, n: int, count: int) -> list:
-    """``count`` width-``n`` starts ``(MLPParams, L)`` for one wide fit given as ``[(MLPParams, L_l)]``;
+    """``count`` width-``n`` starts ``(MLPParams, A)`` for one wide fit given as ``[(MLPParams, A_l)]``;
     for a stack, proposal ``i`` takes each layer's ``i``-th (:func:`proposals` per layer, each padded
     by repeating its last)."""
     per_layer = []
-    for b, L in layers:
-        got = proposals(b, L, activation, n, count=count)
+    for b, A in layers:
+        got = proposals(b, A, activation, n, count=count)
         per_layer.append((got + got[-1:] * count)[:count])
     if len(layers) == 1:
         return per_layer[0]

@@ -10,26 +10,79 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import io
-from absorbjax.fit._config import Init, Polish
+from absorbjax.fit._config import DrawSettings, LineStep, Wide
 from absorbjax.models import Params
 from absorbjax.results import Result
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SearchConfig:
-    """The settings a search ran with (:attr:`SearchResult.config`), frozen.
+class ExpandRecord:
+    """What :func:`~absorbjax.fit._expand.expand_search` ran with and did (:attr:`SearchConfig.expand`),
+    frozen.
+
+    :meth:`to_dict` is its JSON record (the keys it has always had: ``factor``, ``wide_restarts``,
+    ``wide_steps``, ``wide_polish``, ``rounds``, ``proposals_per_draw``, ``dense``, ``merge_tol``,
+    ``unsolved``, ``proposed``, ``improved`` and, when the line step ran, ``lines``).
+
+    Attributes:
+      wide: the wide rounds' :class:`~absorbjax.fit.Wide`, ``restarts`` and ``steps`` resolved.
+      line_step: the line step's :class:`~absorbjax.fit.LineStep`, or ``None`` where it did not run
+        (GELU, a ``skip``, or ``line_step=None``).
+      unsolved: draws the first search left unsolved.
+      proposed, improved: draws given a final block, and those whose loss it lowered (all rounds).
+      lines_proposed, lines_improved: the same for the line step's rounds alone.
+    """
+
+    wide: Wide
+    line_step: LineStep | None
+    unsolved: int
+    proposed: int
+    improved: int
+    lines_proposed: int = 0
+    lines_improved: int = 0
+
+    def to_dict(self) -> dict:
+        """The JSON record (``wide_polish`` and ``lines`` as dicts)."""
+        w = self.wide
+        out = {
+            "factor": w.factor,
+            "wide_restarts": w.restarts,
+            "wide_steps": w.steps,
+            "wide_polish": w.polish._asdict(),
+            "rounds": w.rounds,
+            "proposals_per_draw": w.proposals,
+            "dense": w.dense,
+            "merge_tol": w.merge_tol,
+            "unsolved": self.unsolved,
+            "proposed": self.proposed,
+            "improved": self.improved,
+        }
+        if self.line_step is not None:
+            step = self.line_step
+            out["lines"] = {
+                "restarts": step.restarts,
+                "rounds": step.rounds,
+                "segments": list(step.segments),
+                "proposed": self.lines_proposed,
+                "improved": self.lines_improved,
+            }
+        return out
+
+    _asdict = to_dict  # the NamedTuple protocol absorbjax.io.to_jsonable reads
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SearchConfig(DrawSettings):
+    """The settings a search ran with (:attr:`SearchResult.config`), frozen: the
+    :class:`~absorbjax.fit._config.DrawSettings` every draw was computed with (``depth``, ``d``,
+    ``n``, ``width``, ``restarts``, ``steps``, ``init``, ``linear``, ``num``, ``low``, ``high``,
+    ``holdout``, ``polish``, documented there) and the fields below.
 
     :meth:`to_dict` is its JSON record (the same keys, in the same order, as the record has always
     had; :func:`absorbjax.io.to_jsonable` writes it).
 
     Attributes:
       activation: the activation's registered name.
-      depth, d, n, width: ``L``, the input dimension, the target's and the candidate's width.
-      restarts, steps, init, linear: the solver's settings (``init`` an
-        :class:`~absorbjax.fit._config.Init`) and whether the candidate had a free linear term.
-      num, low, high, holdout: the inputs (training inputs per draw, radius range, held-out
-        inputs per decade).
-      polish: the resolved :class:`~absorbjax.fit.Polish`, or ``None`` (no polish).
       optimizer: ``"default"`` or ``"custom"``.
       skip: whether a linear skip ``A`` was given.
       draws: the number of draws searched.
@@ -37,24 +90,11 @@ class SearchConfig:
       batch_size, chunk_size, devices: the layout the draws ran in.
       dtype, key, jax: the weights' dtype, the base key's data and ``jax.__version__``.
       single: the target was one block without a draws axis (the result's fields have none).
-      expand: :func:`~absorbjax.fit._expand.expand_search`'s record (settings and counts), else
-        ``None``.
+      expand: :func:`~absorbjax.fit._expand.expand_search`'s :class:`ExpandRecord` (settings and
+        counts), else ``None``.
     """
 
     activation: str
-    depth: int
-    d: int
-    n: int
-    width: int
-    restarts: int
-    steps: int
-    init: Init
-    linear: bool
-    num: int
-    low: float
-    high: float
-    holdout: int
-    polish: Polish | None
     optimizer: str
     skip: bool
     draws: int
@@ -66,18 +106,21 @@ class SearchConfig:
     key: tuple[int, ...]
     jax: str
     single: bool = False
-    expand: dict | None = None
+    expand: ExpandRecord | None = None
 
     def to_dict(self) -> dict:
         """The JSON record: every field, ``polish`` as a dict, ``key`` as a list; ``single`` and
         ``expand`` only when set."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("single", "expand")}
+        names = ["activation"] + [
+            f.name for f in dataclasses.fields(self) if f.name not in ("activation", "single", "expand")
+        ]
+        out = {k: getattr(self, k) for k in names}
         out["polish"] = None if self.polish is None else self.polish._asdict()
         out["key"] = list(self.key)
         if self.single:
             out["single"] = True
         if self.expand is not None:
-            out["expand"] = self.expand
+            out["expand"] = self.expand.to_dict()
         return out
 
     _asdict = to_dict  # the NamedTuple protocol absorbjax.io.to_jsonable reads
@@ -124,7 +167,7 @@ class SearchResult(_SearchFields, Result):
       holdout_loss: ``(draws,)`` relative loss of the best candidate on all held-out inputs.
       config: a :class:`SearchConfig`: the settings, the seed's key data and ``jax.__version__``.
       best_linear: ``search(..., linear=True)`` only: the best candidate's free linear term
-        ``L`` per draw (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), else ``None``.
+        ``A`` per draw (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), else ``None``.
       final_loss: :func:`~absorbjax.fit._expand.expand_search` only: ``(draws,)`` the loss of the
         final block it proposed and polished (``inf`` where it proposed none), else ``None``;
         ``losses`` and ``failed`` stay the first search's restarts.
@@ -209,7 +252,7 @@ def unbatch(result: SearchResult) -> SearchResult:
 
 
 def assemble(out: dict, kind: type, edges: np.ndarray, config: SearchConfig) -> SearchResult:
-    """A :class:`SearchResult` from the stacked per-draw outputs of ``fit.draw.one_draw``."""
+    """A :class:`SearchResult` from the stacked per-draw outputs of ``fit._draw.one_draw``."""
     best = kind(*(jnp.asarray(out["best_params." + f]) for f in kind._fields))
     draws, restarts = out["losses"].shape
     chex.assert_shape([out["best_loss"], out["holdout_loss"], out["weight_norms"], out["target_norms"]], (draws,))
