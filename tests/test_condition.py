@@ -1,7 +1,6 @@
 """Thm 8/10 decision, the absorber and the distance (float64: exactness claims)."""
 
 import functools
-import inspect
 import itertools
 import json
 import math
@@ -204,7 +203,7 @@ def test_find_absorbing_sets_progress_bar(capsys):
 
 
 def test_compressed_milp_formulation(monkeypatch):
-    monkeypatch.setattr(condition.integer, "_MILP_DENSE_MAX", 0)
+    monkeypatch.setattr(condition._integer, "_MILP_DENSE_MAX", 0)
     params, S = planted(2, 12, 5)
     cert = condition.find_absorbing_set(params, method="milp")
     assert cert.status == "absorbable"
@@ -215,7 +214,7 @@ def test_compressed_milp_formulation(monkeypatch):
 
 def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
     params, _ = planted(2, 12, 2)
-    real, calls = condition.integer.optimize.milp, []
+    real, calls = condition._integer.optimize.milp, []
 
     def wrong_first(*args, **kwargs):  # a false "feasible" answer must be caught and cut off
         calls.append(1)
@@ -223,14 +222,14 @@ def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
             return types.SimpleNamespace(status=0, x=np.ones(12), message="fake")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(condition.integer.optimize, "milp", wrong_first)
+    monkeypatch.setattr(condition._integer.optimize, "milp", wrong_first)
     cert = condition.find_absorbing_set(params, method="milp")
     assert cert.status == "absorbable" and len(calls) == 2
 
     def timed_out(*args, **kwargs):
         return types.SimpleNamespace(status=1, x=None, message="Time limit reached")
 
-    monkeypatch.setattr(condition.integer.optimize, "milp", timed_out)
+    monkeypatch.setattr(condition._integer.optimize, "milp", timed_out)
     cert = condition.find_absorbing_set(params, method="milp")  # n = 12: enumeration still decides
     assert cert.status == "absorbable" and cert.method == "exhaustive"
     wide = MLPParams(np.asarray(GAUSS.up[0, :30, :2]), np.asarray(GAUSS.down[0, :2, :30]))
@@ -499,21 +498,6 @@ def test_distance_gaussian(d, n):
         assert dist.relaxation > 0  # the real relaxation alone already separates
     else:
         assert dist.relaxation == 0 and dist.box > 0  # only the box relaxation does
-
-
-def test_distance_decides_with_the_options_it_is_given():
-    """``distance`` passes the decision's options on: its certificate is the decision they give."""
-    params, S = planted(3, 8, 3)
-    dist = condition.distance(params, method="exhaustive", skip_rtol=1e-3, rtol=1e-10)
-    cert = condition.find_absorbing_set(params, method="exhaustive", skip_rtol=1e-3, rtol=1e-10)
-    assert dist.certificate.method == cert.method == "exhaustive"
-    assert dist.certificate.skip_rtol == 1e-3 and dist.certificate.rtol == 1e-10
-    assert dist.S.tolist() == S.tolist() == cert.S.tolist() and dist.method == "exact"
-    biased = condition.distance(gaussian(1, 3, 6), "gelu", bias=np.linspace(-1.0, 1.0, 6))
-    assert biased.certificate.biased and biased.certificate.theorem == "Thm 8 via the ray limit"
-    assert inspect.signature(condition.distance).parameters["time_limit"].default == 10.0
-    with pytest.raises(TypeError, match="unexpected keyword argument 'tol'"):
-        condition.distance(params, tol=1e-3)
 
 
 def test_statuses_are_typed_and_records_keep_the_plain_words():
