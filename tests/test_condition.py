@@ -1,7 +1,6 @@
 """Thm 8/10 decision, the absorber and the distance (float64: exactness claims)."""
 
 import functools
-import inspect
 import itertools
 import json
 import math
@@ -499,21 +498,6 @@ def test_distance_gaussian(d, n):
         assert dist.relaxation > 0  # the real relaxation alone already separates
     else:
         assert dist.relaxation == 0 and dist.box > 0  # only the box relaxation does
-
-
-def test_distance_decides_with_the_options_it_is_given():
-    """``distance`` passes the decision's options on: its certificate is the decision they give."""
-    params, S = planted(3, 8, 3)
-    dist = condition.distance(params, method="exhaustive", skip_rtol=1e-3, rtol=1e-10)
-    cert = condition.find_absorbing_set(params, method="exhaustive", skip_rtol=1e-3, rtol=1e-10)
-    assert dist.certificate.method == cert.method == "exhaustive"
-    assert dist.certificate.skip_rtol == 1e-3 and dist.certificate.rtol == 1e-10
-    assert dist.S.tolist() == S.tolist() == cert.S.tolist() and dist.method == "exact"
-    biased = condition.distance(gaussian(1, 3, 6), "gelu", bias=np.linspace(-1.0, 1.0, 6))
-    assert biased.certificate.biased and biased.certificate.theorem == "Thm 8 via the ray limit"
-    assert inspect.signature(condition.distance).parameters["time_limit"].default == 10.0
-    with pytest.raises(TypeError, match="unexpected keyword argument 'tol'"):
-        condition.distance(params, tol=1e-3)
 
 
 def test_statuses_are_typed_and_records_keep_the_plain_words():

@@ -119,10 +119,10 @@ def test_blockwise_balance_answers_as_the_balanced_copy():
     U, D = np.ldexp(U, k[:, None]), np.ldexp(D, -k[None, :])
     A = np.eye(d)
     context = decision.BlockContext((np.dtype(np.float64),) * 2, None, "relu", "identity")
-    opts = dict(rtol=None, method="auto", time_limit=10.0)
-    raw = decision.decide(U, D, A, context, **opts)[0]
+    opts = condition.Decision(time_limit=10.0)
+    raw = decision.decide(U, D, A, context, opts)[0]
     e = np.frexp(np.max(np.abs(U), axis=1))[1]  # _arith.balance's copy (every rescaling exact here)
-    copy = decision.decide(np.ldexp(U, -e[:, None]), np.ldexp(D, e[None, :]), A, context, **opts)[0]
+    copy = decision.decide(np.ldexp(U, -e[:, None]), np.ldexp(D, e[None, :]), A, context, opts)[0]
     assert raw.status == "absorbable" and raw.S.tolist() == S.tolist()
     fields = ("status", "method", "lower_bound", "threshold", "residual", "miss_bound", "within_rounding")
     assert [getattr(raw, f) for f in fields] == [getattr(copy, f) for f in fields]

@@ -588,17 +588,18 @@ def test_packaged_onnx_and_ctranslate2():
     assert {(b.d, b.n, b.activation, b.dtype) for b in model.blocks} == {(384, 1536, "gelu", "float16")}
 
 
-def test_the_calls_that_pass_options_on_spell_them_out_with_the_same_defaults():
-    """``condition.find_absorbing_sets`` and ``distance`` take :func:`condition.find_absorbing_set`'s
-    options (``distance`` gives the MILP 10 s), ``weights.blocks`` and ``load_block`` take
-    :func:`weights.scan`'s, each as a keyword-only parameter that ``help()`` and editors show."""
+def test_the_reading_options_are_one_checked_layout(tmp_path):
+    """``weights.scan``, ``blocks`` and ``load_block`` take one :class:`weights.Layout` (shown by
+    ``help()``), its fields by keyword as a shorthand; any other keyword is a ``TypeError``."""
+    import dataclasses
     import inspect
 
-    def options(f):
-        return {k: p.default for k, p in inspect.signature(f).parameters.items() if p.kind is p.KEYWORD_ONLY}
-
-    one = options(condition.find_absorbing_set)
-    assert options(condition.find_absorbing_sets) == one | {"progress": True}
-    assert options(condition.distance) == one | {"time_limit": 10.0, "search": True}
-    scan = options(weights.scan)
-    assert options(weights.blocks) == scan and options(weights.load_block) == scan | {"layer": None}
+    assert [f.name for f in dataclasses.fields(weights.Layout)] == ["transpose", "allow_narrow", "fused"]
+    for f in (weights.scan, weights.blocks, weights.load_block):
+        assert inspect.signature(f).parameters["layout"].default == weights.Layout()
+        with pytest.raises(TypeError, match=f"{f.__name__}\\(\\) got an unexpected keyword argument 'transposed'"):
+            f(tmp_path / "none.npz", transposed=True)
+    with pytest.raises(ValueError, match="fused must be one of gate-value, value-gate"):
+        weights.Layout(fused="gate-up")
+    with pytest.raises(ValueError, match="transpose must be True or False"):
+        weights.Layout(transpose="yes")

@@ -86,6 +86,7 @@ from absorbjax.condition._certificate import METHODS, Certificate, Distance, Rel
 from absorbjax.condition._closest import distance
 from absorbjax.condition._decide import find_absorbing_set, find_absorbing_sets
 from absorbjax.condition._inputs import DEFAULT_RTOL, storage_rtol, tolerance
+from absorbjax.condition._options import Decision
 from absorbjax.condition.width import WidthCertificate, WidthStatus, min_extra_width
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "WithinRounding",
     "RelaxationEvidence",
     "Distance",
+    "Decision",
     "find_absorbing_set",
     "find_absorbing_sets",
     "absorber",

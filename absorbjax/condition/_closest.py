@@ -7,12 +7,14 @@ import time
 
 import numpy as np
 
+from absorbjax._shorthand import with_shorthand
 from absorbjax.condition import _large as large, _stored as stored
 from absorbjax.condition._arith import EPS, ONE, balance, miss_bound
 from absorbjax.condition._certificate import Distance
 from absorbjax.condition._decide import decide, read_block
 from absorbjax.condition._inputs import Rule, mask_of
 from absorbjax.condition._integer import closest_mask, local_search
+from absorbjax.condition._options import Decision
 from absorbjax.condition._relax import box_relaxation
 from absorbjax.condition._search import descend
 from absorbjax.models import MLPParams, check_layout
@@ -24,15 +26,9 @@ def distance(
     params: MLPParams,
     activation: str | None = None,
     *,
-    time_limit: float = 10.0,
     search: bool = True,
-    skip=None,
-    rtol: float | None = None,
-    method: str = "auto",
-    bias=None,
-    skip_rtol: float | None = None,
-    out_bias=None,
-    narrow: bool = False,
+    decision: Decision = Decision(time_limit=10.0),
+    **shorthand,
 ) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
 
@@ -57,18 +53,19 @@ def distance(
     Higham's error bound, or rational arithmetic when cancellation makes that bound loose), so the
     set ``S`` attains at most ``upper`` on the stored values.
 
-    ``time_limit`` (seconds for the MILP, here 10 by default), ``skip``, ``rtol``, ``method``,
-    ``bias``, ``skip_rtol``, ``out_bias`` and ``narrow`` are the decision's, as for
-    :func:`find_absorbing_set` and checked as there; its certificate is ``certificate``. A biased block's distance is the distance
+    ``decision`` (a :class:`Decision`, or its fields by keyword: ``skip``, ``rtol``, ``method``,
+    ``bias``, ``skip_rtol``, ``out_bias``, ``narrow`` and ``time_limit``, seconds for the MILP, here 10
+    by default) is the decision's, as for :func:`find_absorbing_set`; its certificate is ``certificate``. A biased block's distance is the distance
     of its *ray limit* (the bias-free block on the same ``W_up, W_down``): ``bias`` (the hidden bias
     ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers; so
     does ``activation``.
     """
     start = time.perf_counter()
-    U, D, A, context = read_block(params, activation, skip=skip, bias=bias, out_bias=out_bias)
-    check_layout(params, narrow=narrow)  # after read_block's checks of the shapes
-    n = U.shape[0]
-    cert, rel = decide(U, D, A, context, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)
+    decision = with_shorthand((decision,), shorthand, "distance")[0]
+    U, D, A, context = read_block(params, activation, decision)
+    check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
+    n, time_limit = U.shape[0], decision.time_limit
+    cert, rel = decide(U, D, A, context, decision)
     rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
     deadline = max(start + time_limit, time.perf_counter() + time_limit / 10)
     if rel is None:  # decided by the O(n d²) screen of condition._large

@@ -3,7 +3,7 @@ promises is built in :func:`~absorbjax.condition.absorber` (``condition/_absorbe
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -12,14 +12,13 @@ from typing import NamedTuple
 import numpy as np
 
 from absorbjax import activations
+from absorbjax._shorthand import with_shorthand
 from absorbjax.condition import _large as large, _scale as scale, _stored as stored
 from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
-from absorbjax.condition._certificate import METHODS, Certificate, RelaxationEvidence, Status, WithinRounding
+from absorbjax.condition._certificate import Certificate, RelaxationEvidence, Status, WithinRounding
 from absorbjax.condition._inputs import (
     Rule,
     absolute_rounding,
-    check_rtol,
-    check_skip_rtol,
     decidable_activation,
     float_weights,
     hypotheses,
@@ -29,6 +28,7 @@ from absorbjax.condition._inputs import (
     storage_rtol_pair,
 )
 from absorbjax.condition._integer import EXHAUSTIVE_MAX_N, exhaustive, milp
+from absorbjax.condition._options import Decision
 from absorbjax.condition._relax import Relaxation, box_lower, relax
 from absorbjax.condition._text import few, fmt
 from absorbjax.condition._verdict import absence, found_theorem, hyperplanes
@@ -160,7 +160,7 @@ class _Rounding(NamedTuple):
     reason: str
 
 
-class _Decision(NamedTuple):
+class _Answer(NamedTuple):
     """What a strategy concludes, the one form :func:`_certificate` reads: the Gram relaxation and
     search (:func:`_gram`) or the ``O(n d²)`` screen of wide blocks (:func:`_screened`).
 
@@ -191,19 +191,18 @@ class _Decision(NamedTuple):
     timings: dict
 
 
-def decide(U, D, A, context: BlockContext, *, rtol, method, time_limit, skip_rtol=None):
-    """The decision on ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)``; returns
+def decide(U, D, A, context: BlockContext, decision: Decision):
+    """The decision on ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)`` with the checked
+    ``decision``'s ``rtol``, ``skip_rtol``, ``method`` and ``time_limit``; returns
     ``(Certificate, Relaxation)`` (``Relaxation`` ``None`` when the screen decided). The weights are
     balanced first (exact, :func:`_arith.balance`).
 
     ``U, D`` are float64, or (from :func:`read_block`, ``n ≥ large.SCREEN_MIN_N``) the stored arrays
     in their own dtype, often memory-mapped: the wide screen reads them in blocks of units, balanced
     block by block (:func:`stored.balance_scales`); float64 copies are made only for the Gram path."""
-    _check_method(method, time_limit)
     t0 = time.perf_counter()
     n = U.shape[0]
-    rtol = check_rtol(rtol)
-    skip_rtol = check_skip_rtol(skip_rtol)
+    rtol, skip_rtol, method, time_limit = decision.rtol, decision.skip_rtol, decision.method, decision.time_limit
     absolute = _absolute(U, D, context.dtypes)
     rule = Rule.of(A, rtol, ONE if context.slope is None else context.slope)  # c·W_down[:,S] W_up[S,:] = −A
     timings: dict[str, float] = {}
@@ -221,7 +220,7 @@ def decide(U, D, A, context: BlockContext, *, rtol, method, time_limit, skip_rto
 
 def _gram(
     U, D, rule: Rule, context: BlockContext, *, method, time_limit, absolute, timings
-) -> tuple[_Decision, Relaxation]:
+) -> tuple[_Answer, Relaxation]:
     """The Gram strategy: float64 copies of ``U, D``, balanced; the hypotheses with ``W_up W_upᵀ``;
     the relaxations (:func:`relax`) and the search (:func:`_search`). ``O(n² d + n³)``."""
     t = time.perf_counter()
@@ -265,7 +264,7 @@ def _gram(
         radius=rel.radius(threshold),
         min_row_sin=min_sin,
     )
-    res = _Decision(
+    res = _Answer(
         S=None if out.found is None else np.flatnonzero(out.found),
         method=out.method,
         why=out.why,
@@ -284,7 +283,7 @@ def _gram(
     return res, rel
 
 
-def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scales, absolute) -> _Decision:
+def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scales, absolute) -> _Answer:
     """The screen's strategy: :func:`large.wide_screen`'s answer in the one form. ``U, D`` as
     stored (never copied whole); a found set's units are read balanced (``scales``)."""
     n, d = U.shape
@@ -306,7 +305,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
             )
         return _Rounding(WithinRounding.UNDECIDED, rtol, None, "the screen's bound does not reach the looser tolerance")
 
-    return _Decision(
+    return _Answer(
         S=None if scr.status != "found" else np.sort(np.asarray(scr.S)),
         method=scr.method,
         why=why,
@@ -324,7 +323,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
     )
 
 
-def _certificate(res: _Decision, rule: Rule, context: BlockContext, *, shape, skip_rtol, t0) -> Certificate:
+def _certificate(res: _Answer, rule: Rule, context: BlockContext, *, shape, skip_rtol, t0) -> Certificate:
     """The one place a :class:`Certificate` is built, from either strategy: a found set is judged by
     rule (E) (:func:`_promise`), "no S" by :func:`absence`; then the storage-rounding answer."""
     n, d = shape
@@ -453,18 +452,12 @@ def _promise(u, dd, d0, S, rule: Rule, skip_rtol, context):
     )
 
 
-def _check_method(method, time_limit):
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not (0 < time_limit < math.inf):
-        raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
-
-
-def read_block(params: MLPParams, activation: str | None, *, skip=None, bias=None, out_bias=None):
+def read_block(params: MLPParams, activation: str | None, decision: Decision):
     """One ungated block as the decision reads it: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)`` in
     float64 (from ``n = large.SCREEN_MIN_N`` on: as stored, float16/32/64 or bfloat16, often
     memory-mapped; :func:`decide` reads them in blocks), ``A`` ``(d, d)`` and the :class:`BlockContext`,
-    each argument checked (ValueError)."""
+    each argument (and ``decision``'s ``skip``, ``bias``, ``out_bias``) checked (ValueError)."""
+    skip, bias, out_bias = decision.skip, decision.bias, decision.out_bias
     act = decidable_activation(activation)
     U, D, _ = float_weights(params, batched=False, stream=large.SCREEN_MIN_N)
     A = stored.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])
@@ -491,20 +484,14 @@ def _bias_vector(bias, n: int, name="bias", what="the hidden bias b of σ(W_up x
 
 
 def find_absorbing_set(
-    params: MLPParams,
-    activation: str | None = None,
-    *,
-    skip=None,
-    rtol: float | None = None,
-    time_limit: float = 60.0,
-    method: str = "auto",
-    bias=None,
-    skip_rtol: float | None = None,
-    out_bias=None,
-    narrow: bool = False,
+    params: MLPParams, activation: str | None = None, *, decision: Decision = Decision(), **shorthand
 ) -> Certificate:
     """Decide whether some ``S`` has ``W_down[:,S] W_up[S,:] = −A`` (Thm 8/10, Lemma 4, and
     Thm 8 via the ray limit for biased blocks and gelu_tanh, silu, softplus).
+
+    The options beside the weights are one :class:`Decision`, ``decision``, whose fields (``skip``
+    to ``narrow`` below) may also be passed by keyword as a shorthand that replaces that field
+    (``find_absorbing_set(params, "relu", method="milp")``); any other keyword is a ``TypeError``.
 
     Args:
       params: one ungated block, ``up`` = ``W_up`` ``(n, d)``, ``down`` = ``W_down`` ``(d, n)``
@@ -517,6 +504,7 @@ def find_absorbing_set(
         ray limit when ``n < d``); an activation with no declared odd slope, or neither a ray limit
         nor a kink, gets ``undecided``; a user's declared facts are listed in ``cert.assumes``.
         Without a name, "no S" is read with these theorems (the five activations).
+      decision: the options, a :class:`Decision`; its fields:
       skip: ``A`` ``(d, d)``; ``None`` is ``I``. Singular or ill-conditioned (condition number
         above ``1/√eps``) raises ``ValueError``.
       rtol: the slack of rule (★) (module docstring), in ``[0, 0.5)``; default ``1e3·eps64``.
@@ -560,57 +548,46 @@ def find_absorbing_set(
     References:
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
-    U, D, A, context = read_block(params, activation, skip=skip, bias=bias, out_bias=out_bias)
-    check_layout(params, narrow=narrow)  # after read_block's checks of the shapes
-    return decide(U, D, A, context, rtol=rtol, method=method, time_limit=time_limit, skip_rtol=skip_rtol)[0]
+    decision = with_shorthand((decision,), shorthand, "find_absorbing_set")[0]
+    U, D, A, context = read_block(params, activation, decision)
+    check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
+    return decide(U, D, A, context, decision)[0]
 
 
 def find_absorbing_sets(
     params: MLPParams,
     activation: str | None = None,
     *,
-    skip=None,
-    rtol: float | None = None,
-    time_limit: float = 60.0,
-    method: str = "auto",
-    bias=None,
-    skip_rtol: float | None = None,
-    out_bias=None,
-    narrow: bool = False,
     progress: bool = True,
+    decision: Decision = Decision(),
+    **shorthand,
 ) -> list[Certificate]:
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
     ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. The options are
-    :func:`find_absorbing_set`'s, checked by it, except that ``skip`` is ``None``, one ``(d, d)``
-    matrix for all draws or ``(draws, d, d)``, ``bias`` one ``(n,)`` or ``(draws, n)``, and
-    ``out_bias`` one ``(d,)`` or ``(draws, d)``; ``narrow`` warns once for all draws.
+    :func:`find_absorbing_set`'s (a :class:`Decision`, or its fields by keyword), except that
+    ``skip`` is ``None``, one ``(d, d)`` matrix for all draws or ``(draws, d, d)``, ``bias`` one
+    ``(n,)`` or ``(draws, n)``, and ``out_bias`` one ``(d,)`` or ``(draws, d)``; ``narrow`` warns
+    once for all draws.
     A plain loop: small blocks take about a millisecond each (``d = 3, n = 12``: over a thousand
     draws per second on two cores, see ``experiments/bench_condition.py``), so a batched
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
     ``progress`` shows a tqdm bar over the draws (the MILP can take up to ``time_limit`` each).
     """
-    _check_method(method, time_limit)
+    decision = with_shorthand((decision,), shorthand, "find_absorbing_sets")[0]
     U, _, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
-    check_layout(params, narrow=narrow)  # warned once, here, for all draws
-    skips = _per_draw(skip, (d, d), draws, "skip")
-    biases = _per_draw(bias, (n,), draws, "bias")
-    outs = _per_draw(out_bias, (d,), draws, "out_bias")
+    check_layout(params, narrow=decision.narrow)  # warned once, here, for all draws
+    skips = _per_draw(decision.skip, (d, d), draws, "skip")
+    biases = _per_draw(decision.bias, (n,), draws, "bias")
+    outs = _per_draw(decision.out_bias, (d,), draws, "out_bias")
     from tqdm.auto import tqdm
 
     return [
         find_absorbing_set(
             MLPParams(params.up[k], params.down[k]),
             activation,
-            skip=skips[k],
-            rtol=rtol,
-            time_limit=time_limit,
-            method=method,
-            bias=biases[k],
-            skip_rtol=skip_rtol,
-            out_bias=outs[k],
-            narrow=True,
+            decision=dataclasses.replace(decision, skip=skips[k], bias=biases[k], out_bias=outs[k], narrow=True),
         )
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]

@@ -15,20 +15,9 @@ import jax
 import numpy as np
 
 from absorbjax import models
-from absorbjax.dimension._counts import (
-    PRIME,
-    check_sizes,
-    free_bound,
-    param_count,
-    residual_max,
-)
+from absorbjax.dimension._counts import PRIME, check_sizes, free_bound, param_count, residual_max
 from absorbjax.dimension._points import RationalPoint, rational_point
-from absorbjax.dimension._ranks import (
-    ExactRank,
-    exact_rank,
-    float_rank,
-    narrow_invertible,
-)
+from absorbjax.dimension._ranks import ExactRank, exact_rank, float_rank, narrow_invertible
 from absorbjax.io import to_jsonable
 from absorbjax.results import UNDECIDED, Verdict
 

@@ -21,6 +21,7 @@ import optax
 from jax.sharding import Mesh
 
 from absorbjax import activations, models
+from absorbjax._shorthand import with_shorthand
 from absorbjax.models import GatedParams, MLPParams, Params
 
 
@@ -242,35 +243,16 @@ class Run:
 
 
 _SOLVER = tuple(f.name for f in dataclasses.fields(Solver))
-_RUN = tuple(f.name for f in dataclasses.fields(Run))
 
 
 def options(solver: Solver, run: Run, shorthand: dict, where: str = "search") -> tuple[Solver, Run]:
-    """``(solver, run)`` with the fields named in ``shorthand`` replaced: the one path from the
-    keyword shorthand (``search(..., restarts=8, progress=False)``) to the option objects.
-
-    Examples:
-      >>> from absorbjax import fit
-      >>> s, r = fit._config.options(fit.Solver(), fit.Run(), {"restarts": 8, "progress": False})
-      >>> s.restarts, r.progress
-      (8, False)
-      >>> fit._config.options(fit.Solver(), fit.Run(), {"restart": 8})
-      Traceback (most recent call last):
-      TypeError: search() got an unexpected keyword argument 'restart' (the options are the fields of fit.Solver: restarts, steps, init, optimizer, polish, tol, and of fit.Run: batch_size, chunk_size, mesh, progress, checkpoint)
-    """
+    """``(solver, run)`` with the fields named in ``shorthand`` replaced (``search(..., restarts=8,
+    progress=False)``); any other keyword is a ``TypeError`` naming the fields."""
     if not isinstance(solver, Solver):
         raise ValueError(f"solver must be an absorbjax.fit.Solver, got {type(solver).__name__}")
     if not isinstance(run, Run):
         raise ValueError(f"run must be an absorbjax.fit.Run, got {type(run).__name__}")
-    unknown = [k for k in shorthand if k not in _SOLVER + _RUN]
-    if unknown:
-        raise TypeError(
-            f"{where}() got an unexpected keyword argument {unknown[0]!r} (the options are the fields of "
-            f"fit.Solver: {', '.join(_SOLVER)}, and of fit.Run: {', '.join(_RUN)})"
-        )
-    solver = dataclasses.replace(solver, **{k: v for k, v in shorthand.items() if k in _SOLVER})
-    run = dataclasses.replace(run, **{k: v for k, v in shorthand.items() if k in _RUN})
-    return solver, run
+    return with_shorthand((solver, run), shorthand, where)
 
 
 @functools.lru_cache(maxsize=32)

@@ -19,12 +19,13 @@ Every problem raises ``ValueError`` with one line naming the file and the fix.
 """
 
 from absorbjax.weights._check import BlockCheck, check, gaussian_like
-from absorbjax.weights._model import Block, Model, blocks, load_block, load_skip, scan
+from absorbjax.weights._model import Block, Layout, Model, blocks, load_block, load_skip, scan
 from absorbjax.weights._packages import checkpoint_file
 
 __all__ = [
     "Block",
     "Model",
+    "Layout",
     "BlockCheck",
     "scan",
     "blocks",

@@ -8,7 +8,41 @@ import dataclasses
 
 import numpy as np
 
+from absorbjax._shorthand import with_shorthand
 from absorbjax.weights import _activation as _activation, _conventions as conventions, _formats as formats
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Layout:
+    """How a checkpoint stores its MLP matrices, where the file does not say: the options of
+    :func:`scan`, :func:`blocks` and :func:`load_block`, each of which also takes these fields by
+    keyword as a shorthand that replaces them (``scan(path, transpose=True)`` is
+    ``scan(path, layout=Layout(transpose=True))``; any other keyword is a ``TypeError``).
+
+    Attributes:
+      transpose: read every matrix the other way round from its convention's layout (Flax/JAX
+        files store ``(in, out)``).
+      allow_narrow: accept ``n < d`` (refused by default: the usual sign of a transposed file).
+      fused: ``"gate-value"`` or ``"value-gate"``: each block's ``up`` tensor ``(2n, d)`` stacks
+        ``W_gate`` and ``W_value`` in that order (Phi-3's ``gate_up_proj`` is read so without it).
+
+    Examples:
+      >>> from absorbjax import weights
+      >>> weights.Layout(fused="gate-up")
+      Traceback (most recent call last):
+      ValueError: fused must be one of gate-value, value-gate, got 'gate-up'
+    """
+
+    transpose: bool = False
+    allow_narrow: bool = False
+    fused: str | None = None
+
+    def __post_init__(self):
+        for name in ("transpose", "allow_narrow"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.fused is not None and self.fused not in conventions.FUSED_ORDERS:
+            raise ValueError(f"fused must be one of {', '.join(conventions.FUSED_ORDERS)}, got {self.fused!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,14 +307,7 @@ def _unread(ckpt, candidates: dict, prefix: str, used: set, d: int, n: int) -> t
     )
 
 
-def scan(
-    path,
-    activation: str | None = None,
-    *,
-    transpose: bool = False,
-    allow_narrow: bool = False,
-    fused: str | None = None,
-) -> Model:
+def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **shorthand) -> Model:
     """Every MLP block in ``path`` (a file or model directory, see :mod:`~absorbjax.weights._formats`),
     weights not yet read, and the tensors no block uses.
 
@@ -289,25 +316,20 @@ def scan(
       activation: registered name; else from ``config.json`` beside the file, GGUF metadata, an
         ONNX graph, a CTranslate2 scalar or an ``activation`` entry
         (:func:`absorbjax.weights._activation.resolve`); else ``ValueError``.
-      transpose: read every matrix the other way round from its convention's layout (Flax/JAX
-        files store ``(in, out)``).
-      allow_narrow: accept ``n < d`` (refused by default: the usual sign of a transposed file).
-      fused: ``"gate-value"`` or ``"value-gate"``: each block's ``up`` tensor ``(2n, d)`` stacks
-        ``W_gate`` and ``W_value`` in that order (Phi-3's ``gate_up_proj`` is read so without it).
+      layout: a :class:`Layout` (``transpose``, ``allow_narrow``, ``fused``), or its fields by keyword.
 
     Raises ``ValueError`` naming the file: no block, an incomplete block, quantised MLP weights,
     shapes that do not fit (or fit only transposed), ``n < d``, biases of the wrong shape, no or a
     mismatched activation.
     """
-    if fused is not None and fused not in conventions.FUSED_ORDERS:
-        raise ValueError(f"fused must be one of {', '.join(conventions.FUSED_ORDERS)}, got {fused!r}")
+    layout = with_shorthand((layout,), shorthand, "scan")[0]
     ckpt = formats.read(path)
-    found = [_fuse(g, fused) for g in _groups(ckpt)]
+    found = [_fuse(g, layout.fused) for g in _groups(ckpt)]
     kinds = {g.convention.gated for g, _ in found}
     if len(kinds) > 1:
         raise ValueError(f"{ckpt.path}: the file mixes gated and ungated blocks; check them one file at a time")
     name, source = _activation.resolve(ckpt, kinds.pop(), activation)
-    laid = [(g, order, *_layout(ckpt, g, transpose, allow_narrow)) for g, order in found]
+    laid = [(g, order, *_layout(ckpt, g, layout.transpose, layout.allow_narrow)) for g, order in found]
     used = {t for g, *_ in laid for t in (*g.weights.values(), *g.biases.values())}
     out, candidates = [], (_candidates(ckpt) if ckpt.graph_blocks is None else {})
     for layer, (g, order, d, n, flip) in enumerate(laid):
@@ -338,29 +360,17 @@ def scan(
     return Model(ckpt.path, ckpt.format, out, unused)
 
 
-def blocks(
-    path,
-    activation: str | None = None,
-    *,
-    transpose: bool = False,
-    allow_narrow: bool = False,
-    fused: str | None = None,
-) -> list[Block]:
+def blocks(path, activation: str | None = None, *, layout: Layout = Layout(), **shorthand) -> list[Block]:
     """Every MLP block in ``path``, weights not yet read: :func:`scan`'s ``blocks``, with its arguments."""
-    return scan(path, activation, transpose=transpose, allow_narrow=allow_narrow, fused=fused).blocks
+    return scan(path, activation, layout=with_shorthand((layout,), shorthand, "blocks")[0]).blocks
 
 
 def load_block(
-    path,
-    activation: str | None = None,
-    *,
-    layer: int | None = None,
-    transpose: bool = False,
-    allow_narrow: bool = False,
-    fused: str | None = None,
+    path, activation: str | None = None, *, layer: int | None = None, layout: Layout = Layout(), **shorthand
 ) -> Block:
-    """One block, read: the only one in ``path``, or ``layer`` (its position, see :func:`blocks`)."""
-    found = blocks(path, activation, transpose=transpose, allow_narrow=allow_narrow, fused=fused)
+    """One block, read: the only one in ``path``, or ``layer`` (its position, see :func:`blocks`);
+    ``layout`` (or its fields by keyword) as for :func:`scan`."""
+    found = blocks(path, activation, layout=with_shorthand((layout,), shorthand, "load_block")[0])
     if layer is None:
         if len(found) > 1:
             raise ValueError(
