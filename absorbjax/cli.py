@@ -88,7 +88,7 @@ def _run_all(reproduce, modules, args) -> list[str]:
         record = reproduce.run_experiment(module, args.out, preset=args.preset, seed=args.seed, force=args.force)
         print(f"    done ({time.perf_counter() - start:.1f} s)", flush=True)
         for row in record["results"].get("claims", []):
-            print(f"    - [{reproduce.verdict(row)}] {row['claim']}: {row['measured']}", flush=True)
+            print(f"    - [{reproduce.outcome(row)}] {row['claim']}: {row['measured']}", flush=True)
             if row.get("holds") is False:
                 failed.append(f"{name}: {row['claim']}")
     return failed

@@ -48,7 +48,7 @@ Examples:
   ...     record = reproduce.run_experiment(demo, out, preset="smoke")
   ...     again = reproduce.finished(demo, out, preset="smoke", seed=0)
   ...     summary = reproduce.write_summary(out, {"demo": demo}).read_text()
-  >>> [reproduce.verdict(row) for row in record["results"]["claims"]], again
+  >>> [reproduce.outcome(row) for row in record["results"]["claims"]], again
   (['held'], True)
   >>> "| float64 inside run | run sees float64 | x64 = True | held (x64 is True) |  |" in summary
   True
@@ -80,7 +80,7 @@ __all__ = [
     "finished",
     "write_summary",
     "replot",
-    "verdict",
+    "outcome",
     "script_main",
     "DATA_PACKAGES",
     "TIMINGS",
@@ -297,12 +297,12 @@ def _checked_claim(name: str, claim) -> Claim:
     return claim
 
 
-def verdict(row: dict) -> str:
+def outcome(row: dict) -> str:
     """``"held"``, ``"NOT HELD"`` or ``"not decided"`` for a claim row of a record.
 
     Examples:
       >>> from absorbjax import reproduce
-      >>> [reproduce.verdict({"holds": h}) for h in (True, False, None)]
+      >>> [reproduce.outcome({"holds": h}) for h in (True, False, None)]
       ['held', 'NOT HELD', 'not decided']
     """
     return {True: "held", False: "NOT HELD", None: "not decided"}[row.get("holds")]
@@ -332,7 +332,7 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
         for row in record["results"].get("claims", []):
             fig = row.get("figure")
             link = f"[{fig}]({fig}.png)" if fig else ""
-            cells = (module.TITLE, row["claim"], row["measured"], f"{verdict(row)} ({row.get('criterion')})", link)
+            cells = (module.TITLE, row["claim"], row["measured"], f"{outcome(row)} ({row.get('criterion')})", link)
             rows.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     presets = sorted({str(record["config"].get("preset")) for _, record in envs})
     if len(presets) == 1:
@@ -432,6 +432,6 @@ def script_main(module: ModuleType, argv: list[str] | None = None) -> int:
     record = run_experiment(module, args.out, preset=args.preset, seed=args.seed, force=True)
     rows = record["results"].get("claims", [])
     for row in rows:
-        print(f"- [{verdict(row)}] {row['claim']}: {row['measured']}")
+        print(f"- [{outcome(row)}] {row['claim']}: {row['measured']}")
     print(f"record: {Path(args.out) / (module.NAME + '.json')}", file=sys.stderr)
     return 1 if any(row.get("holds") is False for row in rows) else 0

@@ -30,7 +30,7 @@ __all__ = [
     "passes",
     "spectral_at_most",
     "passing_sets",
-    "planted",
+    "planted_arrays",
     "storage_passes",
     "frobenius",
 ]
@@ -307,7 +307,7 @@ def _solve_down(up_s, z):
     return down_s
 
 
-def planted(rng, d, n, size=None):
+def planted_arrays(rng, d, n, size=None):
     """Gaussian weights with ``W_down[:,S] W_up[S,:] = −I`` (float64 rounding) for a random ``S``."""
     up, down = _gaussian(rng, d, n)
     size = d if size is None else size
@@ -326,7 +326,7 @@ def low_precision(rng, i):
         up, down = _gaussian(rng, d, n)
         S = None
     else:
-        up, down, S = planted(rng, d, n)
+        up, down, S = planted_arrays(rng, d, n)
     return models.MLPParams(up.astype(dt), down.astype(dt)), "relu", S, f"{dtype} d={d} n={n}"
 
 
@@ -343,7 +343,7 @@ def scaled_float32(rng, i):
 
 def huge_unit(rng, i):
     d, n = int(rng.integers(2, 5)), int(rng.integers(8, 15))
-    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
+    up, down, S = planted_arrays(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
     outside = np.setdiff1d(np.arange(n), [] if S is None else S)
     k = rng.choice(outside)
     t = 10.0 ** rng.uniform(11, 14)
@@ -411,7 +411,7 @@ def coordinate_change(rng, i):
 
 def near_miss(rng, i):
     d, n = int(rng.integers(2, 5)), int(rng.integers(6, 15))
-    up, down, S = planted(rng, d, n)
+    up, down, S = planted_arrays(rng, d, n)
     eps = 10.0 ** -rng.uniform(6, 14)
     down[:, S] *= 1 + eps * rng.choice([-1.0, 1.0], size=(d, S.size))
     return models.MLPParams(up, down), "gelu", S, f"ε={eps:.1e} d={d} n={n}"
@@ -440,7 +440,7 @@ def cancellation(rng, i):
     """Two large nearly parallel units in a set whose W_down columns cancel: Σ|W_down||W_up| ~1e12 lets
     rule (★) tolerate an exact miss of O(0.1–1)."""
     d, n0 = int(rng.integers(2, 4)), int(rng.integers(5, 9))
-    up, down, S = planted(rng, d, n0)
+    up, down, S = planted_arrays(rng, d, n0)
     L = 10.0 ** rng.uniform(11, 13)
     w = rng.normal(size=d)
     y = rng.normal(size=d)
@@ -471,7 +471,7 @@ def overflow(rng, i):
     """A planted block whose units are rescaled by 2^±(500…560) (rows up, columns down): nothing
     changes mathematically, but unbalanced Gram matrices overflow."""
     d, n = int(rng.integers(2, 4)), int(rng.integers(6, 12))
-    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
+    up, down, S = planted_arrays(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
     k = rng.integers(500, 560, n) * rng.choice([-1, 1], n)
     return (
         models.MLPParams(np.ldexp(up, k[:, None]), np.ldexp(down, -k[None, :])),
@@ -484,7 +484,7 @@ def overflow(rng, i):
 def tiny_parallel(rng, i):
     """Exactly parallel rows with entries ~1e-165 (their Gram entries underflow), next to a planted S."""
     d, n = int(rng.integers(2, 4)), int(rng.integers(6, 10))
-    up, down, S = planted(rng, d, n)
+    up, down, S = planted_arrays(rng, d, n)
     j, k = np.setdiff1d(np.arange(n), S)[:2]
     up[k] = -2.0 * up[j]
     up = np.ldexp(up, -548)
@@ -500,14 +500,14 @@ def mixed_storage(rng, i):
     names = kinds[i % 4]
     dts = [np.dtype(ml_dtypes.bfloat16) if x == "bfloat16" else np.dtype(x) for x in names]
     d, n = int(rng.integers(2, 5)), int(rng.integers(6, 13))
-    up, down, S = planted(rng, d, n)
+    up, down, S = planted_arrays(rng, d, n)
     return models.MLPParams(up.astype(dts[0]), down.astype(dts[1])), "relu", S, f"{names[0]}/{names[1]} d={d} n={n}"
 
 
 def float16_subnormal(rng, i):
     """Roundings of planted blocks stored in float16 with W_up entries below 2^-14 (absolute rounding)."""
     d, n = int(rng.integers(2, 4)), int(rng.integers(6, 12))
-    up, down, S = planted(rng, d, n)
+    up, down, S = planted_arrays(rng, d, n)
     t = 2.0 ** -int(rng.integers(9, 13))  # some |W_up| entries fall below 2^-14
     low = np.float16 if np.max(np.abs(down)) / t < 6e4 else np.float32  # W_down / t must stay finite
     return (
@@ -522,7 +522,7 @@ def biased(rng, i):
     """Biased blocks of the five activations (ray limit): planted and Gaussian."""
     act = ("relu", "gelu", "gelu_tanh", "silu", "softplus")[i % 5]
     d, n = int(rng.integers(2, 5)), int(rng.integers(6, 15))
-    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
+    up, down, S = planted_arrays(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
     return models.MLPParams(up, down), act, S, f"{act} biased d={d} n={n}", rng.normal(size=n)
 
 
@@ -530,7 +530,7 @@ def parallel_biased(rng, i):
     """Exactly parallel rows with distinct biases (distinct kink hyperplanes)."""
     act = ("relu", "gelu", "silu")[i % 3]
     d, n = int(rng.integers(2, 4)), int(rng.integers(6, 12))
-    up, down, S = planted(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
+    up, down, S = planted_arrays(rng, d, n) if i % 2 else (*_gaussian(rng, d, n), None)
     free = np.setdiff1d(np.arange(n), [] if S is None else S)
     up[free[1]] = 0.5 * up[free[0]]
     return models.MLPParams(up, down), act, S, f"{act} parallel rows, distinct biases d={d} n={n}", rng.normal(size=n)

@@ -47,9 +47,11 @@ def cell(value) -> str:
     return text if len(text) <= CELL else text[: CELL - 1].rstrip("\\") + "…"
 
 
-def verdict(row: dict) -> str:
+def outcome(row: dict) -> str:
     holds = row.get("holds")
-    return {True: "held", False: "**NOT HELD**", None: "not decided"}[holds]  # as absorbjax.reproduce.verdict
+    return {True: "held", False: "**NOT HELD**", None: "not decided"}[
+        holds
+    ]  # as absorbjax.reproduce.outcome (this script does not import JAX)
 
 
 def machine(record: dict) -> str:
@@ -92,7 +94,7 @@ def results_page(figures: Path) -> str:
             "|---|---|---|",
         ]
         lines += [
-            f"| {cell(c['claim'])} | {cell(c['measured'])} | {cell(verdict(c) + ' (' + c['criterion'] + ')')} |"
+            f"| {cell(c['claim'])} | {cell(c['measured'])} | {cell(outcome(c) + ' (' + c['criterion'] + ')')} |"
             for c in claims
         ]
         lines.append("")

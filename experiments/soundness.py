@@ -129,7 +129,9 @@ def _judge_planted(cert, case, c: Fraction = Fraction(1)):
 def _undeclared(rng, i):
     name = ("_leaky_undeclared", "_relu_sin_undeclared")[i % 2]
     d, n = int(rng.integers(2, 5)), int(rng.integers(6, 13))
-    up, down, S = testing.planted(rng, d, n) if i % 4 < 2 else (rng.normal(size=(n, d)), rng.normal(size=(d, n)), None)
+    up, down, S = (
+        testing.planted_arrays(rng, d, n) if i % 4 < 2 else (rng.normal(size=(n, d)), rng.normal(size=(d, n)), None)
+    )
     return {"params": models.MLPParams(up, down), "activation": name, "planted": S, "note": f"{name} d={d} n={n}"}
 
 
@@ -167,7 +169,7 @@ def _judge_leaky(cert, case):
 def _biased_zero(rng, i):
     act = ("relu", "gelu", "silu", "leaky_relu")[i % 4]
     d, n = int(rng.integers(2, 5)), int(rng.integers(6, 13))
-    up, down, S = testing.planted(rng, d, n)
+    up, down, S = testing.planted_arrays(rng, d, n)
     if act == "leaky_relu":
         down[:, S] /= float(activations.get(act).odd_slope)
     size = 10.0 ** rng.uniform(0, 16)
@@ -288,7 +290,7 @@ def _distance(rng, i):
     if kind == "generic":
         up, down = rng.normal(size=(n, d)) / math.sqrt(d), rng.normal(size=(d, n)) / math.sqrt(n)
     else:
-        up, down, _ = testing.planted(rng, d, n)
+        up, down, _ = testing.planted_arrays(rng, d, n)
         if kind == "near":
             down = down + 1e-3 * rng.normal(size=down.shape)
     params = models.MLPParams(up, down)

@@ -55,7 +55,9 @@ def test_cancellation_never_certifies_a_far_absorber(seed, log_l, shift):
 def test_power_of_two_unit_scaling_changes_nothing(seed, k):
     """Rescaling units by 2^±k is exact and leaves every M_i unchanged: the same answer, no crash."""
     rng = np.random.default_rng(seed)
-    up, down, S = testing.planted(rng, 3, 8) if seed % 2 else (rng.normal(size=(8, 3)), rng.normal(size=(3, 8)), None)
+    up, down, S = (
+        testing.planted_arrays(rng, 3, 8) if seed % 2 else (rng.normal(size=(8, 3)), rng.normal(size=(3, 8)), None)
+    )
     base = condition.find_absorbing_set(models.MLPParams(up, down), "gelu")
     ks = rng.choice([-k, k], 8)
     moved = condition.find_absorbing_set(

@@ -318,9 +318,9 @@ def certify(
     Examples:
       >>> cert = certify("gelu", 2, 2, 2, key=jax.random.key(0), float_check=False)
       >>> cert.status, cert.rank, cert.free_bound
-      ('certified_disjoint', 16, 12)
+      (<DepthStatus.CERTIFIED_DISJOINT: 'certified_disjoint'>, 16, 12)
       >>> certify("gelu", 2, 4, 1, key=jax.random.key(0), float_check=False).status
-      'undecided'
+      <DepthStatus.UNDECIDED: 'undecided'>
     """
     start = time.perf_counter()
     name = check_sizes(activation, d, n, depth)

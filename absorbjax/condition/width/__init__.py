@@ -337,7 +337,7 @@ def min_extra_width(
       >>> p = models.MLPParams(rng.normal(size=(6, 3)), rng.normal(size=(3, 6)) / 2)
       >>> cert = condition.min_extra_width(p, "relu")
       >>> cert.status, cert.k, cert.width, cert.error < 1e-12
-      ('certified', 3, 9, True)
+      (<WidthStatus.CERTIFIED: 'certified'>, 3, 9, True)
       >>> up = np.array([[1., 0.], [0., 1.], [1., 1.]])
       >>> down = np.array([[-1., 0., 0.], [0., -1., 1.]])   # W_down[:,S] W_up[S,:] = −I, S = {0, 1}
       >>> condition.min_extra_width(models.MLPParams(up, down), "gelu").k
