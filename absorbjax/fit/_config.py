@@ -74,7 +74,8 @@ class Linear(NamedTuple):
     ``V_down[:,S] V_up[S,:] = −A`` (Lemma 4 with skip ``A``).
 
     Attributes:
-      block: ``V`` (``MLPParams`` or ``GatedParams``), leading axes as the search's candidates.
+      block: ``V`` (``MLPParams`` or ``GatedParams``), leading axes as the search's candidates
+        (``Solver.init`` takes one; a ``linear=True`` search's ``best_params`` is one).
       linear: ``A`` ``(..., d, d)``, or ``(..., depth, d, d)`` for stacks.
     """
 
@@ -186,7 +187,7 @@ class Problem:
         candidate's own skip; a :class:`Linear` candidate, ``A`` starting at 0) instead of a
         residual-free block: the class where every unit's orientation fits
         (:func:`absorbjax.fit._expand.expand_search` then decides the orientation exactly).
-        The result's ``best_linear`` holds ``A``.
+        The result's ``best_params`` is then a :class:`Linear` of ``V`` and ``A``.
       inputs: an :class:`Inputs` (training and held-out inputs per draw).
 
     Examples:

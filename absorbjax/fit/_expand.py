@@ -293,7 +293,7 @@ def _propose(
     inputs_seen = _inputs_seen(narrow_key, num, sub.up.shape[-1], depth, activation)
     starts = []
     for j in range(draws):
-        layers = list(zip(*unstack(wide.best_params, wide.best_linear, j, depth)))
+        layers = list(zip(*unstack(*wide.best_params, j, depth)))
         if inputs_seen is not None:  # a later layer's units that are linear on its inputs go into A_l
             layers = fold_stack(layers, inputs_seen, merge_tol)
         starts.append(stack_proposals(layers, activation, n, count))
@@ -311,7 +311,7 @@ def _propose(
         ),
         run=run,
     )
-    return decided(narrow.best_params, narrow.best_linear, depth, activation, merge_tol, inputs_seen)
+    return decided(*narrow.best_params, depth, activation, merge_tol, inputs_seen)
 
 
 def _inputs_seen(key, num: int, d: int, depth: int, activation: str) -> np.ndarray | None:
