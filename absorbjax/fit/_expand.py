@@ -74,16 +74,18 @@ def expand_search(
     activation: str,
     *,
     key: jax.Array,
+    wide: Wide = Wide(),
+    line_step: LineStep | None = LineStep(),
     problem: Problem = Problem(),
     solver: Solver = Solver(),
     run: Run = Run(progress=False),
-    wide: Wide = Wide(),
-    line_step: LineStep | None = LineStep(),
     **shorthand,
 ) -> SearchResult:
     """:func:`absorbjax.fit.search`, then expand–merge–decide–polish on the draws it leaves unsolved.
 
     The steps, the line step and what happens in a stack are described in the module docstring.
+    Its own settings (``wide``, ``line_step``) come first, then the options it shares with
+    :func:`search` (``problem``, ``solver``, ``run`` and their shorthand).
 
     Args:
       params: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
@@ -93,6 +95,11 @@ def expand_search(
         (the same training and held-out inputs per draw), the wide search ``fold_in(key, 1)``,
         the width-``n`` polish ``fold_in(key, 2)`` (in the first round; round ``r``: keys
         ``fold_in(key, 1 + 2r)``, ``fold_in(key, 2 + 2r)``).
+      wide: the wide rounds' settings (:class:`~absorbjax.fit.Wide`: width factor, restarts,
+        steps, polish, proposals per draw, input density, rounds, the condition's ``rtol``).
+      line_step: ReLU without ``skip`` only: the line step's settings
+        (:class:`~absorbjax.fit.LineStep`; ``None``: no line step), run before the rounds (key
+        ``fold_in(key, LINES_SEED)``, round ``i ≥ 1``: ``fold_in(fold_in(key, LINES_SEED), i)``).
       problem: the :class:`~absorbjax.fit.Problem`, as :func:`search` takes it, of residual-free
         candidates of the target's width (``width`` ``None`` or ``n``, ``linear`` ``False``; the
         free linear term and the wider width are this search's own steps); else a ``ValueError``.
@@ -101,11 +108,6 @@ def expand_search(
       run: every search's :class:`~absorbjax.fit.Run` (``progress`` is off by default here).
       shorthand: fields of ``Problem``, ``Solver`` or ``Run`` by keyword, each replacing that
         field (as in :func:`search`).
-      wide: the wide rounds' settings (:class:`~absorbjax.fit.Wide`: width factor, restarts,
-        steps, polish, proposals per draw, input density, rounds, the condition's ``rtol``).
-      line_step: ReLU without ``skip`` only: the line step's settings
-        (:class:`~absorbjax.fit.LineStep`; ``None``: no line step), run before the rounds (key
-        ``fold_in(key, LINES_SEED)``, round ``i ≥ 1``: ``fold_in(fold_in(key, LINES_SEED), i)``).
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
