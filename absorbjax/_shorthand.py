@@ -1,6 +1,6 @@
 """Keyword shorthand for option objects: ``f(..., rtol=1e-9)`` replaces that field of the frozen
-options dataclass that ``f`` takes (``condition.Decision``, ``weights.Layout``, ``fit.Solver`` and
-``fit.Run``). NumPy-free and JAX-free: the one path from a keyword to a field."""
+options dataclass that ``f`` takes (``condition.Decision``, ``weights.Layout``, ``fit.Problem``,
+``fit.Solver`` and ``fit.Run``). NumPy-free and JAX-free: the one path from a keyword to a field."""
 
 from __future__ import annotations
 

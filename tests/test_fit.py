@@ -330,20 +330,29 @@ def test_d_extra_units_absorb_gaussian_relu_blocks():
 def test_free_linear_term_fits_every_orientation():
     """``linear=True`` fits ``L x + V_down σ(V_up x)``: started from the target's units with random
     sign flips (no absorber among them for a generic block), ``L`` absorbs the flips exactly
-    (``σ(z) − σ(−z) = z``) and comes back as ``best_linear``; the residual-free search from the same
+    (``σ(z) − σ(−z) = z``) and comes back in ``best_params``, a ``fit.Linear``; the residual-free search from the same
     starts cannot get below 1e-6."""
     W = models.sample("gelu", 2, 4, key=jax.random.fold_in(KEY, 3), draws=2)
     signs = jnp.array([[1.0, -1, -1, 1], [-1, 1, 1, 1]])[:, None, :, None]  # (draws, restarts=1, n, 1)
     start = jax.tree.map(lambda a: a[:, None], W)._replace(up=W.up[:, None] * signs)
     kw = dict(key=KEY, restarts=1, steps=0, polish=fit.Polish(steps=30, screen=30, top=1), progress=False)
     r = fit.search(W, "gelu", init=start, linear=True, **kw)
-    assert r.best_linear.shape == (2, 2, 2) and np.all(r.solved()), r.summary()
+    V, A = r.best_params
+    assert isinstance(r.best_params, fit.Linear) and A.shape == (2, 2, 2) and np.all(r.solved()), r.summary()
     # The fit keeps the target's units up to sign (the polish may turn a small one over), and L
     # is I plus the negated units' terms.
-    neg = np.sum(np.asarray(r.best_params.up) * np.asarray(W.up), -1) < 0
-    np.testing.assert_allclose(np.abs(r.best_params.up), np.abs(W.up), atol=1e-8)
+    neg = np.sum(np.asarray(V.up) * np.asarray(W.up), -1) < 0
+    np.testing.assert_allclose(np.abs(V.up), np.abs(W.up), atol=1e-8)
     flipped = jnp.einsum("bdn,bn,bnk->bdk", W.down, neg.astype(float), W.up)
-    np.testing.assert_allclose(r.best_linear, jnp.eye(2) + flipped, atol=1e-8)
+    np.testing.assert_allclose(A, jnp.eye(2) + flipped, atol=1e-8)
+    # the record keeps its keys: V as best_params, A as best_linear
+    record = r.to_dict()
+    assert record["best_params"]["type"] == "MLPParams" and np.shape(record["best_linear"]) == (2, 2, 2)
+    assert list(record)[list(record).index("config") + 1] == "best_linear"
+    single = fit.search(
+        jax.tree.map(lambda a: a[0], W), "gelu", init=jax.tree.map(lambda a: a[0], start), linear=True, **kw
+    )
+    assert single.best_params.linear.shape == (2, 2) and single.batched().best_params.linear.shape == (1, 2, 2)
     plain = fit.search(W, "gelu", init=start, **kw)
     assert np.all(plain.best_loss > 1e-6)
 

@@ -125,6 +125,13 @@ def test_options_objects_and_their_shorthand_give_the_same_search():
     mixed = fit.search(W, "gelu", key=KEY, solver=fit.Solver(restarts=3, steps=5, polish=False), restarts=2,
                        run=fit.Run(batch_size=1), progress=False)  # fmt: skip
     assert mixed.losses.shape == (2, 2) and mixed.config.steps == 5 and mixed.config.polish is None
+    # the problem likewise: fit.Problem(...) and its fields by keyword give the same search
+    inputs = fit.Inputs(num=40, holdout=4)
+    tiny = dict(restarts=2, steps=5, polish=False, progress=False)
+    problem = fit.search(W, "gelu", key=KEY, problem=fit.Problem(width=5, linear=True, inputs=inputs), **tiny)
+    fields = fit.search(W, "gelu", key=KEY, width=5, linear=True, inputs=inputs, **tiny)
+    np.testing.assert_array_equal(problem.losses, fields.losses)
+    assert problem.config == fields.config and (fields.config.width, fields.config.linear) == (5, True)
 
 
 def test_options_are_keyword_built_frozen_and_checked():
@@ -138,13 +145,24 @@ def test_options_are_keyword_built_frozen_and_checked():
     W = models.sample("relu", 2, 4, key=KEY, draws=1)
     with pytest.raises(TypeError, match="unexpected keyword argument 'restart'.*fit.Solver: restarts"):
         fit.search(W, "relu", key=KEY, restart=8)
-    with pytest.raises(TypeError, match="expand_search\\(\\) got an unexpected keyword argument 'width'"):
-        fit.expand_search(W, "relu", key=KEY, width=8)
+    with pytest.raises(
+        TypeError, match="expand_search\\(\\) got an unexpected keyword argument 'widht'.*fit.Problem: skip"
+    ):
+        fit.expand_search(W, "relu", key=KEY, widht=8)
+    # a problem expand_search cannot do (it adds the width and the linear term itself) is refused
+    for problem in (fit.Problem(width=8), fit.Problem(linear=True)):
+        with pytest.raises(ValueError, match="expand_search searches residual-free blocks of the target's width n"):
+            fit.expand_search(W, "relu", key=KEY, problem=problem)
+    with pytest.raises(ValueError, match="problem must be an absorbjax.fit.Problem"):
+        fit.search(W, "relu", key=KEY, problem={"depth": 2})
     with pytest.raises(ValueError, match="solver must be an absorbjax.fit.Solver"):
         fit.search(W, "relu", key=KEY, solver={"restarts": 8})
     with pytest.raises(ValueError, match="restarts must be a positive integer"):
         fit.search(W, "relu", key=KEY, solver=fit.Solver(restarts=0))
     assert "restarts" in fit.Solver.__doc__ and "checkpoint" in fit.Run.__doc__  # help() shows the fields
+    assert all(f in fit.Problem.__doc__ for f in ("skip", "depth", "width", "linear", "inputs"))
+    with pytest.raises(TypeError):
+        fit.Problem(None)  # keyword only
 
 
 def test_search_config_is_frozen_and_its_record_keeps_its_keys():

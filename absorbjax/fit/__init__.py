@@ -17,9 +17,10 @@ almost every absorbable block at ``n = 2d`` but of few at ``n = 4d`` (``experime
 --sizes``), so a failed search proves nothing; :func:`absorbjax.condition.find_absorbing_set`
 decides.
 
-The problem (``skip``, ``depth``, ``width``, ``linear``, :class:`Inputs`) is passed as arguments;
-how each draw is searched as a :class:`Solver` and how the search executes as a :class:`Run`, both
-frozen and built by keyword (their fields also work as keyword shorthand: ``restarts=8``).
+What is searched for is a :class:`Problem` (``skip``, ``depth``, ``width``, ``linear``,
+:class:`Inputs`), how each draw is searched a :class:`Solver` and how the search executes a
+:class:`Run`, all three frozen and built by keyword (their fields also work as keyword shorthand:
+``depth=2, restarts=8``).
 
 One draw runs ``restarts`` independent initialisations through a first-order optax phase
 (Adam by default, ``steps`` steps in ``lax.scan``) and then a polish phase of fixed length
@@ -43,7 +44,18 @@ lines (:func:`first_layer_lines`), its second layer's through a fitted first lay
 lines, which :func:`expand_search` tries first on ReLU targets.
 """
 
-from absorbjax.fit._config import Inputs, Linear, LineStep, Polish, Run, Solver, Wide, default_optimizer, min_tol
+from absorbjax.fit._config import (
+    Inputs,
+    Linear,
+    LineStep,
+    Polish,
+    Problem,
+    Run,
+    Solver,
+    Wide,
+    default_optimizer,
+    min_tol,
+)
 from absorbjax.fit._driver import search
 from absorbjax.fit._expand import expand_search
 from absorbjax.fit._lines import (
@@ -65,6 +77,7 @@ __all__ = [
     "SearchResult",
     "SearchConfig",
     "ExpandRecord",
+    "Problem",
     "Solver",
     "Run",
     "Inputs",

@@ -74,7 +74,8 @@ class Linear(NamedTuple):
     ``V_down[:,S] V_up[S,:] = −A`` (Lemma 4 with skip ``A``).
 
     Attributes:
-      block: ``V`` (``MLPParams`` or ``GatedParams``), leading axes as the search's candidates.
+      block: ``V`` (``MLPParams`` or ``GatedParams``), leading axes as the search's candidates
+        (``Solver.init`` takes one; a ``linear=True`` search's ``best_params`` is one).
       linear: ``A`` ``(..., d, d)``, or ``(..., depth, d, d)`` for stacks.
     """
 
@@ -173,6 +174,36 @@ class LineStep(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Problem:
+    """What :func:`absorbjax.fit.search` looks for (built by keyword): the residual block the target
+    is and the candidate that should reproduce it, on which inputs.
+
+    Attributes:
+      skip: the target's linear skip ``A`` ``(d, d)`` or ``(draws, d, d)`` (``None``: ``A = I``);
+        depth 1 only.
+      depth: number of layers ``L`` of both the residual stack and the candidate stack.
+      width: candidate width ``m ≥ n`` (``None``: the target's width ``n``).
+      linear: fit ``A x + V_down σ(V_up x)`` with a free linear term ``A`` per layer (the
+        candidate's own skip; a :class:`Linear` candidate, ``A`` starting at 0) instead of a
+        residual-free block: the class where every unit's orientation fits
+        (:func:`absorbjax.fit._expand.expand_search` then decides the orientation exactly).
+        The result's ``best_params`` is then a :class:`Linear` of ``V`` and ``A``.
+      inputs: an :class:`Inputs` (training and held-out inputs per draw).
+
+    Examples:
+      >>> from absorbjax import fit
+      >>> fit.Problem(depth=2, width=8)
+      Problem(skip=None, depth=2, width=8, linear=False, inputs=Inputs(num=None, low=0.01, high=100.0, holdout=64))
+    """
+
+    skip: jax.Array | None = None
+    depth: int = 1
+    width: int | None = None
+    linear: bool = False
+    inputs: Inputs = Inputs()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Solver:
     """How :func:`absorbjax.fit.search` searches each draw (built by keyword).
 
@@ -245,14 +276,15 @@ class Run:
 _SOLVER = tuple(f.name for f in dataclasses.fields(Solver))
 
 
-def options(solver: Solver, run: Run, shorthand: dict, where: str = "search") -> tuple[Solver, Run]:
-    """``(solver, run)`` with the fields named in ``shorthand`` replaced (``search(..., restarts=8,
-    progress=False)``); any other keyword is a ``TypeError`` naming the fields."""
-    if not isinstance(solver, Solver):
-        raise ValueError(f"solver must be an absorbjax.fit.Solver, got {type(solver).__name__}")
-    if not isinstance(run, Run):
-        raise ValueError(f"run must be an absorbjax.fit.Run, got {type(run).__name__}")
-    return with_shorthand((solver, run), shorthand, where)
+def options(
+    problem: Problem, solver: Solver, run: Run, shorthand: dict, where: str = "search"
+) -> tuple[Problem, Solver, Run]:
+    """``(problem, solver, run)`` with the fields named in ``shorthand`` replaced (``search(...,
+    depth=2, restarts=8, progress=False)``); any other keyword is a ``TypeError`` naming the fields."""
+    for name, value, kind in (("problem", problem, Problem), ("solver", solver, Solver), ("run", run, Run)):
+        if not isinstance(value, kind):
+            raise ValueError(f"{name} must be an absorbjax.fit.{kind.__name__}, got {type(value).__name__}")
+    return with_shorthand((problem, solver, run), shorthand, where)
 
 
 @functools.lru_cache(maxsize=32)
@@ -365,8 +397,9 @@ class Setup(NamedTuple):
         }
 
 
-def validate(target, activation: str, *, skip, depth, width, linear, inputs, solver: Solver) -> Setup:
+def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Setup:
     """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
+    skip, depth, width, linear, inputs = (getattr(problem, f.name) for f in dataclasses.fields(Problem))
     restarts, steps, init, optimizer, polish, tol = (getattr(solver, f) for f in _SOLVER)
     act, target, d, n, single = check_target(target, activation, depth)
     draws = target.down.shape[0]

@@ -242,7 +242,8 @@ def layer_image(block: MLPParams, A, h: np.ndarray, activation: str) -> np.ndarr
 
 
 def unstack(params: MLPParams, linear, j: int, depth: int) -> tuple[list[MLPParams], np.ndarray]:
-    """Draw ``j``'s layers and their ``A_l (depth, d, d)`` from a search's ``best_params``, ``best_linear``."""
+    """Draw ``j``'s layers and their ``A_l (depth, d, d)`` from a ``linear=True`` search's ``best_params``
+    (a :class:`~absorbjax.fit.Linear`: ``params``, ``linear``)."""
     As = np.asarray(linear[j]).reshape((depth,) + np.shape(linear)[-2:])
     return layers_of(jax.tree.map(lambda a: np.asarray(a[j]), params), depth), As
 

@@ -99,7 +99,8 @@ def one_draw(
     Returns:
       Flat dict: ``best_loss``, ``losses (restarts,)``, ``failed (restarts,)``, ``profile (bins,)``,
       ``holdout_loss``, ``weight_norms``, ``target_norms``, ``best_params.<field>`` and, with
-      ``cfg.linear``, ``best_linear`` (the free linear term; ``weight_norms`` counts ``V`` only).
+      ``cfg.linear``, ``best_linear`` (the free linear term, ``A`` of the result's
+      :class:`~absorbjax.fit.Linear` ``best_params``; ``weight_norms`` counts ``V`` only).
     """
     dtype = target.down.dtype
     key = jax.random.fold_in(base_key, index)

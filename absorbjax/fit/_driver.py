@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 from absorbjax.fit import _config as _config, _draw as draw, _drawmap as drawmap
-from absorbjax.fit._config import Inputs, Run, Solver
+from absorbjax.fit._config import Problem, Run, Solver
 from absorbjax.fit._loss import decade_edges
 from absorbjax.fit._result import SearchConfig, SearchResult, assemble, unbatch
 from absorbjax.models import Params
@@ -17,24 +17,20 @@ def search(
     activation: str,
     *,
     key: jax.Array,
-    skip: jax.Array | None = None,
-    depth: int = 1,
-    width: int | None = None,
-    linear: bool = False,
-    inputs: Inputs = Inputs(),
+    problem: Problem = Problem(),
     solver: Solver = Solver(),
     run: Run = Run(),
     **shorthand,
 ) -> SearchResult:
     """Search for residual-free blocks ``g_V`` that reproduce residual blocks ``f_W``.
 
-    The problem comes as arguments; how each draw is searched as a :class:`Solver` (restarts,
-    steps, init, optimizer, polish, tol) and how the search executes as a :class:`Run`
-    (batch_size, chunk_size, mesh, progress, checkpoint). Any of their fields may also be passed
-    by keyword as a shorthand that replaces that field: ``search(W, "relu", key=k, restarts=8,
-    progress=False)`` is ``search(W, "relu", key=k, solver=Solver(restarts=8),
-    run=Run(progress=False))`` (:func:`absorbjax.fit._config.options`; any other keyword is a
-    ``TypeError``).
+    What is searched for comes as a :class:`Problem` (skip, depth, width, linear, inputs), how each
+    draw is searched as a :class:`Solver` (restarts, steps, init, optimizer, polish, tol) and how
+    the search executes as a :class:`Run` (batch_size, chunk_size, mesh, progress, checkpoint).
+    Any of their fields may also be passed by keyword as a shorthand that replaces that field:
+    ``search(W, "relu", key=k, depth=2, restarts=8, progress=False)`` is ``search(W, "relu",
+    key=k, problem=Problem(depth=2), solver=Solver(restarts=8), run=Run(progress=False))``
+    (:func:`absorbjax.fit._config.options`; any other keyword is a ``TypeError``).
 
     Args:
       params: residual block weights ``W`` (``MLPParams`` ``(W_up (n,d), W_down (d,n))`` or
@@ -43,18 +39,12 @@ def search(
       activation: registered name (``σ``, or the gate ``g`` for gated blocks); its registry entry
         (function included) is what the compiled step specialises on.
       key: base PRNG key; draw ``i`` uses ``fold_in(key, i)``.
-      skip: linear skip ``A`` ``(d, d)`` or ``(draws, d, d)`` (``None``: ``A = I``); depth 1 only.
-      depth: number of layers ``L`` of both the residual stack and the candidate stack.
-      width: candidate width ``m ≥ n`` (default ``n``).
-      linear: fit ``A x + V_down σ(V_up x)`` with a free linear term ``A`` per layer (the
-        candidate's own skip; a :class:`Linear` candidate, ``A`` starting at 0) instead of a
-        residual-free block: the class where every unit's orientation fits
-        (:func:`absorbjax.fit._expand.expand_search` then decides the orientation exactly).
-        ``best_linear`` holds ``A``.
-      inputs: an :class:`Inputs` (training and held-out inputs per draw).
+      problem: a :class:`Problem` (its fields are documented there; ``depth=L`` wants the
+        ``L`` axis in ``params``).
       solver: a :class:`Solver` (its fields are documented there).
       run: a :class:`Run` (its fields are documented there).
-      shorthand: fields of :class:`Solver` or :class:`Run` by keyword, each replacing that field.
+      shorthand: fields of :class:`Problem`, :class:`Solver` or :class:`Run` by keyword, each
+        replacing that field.
 
     Returns a :class:`SearchResult`. Thm 8 (ReLU) and Thm 10 (GELU) say when an exact absorber
     exists; Props 5 and 6 and Cor 11 when none does.
@@ -70,9 +60,8 @@ def search(
       >>> r.solved().tolist(), bool(r.best_loss.max() < 1e-20)
       ([True, True], True)
     """
-    solver, run = _config.options(solver, run, shorthand)
-    problem = dict(skip=skip, depth=depth, width=width, linear=linear, inputs=inputs)
-    return _run(_config.validate(params, activation, solver=solver, **problem), key, run)
+    problem, solver, run = _config.options(problem, solver, run, shorthand)
+    return _run(_config.validate(params, activation, problem=problem, solver=solver), key, run)
 
 
 def _run(setup: _config.Setup, key: jax.Array, run: Run) -> SearchResult:

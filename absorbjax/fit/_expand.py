@@ -59,12 +59,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax.fit import _lines as _lines
-from absorbjax.fit._config import Inputs, Linear, LineStep, Polish, Run, Solver, Wide, options
+from absorbjax.fit._config import Inputs, Linear, LineStep, Polish, Problem, Run, Solver, Wide, options
 from absorbjax.fit._convert import decided, fold_stack, layer_image, unstack
 from absorbjax.fit._driver import search
 from absorbjax.fit._merge import check_activation, stack_proposals
 from absorbjax.fit._result import ExpandRecord, SearchResult, unbatch
-from absorbjax.models import MLPParams, skip_mlp, stack
+from absorbjax.models import MLPParams, dims, skip_mlp, stack
 
 LINES_SEED = 2**31 - 1  # expand_search's line step: fold_in(key, LINES_SEED)
 
@@ -74,18 +74,18 @@ def expand_search(
     activation: str,
     *,
     key: jax.Array,
-    skip: jax.Array | None = None,
-    depth: int = 1,
-    inputs: Inputs = Inputs(),
-    solver: Solver = Solver(),
-    run: Run = Run(progress=False),
     wide: Wide = Wide(),
     line_step: LineStep | None = LineStep(),
+    problem: Problem = Problem(),
+    solver: Solver = Solver(),
+    run: Run = Run(progress=False),
     **shorthand,
 ) -> SearchResult:
     """:func:`absorbjax.fit.search`, then expand–merge–decide–polish on the draws it leaves unsolved.
 
     The steps, the line step and what happens in a stack are described in the module docstring.
+    Its own settings (``wide``, ``line_step``) come first, then the options it shares with
+    :func:`search` (``problem``, ``solver``, ``run`` and their shorthand).
 
     Args:
       params: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
@@ -95,17 +95,19 @@ def expand_search(
         (the same training and held-out inputs per draw), the wide search ``fold_in(key, 1)``,
         the width-``n`` polish ``fold_in(key, 2)`` (in the first round; round ``r``: keys
         ``fold_in(key, 1 + 2r)``, ``fold_in(key, 2 + 2r)``).
-      skip, depth, inputs: the problem, as :func:`search` takes it.
-      solver: the first search's :class:`~absorbjax.fit.Solver`; its ``restarts`` and ``steps``
-        are the wide search's defaults (``wide``), its ``optimizer`` and ``tol`` every search's.
-      run: every search's :class:`~absorbjax.fit.Run` (``progress`` is off by default here).
-      shorthand: fields of ``Solver`` or ``Run`` by keyword, each replacing that field (as in
-        :func:`search`).
       wide: the wide rounds' settings (:class:`~absorbjax.fit.Wide`: width factor, restarts,
         steps, polish, proposals per draw, input density, rounds, the condition's ``rtol``).
       line_step: ReLU without ``skip`` only: the line step's settings
         (:class:`~absorbjax.fit.LineStep`; ``None``: no line step), run before the rounds (key
         ``fold_in(key, LINES_SEED)``, round ``i ≥ 1``: ``fold_in(fold_in(key, LINES_SEED), i)``).
+      problem: the :class:`~absorbjax.fit.Problem`, as :func:`search` takes it, of residual-free
+        candidates of the target's width (``width`` ``None`` or ``n``, ``linear`` ``False``; the
+        free linear term and the wider width are this search's own steps); else a ``ValueError``.
+      solver: the first search's :class:`~absorbjax.fit.Solver`; its ``restarts`` and ``steps``
+        are the wide search's defaults (``wide``), its ``optimizer`` and ``tol`` every search's.
+      run: every search's :class:`~absorbjax.fit.Run` (``progress`` is off by default here).
+      shorthand: fields of ``Problem``, ``Solver`` or ``Run`` by keyword, each replacing that
+        field (as in :func:`search`).
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
@@ -129,9 +131,13 @@ def expand_search(
     check_activation(activation)
     if not isinstance(wide, Wide) or not (line_step is None or isinstance(line_step, LineStep)):
         raise ValueError(f"wide must be a fit.Wide and line_step a fit.LineStep or None, got {wide!r}, {line_step!r}")
-    solver, run = options(solver, run, shorthand, where="expand_search")
-    common = dict(skip=skip, depth=depth, run=run)
-    first = search(params, activation, key=key, inputs=inputs, solver=solver, **common)
+    problem, solver, run = options(problem, solver, run, shorthand, where="expand_search")
+    if problem.linear or (problem.width is not None and problem.width != dims(params)[1]):
+        raise ValueError(
+            "expand_search searches residual-free blocks of the target's width n (problem.width None or n, "
+            f"problem.linear False), got width={problem.width!r}, linear={problem.linear!r}"
+        )
+    first = search(params, activation, key=key, problem=problem, solver=solver, run=run)
     single = first.config.single
     first = first.batched()
     target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), params)
@@ -139,9 +145,9 @@ def expand_search(
     wide = wide._replace(
         restarts=wide.restarts or solver.restarts, steps=wide_steps if wide.steps is None else wide.steps
     )
-    if activation != "relu" or skip is not None:
+    if activation != "relu" or problem.skip is not None:
         line_step = None
-    result, counts = _rounds(first, target, activation, key, wide, line_step, solver, inputs, common)
+    result, counts = _rounds(first, target, activation, key, wide, line_step, solver, problem, run)
     record = ExpandRecord(wide=wide, line_step=line_step, unsolved=int((~first.solved()).sum()), **counts)
     result = result._replace(config=dataclasses.replace(first.config, expand=record))
     return unbatch(result) if single else result
@@ -155,8 +161,8 @@ def _rounds(
     wide: Wide,
     line_step: LineStep | None,
     solver: Solver,
-    inputs: Inputs,
-    common: dict,
+    problem: Problem,
+    run: Run,
 ) -> tuple[SearchResult, dict]:
     """The line step's and steps 1–5's rounds of :func:`expand_search` after its first search:
     the result (with ``final_loss``) and the counts of :class:`~absorbjax.fit.ExpandRecord`."""
@@ -172,12 +178,12 @@ def _rounds(
         if not todo.size:
             break
         sub = jax.tree.map(lambda a: a[todo], target)
-        absorbers = _round_proposals(r, sub, activation, key, first, wide, line_step, solver, inputs, common)
+        absorbers = _round_proposals(r, sub, activation, key, first, wide, line_step, solver, problem, run)
         if not absorbers:
             continue
         idx = todo[sorted(absorbers)]
         final = _polish_absorbers(
-            absorbers, jax.tree.map(lambda a: a[idx], target), activation, key, first, solver, inputs, common
+            absorbers, jax.tree.map(lambda a: a[idx], target), activation, key, first, solver, problem, run
         )
         final_loss[idx] = np.where(final.failed[:, 0], np.inf, final.losses[:, 0])
         better = final.best_loss < result.best_loss[idx]
@@ -197,8 +203,8 @@ def _round_proposals(
     wide: Wide,
     line_step: LineStep | None,
     solver: Solver,
-    inputs: Inputs,
-    common: dict,
+    problem: Problem,
+    run: Run,
 ) -> dict:
     """``{j: residual-free width-n block}`` for the unsolved draws ``sub`` in round ``r`` of
     :func:`expand_search`: the line step (``r < 0``) or steps 1–4 (``r ≥ 0``)."""
@@ -213,12 +219,12 @@ def _round_proposals(
             depth,
             num=num,
             merge_tol=wide.merge_tol,
-            inputs=inputs,
+            inputs=problem.inputs,
             restarts=line_step.restarts,
             segments=line_step.segments[depth > 1],
         )
     keys = jax.random.fold_in(key, 1 + 2 * r), jax.random.fold_in(key, 2 + 2 * r)
-    return _propose(sub, activation, keys, n, depth, first.best_params.down.dtype, wide, num, solver, inputs, common)
+    return _propose(sub, activation, keys, n, depth, first.best_params.down.dtype, wide, num, solver, problem, run)
 
 
 def _polish_absorbers(
@@ -228,8 +234,8 @@ def _polish_absorbers(
     key,
     first: SearchResult,
     solver: Solver,
-    inputs: Inputs,
-    common: dict,
+    problem: Problem,
+    run: Run,
 ) -> SearchResult:
     """Step 5: each proposed residual-free block polished against its target (``targets``, one per
     proposal, in the order of ``sorted(absorbers)``) on the first search's inputs."""
@@ -239,7 +245,7 @@ def _polish_absorbers(
     )
     pol = Polish(steps=100, screen=100, top=1) if solver.polish is not False else False
     final = dataclasses.replace(solver, restarts=1, steps=0, init=init, polish=pol)
-    return search(targets, activation, key=key, inputs=inputs, solver=final, **common)
+    return search(targets, activation, key=key, problem=problem, solver=final, run=run)
 
 
 def _adopt(result: SearchResult, final: SearchResult, idx: np.ndarray, better: np.ndarray) -> SearchResult:
@@ -266,31 +272,30 @@ def _propose(
     settings: Wide,
     num: int,
     solver: Solver,
-    inputs: Inputs,
-    common: dict,
+    problem: Problem,
+    run: Run,
 ) -> dict:
     """Steps 1–4 on the draws ``sub``: ``{j: residual-free width-n block}`` for the draws ``j`` of
     ``sub`` whose polished width-``n`` fit satisfies the condition (every layer). ``keys``: the
     wide and the narrow search's; ``settings``: the round's, resolved (no ``None``)."""
     wide_key, narrow_key = keys
     count, merge_tol = settings.proposals, settings.merge_tol
+    narrow_problem = dataclasses.replace(problem, linear=True, inputs=problem.inputs._replace(num=num))
     wide = search(
         sub,
         activation,
         key=wide_key,
-        width=settings.factor * n,
-        linear=True,
-        inputs=inputs._replace(num=num),
+        problem=dataclasses.replace(narrow_problem, width=settings.factor * n),
         solver=dataclasses.replace(
             solver, restarts=settings.restarts, steps=settings.steps, init="random", polish=settings.polish
         ),
-        **common,
+        run=run,
     )
     draws = wide.best_loss.shape[0]
     inputs_seen = _inputs_seen(narrow_key, num, sub.up.shape[-1], depth, activation)
     starts = []
     for j in range(draws):
-        layers = list(zip(*unstack(wide.best_params, wide.best_linear, j, depth)))
+        layers = list(zip(*unstack(*wide.best_params, j, depth)))
         if inputs_seen is not None:  # a later layer's units that are linear on its inputs go into A_l
             layers = fold_stack(layers, inputs_seen, merge_tol)
         starts.append(stack_proposals(layers, activation, n, count))
@@ -302,14 +307,13 @@ def _propose(
         sub,
         activation,
         key=narrow_key,
-        linear=True,
-        inputs=inputs._replace(num=num),
+        problem=narrow_problem,
         solver=dataclasses.replace(
             solver, restarts=count, steps=0, init=init, polish=Polish(steps=400, screen=400, top=count)
         ),
-        **common,
+        run=run,
     )
-    return decided(narrow.best_params, narrow.best_linear, depth, activation, merge_tol, inputs_seen)
+    return decided(*narrow.best_params, depth, activation, merge_tol, inputs_seen)
 
 
 def _inputs_seen(key, num: int, d: int, depth: int, activation: str) -> np.ndarray | None:

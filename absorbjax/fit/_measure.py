@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from absorbjax import io
-from absorbjax.fit._config import Inputs, Run, Solver
+from absorbjax.fit._config import Problem, Run, Solver, options
 from absorbjax.fit._driver import search
 from absorbjax.fit._result import SearchResult
 from absorbjax.results import Result
@@ -81,11 +81,10 @@ def recall(
     *,
     key,
     search: Callable[..., SearchResult] = search,
-    skip=None,
-    depth: int = 1,
-    inputs: Inputs = Inputs(),
+    problem: Problem = Problem(),
     solver: Solver = Solver(),
     run: Run = Run(progress=False),
+    **shorthand,
 ) -> Recall:
     """Search every draw of ``params`` and count the solved ones.
 
@@ -94,10 +93,12 @@ def recall(
       activation, key: passed to ``search``.
       search: the search measured: :func:`absorbjax.fit.search` or one with its signature and
         result, such as :func:`absorbjax.fit._expand.expand_search` (its own options, ``wide=``,
-        ``width=``, bound with ``functools.partial``).
-      skip, depth, inputs: the problem, as :func:`absorbjax.fit.search` takes it.
+        ``line_step=``, bound with ``functools.partial``).
+      problem: the :class:`~absorbjax.fit.Problem`, as :func:`absorbjax.fit.search` takes it.
       solver: the :class:`~absorbjax.fit.Solver` (``solver.tol`` is the threshold counted).
       run: the :class:`~absorbjax.fit.Run` (no progress bar by default).
+      shorthand: fields of ``Problem``, ``Solver`` or ``Run`` by keyword, each replacing that
+        field (as in :func:`absorbjax.fit.search`).
 
     Examples:
       >>> import jax
@@ -108,7 +109,8 @@ def recall(
       >>> r.count, r.solved.size
       (2, 2)
     """
+    problem, solver, run = options(problem, solver, run, shorthand, where="recall")
     t = time.perf_counter()
-    result = search(params, activation, key=key, skip=skip, depth=depth, inputs=inputs, solver=solver, run=run)
+    result = search(params, activation, key=key, problem=problem, solver=solver, run=run)
     seconds = time.perf_counter() - t
     return Recall(result.solved(), result.best_loss, result.holdout_loss, float(result.config.tol), seconds, result)

@@ -6,11 +6,12 @@ import dataclasses
 from typing import NamedTuple
 
 import chex
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import io
-from absorbjax.fit._config import DrawSettings, LineStep, Wide
+from absorbjax.fit._config import DrawSettings, Linear, LineStep, Wide
 from absorbjax.models import Params
 from absorbjax.results import Result
 
@@ -130,7 +131,7 @@ class _SearchFields(NamedTuple):
     """The fields of :class:`SearchResult` (documented there)."""
 
     best_loss: np.ndarray
-    best_params: Params
+    best_params: Params | Linear
     losses: np.ndarray
     failed: np.ndarray
     profile: np.ndarray
@@ -139,7 +140,6 @@ class _SearchFields(NamedTuple):
     target_norms: np.ndarray
     holdout_loss: np.ndarray
     config: SearchConfig
-    best_linear: np.ndarray | None = None
     final_loss: np.ndarray | None = None
 
 
@@ -154,7 +154,10 @@ class SearchResult(_SearchFields, Result):
     Attributes:
       best_loss: ``(draws,)`` lowest relative loss ``ℓ`` over the restarts that did not fail
         (``inf`` when all failed).
-      best_params: the best candidate ``V`` per draw, leading draws axis (same type as the target).
+      best_params: the best candidate ``V`` per draw, leading draws axis (same type as the target);
+        for ``search(..., linear=True)`` a :class:`~absorbjax.fit.Linear` of that ``V`` and its free
+        linear term ``A`` (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), the candidate
+        as one object, as ``init`` takes it.
       losses: ``(draws, restarts)`` final ``ℓ`` of every restart (after polishing, for the
         polished ones); ``nan``/``inf`` where the restart failed.
       failed: ``(draws, restarts)`` bool, the restart ended non-finite (kept out of ``best_*``).
@@ -166,8 +169,6 @@ class SearchResult(_SearchFields, Result):
         that only falls as ``‖V‖`` grows is approximate, not exact, absorption).
       holdout_loss: ``(draws,)`` relative loss of the best candidate on all held-out inputs.
       config: a :class:`SearchConfig`: the settings, the seed's key data and ``jax.__version__``.
-      best_linear: ``search(..., linear=True)`` only: the best candidate's free linear term
-        ``A`` per draw (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), else ``None``.
       final_loss: :func:`~absorbjax.fit._expand.expand_search` only: ``(draws,)`` the loss of the
         final block it proposed and polished (``inf`` where it proposed none), else ``None``;
         ``losses`` and ``failed`` stay the first search's restarts.
@@ -227,12 +228,17 @@ class SearchResult(_SearchFields, Result):
         return {k: getattr(self, k) for k in self._fields if k not in ("edges", "config")}
 
     def to_dict(self, params: bool = True) -> dict:
-        """Plain JSON-ready dict (via :func:`absorbjax.io.to_jsonable`)."""
-        out = {k: getattr(self, k) for k in self._fields if k not in ("best_params", "best_linear") or params}
-        if self.final_loss is None:  # a plain search's record keeps its keys
-            del out["final_loss"]
-        if params:
-            out["best_params"] = {"type": type(self.best_params).__name__, **self.best_params._asdict()}
+        """Plain JSON-ready dict (via :func:`absorbjax.io.to_jsonable`); the record keeps its keys: a
+        :class:`~absorbjax.fit.Linear` candidate's ``A`` is ``best_linear`` (``null`` without one)."""
+        block, linear = self.best_params if isinstance(self.best_params, Linear) else (self.best_params, None)
+        out = {}
+        for k in self._fields:
+            if k == "best_params" and params:
+                out[k] = {"type": type(block).__name__, **block._asdict()}
+            elif k != "best_params" and (k != "final_loss" or self.final_loss is not None):
+                out[k] = getattr(self, k)  # a plain search's record has no final_loss
+            if k == "config" and params:
+                out["best_linear"] = linear
         out["solved"] = self.solved()
         return io.to_jsonable(out)
 
@@ -241,8 +247,8 @@ def _map(fn, value):
     """``fn`` on every array of a per-draw field (``None`` stays ``None``)."""
     if value is None:
         return None
-    if isinstance(value, tuple):  # the params NamedTuple
-        return type(value)(*(jnp.asarray(fn(a)) for a in value))
+    if isinstance(value, tuple):  # the params NamedTuple, or a Linear of it and A
+        return jax.tree.map(lambda a: jnp.asarray(fn(a)), value)
     return fn(value)
 
 
@@ -254,6 +260,8 @@ def unbatch(result: SearchResult) -> SearchResult:
 def assemble(out: dict, kind: type, edges: np.ndarray, config: SearchConfig) -> SearchResult:
     """A :class:`SearchResult` from the stacked per-draw outputs of ``fit._draw.one_draw``."""
     best = kind(*(jnp.asarray(out["best_params." + f]) for f in kind._fields))
+    if "best_linear" in out:  # search(..., linear=True): the candidate with its free linear term
+        best = Linear(best, jnp.asarray(out["best_linear"]))
     draws, restarts = out["losses"].shape
     chex.assert_shape([out["best_loss"], out["holdout_loss"], out["weight_norms"], out["target_norms"]], (draws,))
     chex.assert_shape(out["failed"], (draws, restarts))
@@ -269,5 +277,4 @@ def assemble(out: dict, kind: type, edges: np.ndarray, config: SearchConfig) -> 
         target_norms=out["target_norms"],
         holdout_loss=out["holdout_loss"],
         config=config,
-        best_linear=out.get("best_linear"),
     )
