@@ -143,6 +143,20 @@ def test_public_api_matches_the_snapshot():
     )
 
 
+def test_a_name_public_in_two_namespaces_is_one_object():
+    """One name, one meaning: a name in the ``__all__`` of two namespaces is a re-export of one object
+    (the flat API, ``condition``'s width names), never two things that share a name."""
+    seen, clashes = {}, []
+    for space in namespaces():
+        module = importlib.import_module(space)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if name in seen and seen[name][1] is not obj:
+                clashes.append(f"{name}: {seen[name][0]} and {space}")
+            seen.setdefault(name, (space, obj))
+    assert not clashes, clashes
+
+
 def test_the_snapshot_sees_signatures_and_fields():
     """The snapshot would notice a renamed argument, a changed default, a new field or method."""
 
