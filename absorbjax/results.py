@@ -49,15 +49,33 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any, ClassVar
 
 import numpy as np
 
 from absorbjax import io
 
-__all__ = ["Result", "UNDECIDED", "Verdict", "fields_of", "REPR_LIMIT"]
+__all__ = ["Result", "UNDECIDED", "Verdict", "Word", "fields_of", "REPR_LIMIT"]
 
 UNDECIDED = "undecided"
+
+
+class Word(enum.StrEnum):
+    """A vocabulary (statuses, methods): a member equals, prints and reprs as its word, so
+    ``cert.status == "absorbable"`` holds and a list of statuses in a message or a JSON record reads
+    ``['absorbable']`` as plain strings did; ``type(cert.status)`` still names the vocabulary.
+
+    Examples:
+      >>> from absorbjax import condition
+      >>> condition.Status.ABSORBABLE, [condition.Status.UNDECIDED], type(condition.Status.ABSORBABLE).__name__
+      ('absorbable', ['undecided'], 'Status')
+    """
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 """The one word for "no proof either way", in every result's vocabulary."""
 
 REPR_LIMIT = 400

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 from typing import Any
 
 import numpy as np
@@ -11,10 +10,10 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition._text import few, fmt
 from absorbjax.io import to_jsonable
-from absorbjax.results import UNDECIDED, Result, Verdict
+from absorbjax.results import UNDECIDED, Result, Verdict, Word
 
 
-class Status(enum.StrEnum):
+class Status(Word):
     """The four answers of :func:`~absorbjax.condition.find_absorbing_set` and what each promises
     (the decision chooses them by name, never by parsing a message). A member is its string:
     ``cert.status == "absorbable"`` holds, and records hold the plain string."""
@@ -25,7 +24,7 @@ class Status(enum.StrEnum):
     UNDECIDED = UNDECIDED  # no proof either way; the reason says why
 
 
-class WithinRounding(enum.StrEnum):
+class WithinRounding(Word):
     """Whether rule (★) passes once the storage's rounding is added to ``rtol``
     (``Certificate.within_rounding``): a necessary condition for "the rounding of an absorbable block".
     A member is its string (``cert.within_rounding == "yes"``)."""

@@ -6,7 +6,6 @@ Steps refer to ``docs/theory/depth.md``.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 import time
 from typing import Any
@@ -19,10 +18,10 @@ from absorbjax.dimension._counts import PRIME, check_sizes, free_bound, param_co
 from absorbjax.dimension._points import RationalPoint, rational_point
 from absorbjax.dimension._ranks import ExactRank, exact_rank, float_rank, narrow_invertible
 from absorbjax.io import to_jsonable
-from absorbjax.results import UNDECIDED, Verdict
+from absorbjax.results import UNDECIDED, Verdict, Word
 
 
-class DepthStatus(enum.StrEnum):
+class DepthStatus(Word):
     """The answers of :func:`certify`. A member is its string (``cert.status == "certified_disjoint"``)."""
 
     CERTIFIED_DISJOINT = "certified_disjoint"  # proved, for the weights ``scope`` names
@@ -318,9 +317,9 @@ def certify(
     Examples:
       >>> cert = certify("gelu", 2, 2, 2, key=jax.random.key(0), float_check=False)
       >>> cert.status, cert.rank, cert.free_bound
-      (<DepthStatus.CERTIFIED_DISJOINT: 'certified_disjoint'>, 16, 12)
+      ('certified_disjoint', 16, 12)
       >>> certify("gelu", 2, 4, 1, key=jax.random.key(0), float_check=False).status
-      <DepthStatus.UNDECIDED: 'undecided'>
+      'undecided'
     """
     start = time.perf_counter()
     name = check_sizes(activation, d, n, depth)

@@ -9,7 +9,6 @@ the per-draw arrays with a leading draws axis.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import os
 from typing import NamedTuple
@@ -23,9 +22,10 @@ from jax.sharding import Mesh
 from absorbjax import activations, models
 from absorbjax._shorthand import with_shorthand
 from absorbjax.models import GatedParams, MLPParams, Params
+from absorbjax.results import Word
 
 
-class Init(enum.StrEnum):
+class Init(Word):
     """How a search's restarts start: :attr:`Solver.init` names ``"random"`` or ``"warm"``;
     ``"given"`` is recorded when candidate params were passed. A ``str``: records hold the value.
     """
@@ -35,7 +35,7 @@ class Init(enum.StrEnum):
     GIVEN = "given"
 
 
-class PolishMethod(enum.StrEnum):
+class PolishMethod(Word):
     """:attr:`Polish.method`: ``"auto"`` until :meth:`Polish.resolve` picks ``"lbfgs"`` or
     ``"gauss_newton"``. A ``str``: records hold the value."""
 
@@ -108,7 +108,7 @@ class Polish(NamedTuple):
     Examples:
       >>> from absorbjax import fit
       >>> fit.Polish().resolve(params=64)[:2]
-      (<PolishMethod.GAUSS_NEWTON: 'gauss_newton'>, 300)
+      ('gauss_newton', 300)
       >>> fit.Polish(steps=50).resolve(params=4096).method == "lbfgs"
       True
     """

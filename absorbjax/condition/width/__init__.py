@@ -47,7 +47,6 @@ numerically);
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 import time
 from typing import Any, NamedTuple
@@ -82,12 +81,12 @@ from absorbjax.condition.width._parts import (
 )
 from absorbjax.io import to_jsonable
 from absorbjax.models import MLPParams, check_layout
-from absorbjax.results import UNDECIDED, Verdict
+from absorbjax.results import UNDECIDED, Verdict, Word
 
 __all__ = ["WidthCertificate", "WidthStatus", "min_extra_width", "wide_absorber"]
 
 
-class WidthStatus(enum.StrEnum):
+class WidthStatus(Word):
     """The answers of :func:`min_extra_width`. A member is its string (``cert.status == "certified"``)."""
 
     CERTIFIED = "certified"  # k* is exact: a verified absorber of width n + k* and a proof that n + k* − 1 fails
@@ -337,7 +336,7 @@ def min_extra_width(
       >>> p = models.MLPParams(rng.normal(size=(6, 3)), rng.normal(size=(3, 6)) / 2)
       >>> cert = condition.min_extra_width(p, "relu")
       >>> cert.status, cert.k, cert.width, cert.error < 1e-12
-      (<WidthStatus.CERTIFIED: 'certified'>, 3, 9, True)
+      ('certified', 3, 9, True)
       >>> up = np.array([[1., 0.], [0., 1.], [1., 1.]])
       >>> down = np.array([[-1., 0., 0.], [0., -1., 1.]])   # W_down[:,S] W_up[S,:] = −I, S = {0, 1}
       >>> condition.min_extra_width(models.MLPParams(up, down), "gelu").k
