@@ -273,9 +273,6 @@ class Run:
     checkpoint: str | os.PathLike | None = None
 
 
-_SOLVER = tuple(f.name for f in dataclasses.fields(Solver))
-
-
 def options(
     problem: Problem, solver: Solver, run: Run, shorthand: dict, where: str = "search"
 ) -> tuple[Problem, Solver, Run]:
@@ -399,8 +396,15 @@ class Setup(NamedTuple):
 
 def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Setup:
     """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
-    skip, depth, width, linear, inputs = (getattr(problem, f.name) for f in dataclasses.fields(Problem))
-    restarts, steps, init, optimizer, polish, tol = (getattr(solver, f) for f in _SOLVER)
+    skip, depth, width, linear, inputs = problem.skip, problem.depth, problem.width, problem.linear, problem.inputs
+    restarts, steps, init, optimizer, polish, tol = (
+        solver.restarts,
+        solver.steps,
+        solver.init,
+        solver.optimizer,
+        solver.polish,
+        solver.tol,
+    )
     act, target, d, n, single = check_target(target, activation, depth)
     draws = target.down.shape[0]
     dtype = target.down.dtype

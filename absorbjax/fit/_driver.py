@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from absorbjax.fit import _config as _config, _draw as draw, _drawmap as drawmap
+from absorbjax.fit import _config, _draw as draw, _drawmap as drawmap
 from absorbjax.fit._config import Problem, Run, Solver
 from absorbjax.fit._loss import decade_edges
 from absorbjax.fit._result import SearchConfig, SearchResult, assemble, unbatch

@@ -58,7 +58,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax.fit import _lines as _lines
+from absorbjax.fit import _lines
 from absorbjax.fit._config import Inputs, Linear, LineStep, Polish, Problem, Run, Solver, Wide, options
 from absorbjax.fit._convert import decided, fold_stack, layer_image, unstack
 from absorbjax.fit._driver import search

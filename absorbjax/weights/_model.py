@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 
 from absorbjax._shorthand import with_shorthand
-from absorbjax.weights import _activation as _activation, _conventions as conventions, _formats as formats
+from absorbjax.weights import _activation, _conventions as conventions, _formats as formats
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
