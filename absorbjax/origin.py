@@ -40,6 +40,7 @@ def origin_searches(
             restarts=restarts,
             steps=steps,
             polish=polish,
+            method="adam",
             progress=False,
         )
         for i, name in enumerate(names)

@@ -81,6 +81,7 @@ def search_step_time(
             restarts=restarts,
             steps=s,
             polish=False,
+            method="adam",
             batch_size=batch_size,
             progress=False,
         )
@@ -256,7 +257,13 @@ def scaling_child(draws: int, steps: int, batch_size: int) -> dict:
     d, n, restarts = 4, 16, 8
     target = f32(models.sample(ACT, d, n, key=jax.random.key(SEED), draws=draws))
     kw = dict(
-        key=jax.random.key(SEED), restarts=restarts, steps=steps, polish=False, batch_size=batch_size, progress=False
+        key=jax.random.key(SEED),
+        restarts=restarts,
+        steps=steps,
+        polish=False,
+        method="adam",
+        batch_size=batch_size,
+        progress=False,
     )
     fit.search(jax.tree.map(lambda a: a[:batch_size], target), ACT, **kw)  # compile
     t = time.perf_counter()
@@ -363,7 +370,7 @@ def claims(draws: int) -> dict:
 
 SIZES = [(2, 4), (4, 8), (2, 8), (3, 12), (4, 16), (8, 32)]
 STACKS = [(2, 4), (3, 6)]  # depth 2, blockwise absorbable
-STRATEGIES = ("default", "expand")
+STRATEGIES = ("default", "adam", "expand")
 
 
 def recall_by_size(
@@ -377,7 +384,8 @@ def recall_by_size(
 ) -> dict:
     """Recall on absorbable draws beyond the claimed sizes (``n = 2d``, ``n = 4d``, one layer) and
     on depth-2 blockwise-absorbable stacks, relu and gelu, float64; ``strategy`` ``"default"``
-    is :func:`absorbjax.fit.search` with its defaults, ``"expand"``
+    is :func:`absorbjax.fit.search` with its defaults (``method="varpro"``), ``"adam"`` the same
+    with ``method="adam"`` (the default before), ``"expand"``
     :func:`absorbjax.fit._expand.expand_search`. ``sizes``/``stacks`` pick the one-layer and
     depth-2 sizes (either given: only those). ``generic``: Gaussian draws instead (Cor 11: none
     absorbs), where the same measurement counts the draws below 1e-12. ``rounds``: expand_search's (``None``: its default).
@@ -404,7 +412,8 @@ def recall_by_size(
                 search = fit.expand_search
                 if rounds is not None:
                     search = functools.partial(search, wide=fit.Wide(rounds=rounds))
-            r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search)
+            method = {"method": "adam"} if strategy == "adam" else {}
+            r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search, **method)
             name = f"{act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
             row = out["recall"][name] = {
                 "d": d,
@@ -461,7 +470,8 @@ def _parser() -> argparse.ArgumentParser:
         "--strategy",
         choices=STRATEGIES,
         default="default",
-        help="with --sizes: the search measured (expand: fit.expand_search)",
+        help="with --sizes: the search measured (default: fit.search's defaults, method='varpro'; adam: "
+        "method='adam', the default before; expand: fit.expand_search)",
     )
     ap.add_argument(
         "--size",

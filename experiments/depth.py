@@ -293,7 +293,14 @@ def calibration(cfg, key):
     ladder = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), ladder)  # (eps · draws, L, ...)
     generic = models.sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 2), draws=draws, depth=L)
     R = cfg["restarts"]
-    kw = {"depth": L, "restarts": R, "steps": cfg["steps"], "progress": False, "polish": fit.Polish(**cfg["polish"])}
+    kw = {
+        "depth": L,
+        "restarts": R,
+        "steps": cfg["steps"],
+        "progress": False,
+        "method": "adam",
+        "polish": fit.Polish(**cfg["polish"]),
+    }
     # One search call (one compilation) for everything, with the starts given explicitly:
     # random starts (Gaussian, variance 1/fan_in, as the search's own) for the absorbable, ladder
     # and generic targets, and for the ladder once more every restart at the blockwise absorber of

@@ -185,7 +185,13 @@ def test_flat_api_works_after_import_absorbjax():
 
 
 # the blocks keep ``x`` second (they are vmapped over it); ``subkey`` derives from its key
-ORDER_EXCEPTIONS = {"models._blocks.mlp", "models._blocks.skip_mlp", "models._blocks.stack", "io.subkey"}
+ORDER_EXCEPTIONS = {
+    "models._blocks.mlp",
+    "models._blocks.hidden",
+    "models._blocks.skip_mlp",
+    "models._blocks.stack",
+    "io.subkey",
+}
 WEIGHTS = {"params", "candidate", "point", "path"}  # the names weights go by, first in a signature
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 

@@ -20,7 +20,9 @@ from absorbjax import fit, models
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
 KEY = jax.random.key(0)
-SMALL = dict(restarts=4, steps=50, polish=fit.Polish(steps=20, screen=5, top=2), batch_size=2, progress=False)
+SMALL = dict(
+    restarts=4, steps=50, method="adam", polish=fit.Polish(steps=20, screen=5, top=2), batch_size=2, progress=False
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,7 +93,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="depth"):
         fit.search(W, "relu", depth=2, **kw)
     with pytest.raises(ValueError, match="polish.method"):
-        fit.search(W, "relu", polish=fit.Polish(method="newton"), **kw)
+        fit.search(W, "relu", method="adam", polish=fit.Polish(method="newton"), **kw)
     with pytest.raises(ValueError, match="init.down must have shape"):
         fit.search(W, "relu", init=models.sample("relu", 2, 4, key=KEY, draws=5), restarts=3, **kw)
     with pytest.raises(ValueError, match="linear must be True or False"):
@@ -183,7 +185,7 @@ assert jax.device_count() == 4 and jax.process_count() == processes, (jax.device
 key = jax.random.key(0)
 W = models.sample("gelu", 2, 4, key=key, draws=7)
 r = fit.search(W, "gelu", key=key, batch_size=2, restarts=4, steps=50,
-               polish=fit.Polish(steps=20, screen=5, top=2), progress=False, checkpoint=out + ".ckpt")
+               method="adam", polish=fit.Polish(steps=20, screen=5, top=2), progress=False, checkpoint=out + ".ckpt")
 assert r.config.devices == 4 and r.config.chunk_size % 8 == 0
 np.savez(out, losses=r.losses, profile=r.profile, up=np.asarray(r.best_params.up))
 """
@@ -240,7 +242,7 @@ def test_nan_restart_is_marked_failed_and_isolated():
     init = jax.vmap(lambda k: models.init("relu", 2, 4, key=k))(jax.random.split(KEY, 4))
     bad = init._replace(up=init.up.at[1, 0, 0].set(jnp.nan))
     pol = fit.Polish(steps=10, screen=10)  # every restart polished: no selection couples them
-    kw = dict(key=KEY, restarts=4, steps=30, polish=pol, progress=False)
+    kw = dict(key=KEY, restarts=4, steps=30, method="adam", polish=pol, progress=False)
     clean = fit.search(W, "relu", init=init, **kw)
     r = fit.search(W, "relu", init=bad, **kw)
     assert not clean.failed.any()
@@ -259,7 +261,9 @@ def test_nan_restart_is_marked_failed_and_isolated():
 
 def test_diverging_optimizer_fails_cleanly():
     W = models.sample("gelu", 2, 4, key=KEY, draws=2)
-    r = fit.search(W, "gelu", key=KEY, restarts=3, steps=40, optimizer=optax.sgd(1e9), polish=False, progress=False)
+    r = fit.search(
+        W, "gelu", key=KEY, restarts=3, steps=40, optimizer=optax.sgd(1e9), method="adam", polish=False, progress=False
+    )
     assert r.failed.all() and np.all(r.best_loss == np.inf)
 
 
@@ -335,7 +339,9 @@ def test_free_linear_term_fits_every_orientation():
     W = models.sample("gelu", 2, 4, key=jax.random.fold_in(KEY, 3), draws=2)
     signs = jnp.array([[1.0, -1, -1, 1], [-1, 1, 1, 1]])[:, None, :, None]  # (draws, restarts=1, n, 1)
     start = jax.tree.map(lambda a: a[:, None], W)._replace(up=W.up[:, None] * signs)
-    kw = dict(key=KEY, restarts=1, steps=0, polish=fit.Polish(steps=30, screen=30, top=1), progress=False)
+    kw = dict(
+        key=KEY, restarts=1, steps=0, method="adam", polish=fit.Polish(steps=30, screen=30, top=1), progress=False
+    )
     r = fit.search(W, "gelu", init=start, linear=True, **kw)
     V, A = r.best_params
     assert isinstance(r.best_params, fit.Linear) and A.shape == (2, 2, 2) and np.all(r.solved()), r.summary()
@@ -374,6 +380,7 @@ def test_lbfgs_polish_and_custom_optimizer():
         restarts=8,
         steps=100,
         optimizer=optax.adam(1e-3),
+        method="adam",
         polish=fit.Polish(method="lbfgs", steps=300, screen=0, top=2),
         progress=False,
     )

@@ -19,7 +19,7 @@ from absorbjax import activations, fit, io, models
 pytestmark = pytest.mark.x64
 
 KEY = jax.random.key(0)
-TINY = dict(restarts=2, steps=5, polish=False, progress=False)
+TINY = dict(restarts=2, steps=5, method="adam", polish=False, progress=False)
 
 
 def _training_inputs(result, i):
@@ -105,7 +105,7 @@ def test_options_objects_and_their_shorthand_give_the_same_search():
         W,
         "gelu",
         key=KEY,
-        solver=fit.Solver(restarts=2, steps=5, polish=fit.Polish(steps=4, screen=2, top=1)),
+        solver=fit.Solver(restarts=2, steps=5, method="adam", polish=fit.Polish(steps=4, screen=2, top=1)),
         run=fit.Run(batch_size=1, progress=False),
     )
     shorthand = fit.search(
@@ -114,6 +114,7 @@ def test_options_objects_and_their_shorthand_give_the_same_search():
         key=KEY,
         restarts=2,
         steps=5,
+        method="adam",
         polish=fit.Polish(steps=4, screen=2, top=1),
         batch_size=1,
         progress=False,
@@ -122,12 +123,12 @@ def test_options_objects_and_their_shorthand_give_the_same_search():
     assert objects.config == shorthand.config and objects.config.restarts == 2
     assert objects.config.batch_size == 1
     # a shorthand field replaces that field of the object it belongs to, the others stay
-    mixed = fit.search(W, "gelu", key=KEY, solver=fit.Solver(restarts=3, steps=5, polish=False), restarts=2,
+    mixed = fit.search(W, "gelu", key=KEY, solver=fit.Solver(restarts=3, steps=5, method="adam", polish=False), restarts=2,
                        run=fit.Run(batch_size=1), progress=False)  # fmt: skip
     assert mixed.losses.shape == (2, 2) and mixed.config.steps == 5 and mixed.config.polish is None
     # the problem likewise: fit.Problem(...) and its fields by keyword give the same search
     inputs = fit.Inputs(num=40, holdout=4)
-    tiny = dict(restarts=2, steps=5, polish=False, progress=False)
+    tiny = dict(restarts=2, steps=5, method="adam", polish=False, progress=False)
     problem = fit.search(W, "gelu", key=KEY, problem=fit.Problem(width=5, linear=True, inputs=inputs), **tiny)
     fields = fit.search(W, "gelu", key=KEY, width=5, linear=True, inputs=inputs, **tiny)
     np.testing.assert_array_equal(problem.losses, fields.losses)
@@ -143,7 +144,7 @@ def test_options_are_keyword_built_frozen_and_checked():
     with pytest.raises(AttributeError):
         solver.restarts = 4  # frozen
     W = models.sample("relu", 2, 4, key=KEY, draws=1)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'restart'.*fit.Solver: restarts"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'restart'.*fit.Solver: method, restarts"):
         fit.search(W, "relu", key=KEY, restart=8)
     with pytest.raises(
         TypeError, match="expand_search\\(\\) got an unexpected keyword argument 'widht'.*fit.Problem: skip"
@@ -172,7 +173,7 @@ def test_search_config_is_frozen_and_its_record_keeps_its_keys():
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.config.tol = 1.0
     # the JSON record's keys, in the order records have always had them
-    keys = "activation depth d n width restarts steps init linear num low high holdout polish optimizer skip"
+    keys = "activation depth d n width method restarts steps init linear num low high holdout polish optimizer skip"
     keys += " draws tol batch_size chunk_size devices dtype key jax"
     assert list(r.config.to_dict()) == keys.split()
     assert io.to_jsonable(r.config) == io.to_jsonable(r.config.to_dict())
@@ -182,7 +183,7 @@ def test_search_config_is_frozen_and_its_record_keeps_its_keys():
 
 def test_init_and_polish_method_are_str_enums_with_unchanged_records():
     W = models.sample("relu", 2, 4, key=KEY, draws=1)
-    r = fit.search(W, "relu", key=KEY, restarts=2, steps=5, polish=fit.Polish(method="lbfgs", steps=2, screen=1, top=1),
+    r = fit.search(W, "relu", key=KEY, restarts=2, steps=5, method="adam", polish=fit.Polish(method="lbfgs", steps=2, screen=1, top=1),
                    progress=False)  # fmt: skip
     assert r.config.init is fit._config.Init.RANDOM and r.config.polish.method is fit._config.PolishMethod.LBFGS
     record = json.loads(json.dumps(io.to_jsonable(r.config)))
@@ -198,7 +199,7 @@ def test_expand_search_keeps_the_restarts_apart_from_the_final_block():
     """``losses`` keeps the first search's restarts (``summary()`` counts them), the final block's
     loss is ``final_loss``; one block without a draws axis gives fields without one."""
     W, _ = models.planted("gelu", 2, 4, key=jax.random.key(5))
-    solver = fit.Solver(restarts=2, steps=5, polish=fit.Polish(steps=4, screen=2, top=1))
+    solver = fit.Solver(restarts=2, steps=5, method="adam", polish=fit.Polish(steps=4, screen=2, top=1))
     r = fit.expand_search(W, "gelu", key=KEY, solver=solver, wide=fit.Wide(factor=2, proposals=2, rounds=1))
     first = fit.search(W, "gelu", key=KEY, solver=solver, progress=False)
     assert r.losses.shape == r.failed.shape == (2,) and np.shape(r.final_loss) == () and r.config.single

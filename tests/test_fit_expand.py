@@ -184,7 +184,7 @@ def test_expand_search_on_a_stack_keeps_the_better_block():
     """Depth 2: the expansion runs layer by layer and never returns a worse block than the
     first search (what it finds is judged by the final block's loss only)."""
     W = models.sample("relu", 2, 3, key=KEY, draws=2, depth=2)
-    kw = dict(restarts=4, steps=30, polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
+    kw = dict(restarts=4, steps=30, method="adam", polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
     first = fit.search(W, "relu", key=KEY, depth=2, progress=False, **kw)
     wide = fit.Wide(factor=2, proposals=2, rounds=1)
     r = fit.expand_search(W, "relu", key=KEY, depth=2, wide=wide, line_step=fit.LineStep(restarts=4), **kw)

@@ -13,19 +13,25 @@ reaches ``ℓ ≲ 1e-29``; where Props 5/6 or Cor 11 say it cannot, ``ℓ`` stay
 and the error profile per radius decade (on held-out inputs) shows where: near the origin for
 gated and homogeneous blocks. The weight norm of the best ``V`` shows errors that only fall as
 ``‖V‖`` grows. A search is evidence one way only: with the defaults it finds the absorber of
-almost every absorbable block at ``n = 2d`` but of few at ``n = 4d`` (``experiments/bench_fit.py
---sizes``), so a failed search proves nothing; :func:`absorbjax.condition.find_absorbing_set`
-decides.
+92–100% of planted blocks from ``n = d`` to ``n = 4d`` at depth 1 (``experiments/bench_fit.py
+--sizes``; fewer at depth 2), so a failed search proves nothing;
+:func:`absorbjax.condition.find_absorbing_set` decides.
 
 What is searched for is a :class:`Problem` (``skip``, ``depth``, ``width``, ``linear``,
 :class:`Inputs`), how each draw is searched a :class:`Solver` and how the search executes a
 :class:`Run`, all three frozen and built by keyword (their fields also work as keyword shorthand:
 ``depth=2, restarts=8``).
 
-One draw runs ``restarts`` independent initialisations through a first-order optax phase
-(Adam by default, ``steps`` steps in ``lax.scan``) and then a polish phase of fixed length
-(:class:`Polish`): Levenberg–Marquardt (Gauss–Newton) for small candidates, ``optax.lbfgs``
-for large ones, first on every restart and then only on the most promising ones. Restarts and
+One draw runs ``restarts`` independent initialisations. The default (``Solver(method="varpro")``,
+:mod:`absorbjax.fit._projected`): variable-projection Levenberg–Marquardt fits the candidate with
+a free linear term, solving its last layer by least squares at every step
+(:mod:`absorbjax.fit._varpro`); the units whose negation best removes that term are negated
+(:mod:`absorbjax.fit._signs`, the activation's declared odd part); a residual-free polish
+follows. It reads the target only through its values, never the condition. With
+``method="adam"``: a first-order optax phase (``steps`` steps in ``lax.scan``) and then a polish
+phase of fixed length (:class:`Polish`): Levenberg–Marquardt (Gauss–Newton) for small
+candidates, ``optax.lbfgs`` for large ones, first on every restart and then only on the most
+promising ones. Restarts and
 draws are added with ``jax.vmap``; draws go through one jitted function in batches of
 ``batch_size`` per device (so memory stays bounded at any number of draws), the batches'
 draws axis sharded over a ``"draws"`` mesh axis when there are several devices; the progress
@@ -34,9 +40,10 @@ Draw ``i`` uses ``jax.random.fold_in(key, i)`` and its restart ``r`` a further
 ``fold_in(·, r)``, and every batch has the same shapes, so results do not depend on the chunk
 size or the number of devices.
 
-Beyond :func:`search`, opt-in: :func:`expand_search` searches wider with a free linear term, merges
-the units, decides the condition on them and converts the fit into a residual-free block, then
-polishes; it finds the absorbers that the default search misses at ``n = 4d``. A ReLU stack's
+Beyond :func:`search`, opt-in and theory-assisted: :func:`expand_search` (``method="adam"``
+throughout) searches wider with a free linear term, merges the units, decides the condition on
+them (:mod:`absorbjax.condition`, so its successes are not independent evidence) and converts the
+fit into a residual-free block, then polishes. A ReLU stack's
 kinks are read from its values (:func:`kinks`, :class:`Kinks`, :func:`lines_of`): its first-layer
 lines (:func:`first_layer_lines`), its second layer's through a fitted first layer
 (:func:`second_layer_lines`), a depth-2 stack's first layer from its second layer's kinks
@@ -48,6 +55,7 @@ from absorbjax.fit._config import (
     Inputs,
     Linear,
     LineStep,
+    Method,
     Polish,
     Problem,
     Run,
@@ -80,6 +88,7 @@ __all__ = [
     "Problem",
     "Solver",
     "Run",
+    "Method",
     "Inputs",
     "Linear",
     "Polish",

@@ -44,7 +44,21 @@ class PolishMethod(Word):
     GAUSS_NEWTON = "gauss_newton"
 
 
+class Method(Word):
+    """:attr:`Solver.method`, how each restart is searched. A ``str``: records hold the value.
+
+    ``"varpro"`` (the default): variable-projection Levenberg–Marquardt with a free linear term,
+    the units negated that best remove it, a residual-free polish (:mod:`absorbjax.fit._projected`).
+    ``"adam"``: optax's first-order phase on all weights, then a :class:`Polish`.
+    """
+
+    VARPRO = "varpro"
+    ADAM = "adam"
+
+
 INITS = (Init.RANDOM.value, Init.WARM.value)
+METHODS = tuple(m.value for m in Method)
+DEFAULT_STEPS = {Method.VARPRO: 100, Method.ADAM: 200}
 POLISH_METHODS = tuple(m.value for m in PolishMethod)
 
 
@@ -208,31 +222,39 @@ class Solver:
     """How :func:`absorbjax.fit.search` searches each draw (built by keyword).
 
     Attributes:
+      method: ``"varpro"`` (the default; :mod:`absorbjax.fit._projected`): variable-projection
+        Levenberg–Marquardt on a candidate with a free linear term (the last layer solved by
+        least squares at every step), then the units negated that best remove that term (the
+        activation's declared odd part), then a residual-free polish on the best restarts. It reads
+        the target only through its values. ``"adam"``: the optax first phase on all weights, then
+        the :class:`Polish` (``optimizer`` and ``polish`` configure it; ``"varpro"`` refuses them).
       restarts: independent initialisations per draw.
-      steps: first-phase optimiser steps (the default 200 is a short Adam warm-up; for small
-        candidates the Gauss–Newton polish does most of the work).
+      steps: iterations of the first phase (``None``: 100 Levenberg–Marquardt iterations for
+        ``"varpro"``, whose polish then runs ``steps // 2``; 200 Adam steps for ``"adam"``).
       init: ``"random"`` (the honest search: Gaussian weights with variance ``1/fan_in``, every
         other restart rescaled to the target's per-field Frobenius norm; nothing else about the
         target is used), ``"warm"`` (the target's ``W_up``/``W_gate`` with random row sign flips,
         widened with random units), or candidate params with leading ``(restarts, ...)`` or
         ``(draws, restarts, ...)`` axes (``linear=True``: a :class:`Linear` of such params and
-        ``A``); non-finite entries make that restart fail, nothing else.
-      optimizer: first-phase ``optax.GradientTransformation`` (``None``:
+        ``A``); non-finite entries make that restart fail, nothing else. ``"varpro"`` starts from
+        their weights before the last layer's ``V_down`` (which it solves).
+      optimizer: ``"adam"``'s first-phase ``optax.GradientTransformation`` (``None``:
         :func:`default_optimizer` ``(steps)``: Adam, cosine decay 1e-2 → 1e-4).
-      polish: ``True`` (the default :class:`Polish`: Gauss–Newton for candidates with at most
-        1024 parameters, else L-BFGS; 300 iterations, the first 40 on every restart, the rest on
-        the best 8), a :class:`Polish`, or ``False``.
+      polish: ``"adam"``'s second phase: ``True`` (the default :class:`Polish`: Gauss–Newton for
+        candidates with at most 1024 parameters, else L-BFGS; 300 iterations, the first 40 on
+        every restart, the rest on the best 8), a :class:`Polish`, or ``False``.
       tol: loss below which a draw counts as solved (``None``: 1e-20 in float64, 1e-10 in
         float32); below :func:`min_tol` of the dtype it is an error, not a claim.
 
     Examples:
       >>> from absorbjax import fit
-      >>> fit.Solver(restarts=8, polish=False)
-      Solver(restarts=8, steps=200, init='random', optimizer=None, polish=False, tol=None)
+      >>> fit.Solver(restarts=8)
+      Solver(method='varpro', restarts=8, steps=None, init='random', optimizer=None, polish=True, tol=None)
     """
 
+    method: Method | str = "varpro"
     restarts: int = 32
-    steps: int = 200
+    steps: int | None = None
     init: str | Params | Linear = "random"
     optimizer: optax.GradientTransformation | None = None
     polish: bool | Polish = True
@@ -328,8 +350,8 @@ class DrawSettings:
     Attributes:
       depth, d, n, width: the depth ``L``, the input dimension, the target's and the candidate's
         width.
-      restarts, steps, init, linear: the solver's settings (``init`` an :class:`Init`) and whether
-        the candidate has a free linear term.
+      method, restarts, steps, init, linear: the solver's settings (``method`` a :class:`Method`,
+        ``init`` an :class:`Init`, ``steps`` resolved) and whether the candidate has a free linear term.
       num, low, high, holdout: the inputs (training inputs per draw, radius range, held-out inputs
         per decade).
       polish: the resolved :class:`Polish`, or ``None`` (no polish).
@@ -339,6 +361,7 @@ class DrawSettings:
     d: int
     n: int
     width: int
+    method: Method
     restarts: int
     steps: int
     init: Init
@@ -397,7 +420,8 @@ class Setup(NamedTuple):
 def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Setup:
     """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
     skip, depth, width, linear, inputs = problem.skip, problem.depth, problem.width, problem.linear, problem.inputs
-    restarts, steps, init, optimizer, polish, tol = (
+    method, restarts, steps, init, optimizer, polish, tol = (
+        solver.method,
         solver.restarts,
         solver.steps,
         solver.init,
@@ -411,6 +435,12 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
     width = n if width is None else width
     if not isinstance(width, (int, np.integer)) or width < n:
         raise ValueError(f"width must be an integer >= n = {n} (the target's width), got {width!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    method = Method(method)
+    if method == Method.VARPRO and (optimizer is not None or polish is not True):
+        raise ValueError("optimizer and polish configure method='adam'; method='varpro' takes neither")
+    steps = DEFAULT_STEPS[method] if steps is None else steps
     for name, v in (("restarts", restarts), ("steps", steps)):
         if not isinstance(v, (int, np.integer)) or v < (1 if name == "restarts" else 0):
             raise ValueError(
@@ -422,7 +452,11 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
     if not isinstance(linear, bool):
         raise ValueError(f"linear must be True or False, got {linear!r}")
     fields = len(target._fields)
-    polish = check_polish(polish, (fields * int(width) * d + linear * d * d) * int(depth))
+    polish = (
+        None
+        if method == Method.VARPRO
+        else check_polish(polish, (fields * int(width) * d + linear * d * d) * int(depth))
+    )
     floor = min_tol(dtype)
     tol = (1e-20 if dtype == jnp.float64 else 1e-10) if tol is None else float(tol)
     if tol < floor:
@@ -441,6 +475,7 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
         d=d,
         n=n,
         width=int(width),
+        method=method,
         restarts=int(restarts),
         steps=int(steps),
         init=init_mode,

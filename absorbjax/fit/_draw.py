@@ -15,8 +15,8 @@ import optax
 from jax import lax
 from optax.tree_utils import tree_norm
 
-from absorbjax.fit import _solvers as solvers
-from absorbjax.fit._config import Init, Inputs, Linear, PolishMethod, Static
+from absorbjax.fit import _projected as projected, _solvers as solvers
+from absorbjax.fit._config import Init, Inputs, Linear, Method, PolishMethod, Static
 from absorbjax.fit._loss import candidate_fn, pointwise, residuals, sample_inputs, target_fn
 from absorbjax.models import Params
 
@@ -85,6 +85,22 @@ def _polish_some(cfg: Static, xs, ys, loss_fn, p, losses, ok, idx, iters):
     return jax.tree.map(put, p, sel_p), losses.at[idx].set(jnp.where(use, sel_v, losses[idx]))
 
 
+def _adam_restarts(cfg: Static, opt: optax.GradientTransformation, xs, ys, p0, loss_fn):
+    """``method="adam"``: the first-order phase on every restart, then the polish (screen, top)."""
+    p = jax.vmap(lambda q: solvers.first_phase(opt, cfg.steps, loss_fn, q))(p0)
+    losses = jax.vmap(loss_fn)(p)
+    ok = jnp.isfinite(losses) & jax.vmap(solvers.finite)(p)
+    if cfg.polish is not None and cfg.polish.steps > 0:
+        screen = min(cfg.polish.screen, cfg.polish.steps)
+        if screen > 0:
+            p, losses = _polish_some(cfg, xs, ys, loss_fn, p, losses, ok, jnp.arange(cfg.restarts), screen)
+        if cfg.polish.steps > screen:
+            top = min(cfg.polish.top, cfg.restarts)
+            _, idx = lax.top_k(-jnp.where(ok, losses, jnp.inf), top)
+            p, losses = _polish_some(cfg, xs, ys, loss_fn, p, losses, ok, idx, cfg.polish.steps - screen)
+    return p, losses
+
+
 def one_draw(
     cfg: Static, opt: optax.GradientTransformation, base_key, index, target: Params, skip, given: Params | None
 ) -> dict:
@@ -122,18 +138,10 @@ def one_draw(
             p0 = Linear(p0, jnp.zeros(lead + (cfg.d, cfg.d), dtype))
     else:
         p0 = given
-    p = jax.vmap(lambda q: solvers.first_phase(opt, cfg.steps, loss_fn, q))(p0)
-    losses = jax.vmap(loss_fn)(p)
-    ok = jnp.isfinite(losses) & jax.vmap(solvers.finite)(p)
-
-    if cfg.polish is not None and cfg.polish.steps > 0:
-        screen = min(cfg.polish.screen, cfg.polish.steps)
-        if screen > 0:
-            p, losses = _polish_some(cfg, xs, ys, loss_fn, p, losses, ok, jnp.arange(cfg.restarts), screen)
-        if cfg.polish.steps > screen:
-            top = min(cfg.polish.top, cfg.restarts)
-            _, idx = lax.top_k(-jnp.where(ok, losses, jnp.inf), top)
-            p, losses = _polish_some(cfg, xs, ys, loss_fn, p, losses, ok, idx, cfg.polish.steps - screen)
+    if cfg.method == Method.VARPRO:
+        p, losses = projected.restarts(cfg, xs, ys, p0, loss_fn)
+    else:
+        p, losses = _adam_restarts(cfg, opt, xs, ys, p0, loss_fn)
 
     failed = ~(jnp.isfinite(losses) & jax.vmap(solvers.finite)(p))
     best = jnp.argmin(jnp.where(failed, jnp.inf, losses))

@@ -59,7 +59,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax.fit import _lines
-from absorbjax.fit._config import Inputs, Linear, LineStep, Polish, Problem, Run, Solver, Wide, options
+from absorbjax.fit._config import (
+    DEFAULT_STEPS,
+    Inputs,
+    Linear,
+    LineStep,
+    Method,
+    Polish,
+    Problem,
+    Run,
+    Solver,
+    Wide,
+    options,
+)
 from absorbjax.fit._convert import decided, fold_stack, layer_image, unstack
 from absorbjax.fit._driver import search
 from absorbjax.fit._merge import check_activation, stack_proposals
@@ -103,8 +115,9 @@ def expand_search(
       problem: the :class:`~absorbjax.fit.Problem`, as :func:`search` takes it, of residual-free
         candidates of the target's width (``width`` ``None`` or ``n``, ``linear`` ``False``; the
         free linear term and the wider width are this search's own steps); else a ``ValueError``.
-      solver: the first search's :class:`~absorbjax.fit.Solver`; its ``restarts`` and ``steps``
-        are the wide search's defaults (``wide``), its ``optimizer`` and ``tol`` every search's.
+      solver: the first search's :class:`~absorbjax.fit.Solver`, run as ``method="adam"`` (every
+        search here is; ``steps`` ``None``: 200); its ``restarts`` and ``steps`` are the wide
+        search's defaults (``wide``), its ``optimizer`` and ``tol`` every search's.
       run: every search's :class:`~absorbjax.fit.Run` (``progress`` is off by default here).
       shorthand: fields of ``Problem``, ``Solver`` or ``Run`` by keyword, each replacing that
         field (as in :func:`search`).
@@ -137,6 +150,9 @@ def expand_search(
             "expand_search searches residual-free blocks of the target's width n (problem.width None or n, "
             f"problem.linear False), got width={problem.width!r}, linear={problem.linear!r}"
         )
+    # Its steps are built on the first-order search and its polish: every search here is "adam".
+    steps = DEFAULT_STEPS[Method.ADAM] if solver.steps is None else solver.steps
+    solver = dataclasses.replace(solver, method=Method.ADAM, steps=steps)
     first = search(params, activation, key=key, problem=problem, solver=solver, run=run)
     single = first.config.single
     first = first.batched()

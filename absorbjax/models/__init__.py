@@ -8,7 +8,7 @@ only float arrays.
 
 Three kinds of names, every one used as ``models.<name>``: the params types and their layout
 checks (``MLPParams``, ``GatedParams``, ``dims``, ``check_layout``, ``flax_kernel``; NumPy only),
-the blocks (``mlp``, ``skip_mlp``, ``stack``, ``reduce_skip``) and random weights (``init``,
+the blocks (``mlp``, ``hidden``, ``skip_mlp``, ``stack``, ``reduce_skip``) and random weights (``init``,
 ``sample``, ``planted``). The blocks and draws load on first use (PEP 562), so
 ``from absorbjax.models import MLPParams`` (the NumPy decision in :mod:`absorbjax.condition`)
 does not import JAX.
@@ -28,7 +28,7 @@ from absorbjax.models._params import (
 )
 
 if TYPE_CHECKING:  # for editors and the API docs (griffe); at run time, __getattr__ below
-    from absorbjax.models._blocks import mlp, reduce_skip, skip_mlp, stack
+    from absorbjax.models._blocks import hidden, mlp, reduce_skip, skip_mlp, stack
     from absorbjax.models._draws import (
         DISTS,
         init,
@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # for editors and the API docs (griffe); at run time, __getat
 
 _LAZY = {  # name -> the private module that defines it; imported (with JAX) on first use
     "mlp": "_blocks",
+    "hidden": "_blocks",
     "skip_mlp": "_blocks",
     "stack": "_blocks",
     "reduce_skip": "_blocks",
@@ -56,6 +57,7 @@ __all__ = [
     "GatedParams",
     "Params",
     "mlp",
+    "hidden",
     "skip_mlp",
     "stack",
     "init",

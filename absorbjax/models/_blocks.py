@@ -35,6 +35,21 @@ def _hidden(params: Params, x: jax.Array, act: activations.Activation, bias: dic
     return act.fn(lin("gate")) * lin("value") if act.gated else act.fn(lin("up"))
 
 
+def hidden(params: Params, x: jax.Array, activation: str) -> jax.Array:
+    """The hidden units ``σ(V_up x)`` (gated: ``g(V_gate x) ⊙ V_value x``), shape ``(n,)``: what
+    ``V_down`` multiplies in :func:`mlp`, so ``mlp(params, x, σ) = params.down @ hidden(params, x, σ)``.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from absorbjax import models
+      >>> params = models.init("relu", 2, 3, key=jax.random.key(0))
+      >>> x = jnp.array([1.0, -2.0])
+      >>> bool(jnp.allclose(params.down @ models.hidden(params, x, "relu"), models.mlp(params, x, "relu")))
+      True
+    """
+    return _hidden(params, x, _check(params, x, activation), None)
+
+
 def mlp(params: Params, x: jax.Array, activation: str, *, bias: dict | None = None) -> jax.Array:
     """Residual-free block ``V_down σ(V_up x)`` (or its gated form); ``x: (d,)`` → ``(d,)``.
 
