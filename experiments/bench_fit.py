@@ -17,13 +17,15 @@ runs with different step counts, so sampling, compilation and the final evaluati
 ``--quick`` shrinks every size for a CI smoke run and times only the default batch size.
 ``--claims [DRAWS]`` instead measures, in float64 with default settings, the recall on absorbable
 draws, the separation on Gaussian draws and the near-origin error of gated and homogeneous fits. ``--sizes [DRAWS]`` measures the
-recall on absorbable draws as n/d grows and on depth-2 stacks (``--strategy expand``: the
+recall on absorbable draws as n/d grows and on depth-2 stacks (``--strategy`` repeatable, side by side; ``expand``: the
 expand–merge–decide–polish search of :mod:`absorbjax.fit._expand`, ``--rounds R`` its rounds;
 ``--size D N`` and ``--stack D N`` pick sizes).
 
     python experiments/bench_fit.py [--quick] [--out results/bench_fit.json]
     python experiments/bench_fit.py --claims 100 [--out results/fit_claims.json]
     python experiments/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
+    python experiments/bench_fit.py --sizes 12 --generic 6 --strategy default --strategy adam \
+        --out docs/benchmarks/records/fit_search.json
     python experiments/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12 --stack 2 4
     python experiments/bench_fit.py --sizes 8 --strategy expand --stack 2 4 --activation relu --rounds 9
 """
@@ -368,70 +370,81 @@ def claims(draws: int) -> dict:
     return out
 
 
-SIZES = [(2, 4), (4, 8), (2, 8), (3, 12), (4, 16), (8, 32)]
+SIZES = [(2, 4), (2, 8), (3, 6), (3, 12), (4, 8), (4, 16), (8, 16), (8, 32)]
 STACKS = [(2, 4), (3, 6)]  # depth 2, blockwise absorbable
 STRATEGIES = ("default", "adam", "expand")
 
 
 def recall_by_size(
     draws: int,
-    strategy: str = "default",
+    strategies=("default",),
     sizes=None,
     stacks=None,
     activations=("relu", "gelu"),
-    generic: bool = False,
+    generic: int = 0,
     rounds: int | None = None,
 ) -> dict:
-    """Recall on absorbable draws beyond the claimed sizes (``n = 2d``, ``n = 4d``, one layer) and
-    on depth-2 blockwise-absorbable stacks, relu and gelu, float64; ``strategy`` ``"default"``
-    is :func:`absorbjax.fit.search` with its defaults (``method="varpro"``), ``"adam"`` the same
-    with ``method="adam"`` (the default before), ``"expand"``
-    :func:`absorbjax.fit._expand.expand_search`. ``sizes``/``stacks`` pick the one-layer and
-    depth-2 sizes (either given: only those). ``generic``: Gaussian draws instead (Cor 11: none
-    absorbs), where the same measurement counts the draws below 1e-12. ``rounds``: expand_search's (``None``: its default).
-    Seconds include compilation."""
+    """Recall on absorbable draws (``n`` from ``d`` to ``4d``, one layer) and on depth-2
+    blockwise-absorbable stacks, relu and gelu, float64, for each of ``strategies`` side by side:
+    ``"default"`` is :func:`absorbjax.fit.search` with its defaults (``method="varpro"``),
+    ``"adam"`` the same with ``method="adam"`` (the default before), ``"expand"``
+    :func:`absorbjax.fit._expand.expand_search` (theory-assisted). ``sizes``/``stacks`` pick the
+    one-layer and depth-2 sizes (either given: only those). ``generic``: that many Gaussian draws
+    per case as well (Cor 11: none absorbs), searched the same way: how many it solves, and the
+    smallest loss. ``rounds``: expand_search's (``None``: its default). Seconds include
+    compilation; a draw's seconds are the search's wall time over its draws."""
     jax.config.update("jax_enable_x64", True)
     base = jax.random.key(5)
-    out = {"draws": draws, "strategy": strategy, "generic": generic, "recall": {}}
+    out = {"draws": draws, "generic_draws": generic, "strategies": list(strategies), "rows": []}
     if sizes is None and stacks is None:
         sizes, stacks = SIZES, STACKS
     cases = [(d, n, 1) for d, n in sizes or ()] + [(d, n, 2) for d, n in stacks or ()]
     for act in activations:
         for d, n, depth in cases:
             k = jax.random.fold_in(jax.random.fold_in(base, d), n)
-            if generic:
-                target = models.sample(
-                    act, d, n, key=jax.random.fold_in(k, 2000), draws=draws, **({"depth": depth} if depth > 1 else {})
-                )
-            elif depth == 1:
-                target, _ = models.planted_sample(act, d, n, key=k, draws=draws)
+            if depth == 1:
+                planted, _ = models.planted_sample(act, d, n, key=k, draws=draws)
             else:
-                target = models.planted_sample(act, d, n, key=jax.random.fold_in(k, 1000), draws=draws, depth=depth)[0]
-            search = fit.search
-            if strategy == "expand":
-                search = fit.expand_search
-                if rounds is not None:
-                    search = functools.partial(search, wide=fit.Wide(rounds=rounds))
-            method = {"method": "adam"} if strategy == "adam" else {}
-            r = fit.recall(target, act, key=jax.random.key(7), depth=depth, search=search, **method)
-            name = f"{act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
-            row = out["recall"][name] = {
-                "d": d,
-                "n": n,
-                "depth": depth,
-                "recall": r.rate,
-                "seconds": r.seconds,
-                "seconds_per_draw": r.seconds / draws,
-                "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
-                "below_1e-12": r.below(1e-12),
-                "expand": r.result.config.expand and r.result.config.expand.to_dict(),
-            }
-            what = f"Gaussian: {row['below_1e-12']}/{draws} below 1e-12" if generic else "recall"
-            print(
-                f"{what} {strategy} {act:5s} {name}: {r.line()}; {row['seconds_per_draw']:.1f}s per draw"
-                + (f"; expand {row['expand']}" if row["expand"] else ""),
-                flush=True,
+                planted = models.planted_sample(act, d, n, key=jax.random.fold_in(k, 1000), draws=draws, depth=depth)[0]
+            gaussian = generic and models.sample(
+                act, d, n, key=jax.random.fold_in(k, 2000), draws=generic, **({"depth": depth} if depth > 1 else {})
             )
+            for strategy in strategies:
+                search, method = fit.search, {"method": "adam"} if strategy == "adam" else {}
+                if strategy == "expand":
+                    search = fit.expand_search
+                    if rounds is not None:
+                        search = functools.partial(search, wide=fit.Wide(rounds=rounds))
+                measure = lambda target: fit.recall(
+                    target, act, key=jax.random.key(7), depth=depth, search=search, **method
+                )
+                r = measure(planted)
+                name = f"{strategy} {act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")
+                row = {
+                    "strategy": strategy,
+                    "activation": act,
+                    "d": d,
+                    "n": n,
+                    "depth": depth,
+                    "solved": r.count,
+                    "draws": draws,
+                    "recall": r.rate,
+                    "seconds_per_draw": r.seconds / draws,
+                    "best_loss_quantiles": np.quantile(r.best_loss, [0, 0.5, 1]),
+                    "max_solved_loss": float(r.best_loss[r.solved].max()) if r.count else None,
+                }
+                line = f"{name}: planted {r.line()}; {row['seconds_per_draw']:.1f}s per draw"
+                if generic:
+                    g = measure(gaussian)
+                    row.update(
+                        generic_solved=g.count,
+                        generic_draws=generic,
+                        generic_min_loss=float(g.best_loss.min()),
+                        generic_seconds_per_draw=g.seconds / generic,
+                    )
+                    line += f"; Gaussian {g.count}/{generic} solved, min loss {g.best_loss.min():.2g}"
+                out["rows"].append(row)
+                print(line, flush=True)
     return out
 
 
@@ -469,9 +482,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--strategy",
         choices=STRATEGIES,
-        default="default",
-        help="with --sizes: the search measured (default: fit.search's defaults, method='varpro'; adam: "
-        "method='adam', the default before; expand: fit.expand_search)",
+        action="append",
+        help="with --sizes: a search measured, repeatable, side by side (default: fit.search's defaults, "
+        "method='varpro'; adam: method='adam', the default before; expand: fit.expand_search); default: default",
     )
     ap.add_argument(
         "--size",
@@ -497,8 +510,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--generic",
-        action="store_true",
-        help="with --sizes: Gaussian draws (none absorbs) instead; counts the draws below 1e-12",
+        type=int,
+        default=0,
+        metavar="G",
+        help="with --sizes: also G Gaussian draws per case (none absorbs), searched the same way",
     )
     ap.add_argument(
         "--rounds",
@@ -511,7 +526,7 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _float64_run(args) -> bool:
+def _float64_run(args, argv) -> bool:
     """Run the ``--claims`` or ``--sizes`` measurement if one was asked for (and write its record to
     ``--out``); whether one ran."""
     float64_runs = {"claims": (claims, "fit_claims", 2024), "sizes": (recall_by_size, "fit_recall_by_size", 5)}
@@ -522,7 +537,7 @@ def _float64_run(args) -> bool:
             results = (
                 measure(
                     draws,
-                    args.strategy,
+                    tuple(args.strategy or ("default",)),
                     args.size,
                     args.stack,
                     tuple(args.activation or ("relu", "gelu")),
@@ -534,6 +549,7 @@ def _float64_run(args) -> bool:
             )
             if args.out:
                 config = {
+                    "command": " ".join(["python experiments/bench_fit.py", *(sys.argv[1:] if argv is None else argv)]),
                     "draws": draws,
                     **(
                         {
@@ -602,7 +618,7 @@ def main(argv=None) -> int:
     if args.scaling_child:
         print(json.dumps(scaling_child(*args.scaling_child)))
         return 0
-    if _float64_run(args):
+    if _float64_run(args, argv):
         return 0
     print(f"device: {device_line()}  (jax {jax.__version__})", flush=True)
     results = _speed_benchmarks(args.quick)

@@ -131,3 +131,13 @@ def test_varpro_refuses_the_adam_options_and_covers_the_other_problems():
     assert np.isfinite(r.best_loss).all()
     G = models.sample("swiglu", 2, 4, key=jax.random.key(0), draws=1, dtype=jnp.float64)
     assert np.isfinite(fit.search(G, "swiglu", **kw).best_loss).all()
+
+
+def test_default_search_solves_planted_gelu_stacks_and_refuses_gaussian_ones():
+    # depth 2: the free-linear stack fit, the negations in each layer, the residual-free polish
+    planted, _ = models.planted_sample("gelu", 2, 4, key=jax.random.key(10), draws=3, dtype=jnp.float64, depth=2)
+    gaussian = models.sample("gelu", 2, 4, key=jax.random.key(11), draws=2, dtype=jnp.float64, depth=2)
+    yes = fit.search(planted, "gelu", key=jax.random.key(2), depth=2, progress=False)
+    no = fit.search(gaussian, "gelu", key=jax.random.key(2), depth=2, progress=False)
+    assert yes.solved().all() and not no.solved().any()
+    assert float(no.best_loss.min()) > 1e10 * float(yes.best_loss.max())

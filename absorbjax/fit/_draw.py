@@ -169,7 +169,11 @@ def bytes_per_draw(cfg: Static, fields: int, itemsize: int) -> int:
     P = fields * cfg.width * cfg.d * cfg.depth
     hidden = 8 * cfg.num * cfg.width * fields * cfg.depth  # activations kept for the backward pass
     work = hidden
-    if cfg.polish is not None and cfg.polish.method == PolishMethod.GAUSS_NEWTON:
+    if cfg.method == Method.VARPRO:  # the projected step: Φ and Q, ∂Φ (dense: K·d × P for a stack), JᵀJ
+        theta = (fields - 1) * cfg.width * cfg.d * cfg.depth + (cfg.depth - 1) * (cfg.width + cfg.d) * cfg.d
+        jac = cfg.num * cfg.d * theta if cfg.depth > 1 else cfg.num * theta
+        work = max(work, 3 * jac + 2 * theta * theta + 3 * cfg.num * (cfg.width + cfg.d))
+    elif cfg.polish is not None and cfg.polish.method == PolishMethod.GAUSS_NEWTON:
         work = max(work, 3 * cfg.num * cfg.d * P + 2 * P * P)  # J, its per-input pieces, JᵀJ
     elif cfg.polish is not None:
         work = max(work, hidden + 2 * cfg.polish.memory * P)

@@ -39,6 +39,7 @@ from absorbjax.fit._loss import residual_weights
 from absorbjax.models import Params
 
 TOP = 8
+FRONT_SCALE = 0.1
 
 
 def negates(cfg: Static) -> bool:
@@ -149,8 +150,8 @@ def restarts(cfg: Static, xs, ys, p0, loss_fn):
         p = jax.vmap(lambda b: _fit(cfg, kind, xs, Y, b, None, cfg.steps)[0])(start)
         return p, jax.vmap(loss_fn)(p)
 
-    zero = _zero_linear(cfg, start)
-    p = jax.vmap(lambda b, z: _negate_all(cfg, *_fit(cfg, kind, xs, Y, b, z, cfg.steps)))(start, zero)
+    start, linear = _near_identity(cfg, start)
+    p = jax.vmap(lambda b, a: _negate_all(cfg, *_fit(cfg, kind, xs, Y, b, a, cfg.steps)))(start, linear)
     losses = jax.vmap(loss_fn)(p)
     top = min(TOP, cfg.restarts)
     polish = max(cfg.steps // 2, 1)
@@ -161,6 +162,26 @@ def restarts(cfg: Static, xs, ys, p0, loss_fn):
     use = jnp.isfinite(sel_v) & ~(sel_v > losses[idx])
     put = lambda a, b: a.at[idx].set(jnp.where(use.reshape((-1,) + (1,) * (b.ndim - 1)), b, a[idx]))
     return jax.tree.map(put, p, sel), losses.at[idx].set(jnp.where(use, sel_v, losses[idx]))
+
+
+def _near_identity(cfg: Static, start: Params):
+    """Step 1's start: a stack's earlier layers near the identity (``A = I``, ``V_down`` scaled by
+    :data:`FRONT_SCALE`), so that the last layer first sees ``x`` itself; one block unchanged (its
+    ``V_down`` and ``A`` are solved). On planted gelu (2,4) stacks this start gave 7 of 8 draws at
+    least one exact restart of 32, against 5 of 8 from ``A = 0`` (research log, 2026-12-05)."""
+    linear = _zero_linear(cfg, start)
+    if cfg.depth == 1:
+        return start, linear
+    r = jnp.arange(start.down.shape[0])
+    front = jnp.where(r % 2 == 0, FRONT_SCALE, 1.0).astype(start.down.dtype)[:, None, None, None]
+    scale = jnp.concatenate(
+        [
+            jnp.broadcast_to(front, front.shape[:1] + (cfg.depth - 1, 1, 1)),
+            jnp.ones(front.shape[:1] + (1, 1, 1), front.dtype),
+        ],
+        1,
+    )
+    return start._replace(down=start.down * scale), linear
 
 
 def _zero_linear(cfg: Static, start: Params) -> jax.Array:
