@@ -81,8 +81,7 @@ def _polish_some(cfg: Static, xs, ys, loss_fn, p, losses, ok, idx, iters):
     else:
         sel_p, sel_v = jax.vmap(lambda q, v: solvers.lbfgs(pol, loss_fn, q, v))(sel, v0)
     use = ok[idx] & jnp.isfinite(sel_v) & (sel_v <= losses[idx])
-    put = lambda a, b: a.at[idx].set(jnp.where(use.reshape((-1,) + (1,) * (b.ndim - 1)), b, a[idx]))
-    return jax.tree.map(put, p, sel_p), losses.at[idx].set(jnp.where(use, sel_v, losses[idx]))
+    return solvers.adopt(p, losses, idx, sel_p, sel_v, use)
 
 
 def _adam_restarts(cfg: Static, opt: optax.GradientTransformation, xs, ys, p0, loss_fn):

@@ -33,7 +33,7 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from absorbjax import models
-from absorbjax.fit import _signs as signs, _varpro as varpro
+from absorbjax.fit import _signs as signs, _solvers as solvers, _varpro as varpro
 from absorbjax.fit._config import Linear, Static
 from absorbjax.fit._loss import residual_weights
 from absorbjax.models import Params
@@ -48,13 +48,9 @@ def negates(cfg: Static) -> bool:
     return (not act.gated) and act.odd_slope is not None and not cfg.linear
 
 
-def _layer(block: Params, depth: int, l: int) -> Params:
-    return block if depth == 1 else jax.tree.map(lambda a: a[l], block)
-
-
 def _split(block: Params, linear, depth: int):
-    """A stack's ``(θ-tree, last_down, last_A)``: the weights that enter nonlinearly (every field but
-    the last layer's ``down`` and ``A``)."""
+    """A stack's weights that enter nonlinearly, as ``(fields, downs, linears)``: every field but
+    ``down`` (all layers), the earlier layers' ``down`` and free linear terms (``None`` without)."""
     fields = {f: getattr(block, f) for f in block._fields if f != "down"}
     return (fields, block.down[:-1], None if linear is None else linear[:-1])
 
@@ -136,15 +132,15 @@ def restarts(cfg: Static, xs, ys, p0, loss_fn):
     Returns ``(p, losses)``: the restarts' final candidates (as ``p0``) and their loss ``ℓ``.
     """
     Y = ys * residual_weights(xs)
-    kind = type(p0.block if isinstance(p0, Linear) else p0)
     start = p0.block if isinstance(p0, Linear) else p0
+    kind = type(start)
 
     if cfg.linear:  # the free-linear class itself: step 1 only
 
         def one(block, A):
             return Linear(*_fit(cfg, kind, xs, Y, block, A, cfg.steps))
 
-        p = jax.vmap(one)(start, p0.linear if isinstance(p0, Linear) else _zero_linear(cfg, start))
+        p = jax.vmap(one)(start, p0.linear)  # one_draw and check_init give a Linear here
         return p, jax.vmap(loss_fn)(p)
     if not negates(cfg):  # no odd part to use: fit the residual-free block directly
         p = jax.vmap(lambda b: _fit(cfg, kind, xs, Y, b, None, cfg.steps)[0])(start)
@@ -160,27 +156,20 @@ def restarts(cfg: Static, xs, ys, p0, loss_fn):
     sel = jax.vmap(lambda b: _fit(cfg, kind, xs, Y, b, None, polish)[0])(sel)
     sel_v = jax.vmap(loss_fn)(sel)
     use = jnp.isfinite(sel_v) & ~(sel_v > losses[idx])
-    put = lambda a, b: a.at[idx].set(jnp.where(use.reshape((-1,) + (1,) * (b.ndim - 1)), b, a[idx]))
-    return jax.tree.map(put, p, sel), losses.at[idx].set(jnp.where(use, sel_v, losses[idx]))
+    return solvers.adopt(p, losses, idx, sel, sel_v, use)
 
 
 def _near_identity(cfg: Static, start: Params):
-    """Step 1's start: a stack's earlier layers near the identity (``A = I``, ``V_down`` scaled by
-    :data:`FRONT_SCALE`), so that the last layer first sees ``x`` itself; one block unchanged (its
-    ``V_down`` and ``A`` are solved). On planted gelu (2,4) stacks this start gave 7 of 8 draws at
-    least one exact restart of 32, against 5 of 8 from ``A = 0`` (research log, 2026-12-05)."""
+    """Step 1's start: free linear terms at 0 and, in a stack, the earlier layers' ``V_down`` scaled
+    by :data:`FRONT_SCALE` on every other restart, so that those restarts start near a one-block
+    fit; one block unchanged (its ``V_down`` and ``A`` are solved). On planted gelu (2,4) stacks,
+    draws with an exact restart of 32: 5 of 8 unscaled, 7 of 8 scaled or mixed (research log,
+    2026-12-05)."""
     linear = _zero_linear(cfg, start)
     if cfg.depth == 1:
         return start, linear
-    r = jnp.arange(start.down.shape[0])
-    front = jnp.where(r % 2 == 0, FRONT_SCALE, 1.0).astype(start.down.dtype)[:, None, None, None]
-    scale = jnp.concatenate(
-        [
-            jnp.broadcast_to(front, front.shape[:1] + (cfg.depth - 1, 1, 1)),
-            jnp.ones(front.shape[:1] + (1, 1, 1), front.dtype),
-        ],
-        1,
-    )
+    front = jnp.where(jnp.arange(start.down.shape[0]) % 2 == 0, FRONT_SCALE, 1.0).astype(start.down.dtype)
+    scale = jnp.ones(start.down.shape[:2] + (1, 1), start.down.dtype).at[:, :-1].set(front[:, None, None, None])
     return start._replace(down=start.down * scale), linear
 
 

@@ -24,6 +24,13 @@ def finite(tree) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
 
 
+def adopt(p, losses: jax.Array, idx: jax.Array, sel, sel_losses: jax.Array, use: jax.Array):
+    """``(p, losses)`` with restarts ``idx`` replaced by ``sel`` and ``sel_losses`` where ``use``
+    (a polish's results on a subset of the restarts, kept where they are no worse)."""
+    put = lambda a, b: a.at[idx].set(jnp.where(use.reshape((-1,) + (1,) * (b.ndim - 1)), b, a[idx]))
+    return jax.tree.map(put, p, sel), losses.at[idx].set(jnp.where(use, sel_losses, losses[idx]))
+
+
 def first_phase(opt: optax.GradientTransformation, steps: int, loss_fn, p0: Params) -> Params:
     """``steps`` updates of ``opt`` on ``loss_fn`` from ``p0``; the last iterate."""
     state = opt.init(p0)

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.scipy.linalg import solve_triangular
+from optax.tree_utils import tree_where
 
 
 class Projection(NamedTuple):
@@ -44,7 +45,11 @@ def project(features: Callable, Y: jax.Array, theta: jax.Array) -> Projection:
 
 def loss(features: Callable, Y: jax.Array, theta: jax.Array) -> jax.Array:
     """The reduced loss ``‖P⊥(θ) Y‖²`` (``inf`` where it is not finite)."""
-    v = jnp.sum(jnp.square(project(features, Y, theta).residual))
+    return _value(project(features, Y, theta))
+
+
+def _value(proj: Projection) -> jax.Array:
+    v = jnp.sum(jnp.square(proj.residual))
     return jnp.where(jnp.isfinite(v), v, jnp.inf)
 
 
@@ -103,17 +108,19 @@ def levenberg_marquardt(features: Callable, Y: jax.Array, theta0: jax.Array, ste
     tiny = jnp.finfo(theta0.dtype).eps
 
     def step(carry, _):
-        theta, v, lam = carry
-        H, g = normal(theta, project(features, Y, theta))
+        theta, proj, v, lam = carry
+        H, g = normal(theta, proj)
         diag = jnp.diagonal(H)
         damp = lam * (diag + tiny * (1.0 + jnp.max(diag)))
         new = theta + jnp.linalg.solve(H + damp * eye, g)
-        v_new = loss(features, Y, new)
+        proj_new = project(features, Y, new)  # carried: the next step starts from it when accepted
+        v_new = _value(proj_new)
         ok = (v_new < v) & jnp.all(jnp.isfinite(new))
-        theta, v = jnp.where(ok, new, theta), jnp.where(ok, v_new, v)
+        theta, proj, v = tree_where(ok, (new, proj_new, v_new), (theta, proj, v))
         lam = jnp.clip(jnp.where(ok, lam / 3.0, lam * 4.0), tiny, 1.0 / tiny)
-        return (theta, v, lam), None
+        return (theta, proj, v, lam), None
 
     lam0 = jnp.asarray(1e-3, theta0.dtype)
-    (theta, v, _), _ = lax.scan(step, (theta0, loss(features, Y, theta0), lam0), None, length=steps)
+    proj0 = project(features, Y, theta0)
+    (theta, _, v, _), _ = lax.scan(step, (theta0, proj0, _value(proj0), lam0), None, length=steps)
     return theta, v
