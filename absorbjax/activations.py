@@ -10,9 +10,10 @@ An ungated block applies ``σ`` to ``W_up x``; a gated block applies the gate ``
   ``σ(z) − σ(−z) = c·z`` for every ``z``, which makes the sign-flip absorber exact
   (``σ(−z) = σ(z) − c z``); ``None`` when not declared (relu, gelu, gelu_tanh, silu, softplus,
   hardswish: ``1``; ``leaky_relu(α)``: ``1 + α``);
-- ``ray_limit``: ``"relu"`` when declared that ``σ − relu = o(|z|)`` as ``|z| → ∞`` (relu, gelu,
-  gelu_tanh, silu, softplus, hardswish), so that ``σ(t a + b)/t → relu(a)`` for every ``a, b`` as
-  ``t → ∞`` (``docs/theory/ray_limit.md``);
+- ``ray_limit``: the name of a built-in kink activation ``ρ`` — ``"relu"`` or ``"leaky_relu(α)"`` —
+  when declared that ``σ − ρ = o(|z|)`` as ``|z| → ∞`` (``"relu"``: relu, gelu, gelu_tanh, silu,
+  softplus, hardswish), so that ``σ(t a + b)/t → ρ(a)`` for every ``a, b`` as ``t → ∞``; then a
+  declared odd slope must be ``ρ``'s ``p + q`` (``docs/theory/ray_limit.md``);
 - ``kink``: declared that ``σ(z) = p z`` for ``z > 0`` and ``q z`` for ``z < 0`` with ``p ≠ q``
   (relu, leaky_relu): the kink theorem decides every width and any skip (``docs/theory/kink.md``);
 - ``gate_at_zero``: ``g(0)`` for gates (Prop 6 needs ``g(0) = 0``), ``None`` otherwise;
@@ -124,8 +125,8 @@ class Activation:
         out = []
         if self.odd_slope is not None:
             out.append(f"declared odd part: sigma(z) - sigma(-z) = {_fmt(self.odd_slope)} z")
-        if self.ray_limit == "relu":
-            out.append("declared ray limit: sigma - relu = o(|z|)")
+        if self.ray_limit is not None:
+            out.append(f"declared ray limit: sigma - {self.ray_limit} = o(|z|)")
         if self.kink:
             out.append("declared kink: sigma(z) = p z (z > 0), q z (z < 0), p != q")
         return tuple(out)
@@ -138,7 +139,8 @@ class Activation:
         activations, the kink theorem via the ray limit for ray-limit ones (both every width, any
         ``A``). ``n ≥ d``: bias-free relu and gelu the paper's Thm 8 and Thm 10; an ungated ``σ``
         with a declared ray limit ``relu``, with or without hidden bias, :data:`RAY_LIMIT_THEOREM`;
-        a kink ``σ`` without one (leaky_relu) :data:`KINK_THEOREM`. ``parallel_rows``: some rows of
+        a kink ``σ`` (leaky_relu) :data:`KINK_THEOREM`; a ``σ`` with a declared ray limit
+        ``leaky_relu(α)`` :data:`RAY_LIMIT_KINK_THEOREM` at every width. ``parallel_rows``: some rows of
         ``W_up`` are parallel but the pairs ``(w_i, b_i)`` are pairwise non-proportional (distinct
         kink hyperplanes, biased blocks): only the kink theorem covers that (``None`` otherwise).
         Each theorem's hypotheses are on its page; the caller checks them.
@@ -150,12 +152,14 @@ class Activation:
         if narrow:
             if self.kink:
                 return KINK_THEOREM
-            return RAY_LIMIT_KINK_THEOREM if self.ray_limit == "relu" else None
+            return RAY_LIMIT_KINK_THEOREM if self.ray_limit is not None else None
         if not biased and self.paper_theorem is not None:
             return self.paper_theorem
-        if self.ray_limit == "relu":
+        if self.ray_limit == "relu":  # Thm 8 (relu) in the limit; Lemma 4 for an invertible A
             return RAY_LIMIT_THEOREM
-        return KINK_THEOREM if self.kink else None
+        if self.kink:
+            return KINK_THEOREM
+        return RAY_LIMIT_KINK_THEOREM if self.ray_limit is not None else None  # a leaky limit
 
     @property
     def family(self) -> str:
@@ -279,27 +283,54 @@ def _refuse_odd_slope(name: str, fn: Callable, c: Fraction) -> None:
         )
 
 
-def _refuse_ray_limit(name: str, fn: Callable) -> None:
-    """Refuse ``σ − relu = o(|z|)`` when visibly false: with ``r(s)`` the largest
-    ``|σ(z) − relu(z)|/|z|`` over four points ``|z| ≈ s`` of each sign, refuse when some value is
-    not finite, when ``r(1e30) > 1e-3``, or when ``r`` has not halved from ``s = 1e2`` to
-    ``s = 1e30`` while above float32's rounding (``1e-6``). Passing proves nothing."""
+def _ray_limit_of(name: str, ray_limit) -> tuple[str, float, float, Fraction]:
+    """The declared limit ``ρ`` as ``(canonical name, p, q, c = p + q)``: ``"relu"`` is
+    ``(1, 0, 1)``, ``"leaky_relu(α)"`` (or ``"leaky_relu"``, ``α = 0.01``) ``(1, α, 1 + α)`` named
+    ``"leaky_relu(α)"`` with ``α``'s repr; anything else (a non-kink activation, a user's kink,
+    an :class:`Activation` object) is refused: a limit's slopes must be proved, not declared."""
+    if ray_limit == "relu":
+        return "relu", 1.0, 0.0, _ONE
+    entry = None
+    if isinstance(ray_limit, str) and (ray_limit == "leaky_relu" or _LEAKY.fullmatch(ray_limit)):
+        try:
+            entry = get(ray_limit)
+        except ValueError:
+            entry = None
+    if entry is None or not (entry.kink and entry.builtin) or entry.odd_slope is None:
+        raise ValueError(
+            f"ray_limit must be None or 'relu' or 'leaky_relu(alpha)' (a built-in kink activation rho, "
+            f"sigma - rho = o(|z|); docs/theory/ray_limit.md), got {ray_limit!r} for activation {name!r}"
+        )
+    alpha = float(entry.odd_slope - 1)  # leaky_relu(α): p = 1, q = α, c = 1 + α exactly
+    return leaky_relu(alpha).name, 1.0, alpha, entry.odd_slope
+
+
+def _refuse_ray_limit(name: str, fn: Callable, limit: tuple[str, float, float] = ("relu", 1.0, 0.0)) -> None:
+    """Refuse ``σ − ρ = o(|z|)`` for the kink ``ρ(z) = p z (z ≥ 0), q z (z < 0)`` (``limit =
+    (name, p, q)``; relu ``(1, 0)``) when visibly false: with ``r(s)`` the largest
+    ``|σ(z) − ρ(z)|/|z|`` over four points ``|z| ≈ s`` of each sign, refuse when some value is not
+    finite, when ``r(1e30) > 1e-3·m``, or when ``r`` has not halved from ``s = 1e2`` to ``s = 1e30``
+    while above float32's rounding (``1e-6·m``), ``m = max(1, |p|, |q|)`` (1 for relu and
+    ``|α| ≤ 1``). Passing proves nothing."""
+    label, p, q = limit
+    m = max(1.0, abs(p), abs(q))
     s = np.array([1e2, 1e6, 1e10, 1e14, 1e18, 1e22, 1e26, 1e30])
     z = (s[:, None] * np.array([1.0, 1.3721, 2.7183, 6.1803])).astype(np.float32)
     z = np.concatenate([z, -z], axis=1)
     with np.errstate(all="ignore"):
         vals = _values(fn, z)
-        r = np.max(np.abs(vals - np.maximum(z, 0.0)) / np.abs(z.astype(np.float64)), axis=1)
+        z64 = z.astype(np.float64)
+        rho = p * np.maximum(z64, 0.0) + q * np.minimum(z64, 0.0)
+        r = np.max(np.abs(vals - rho) / np.abs(z64), axis=1)
+    what = f"activation {name!r} declares ray_limit={label!r} (sigma - {label} = o(|z|)), but"
     if not np.all(np.isfinite(r)):
         raise ValueError(
-            f"activation {name!r} declares ray_limit='relu' (sigma - relu = o(|z|)), but sigma is not finite "
-            f"in float32 at some |z| in 1e2 ... 1e30 (|sigma(z) - relu(z)|/|z|: {', '.join(f'{x:.2g}' for x in r)}); "
-            "the declaration cannot be checked: evaluate sigma without overflow"
+            f"{what} sigma is not finite in float32 at some |z| in 1e2 ... 1e30 (|sigma(z) - {label}(z)|/|z|: "
+            f"{', '.join(f'{x:.2g}' for x in r)}); the declaration cannot be checked: evaluate sigma without overflow"
         )
-    if r[-1] > 1e-3 or (r[-1] > 1e-6 and r[-1] >= r[0] / 2):
+    if r[-1] > 1e-3 * m or (r[-1] > 1e-6 * m and r[-1] >= r[0] / 2):
         raise ValueError(
-            f"activation {name!r} declares ray_limit='relu' (sigma - relu = o(|z|)), but "
-            f"|sigma(z) - relu(z)|/|z| is {', '.join(f'{x:.2g}' for x in r)} at |z| = 1e2, 1e6, ..., 1e30, "
+            f"{what} |sigma(z) - {label}(z)|/|z| is {', '.join(f'{x:.2g}' for x in r)} at |z| = 1e2, 1e6, ..., 1e30, "
             "not tending to 0; do not declare it"
         )
 
@@ -361,14 +392,15 @@ def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_l
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
     c = None if odd_slope is None else _as_fraction(name, odd_slope)
-    if ray_limit not in (None, "relu"):
-        raise ValueError(f"ray_limit must be None or 'relu' (the only limit a theorem uses), got {ray_limit!r}")
+    limit = None if ray_limit is None else _ray_limit_of(name, ray_limit)
     if gated and (ray_limit is not None or kink):
         raise ValueError("ray_limit and kink are facts about ungated activations; pass gated=False")
-    if ray_limit is not None and c is not None and c != 1:
+    if limit is not None and c is not None and c != limit[3]:
         raise ValueError(
-            f"activation {name!r} declares ray_limit='relu' and odd_slope={_fmt(c)}: a ray limit relu forces "
-            "sigma(z) - sigma(-z) = z (c = 1; docs/theory/ray_limit.md); do not declare both"
+            f"activation {name!r} declares ray_limit={limit[0]!r} and odd_slope={_fmt(c)}: a ray limit "
+            f"{limit[0]} forces sigma(z) - sigma(-z) = {_fmt(limit[3])} z (c = p + q, exactly; "
+            "docs/theory/ray_limit.md); do not declare both"
+            + ("" if limit[3] == 1 else f", or declare odd_slope=activations.get({limit[0]!r}).odd_slope")
         )
     if kink and degree not in (None, 1):
         raise ValueError(f"activation {name!r} declares kink=True (degree 1) and degree={degree}")
@@ -376,8 +408,8 @@ def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_l
     # on the page (docs/theory) and tested, not re-checked at every import
     if c is not None and not builtin:
         _refuse_odd_slope(name, fn, c)
-    if ray_limit is not None and not builtin:
-        _refuse_ray_limit(name, fn)
+    if limit is not None and not builtin:
+        _refuse_ray_limit(name, fn, limit[:3])
     if kink:
         if not builtin:
             _refuse_kink(name, fn, c)
@@ -386,6 +418,7 @@ def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_l
         gate_at_zero = None
     elif not builtin or gate_at_zero is None:
         gate_at_zero = float(_values(fn, np.zeros(())))
+    ray_limit = None if limit is None else limit[0]
     return Activation(
         name, fn, gated, degree, c, gate_at_zero, smooth_at_zero, ray_limit, bool(kink), paper_theorem, builtin
     )
@@ -408,7 +441,13 @@ def register(
 
     Facts are declared, never measured: ``odd_slope=c`` declares ``σ(z) − σ(−z) = c z`` (kept as
     the exact :class:`~fractions.Fraction` of the number given; without it no certificate says
-    ``absorbable``), ``ray_limit="relu"`` declares ``σ − relu = o(|z|)``, ``kink=True`` declares
+    ``absorbable``), ``ray_limit="relu"`` declares ``σ − relu = o(|z|)`` and
+    ``ray_limit="leaky_relu(α)"`` (the name :func:`get` parses; ``"leaky_relu"`` is ``α = 0.01``)
+    declares ``σ − leaky_relu(α) = o(|z|)``: the limit is a built-in kink ``ρ`` (slopes ``p = 1``,
+    ``q = α``), a declared ``odd_slope`` must be its ``p + q`` exactly (relu: 1, ``leaky_relu(α)``:
+    ``1 + α``, the float ``α``'s exact value), and it is not inferred from the limit (the limit does
+    not imply ``σ(z) − σ(−z) = c z``; without it nothing is decided). With both, the kink theorem via
+    the ray limit decides every width, biased or not (``docs/theory/ray_limit.md``). ``kink=True`` declares
     ``σ(z) = p z (z > 0), q z (z < 0)`` with ``p ≠ q`` (and needs ``odd_slope = p + q``). Each
     declaration is sanity-checked at a few points and refused (``ValueError``) when visibly false;
     passing the check proves nothing, and certificates list the declarations in
@@ -429,6 +468,17 @@ def register(
       >>> entry.converse(), entry.assumes[0]
       ('kink theorem (every width)', 'declared odd part: sigma(z) - sigma(-z) = 1.1 z')
       >>> activations.unregister("leaky")
+      >>> import jax
+      >>> entry = activations.register(  # σ − leaky_relu(0.25) = 0.75 log(1 + e^(−|z|)) is bounded
+      ...     "soft_leaky", lambda z: 0.25 * z + 0.75 * jax.nn.softplus(z), odd_slope=1.25,
+      ...     ray_limit="leaky_relu(0.25)",
+      ... )
+      >>> entry.converse(biased=True), entry.assumes[1]
+      ('kink theorem via the ray limit (every width)', 'declared ray limit: sigma - leaky_relu(0.25) = o(|z|)')
+      >>> activations.register("soft_leaky", entry.fn, odd_slope=1, ray_limit="leaky_relu(0.25)", overwrite=True)
+      Traceback (most recent call last):
+      ValueError: activation 'soft_leaky' declares ray_limit='leaky_relu(0.25)' and odd_slope=1: ...
+      >>> activations.unregister("soft_leaky")
     """
     if odd_part_half is not None:
         warnings.warn("odd_part_half is deprecated: declare odd_slope=1", DeprecationWarning, stacklevel=2)
