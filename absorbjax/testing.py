@@ -227,6 +227,29 @@ def absorber_gap(params, S, activation: str, bias=None) -> float:
     return float(np.max(np.abs(block - free) / scale))
 
 
+def _judge_line(cert, params, act, bias) -> str:
+    """:func:`judge` for a certificate of the line theorem (``d = 1``): a bias-free kink block with
+    ``n ≥ 2``, and the absorber's exact values at ``x = ±1`` within ``miss_bound`` of the block's
+    (both sides positively homogeneous, so that bounds ``sup |g − f|/|x|``), on the identity skip."""
+    U, D = (np.asarray(a, np.float64) for a in (params.up, params.down))
+    if U.shape[1] != 1 or U.shape[0] < 2 or not act.kink or (bias is not None and np.any(np.asarray(bias) != 0)):
+        return "absorbable by the line theorem, but the block is not a bias-free d = 1 kink block with n >= 2"
+    p, q = Fraction(cert.line.p), Fraction(cert.line.q)
+    if p == q or p + q != act.odd_slope:
+        return f"absorbable by the line theorem, but p = {p}, q = {q} do not fit {act.name}"
+
+    def rho(z):
+        return p * z if z >= 0 else q * z
+
+    up, down = cert.line.weights(U.shape[0])
+    for x in (1, -1):
+        f = x + sum(Fraction(float(v)) * rho(x * Fraction(float(u))) for u, v in zip(U[:, 0], D[0]))
+        g = sum(Fraction(float(v)) * rho(x * Fraction(float(u))) for u, v in zip(up[:, 0], down[0]))
+        if not abs(g - f) <= Fraction(cert.miss_bound):
+            return f"absorbable by the line theorem, but the absorber misses f({x}) by {float(abs(g - f)):.3g}"
+    return ""
+
+
 def judge(cert, params, activation: str, planted=None, bias=None) -> str:
     """``""`` when the certificate is right about the stored values, else what is wrong with it.
 
@@ -240,6 +263,8 @@ def judge(cert, params, activation: str, planted=None, bias=None) -> str:
     rounding) does. ``undecided`` is always allowed."""
     rtol, act = cert.rtol, activations.get(activation)
     c = act.odd_slope
+    if cert.status == "absorbable" and cert.line is not None:
+        return _judge_line(cert, params, act, bias)
     if cert.status == "absorbable":
         if c is None:
             return f"absorbable for {activation}, which declares no odd slope"

@@ -13,14 +13,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import figstyle, models, reproduce
+from absorbjax import condition, figstyle, models, reproduce
 
 NAME = "lemma4"
 TITLE = "Lemma 4: invertible skips"
 PRESETS = {
-    "smoke": {"d": 4, "n": 16, "conds": 6, "per_cond": 2, "streams": 4, "hc_draws": 4, "inputs": 64},
-    "quick": {"d": 8, "n": 32, "conds": 13, "per_cond": 8, "streams": 4, "hc_draws": 64, "inputs": 512},
-    "full": {"d": 16, "n": 64, "conds": 25, "per_cond": 32, "streams": 4, "hc_draws": 512, "inputs": 2048},
+    "smoke": {"d": 4, "n": 16, "conds": 6, "per_cond": 2, "streams": 4, "hc_draws": 4, "inputs": 64, "singular": 4},
+    "quick": {"d": 8, "n": 32, "conds": 13, "per_cond": 8, "streams": 4, "hc_draws": 64, "inputs": 512, "singular": 16},
+    "full": {
+        "d": 16,
+        "n": 64,
+        "conds": 25,
+        "per_cond": 32,
+        "streams": 4,
+        "hc_draws": 512,
+        "inputs": 2048,
+        "singular": 32,
+    },
 }
 ACTIVATION = "gelu"
 
@@ -65,6 +74,28 @@ def reduction_error(A, params, xs):
     lhs = jax.vmap(lambda x: models.skip_mlp(params, x, ACTIVATION, A))(xs)
     rhs = jax.vmap(lambda x: A @ models.skip_mlp(reduced, x, ACTIVATION))(xs)
     return float(jnp.max(jnp.linalg.norm(lhs - rhs, axis=1) / jnp.linalg.norm(xs, axis=1)))
+
+
+def singular_skips(seed, d, n, draws):
+    """Singular skips, decided (no Lemma 4 needed: the kink theorem and its ray limit allow any ``A``).
+    Planted: dyadic weights (multiples of 1/64, so every product is exact), a set ``S`` of size
+    ``1…d−1`` and ``A = −W_down[:,S] W_up[S,:]`` (rank ``|S| < d``, singular). Narrow: width
+    ``n' = d − 2`` and a dyadic ``A`` of rank ``d − 1 > n'``. Returns ``(planted absorbable with the
+    flip and miss 0, planted, narrow not_absorbable by rank, narrow)``."""
+    rng = np.random.default_rng(seed)
+    flipped = refused = 0
+    for _ in range(draws):
+        U, D = np.round(rng.normal(size=(n, d)) * 64) / 64, np.round(rng.normal(size=(d, n)) * 64) / 64
+        S = np.sort(rng.choice(n, int(rng.integers(1, d)), replace=False))
+        A = -(D[:, S] @ U[S])
+        cert = condition.find_absorbing_set(models.MLPParams(U, D), ACTIVATION, skip=A)
+        flipped += cert.status == "absorbable" and cert.miss_bound == 0 and cert.S is not None
+        m = d - 2
+        B = np.round(rng.normal(size=(d, d - 1)) * 8) / 8 @ (np.round(rng.normal(size=(d - 1, d)) * 8) / 8)
+        p = models.MLPParams(rng.normal(size=(m, d)), rng.normal(size=(d, m)))
+        cert = condition.find_absorbing_set(p, ACTIVATION, skip=B, narrow=True)
+        refused += cert.status == "not_absorbable" and cert.method == "rank"
+    return flipped, draws, refused, draws
 
 
 def figure(results):
@@ -149,7 +180,9 @@ def run(config, out, seed):
     uniform = jnp.full((ns, ns), 1.0 / ns)
     uniform_refused = reduction_error(jnp.kron(uniform, jnp.eye(d)), hyper_block(key, d, n, ns), xs_hc) is None
 
+    flipped, planted, by_rank, narrow = singular_skips(seed, d, n, config["singular"])
     results = {
+        "singular": {"planted": planted, "absorbable": flipped, "narrow": narrow, "not_absorbable": by_rank},
         "random": random_rows,
         "hyper_connection": hc_rows,
         "sinkhorn": mhc_rows,
@@ -175,6 +208,15 @@ def run(config, out, seed):
             f"{len(hc_ok)}/{len(hc_rows)} reduced, max error {max(hc_ok):.1e}" if hc_ok else "none reduced",
             holds=len(hc_ok) == len(hc_rows) and max(hc_ok, default=1.0) <= 1e-12,
             criterion="every static skip reduced with error ≤ 1e-12",
+            figure=NAME,
+        ),
+        reproduce.Claim(
+            "singular skips are decided without Lemma 4 (the kink theorem allows any A): planted "
+            "A = −W_down[:,S] W_up[S,:] of rank |S| < d absorbable by the sign flip; rank A > n not absorbable",
+            f"{flipped}/{planted} planted singular skips absorbable (exact miss 0); {by_rank}/{narrow} skips of rank "
+            f"d − 1 = {d - 1} > n = {d - 2} not_absorbable by rank",
+            holds=flipped == planted and by_rank == narrow,
+            criterion="every planted singular skip absorbable and every rank A > n skip not_absorbable (exact rank)",
             figure=NAME,
         ),
         reproduce.Claim(

@@ -79,6 +79,7 @@ def brute_force(params, skip=None, rtol=None):
 ABSORBABLE = [(4, 12, 4), (4, 12, 7), (2, 12, 2), (2, 12, 5)]  # |S| = d and > d; n ≤ d² and > d²
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("activation", ["relu", "gelu", "silu"])
 @pytest.mark.parametrize("d,n,size", ABSORBABLE)
 def test_absorbable_found_and_absorber_exact(activation, d, n, size):
@@ -139,6 +140,7 @@ def test_gaussian_not_absorbable_agrees_with_exhaustive(d, n):
             assert not brute_force(p)
 
 
+@pytest.mark.slow
 def test_gaussian_wide_milp():
     p = gaussian(5, 2, 20)
     cert = condition.find_absorbing_set(p, method="milp")  # HiGHS's "infeasible", then enumeration
@@ -148,6 +150,7 @@ def test_gaussian_wide_milp():
     assert (cert.status, cert.method) == ("not_absorbable", "relaxation") and "[0,1]^20" in cert.reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [5, 7])
 def test_ternary_draws_agree_with_exhaustive(n):
     draws = MLPParams(TERNARY.up[:, :n], TERNARY.down[:, :, :n])
@@ -263,9 +266,10 @@ def test_d1():
     up = np.array([[1.0], [2.0], [3.0]])
     cert = condition.find_absorbing_set(MLPParams(up, np.array([[-1.0, 0.5, 0.25]])))
     assert cert.status == "absorbable" and cert.S.tolist() == [0]  # exists: absorbable anyway
-    assert "d = 1 < 2" in cert.failed
+    # d = 1 is no hypothesis (the kink theorem holds there); these rows are parallel
+    assert not any(getattr(f, "kind", "") == "d" for f in cert.failed) and "parallel" in " ".join(cert.failed)
     cert = condition.find_absorbing_set(MLPParams(up, np.array([[1.0, 1.0, 1.0]])))
-    assert cert.status == "degenerate"
+    assert cert.status == "degenerate"  # no activation named: the line theorem (kink only) is not cited
 
 
 @pytest.mark.parametrize(
@@ -389,10 +393,11 @@ def test_results_are_not_truth_values():
 
 def test_bad_input_raises():
     p = gaussian(0, 3, 6)
-    with pytest.raises(ValueError, match="singular or ill-conditioned"):
-        condition.find_absorbing_set(p, skip=np.diag([1.0, 1.0, 0.0]))
-    with pytest.raises(ValueError, match="singular or ill-conditioned"):
-        condition.find_absorbing_set(p, skip=np.diag([1.0, 1.0, 1e-9]))
+    # singular and ill-conditioned skips are decided (tests/test_condition_line.py), not refused
+    assert condition.find_absorbing_set(p, skip=np.diag([1.0, 1.0, 0.0])).status == "not_absorbable"
+    assert condition.find_absorbing_set(p, skip=np.diag([1.0, 1.0, 1e-9])).status == "not_absorbable"
+    with pytest.raises(ValueError, match=r"outside \[2\^-400, 2\^400\]"):
+        condition.find_absorbing_set(p, skip=np.diag([1e-300, 0.0, 0.0]))
     with pytest.raises(ValueError, match=r"shape \(3, 3\)"):
         condition.find_absorbing_set(p, skip=np.eye(2))
     with pytest.raises(ValueError, match="ungated"):
@@ -544,6 +549,7 @@ def test_box_bound_is_certified_and_tight(d, n):
     assert bound <= best * (1 + 1e-12) and bound >= best * (1 - 1e-3), (bound, best)
 
 
+@pytest.mark.slow
 def test_float32_absorber_error_names_x64():
     with jax.enable_x64(False):
         p, S = models.planted("relu", 3, 6, key=jax.random.key(0))

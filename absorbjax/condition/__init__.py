@@ -18,8 +18,15 @@ fraction: 1 for the five above and hardswish, ``1 + α`` for ``leaky_relu(α)``)
 every threshold) and a set is accepted only on the exact ``c`` and ``A``. Without a declared ``c``,
 ``absorbable`` is never issued (``undecided``). The converse is the theorem
 ``Activation.converse(biased, narrow, parallel_rows)`` names: for width ``n < d`` the kink theorem
-(relu, leaky_relu) or the kink theorem via the ray limit (every width); biased kink blocks whose
-parallel rows have distinct biases (pairwise non-proportional ``(w_i, b_i)``) the kink theorem.
+(relu, leaky_relu) or the kink theorem via the ray limit (every width), and the same for ``d = 1``
+and for a skip ``A`` not proved invertible (Thm 8/10 reach ``A`` only through Lemma 4); biased kink
+blocks whose parallel rows have distinct biases (pairwise non-proportional ``(w_i, b_i)``) the kink
+theorem. ``rank A > n`` proves "no S" exactly (method ``"rank"``).
+
+**The line, d = 1** (``docs/theory/kink.md``, proved): a bias-free block of a kink activation with
+``d = 1`` and ``n ≥ 2`` always absorbs; when no ``S`` does, the certificate carries the absorber
+``V_up = (1, −1, 0, …)ᵀ``, ``V_down = (α₁, α₂, 0, …)`` (``cert.line``, ``method = "line"``, α solved in
+rationals and rounded once, ``miss_bound`` exact); ``absorber(params, cert)`` builds it.
 A certificate for an activation outside the built-ins lists the declared facts it rests on in
 ``cert.assumes`` and its ``theorem`` says "given the declared facts (...)".
 
@@ -70,7 +77,9 @@ and never changes ``status``, which is about the stored values themselves.
 
 **Rule (E).** ``absorbable`` needs more: ``miss_bound ≥ ‖M_S‖_F`` (rigorous) with
 ``miss_bound ≤ skip_rtol · σ_min(A)`` (``1e-6`` by default). Then the absorber errs by exactly
-``M_S x``: ``‖absorber(x) − block(x)‖ ≤ miss_bound ‖x‖ ≤ skip_rtol ‖A x‖``. A set that passes (★)
+``M_S x``: ``‖absorber(x) − block(x)‖ ≤ miss_bound ‖x‖ ≤ skip_rtol ‖A x‖``. ``σ_min(A)`` is a
+certified lower bound, 0 for a singular (or not provably invertible) skip: there only an exact miss 0
+is ``absorbable`` (``A = 0``: ``S = ∅``), any other passing set ``undecided``. A set that passes (★)
 only because of cancellation inside ``S`` gives ``undecided``. Units are rescaled by powers of two
 before any Gram matrix, norm or cosine (exact; every ``M_i`` unchanged).
 

@@ -1,5 +1,6 @@
 """The absorber of Thm 8/10: the residual-free block that a set ``S`` passing rule (★) gives, and
-its biases when the block has them."""
+its biases when the block has them; for a certificate of the line theorem (``d = 1``), its
+absorber (:class:`_line.LineAbsorber`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax._dtypes import is_float
 from absorbjax.condition._arith import ONE, output_bias
+from absorbjax.condition._certificate import Certificate
 from absorbjax.condition._inputs import accepts, check_rtol, float_weights, mask_of, skip_matrix
 from absorbjax.models import MLPParams
 
@@ -33,6 +35,24 @@ def odd_slope_of(odd_slope) -> Fraction:
     return c
 
 
+def _set_of(S, params, odd_slope):
+    """``(S, odd_slope, line)`` from ``S`` (indices or a mask) or a :class:`Certificate`: its ``S`` and
+    the odd slope of its activation (unless ``odd_slope`` is given), or its line absorber."""
+    if not isinstance(S, Certificate):
+        return S, odd_slope, None
+    cert = S
+    n = np.shape(params.up)[-2]
+    if cert.n != n or cert.d != np.shape(params.up)[-1]:
+        raise ValueError(f"the certificate is for d = {cert.d}, n = {cert.n}, params have shape {np.shape(params.up)}")
+    if cert.line is not None:
+        return None, odd_slope, cert.line
+    if cert.S is None:
+        raise ValueError(f"the certificate is {cert.status}: it holds no absorber")
+    if odd_slope is None and cert.activation is not None:
+        odd_slope = cert.activation
+    return cert.S, odd_slope, None
+
+
 def absorber(
     params: MLPParams,
     S,
@@ -47,22 +67,27 @@ def absorber(
     ``V_up = W_up`` with the rows in ``S`` negated, ``V_down = W_down``. For activations with
     ``σ(z) − σ(−z) = c z`` (``c = 1``: relu, gelu, gelu_tanh, silu, softplus, hardswish;
     ``leaky_relu(α)``: ``1 + α``): ``V_down σ(V_up x) = W_down σ(W_up x) − c·W_down[:,S] W_up[S,:] x``,
-    which is ``A x + W_down σ(W_up x)`` exactly when ``c·W_down[:,S] W_up[S,:] = −A``. The same weights serve
-    every invertible ``A`` (Lemma 4: the reduced block has ``V_down' = A⁻¹W_down``, and
-    multiplying back by ``A`` returns ``W_down``); ``skip`` only changes the condition checked.
+    which is ``A x + W_down σ(W_up x)`` exactly when ``c·W_down[:,S] W_up[S,:] = −A``: the flip uses
+    only ``σ(−z) = σ(z) − c z``, so the same weights serve every ``A``, singular ones included;
+    ``skip`` only changes the condition checked.
+
+    ``S`` may be a :class:`Certificate`: its set (and its activation's odd slope), or, for a
+    certificate of the line theorem (``d = 1``, ``cert.line``), its absorber
+    ``V_up = (1, −1, 0, …)ᵀ``, ``V_down = (α₁, α₂, 0, …)`` in float64, which differs from the block by
+    at most ``cert.miss_bound·|x|`` (no check is needed: the weights were solved exactly).
     A block with a hidden bias ``b`` is absorbed by also negating ``b[S]`` and adding
     ``W_down[:,S] b[S]`` to the output bias (``σ(−z) = σ(z) − z``).
 
     Args:
       params: ungated block ``(W_up (n, d), W_down (d, n))``.
-      S: indices ``(|S|,)`` or a boolean mask ``(n,)``.
+      S: indices ``(|S|,)``, a boolean mask ``(n,)``, or a :class:`Certificate`.
       skip: ``A`` ``(d, d)``, ``None`` = ``I``.
       rtol, check: with ``check=True`` a set that rule (★) rejects raises ``ValueError``.
       odd_slope: ``c`` as a number, an activation name (its declared slope) or ``None`` (``c = 1``).
 
     Returns:
       ``MLPParams`` of JAX arrays ``(V_up (n, d), V_down (d, n))`` in the dtype of ``params``
-      (as far as ``jax_enable_x64`` allows).
+      (a line absorber: float64), as far as ``jax_enable_x64`` allows.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -78,8 +103,14 @@ def absorber(
     References:
       Mijoski & Karbevski (2026), the absorber in the proofs of Thm 8 and Thm 10.
     """
+    S, odd_slope, line = _set_of(S, params, odd_slope)
     U, D, dtype = float_weights(params, batched=False)
     n, d = U.shape
+    if line is not None:
+        import jax.numpy as jnp
+
+        up, down = line.weights(n)
+        return MLPParams(jnp.asarray(up, jnp.float64), jnp.asarray(down, jnp.float64))
     m = mask_of(S, n)
     if check:
         c = odd_slope_of(odd_slope)
@@ -116,15 +147,23 @@ def absorber_biases(params: MLPParams, S, bias, out_bias=None, *, odd_slope=None
     the certificate's ``offset_bound`` (``find_absorbing_set(..., bias=b, out_bias=c)``) bounds that
     rounding, so ``‖absorber(x) − block(x)‖ ≤ miss_bound·‖x‖ + offset_bound`` for every ``x``.
 
+    For a line certificate (``cert.line``, ``d = 1``, no hidden bias) ``β = 0`` and ``e = c``.
+
     Args:
-      params: ``W_up (n, d)``, ``W_down (d, n)``; S: indices or a mask ``(n,)``;
+      params: ``W_up (n, d)``, ``W_down (d, n)``; S: indices, a mask ``(n,)`` or a :class:`Certificate`;
       bias: the hidden bias ``b (n,)``; out_bias: the output bias ``c (d,)`` (``None``: 0).
 
     Returns:
       float64 NumPy arrays ``β (n,)`` and ``e (d,)``.
     """
+    S, odd_slope, line = _set_of(S, params, odd_slope)
     U, D, _ = float_weights(params, batched=False)
     n, d = U.shape
+    if line is not None:
+        if bias is not None and np.any(np.asarray(bias) != 0):
+            raise ValueError("the line theorem's absorber is for blocks without a hidden bias")
+        e = np.zeros(d) if out_bias is None else np.asarray(out_bias, np.float64).reshape(d)
+        return np.zeros(n), e
     m = mask_of(S, n)
     b = np.zeros(n) if bias is None else np.asarray(bias, np.float64)
     if b.shape != (n,):

@@ -108,6 +108,31 @@ def sigma_min_lower(A: np.ndarray) -> float:
     return 0.0
 
 
+RANK_EXACT_MAX_D = 512  # skips up to this size get an exact rank (python-flint); beyond, σ_min only
+_RANK_PRIME = 2**61 - 1  # a prime: the rank mod p is at most the rank over Q
+
+
+def rank_lower(A: np.ndarray) -> tuple[int, str]:
+    """``(r, how)``: a proved lower bound ``r ≤ rank A`` on the stored ``A`` ``(d, d)``, and how.
+
+    ``d`` when :func:`sigma_min_lower` proves ``σ_min(A) > 0``; else the rank of the integer matrix
+    ``A·2^{−e}`` (:func:`_dyadic`: the stored floats are dyadic rationals): exact (``fmpz_mat``) for
+    ``d ≤ 64``, modulo the prime ``2⁶¹ − 1`` up to ``RANK_EXACT_MAX_D`` (never above the rank over
+    ``Q``: a minor that is nonzero mod ``p`` is a nonzero integer); else ``0`` (nothing proved)."""
+    d = A.shape[0]
+    if sigma_min_lower(A) > 0:
+        return d, "σ_min(A) > 0, certified in float64"
+    if d > RANK_EXACT_MAX_D:
+        return 0, f"not computed (d = {d} > {RANK_EXACT_MAX_D})"
+    import flint
+
+    ints, _ = _dyadic(np.asarray(A, np.float64))
+    if d <= 64:
+        return int(flint.fmpz_mat(d, d, ints).rank()), "exact rank of the stored A (python-flint)"
+    r = flint.nmod_mat(d, d, [x % _RANK_PRIME for x in ints], _RANK_PRIME).rank()
+    return int(r), "rank of the stored A modulo the prime 2^61 - 1 (a lower bound on its rank)"
+
+
 def _dyadic(X: np.ndarray) -> tuple[list, int]:
     """``X = ints · 2^e`` exactly: row-major Python ints and the exponent ``e``."""
     mant, ex = np.frexp(X)

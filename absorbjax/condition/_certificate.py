@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from absorbjax import activations
+from absorbjax.condition._line import LineAbsorber
 from absorbjax.condition._text import few, fmt
 from absorbjax.io import to_jsonable
 from absorbjax.results import UNDECIDED, Result, Verdict, Word
@@ -70,19 +71,22 @@ class Certificate(Verdict):
     """The answer of :func:`find_absorbing_set` and the numbers that justify it.
 
     Attributes:
-      status: a :class:`Status`: ``"absorbable"`` (a set ``S`` passes rule (★); no genericity needed),
+      status: a :class:`Status`: ``"absorbable"`` (a set ``S`` passes rule (★); no genericity needed;
+        or, for ``d = 1``, the line theorem's absorber: ``line``),
         ``"not_absorbable"`` (a proof that no set passes, and Thm 8/10 apply),
         ``"degenerate"`` (no set passes, but a hypothesis of Thm 8/10 fails) or
         ``"undecided"`` (no proof either way, or no converse for this activation or bias).
       S: sorted hidden-unit indices of the accepted set (when absorbable).
-      method: what decided: ``"relaxation"``, ``"rounding"``, ``"exhaustive"``, ``"milp"``.
+      method: what decided: ``"relaxation"``, ``"rounding"``, ``"exhaustive"``, ``"milp"``,
+        ``"rank"`` (``rank A > n``, exact: no ``S`` can exist), ``"line"`` (the line theorem, ``d = 1``).
       reason: one sentence saying why.
       d, n: input dimension ``d`` and width ``n``.
       rtol: the slack of rule (★); ``threshold``: the Frobenius bound on every accepted set's miss.
       residual: ``‖W_down[:,S] W_up[S,:] + A‖_max`` of ``S``, or of the only candidate that the
         rounding step checked; ``None`` when no single candidate was checked.
       lower_bound: certified ``‖Σ m_i M_i + A‖_F ≥ lower_bound`` for every ``m ∈ {0,1}^n``.
-      nondegenerate: whether the hypotheses of Thm 8/10 hold (decided exactly on stored values).
+      nondegenerate: whether the hypotheses hold (rows of ``W_up`` nonzero and pairwise non-parallel,
+        columns of ``W_down`` nonzero; decided exactly on stored values).
       failed: the hypotheses that fail, in words.
       relaxation: the Gram relaxation's evidence (:class:`RelaxationEvidence`: rank of ``G``,
         ``ρ``, ``‖c − round(c)‖_∞``, ``δ``, the smallest sine between rows), or ``None`` when the
@@ -106,7 +110,13 @@ class Certificate(Verdict):
         rounding of the absorber's output bias ``e = c + W_down[:,S] b[S]`` as
         :func:`absorber_biases` returns it (0 where ``e`` is exact, and without biases); the
         absorber errs by at most ``miss_bound·‖x‖ + offset_bound``.
-      skip_rtol: rule (E): ``absorbable`` needs ``miss_bound ≤ skip_rtol · σ_min(A)``.
+      skip_rtol: rule (E): ``absorbable`` needs ``miss_bound ≤ skip_rtol · σ_min(A)`` (``σ_min(A)``
+        a rigorous lower bound, 0 for a singular or not provably invertible ``A``: then only an exact
+        miss 0 passes).
+      line: for ``d = 1`` bias-free kink blocks of width ``n ≥ 2`` that no ``S`` absorbs, the line
+        theorem's absorber (:class:`LineAbsorber`: ``V_up = (1, −1, 0, …)ᵀ``, ``V_down = (α₁, α₂, 0,
+        …)``, exact up to ``miss_bound·|x|``); :func:`absorber` ``(params, cert)`` builds it. ``S`` is
+        then ``None``.
       seconds, timings: wall time, total and per phase.
     """
 
@@ -135,6 +145,7 @@ class Certificate(Verdict):
     miss_exact: bool | None = None
     offset_bound: float | None = None
     skip_rtol: float | None = None
+    line: LineAbsorber | None = None
     seconds: float = 0.0
     timings: dict = dataclasses.field(default_factory=dict)
 
@@ -150,6 +161,8 @@ class Certificate(Verdict):
         """The short repr (:class:`absorbjax.results.Result`): status, method, theorem, the number behind it."""
         if self.S is not None:
             found = f"|S| = {self.S.size}, miss <= {fmt(self.miss_bound)}·‖x‖"
+        elif self.line is not None:
+            found = f"line absorber V_down = ({self.line.alpha[0]!r}, {self.line.alpha[1]!r}, 0, …), miss <= {fmt(self.miss_bound)}·|x|"
         elif self.residual is not None:
             found = f"the only candidate misses by {fmt(self.residual)}"
         else:
@@ -166,6 +179,14 @@ class Certificate(Verdict):
                 f"‖W_down[:,S] W_up[S,:] + {target}‖_max = {fmt(self.residual)}, within rule (★), "
                 f"rtol = {fmt(self.rtol)}; ‖M_S‖_2 <= {fmt(self.miss_bound)} "
                 f"({'exact' if self.miss_exact else 'rigorous float64 bound'}), rule (E)"
+            )
+        elif self.line is not None:
+            ln = self.line
+            lines.append(
+                f"  line absorber (d = 1): V_up = (1, −1, 0, …)ᵀ, V_down = ({ln.alpha[0]!r}, {ln.alpha[1]!r}, 0, …) "
+                f"solves [[p, −q], [−q, p]] α = (f(1), f(−1)) = ({ln.value_plus!r}, {ln.value_minus!r}) with "
+                f"p = {ln.p!r}, q = {ln.q!r} (exact, α rounded once); sup |absorber(x) − block(x)|/|x| <= "
+                f"{fmt(ln.miss_bound)} (exact); condition.absorber(params, cert) returns it"
             )
         elif self.residual is not None:
             lines.append(f"  candidate round(c): miss {fmt(self.residual)}, outside rule (★)")
@@ -184,7 +205,7 @@ class Certificate(Verdict):
         hyp = "hold" if self.nondegenerate else "fail: " + "; ".join(self.failed)
         sin = "" if rel is None else f"; min |sin| between rows {fmt(rel.min_row_sin)}"
         lines.append(
-            f"  hypotheses of Thm 8/10 (d >= 2, rows of W_up nonzero and pairwise non-parallel, "
+            "  hypotheses of Thm 8/10 and the kink theorem (rows of W_up nonzero and pairwise non-parallel, "
             f"columns of W_down nonzero) {hyp}{sin}"
         )
         if self.activation is not None:
@@ -214,6 +235,8 @@ class Certificate(Verdict):
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if self.relaxation is not None:
             out["relaxation"] = dataclasses.asdict(self.relaxation)
+        if self.line is not None:
+            out["line"] = dataclasses.asdict(self.line)
         return to_jsonable(out)
 
 

@@ -32,7 +32,11 @@ def distance(
 ) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
 
-    All numbers are ``‖Σ m_i M_i + A‖_F / ‖A‖_F`` (``‖A‖_F = √d`` for ``A = I``):
+    All numbers are ``‖Σ m_i M_i + A‖_F / ‖A‖_F`` (``‖A‖_F = √d`` for ``A = I``; for ``A = 0`` all are
+    0, attained by ``S = ∅``: the block is residual-free). Singular and ill-conditioned skips need no
+    inverse here: every bound is on ``‖Σ m_i M_i + A‖_F`` itself.
+    The numbers measure the sign-flip condition: a ``d = 1`` kink block absorbed by the line
+    theorem (``certificate.line``) may be far from every ``S``.
 
     * ``lower``: certified, no ``S`` gets closer; the larger of the real relaxation's bound
       (``relaxation``, see :func:`find_absorbing_set`; 0 once ``n ≥ d²`` generically) and the
@@ -66,6 +70,8 @@ def distance(
     check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
     n, time_limit = U.shape[0], decision.time_limit
     cert, rel = decide(U, D, A, context, decision)
+    if not np.any(A):  # A = 0: S = ∅ misses by exactly 0 (the block is residual-free); 0/0 read as 0
+        return Distance(0.0, 0.0, np.zeros(0, np.int64), "exact", 0.0, 0.0, cert)
     rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
     deadline = max(start + time_limit, time.perf_counter() + time_limit / 10)
     if rel is None:  # decided by the O(n d²) screen of condition._large

@@ -5,33 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
 
-from absorbjax import activations
 from absorbjax._shorthand import with_shorthand
-from absorbjax.condition import _large as large, _scale as scale, _stored as stored
-from absorbjax.condition._arith import ETA, ONE, balance, miss_bound, output_bias, sigma_min_lower
+from absorbjax.condition import _large as large, _line as line, _scale as scale, _stored as stored
+from absorbjax.condition._arith import ETA, ONE, balance, rank_lower, sigma_min_lower
+from absorbjax.condition._assemble import Answer, Rounding, certificate
+from absorbjax.condition._block import BlockContext, per_draw, read_block
 from absorbjax.condition._certificate import Certificate, RelaxationEvidence, Status, WithinRounding
-from absorbjax.condition._inputs import (
-    Rule,
-    absolute_rounding,
-    decidable_activation,
-    float_weights,
-    hypotheses,
-    skip_matrix,
-    storage_dtypes,
-    storage_rtol,
-    storage_rtol_pair,
-)
+from absorbjax.condition._inputs import Rule, absolute_rounding, float_weights, hypotheses, storage_rtol
 from absorbjax.condition._integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition._options import Decision
 from absorbjax.condition._relax import Relaxation, box_lower, relax
-from absorbjax.condition._text import few, fmt
-from absorbjax.condition._verdict import absence, found_theorem, hyperplanes
+from absorbjax.condition._text import fmt
+from absorbjax.condition._verdict import given, hyperplanes
 from absorbjax.models import MLPParams, check_layout
 
 # ---------------------------------------------------------------------------------------------
@@ -127,70 +116,6 @@ def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: st
     )
 
 
-class BlockContext(NamedTuple):
-    """What :func:`decide` needs besides the weights: the stored dtypes of ``W_up`` and ``W_down``
-    (each array rounds in its own), the hidden bias ``b`` ``(n,)`` or ``None``, the activation name
-    (or ``None``), the skip kind, the output bias ``c`` ``(d,)`` or ``None``, the activation's
-    declared odd slope ``slope`` (``σ(z) − σ(−z) = slope·z``; ``None``: not declared, ``1`` without
-    an activation) and the declared facts the answer rests on (``assumes``; empty for built-ins)."""
-
-    dtypes: tuple
-    bias: np.ndarray | None
-    activation: str | None
-    skip_kind: str
-    out_bias: np.ndarray | None = None
-    slope: Fraction | None = ONE
-    assumes: tuple[str, ...] = ()
-
-    @property
-    def target(self) -> str:
-        """What ``W_down[:,S] W_up[S,:]`` must equal, in words: ``"−I"`` or ``"−A"`` (``/c`` for an
-        odd slope ``c ≠ 1``)."""
-        core = "−I" if self.skip_kind == "identity" else "−A"
-        return core if self.slope in (None, 1) else f"{core}/c (c = {float(self.slope):.6g})"
-
-
-class _Rounding(NamedTuple):
-    """The storage-rounding answer: ``within`` (:class:`WithinRounding`),
-    the looser ``rtol`` used, the set ``S`` that passes with it, and the ``reason``."""
-
-    within: WithinRounding
-    rtol: float | None
-    S: np.ndarray | None
-    reason: str
-
-
-class _Answer(NamedTuple):
-    """What a strategy concludes, the one form :func:`_certificate` reads: the Gram relaxation and
-    search (:func:`_gram`) or the ``O(n d²)`` screen of wide blocks (:func:`_screened`).
-
-    ``S``: the sorted indices of a set that rule (★) accepts, or ``None``; ``method``; ``why``: the
-    proof of absence, or why there is none (``""`` when found); ``lower``: certified lower bound on
-    ``‖Σ m_i M_i + A‖_F`` over ``m ∈ {0,1}^n``; ``residual``: ``‖miss‖_max`` of the one candidate
-    checked (the found set's), if any; ``undecided``: no set and no proof of absence;
-    ``threshold``: the Frobenius bound on every accepted set's miss; ``failed``: the hypotheses
-    that fail; ``hyper``: :func:`verdict.hyperplanes`; ``units(S)``: ``(W_up[S,:], W_down[:,S])``
-    balanced in float64 and the stored ``W_down[:,S]`` in float64 (``O(|S| d)``: all a found set
-    needs); ``loose(rtol)``: the storage-rounding answer with the looser ``rtol`` when no set
-    passes; ``found_by``: what a found set's reason adds; ``relaxation``: the strategy's own
-    evidence (``None`` for the screen); ``timings``: seconds per phase."""
-
-    S: np.ndarray | None
-    method: str
-    why: str
-    lower: float
-    residual: float | None
-    undecided: bool
-    threshold: float
-    failed: tuple
-    hyper: tuple[str, bool]
-    units: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
-    loose: Callable[[float], _Rounding]
-    found_by: str
-    relaxation: RelaxationEvidence | None
-    timings: dict
-
-
 def decide(U, D, A, context: BlockContext, decision: Decision):
     """The decision on ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)`` with the checked
     ``decision``'s ``rtol``, ``skip_rtol``, ``method`` and ``time_limit``; returns
@@ -201,10 +126,14 @@ def decide(U, D, A, context: BlockContext, decision: Decision):
     in their own dtype, often memory-mapped: the wide screen reads them in blocks of units, balanced
     block by block (:func:`stored.balance_scales`); float64 copies are made only for the Gram path."""
     t0 = time.perf_counter()
-    n = U.shape[0]
+    n, d = U.shape
     rtol, skip_rtol, method, time_limit = decision.rtol, decision.skip_rtol, decision.method, decision.time_limit
-    absolute = _absolute(U, D, context.dtypes)
     rule = Rule.of(A, rtol, ONE if context.slope is None else context.slope)  # c·W_down[:,S] W_up[S,:] = −A
+    on_line = line.applies(d, n, context.bias is not None, context.activation)
+    if on_line and n > _SMALL_N:  # the line theorem needs no S; a search for one is subset sum
+        return _line_certificate(U, D, rule, context, None, skip_rtol=skip_rtol, t0=t0), None
+    absolute = _absolute(U, D, context.dtypes)
+    every = every_width(A, context, n)
     timings: dict[str, float] = {}
     if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
         t = time.perf_counter()
@@ -212,17 +141,94 @@ def decide(U, D, A, context: BlockContext, decision: Decision):
         scr = large.wide_screen(U, D, rule, scales=scales)
         if scr is not None:
             res = _screened(U, D, rule, scr, context, scales=scales, absolute=absolute)
-            return _certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0), None
+            return certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every), None
         timings["screen"] = time.perf_counter() - t
-    res, rel = _gram(U, D, rule, context, method=method, time_limit=time_limit, absolute=absolute, timings=timings)
-    return _certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0), rel
+    rank = rank_lower(A) if n < d and context.skip_kind == "matrix" else None
+    res, rel = _gram(
+        U, D, rule, context, method=method, time_limit=time_limit, absolute=absolute, timings=timings, rank=rank
+    )
+    cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)
+    if on_line and cert.status != Status.ABSORBABLE:
+        cert = _line_certificate(U, D, rule, context, cert, skip_rtol=skip_rtol, t0=t0)
+    return cert, rel
+
+
+def every_width(A, context: BlockContext, n: int) -> bool:
+    """Whether only the every-width theorems may be cited for "no ``S``" (the kink theorem, or it
+    via the ray limit; :meth:`Activation.converse` with ``narrow=True``): the paper's Thm 8/10 (and
+    Thm 8 via the ray limit, which reduces to it) are stated for ``d ≥ 2``, ``n ≥ d`` and, through
+    Lemma 4, an invertible skip. So: ``n < d``, ``d = 1``, or a skip ``A`` not proved invertible
+    (:func:`_arith.sigma_min_lower` is 0: singular, or too ill-conditioned to tell)."""
+    d = A.shape[0]
+    if n < d or d < 2:
+        return True
+    return context.skip_kind == "matrix" and not sigma_min_lower(A) > 0
+
+
+def _line_certificate(U, D, rule: Rule, context: BlockContext, cert, *, skip_rtol, t0) -> Certificate:
+    """The line theorem's certificate (``docs/theory/kink.md``, "The line, d = 1") for a bias-free
+    kink block with ``d = 1``, ``n ≥ 2``: ``absorbable`` with the exact absorber
+    :class:`_line.LineAbsorber` (``S = None``). ``cert``: the decision's certificate when the search
+    ran (no ``S`` was found), whose evidence is kept; ``None`` when it did not (``n > 16``)."""
+    n = U.shape[0]
+    p, q = line.kink_slopes(context.activation)
+    U1, D1 = _float64(U), _float64(D)
+    ln = line.line_absorber(U1, D1, float(rule.A[0, 0]), p, q)
+    assumes = context.assumes
+    theorem = given(line.LINE_THEOREM, context)
+    searched = (
+        f"no S has c·W_down[:,S] W_up[S,:] = −A ({cert.method}), but none is needed"
+        if cert is not None
+        else f"no S searched (n = {n} > {_SMALL_N}; the line theorem needs none)"
+    )
+    why = (
+        f"d = 1 and {context.activation} has a kink (p = {float(p)!r}, q = {float(q)!r}, p² ≠ q²): the block is "
+        "positively homogeneous, f(x) = f(1)·x for x >= 0 and f(−1)·|x| for x <= 0, and the free block "
+        "V_up = (1, −1, 0, …)ᵀ, V_down = (α₁, α₂, 0, …) with [[p, −q], [−q, p]] α = (f(1), f(−1)) equals it "
+        f"(α exact, rounded once: sup |absorber(x) − block(x)|/|x| <= {fmt(ln.miss_bound)}); {searched}"
+    )
+    common = dict(
+        status=Status.ABSORBABLE,
+        S=None,
+        method="line",
+        reason=why,
+        theorem=theorem,
+        assumes=assumes,
+        miss_bound=ln.miss_bound,
+        miss_exact=True,
+        offset_bound=0.0,
+        skip_rtol=skip_rtol,
+        line=ln,
+        seconds=time.perf_counter() - t0,
+    )
+    if cert is not None:
+        return dataclasses.replace(cert, **common)
+    failed, _ = scale.hypotheses(U, D)
+    return Certificate(
+        d=1,
+        n=n,
+        rtol=rule.rtol,
+        threshold=rule.threshold(U1, D1),
+        residual=None,
+        lower_bound=0.0,
+        nondegenerate=not failed,
+        failed=failed,
+        relaxation=None,
+        skip=context.skip_kind,
+        stored_dtype="/".join(dict.fromkeys(map(str, context.dtypes))),
+        activation=context.activation,
+        **common,
+    )
 
 
 def _gram(
-    U, D, rule: Rule, context: BlockContext, *, method, time_limit, absolute, timings
-) -> tuple[_Answer, Relaxation]:
+    U, D, rule: Rule, context: BlockContext, *, method, time_limit, absolute, timings, rank=None
+) -> tuple[Answer, Relaxation]:
     """The Gram strategy: float64 copies of ``U, D``, balanced; the hypotheses with ``W_up W_upᵀ``;
-    the relaxations (:func:`relax`) and the search (:func:`_search`). ``O(n² d + n³)``."""
+    the relaxations (:func:`relax`) and the search (:func:`_search`). ``O(n² d + n³)``. ``rank``:
+    :func:`_arith.rank_lower` of ``A`` (``(r, how)``) or ``None``; ``r > n`` proves that no ``S``
+    exists (``rank c·W_down[:,S] W_up[S,:] ≤ |S| ≤ n``; the kink theorem's corollary), method
+    ``"rank"``."""
     t = time.perf_counter()
     U0, D0 = _float64(U), _float64(D)
     U, D = balance(U0, D0)
@@ -237,25 +243,32 @@ def _gram(
     rel = relax(U, D, rule.Ac, UUt, timings)
     threshold = rule.threshold(U, D)
     t = time.perf_counter()
-    out = _search(U, D, rule, rel, method=method, time_limit=time_limit, target=context.target)
+    if rank is not None and rank[0] > U.shape[0]:
+        why = (
+            f"rank A >= {rank[0]} > n = {U.shape[0]} ({rank[1]}), while rank c·W_down[:,S] W_up[S,:] <= |S| <= n "
+            "for every S (the kink theorem's corollary for narrow blocks)"
+        )
+        out = _Outcome(None, "rank", why, rel.lower, None)
+    else:
+        out = _search(U, D, rule, rel, method=method, time_limit=time_limit, target=context.target)
     timings["search"] = time.perf_counter() - t
 
-    def loose(rtol: float) -> _Rounding:  # the search again, with storage rounding's rtol
+    def loose(rtol: float) -> Rounding:  # the search again, with storage rounding's rtol
         t = time.perf_counter()
         again = _search(U, D, rule.loose(rtol), rel, method=method, time_limit=time_limit, target=context.target)
         timings["storage"] = time.perf_counter() - t
         if again.found is not None:
             found = f"S passes with rtol {fmt(rtol)} (found by {again.method})"
-            return _Rounding(WithinRounding.YES, rtol, np.flatnonzero(again.found), found)
+            return Rounding(WithinRounding.YES, rtol, np.flatnonzero(again.found), found)
         if again.undecided:
-            return _Rounding(WithinRounding.UNDECIDED, rtol, None, again.why)
+            return Rounding(WithinRounding.UNDECIDED, rtol, None, again.why)
         if absolute:
             why = (
                 "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
                 "where rounding is absolute (not covered by the relative rule)"
             )
-            return _Rounding(WithinRounding.UNDECIDED, rtol, None, why)
-        return _Rounding(WithinRounding.NO, rtol, None, f"{again.why} [{again.method}]")
+            return Rounding(WithinRounding.UNDECIDED, rtol, None, why)
+        return Rounding(WithinRounding.NO, rtol, None, f"{again.why} [{again.method}]")
 
     evidence = RelaxationEvidence(
         rank=rel.rank,
@@ -264,7 +277,7 @@ def _gram(
         radius=rel.radius(threshold),
         min_row_sin=min_sin,
     )
-    res = _Answer(
+    res = Answer(
         S=None if out.found is None else np.flatnonzero(out.found),
         method=out.method,
         why=out.why,
@@ -283,7 +296,7 @@ def _gram(
     return res, rel
 
 
-def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scales, absolute) -> _Answer:
+def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scales, absolute) -> Answer:
     """The screen's strategy: :func:`large.wide_screen`'s answer in the one form. ``U, D`` as
     stored (never copied whole); a found set's units are read balanced (``scales``)."""
     n, d = U.shape
@@ -297,15 +310,15 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
     def units(S):  # the units of S, balanced, and the stored W_down[:,S] for the output bias
         return *stored.units(U, D, scales.balance, S), stored.as_float64(D[:, S])
 
-    def loose(rtol: float) -> _Rounding:  # the screen's bound against the looser tolerance
+    def loose(rtol: float) -> Rounding:  # the screen's bound against the looser tolerance
         tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, rtol, scales=scales.total) + (n + 2) * d * ETA)
         if scr.lower > tau_r and not absolute:
-            return _Rounding(
+            return Rounding(
                 WithinRounding.NO, rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
             )
-        return _Rounding(WithinRounding.UNDECIDED, rtol, None, "the screen's bound does not reach the looser tolerance")
+        return Rounding(WithinRounding.UNDECIDED, rtol, None, "the screen's bound does not reach the looser tolerance")
 
-    return _Answer(
+    return Answer(
         S=None if scr.status != "found" else np.sort(np.asarray(scr.S)),
         method=scr.method,
         why=why,
@@ -323,64 +336,6 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
     )
 
 
-def _certificate(res: _Answer, rule: Rule, context: BlockContext, *, shape, skip_rtol, t0) -> Certificate:
-    """The one place a :class:`Certificate` is built, from either strategy: a found set is judged by
-    rule (E) (:func:`_promise`), "no S" by :func:`absence`; then the storage-rounding answer."""
-    n, d = shape
-    S, theorem, bound, exact, offset = None, None, None, None, None
-    if res.S is not None:
-        status, why, bound, exact, offset = _promise(*res.units(res.S), res.S, rule, skip_rtol, context)
-        why += res.found_by
-        theorem = found_theorem(status, context, narrow=n < d)
-        if status == Status.ABSORBABLE:
-            S = res.S
-    else:
-        status, why, theorem = absence(res, res.failed, context, res.hyper, narrow=n < d)
-    extra = storage_rtol_pair(*context.dtypes)
-    if extra == 0:
-        rounding = _Rounding(WithinRounding.NOT_APPLICABLE, None, None, "float64 or integer storage")
-    elif res.S is not None:  # rule (★) with a looser rtol passes the same set
-        rounding = _Rounding(WithinRounding.YES, rule.rtol + extra, res.S, "the set S passes already")
-    else:
-        rounding = res.loose(rule.rtol + extra)
-    if S is None and rounding.within == WithinRounding.YES:
-        why += (
-            f"; but within {'/'.join(map(str, context.dtypes))} storage rounding (rtol "
-            f"{fmt(rounding.rtol)}) the set {few(rounding.S)} passes: see within_rounding"
-        )
-    return Certificate(
-        status=status,
-        S=S,
-        method=res.method,
-        reason=why,
-        d=d,
-        n=n,
-        rtol=rule.rtol,
-        threshold=res.threshold,
-        residual=res.residual,
-        lower_bound=res.lower,
-        nondegenerate=not res.failed,
-        failed=res.failed,
-        relaxation=res.relaxation,
-        skip=context.skip_kind,
-        stored_dtype="/".join(dict.fromkeys(map(str, context.dtypes))),
-        within_rounding=rounding.within,
-        rounding_rtol=rounding.rtol,
-        rounding_S=rounding.S,
-        rounding_reason=rounding.reason,
-        biased=context.bias is not None,
-        activation=context.activation,
-        theorem=theorem,
-        assumes=context.assumes,
-        miss_bound=bound,
-        miss_exact=exact,
-        offset_bound=offset,
-        skip_rtol=skip_rtol,
-        seconds=time.perf_counter() - t0,
-        timings=res.timings,
-    )
-
-
 def _absolute(U, D, dtypes, block: int = stored.BLOCK) -> bool:
     """:func:`absolute_rounding` of ``W_up`` and of ``W_down``, read in blocks of ``block`` units."""
     blocks = [slice(s, s + block) for s in range(0, U.shape[0], block)]
@@ -393,94 +348,6 @@ def _absolute(U, D, dtypes, block: int = stored.BLOCK) -> bool:
 def _float64(X) -> np.ndarray:
     """``X`` as a float64 array (no copy when it is one)."""
     return X if isinstance(X, np.ndarray) and X.dtype == np.float64 else stored.as_float64(X)
-
-
-def _promise(u, dd, d0, S, rule: Rule, skip_rtol, context):
-    """``(status, reason, bound, exact, offset)`` for a set ``S`` (sorted indices) that passes rule
-    (★), from its units only: ``u = W_up[S,:]``, ``dd = W_down[:,S]`` (balanced float64) and the
-    stored ``d0 = W_down[:,S]`` (float64). ``absorbable`` when the exact miss
-    ``c·W_down[:,S] W_up[S,:] + A`` is small against the skip (rule (E)) and the activation declares
-    its odd slope ``c``, else ``undecided`` (cancellation; no declared ``c``). ``offset`` bounds
-    ``‖absorber(0) − block(0)‖``: the rounding of the absorber's output bias
-    (:func:`_arith.output_bias` on the stored ``W_down[:,S]``; 0 without biases)."""
-    A = rule.A
-    m = np.ones(S.size, bool)
-    smin = sigma_min_lower(A)
-    bound, exact = miss_bound(u, dd, A, m, enough=skip_rtol * smin, c=rule.c)  # rule (E), float64 first
-    how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
-    if context.slope is None:
-        return (
-            Status.UNDECIDED,
-            (
-                f"W_down[:,S] W_up[S,:] = {context.target} up to {fmt(bound)} for S = {few(S)}, "
-                f"but {context.activation} declares no odd slope (sigma(z) - sigma(-z) = c z), so the sign "
-                "flip is not known to absorb: absorbable is never issued on a measured fact"
-            ),
-            bound,
-            exact,
-            None,
-        )
-    if bound <= skip_rtol * smin:
-        c = "" if rule.c == 1 else "c·"
-        why = (
-            f"{c}W_down[:,S] W_up[S,:] = {'−I' if context.skip_kind == 'identity' else '−A'} up to a miss "
-            f"‖M_S‖_2 <= {fmt(bound)} ({how}): the absorber differs from the block by at most "
-            f"{fmt(bound)}·‖x‖ <= {fmt(skip_rtol)}·‖A x‖"
-        )
-        offset = 0.0
-        if context.bias is not None or context.out_bias is not None:
-            b = np.zeros(S.size) if context.bias is None else context.bias[S]
-            e0 = np.zeros(u.shape[1]) if context.out_bias is None else context.out_bias
-            offset = output_bias(d0, b, m, e0, rule.c)[1]
-        if context.bias is not None:
-            why += (
-                f"; with the hidden bias b the absorber also flips b[S] (output bias e = c_out + {c}W_down[:,S] "
-                f"b[S], rounded: ‖absorber(0) − block(0)‖ <= {fmt(offset) if offset else 0})"
-            )
-        return Status.ABSORBABLE, why, bound, exact, offset
-    cancel = float(np.max(np.abs(dd) @ np.abs(u)))
-    return (
-        Status.UNDECIDED,
-        (
-            f"a set S passes rule (★) (relative to Σ_(i∈S)|W_down||W_up| up to {fmt(cancel)}), but its exact "
-            f"miss ‖M_S‖_2 <= {fmt(bound)} is not small against the skip (σ_min(A) >= {fmt(smin)}, skip_rtol "
-            f"{fmt(skip_rtol)}): cancellation inside S beyond what float64 resolves"
-        ),
-        bound,
-        exact,
-        None,
-    )
-
-
-def read_block(params: MLPParams, activation: str | None, decision: Decision):
-    """One ungated block as the decision reads it: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)`` in
-    float64 (from ``n = large.SCREEN_MIN_N`` on: as stored, float16/32/64 or bfloat16, often
-    memory-mapped; :func:`decide` reads them in blocks), ``A`` ``(d, d)`` and the :class:`BlockContext`,
-    each argument (and ``decision``'s ``skip``, ``bias``, ``out_bias``) checked (ValueError)."""
-    skip, bias, out_bias = decision.skip, decision.bias, decision.out_bias
-    act = decidable_activation(activation)
-    U, D, _ = float_weights(params, batched=False, stream=large.SCREEN_MIN_N)
-    A = stored.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])
-    kind = "identity" if skip is None else "matrix"
-    c = _bias_vector(out_bias, U.shape[1], "out_bias", "the output bias c of W_down σ(W_up x + b) + c")
-    slope, assumes = ONE, ()
-    if act is not None:
-        entry = activations.get(act)
-        slope, assumes = entry.odd_slope, entry.assumes
-    return U, D, A, BlockContext(storage_dtypes(params), _bias_vector(bias, U.shape[0]), act, kind, c, slope, assumes)
-
-
-def _bias_vector(bias, n: int, name="bias", what="the hidden bias b of σ(W_up x + b)") -> np.ndarray | None:
-    if bias is None:
-        return None
-    b = np.asarray(bias)
-    if b.dtype == np.bool_ or not (np.issubdtype(b.dtype, np.floating) or np.issubdtype(b.dtype, np.integer)):
-        raise ValueError(f"{name} must hold real numbers, got dtype {b.dtype}")
-    if b.shape != (n,):
-        raise ValueError(f"{name} must be {what}, shape ({n},), got {b.shape}")
-    if not np.all(np.isfinite(b)):
-        raise ValueError(f"{name} contains NaN or inf")
-    return b.astype(np.float64) if np.any(b != 0) else None
 
 
 def find_absorbing_set(
@@ -505,8 +372,12 @@ def find_absorbing_set(
         nor a kink, gets ``undecided``; a user's declared facts are listed in ``cert.assumes``.
         Without a name, "no S" is read with these theorems (the five activations).
       decision: the options, a :class:`Decision`; its fields:
-      skip: ``A`` ``(d, d)``; ``None`` is ``I``. Singular or ill-conditioned (condition number
-        above ``1/√eps``) raises ``ValueError``.
+      skip: ``A`` ``(d, d)``; ``None`` is ``I``. Any finite ``A`` (singular, ill-conditioned, zero):
+        the kink theorem allows every skip. ``rank A > n`` (exact for ``d ≤ 512``) proves "no S"
+        (method ``"rank"``); a skip not proved invertible is read with the every-width theorems
+        (the kink theorem, or it via the ray limit), never the paper's Thm 8/10; rule (E) needs
+        ``σ_min(A) > 0`` certified, else an exact miss 0 (``A = 0``: ``S = ∅``, the block is
+        residual-free), else ``undecided``.
       rtol: the slack of rule (★) (module docstring), in ``[0, 0.5)``; default ``1e3·eps64``.
       time_limit: seconds for the MILP; reaching it gives ``"undecided"``, never a guess.
       method: ``"auto"`` (relaxations, rounding, then enumeration or MILP), ``"relaxation"``
@@ -545,6 +416,14 @@ def find_absorbing_set(
       >>> condition.find_absorbing_set(generic, "relu").status
       'not_absorbable'
 
+      ``d = 1``: every bias-free relu or leaky_relu block of width ``n ≥ 2`` absorbs (the line theorem):
+
+      >>> import numpy as np
+      >>> line = models.MLPParams(np.array([[0.5], [-2.0]]), np.array([[1.5, 0.25]]))
+      >>> cert = condition.find_absorbing_set(line, "relu")
+      >>> cert.status, cert.method, cert.theorem, cert.line.alpha
+      ('absorbable', 'line', 'the line (d = 1, kink activation, n >= 2)', (1.75, -0.5))
+
     References:
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
@@ -578,9 +457,9 @@ def find_absorbing_sets(
     U, _, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
     check_layout(params, narrow=decision.narrow)  # warned once, here, for all draws
-    skips = _per_draw(decision.skip, (d, d), draws, "skip")
-    biases = _per_draw(decision.bias, (n,), draws, "bias")
-    outs = _per_draw(decision.out_bias, (d,), draws, "out_bias")
+    skips = per_draw(decision.skip, (d, d), draws, "skip")
+    biases = per_draw(decision.bias, (n,), draws, "bias")
+    outs = per_draw(decision.out_bias, (d,), draws, "out_bias")
     from tqdm.auto import tqdm
 
     return [
@@ -591,12 +470,3 @@ def find_absorbing_sets(
         )
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]
-
-
-def _per_draw(value, shape: tuple[int, ...], draws: int, name: str) -> list:
-    """``value`` for each draw: ``None`` or one array of ``shape`` for all, or ``(draws, *shape)``."""
-    if value is None or np.shape(value) == shape:
-        return [value] * draws
-    if np.shape(value) == (draws, *shape):
-        return list(np.asarray(value))
-    raise ValueError(f"{name} must have shape {shape} or {(draws, *shape)}, got {np.shape(value)}")

@@ -77,7 +77,7 @@ _gamma = gamma  # the one γ_k of the package (condition._arith)
 
 class Failure(str):
     """One failed hypothesis: its message (a plain ``str`` in records) and its ``kind``, by which the
-    decision reads it (never by the message): ``"d"``, ``"zero_rows"``, ``"zero_cols"``,
+    decision reads it (never by the message): ``"zero_rows"``, ``"zero_cols"``,
     ``"parallel"`` (exactly parallel rows of ``W_up``) or ``"unchecked"`` (a check that could not
     finish)."""
 
@@ -402,9 +402,7 @@ def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None, balanc
     by them, as :func:`_arith.balance` would have stored them).
     """
     n, d = U.shape
-    failed: list[str] = []
-    if d < 2:
-        failed.append(Failure("d", f"d = {d} < 2"))
+    failed: list[str] = []  # d >= 2 is no hypothesis: see condition._inputs.hypotheses
     mu, md = unit_max(U, D, block=block)
     zero_rows, zero_cols = np.flatnonzero(mu == 0), np.flatnonzero(md == 0)
     for idx, kind, what in (
@@ -445,15 +443,22 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
     unit for a compatible candidate lower ``‖C_SS + I‖_F`` (zero for an exact ``S``, and
     ``W_down[:,S] W_up[S,:] = −A`` iff ``W_up[S,:] A⁻¹ W_down[:,S] = −I`` for invertible ``W_up[S,:]``)
     until none does. Costs ``O(n d)`` for ``A = I`` (else one ``d×d`` solve per block) plus
-    ``O(|K|² d)``. A heuristic: only :func:`screen_check` (or the exact check) decides.
+    ``O(|K|² d)``. A heuristic: only :func:`screen_check` (or the exact check) decides. A singular
+    ``A`` (a zero pivot in its LU factors) gives ``None``: no candidates, the screen goes on.
     """
     n, d = U.shape
     identity = is_identity(A)
     lu = None
     if not identity:
+        import warnings
+
         from scipy.linalg import lu_factor, lu_solve
 
-        lu = lu_factor(A, check_finite=False)
+        with warnings.catch_warnings():  # an exactly singular A: no candidates (A⁻¹ is needed)
+            warnings.simplefilter("ignore")
+            lu = lu_factor(A, check_finite=False)
+        if not (np.all(np.isfinite(lu[0])) and np.all(np.diag(lu[0]) != 0)):
+            return None
     b = np.empty(n)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         for s in blocks(n, block):

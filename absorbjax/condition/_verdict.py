@@ -20,7 +20,7 @@ from absorbjax.condition._certificate import Status
 from absorbjax.condition._inputs import parallel_pairs
 
 if TYPE_CHECKING:
-    from absorbjax.condition._decide import BlockContext
+    from absorbjax.condition._block import BlockContext
 
 
 def given(theorem: str | None, context: BlockContext) -> str | None:

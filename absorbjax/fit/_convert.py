@@ -43,7 +43,7 @@ def absorber_from_units(
         except ValueError:  # singular skip or degenerate units
             continue
         if cert.status == "absorbable":
-            return condition.absorber(units, cert.S, skip=skip, check=False)
+            return condition.absorber(units, cert, skip=skip, check=False)  # a set S, or the line d = 1
     return None
 
 

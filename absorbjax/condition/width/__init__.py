@@ -281,9 +281,15 @@ def _check_budget(**budgets) -> None:
 
 def _ray_lower(params, act, proof, **kwargs) -> int:
     """The ReLU lower bound on ``k*`` of the same weights: a lower bound for ``act`` by the ray limit
-    (the limit of a width ``n + k`` absorber is a ReLU one); 0 without a declared ray limit."""
-    if activations.get(act).ray_limit != "relu":
-        proof.append(f"no lower bound: {act} has no declared ray limit")
+    (the limit of a width ``n + k`` absorber is a ReLU one); 0 without a declared ray limit relu (a
+    ``leaky_relu(α)`` limit maps absorbers to leaky ones, whose ``k*`` bound is not proved)."""
+    limit = activations.get(act).ray_limit
+    if limit != "relu":
+        proof.append(
+            f"no lower bound: {act} has no declared ray limit"
+            if limit is None
+            else f"no lower bound: {act}'s declared ray limit is {limit}, not relu (no {limit} width bound is proved)"
+        )
         return 0
     relu = min_extra_width(params, "relu", **kwargs)
     proof.append(
@@ -417,7 +423,7 @@ def _bounds(
         cond_cert = find_absorbing_set(
             params, skip=skip, rtol=w.rtol, activation=act if proved else None, time_limit=time_limit, narrow=True
         )  # the layout was checked on entry
-        if cond_cert.absorbable:
+        if cond_cert.absorbable and cond_cert.S is not None:
             best = (0, cond_cert.S, np.zeros(0, int), 0)
             proof.append(f"k = 0: find_absorbing_set verified S = {cond_cert.S.tolist()} ({cond_cert.method})")
         elif cond_cert.status == Status.NOT_ABSORBABLE and proved:

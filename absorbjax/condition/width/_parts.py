@@ -148,7 +148,8 @@ def construct(W, Uc, Ap, S, G, p, n_total):
 def block_error(U, D, A, V: MLPParams, act: str, seed: int = 0, count: int = 256) -> float:
     """``max_k ‖f(x_k) − g(x_k)‖ / ‖A x_k‖`` for ``f(x) = A x + D σ(U x)``, ``g = V_down σ(V_up x)``:
     the error against the skip's output, ``‖x_k‖`` log-uniform in 1e-3..1e3. (Not ``/‖f(x_k)‖``: an
-    absorbable ReLU block vanishes on a cone; not against ``‖D‖‖U‖``, which cancellation inflates.)"""
+    absorbable ReLU block vanishes on a cone; not against ``‖D‖‖U‖``, which cancellation inflates.)
+    Where ``A x_k = 0`` (a singular skip) a nonzero gap counts as ``inf`` and no gap as 0."""
     sigma = NUMPY[act]
     d = U.shape[1]
     rng = np.random.default_rng(seed)
@@ -156,7 +157,10 @@ def block_error(U, D, A, V: MLPParams, act: str, seed: int = 0, count: int = 256
     x *= 10.0 ** rng.uniform(-3, 3, (count, 1)) / np.linalg.norm(x, axis=1, keepdims=True)
     f = x @ A.T + sigma(x @ U.T) @ D.T
     g = sigma(x @ V.up.T) @ V.down.T
-    return float(np.max(np.linalg.norm(f - g, axis=1) / np.linalg.norm(x @ A.T, axis=1)))
+    gap, skip = np.linalg.norm(f - g, axis=1), np.linalg.norm(x @ A.T, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a singular A: A x = 0 allows no gap at all
+        ratio = np.where(skip > 0, gap / np.where(skip > 0, skip, 1.0), np.where(gap == 0, 0.0, np.inf))
+    return float(np.max(ratio))
 
 
 # ---------------------------------------------------------------------------------------------
