@@ -59,7 +59,9 @@ def atlas(ax_margin, ax_time, atlas):
             ax.set_axis_off()
         return
     every = atlas["rows"]
-    rows = [r for r in every if r["depth"] >= 2]
+    # The margin at full rank is (L−1)d² for n ≥ d ≥ 2; narrow widths (n < d, §8) and the line (d = 1,
+    # §10) are decided otherwise and appear in the time panel only.
+    rows = [r for r in every if r["depth"] >= 2 and r["n"] >= r["d"] >= 2]
     for act in ("gelu", "relu"):  # ReLU drawn hollow over GELU: both stay visible where they coincide
         color, face = STYLE[act]["color"], STYLE[act]["color"] if act == "gelu" else "none"
         sel = [r for r in rows if r["activation"] == act]
@@ -95,7 +97,7 @@ def atlas(ax_margin, ax_time, atlas):
         ax.legend(loc="upper left")
     ax_margin.set_xlabel("(L−1)d², the margin at full rank")
     ax_margin.set_ylabel("exact rank − free bound b")
-    ax_margin.set_title(f"(b) atlas: d ≤ {atlas['max_d']}, n ∈ {{d, 2d, 4d}}, 2 ≤ L ≤ 6")
+    ax_margin.set_title(f"(b) atlas: 2 ≤ d ≤ {atlas['max_d']}, n ∈ {{d, 2d, 4d}}, 2 ≤ L ≤ 6")
     ax_time.set_xlabel("parameters P = 2Lnd")
     ax_time.set_ylabel("certify wall time (s)")
     ax_time.set_title(f"(c) atlas time, budget {atlas['budget_seconds']:.0f} s (2-core CPU)")

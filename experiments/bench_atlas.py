@@ -1,5 +1,6 @@
-"""Benchmark: the depth atlas. Certify every size ``d ≤ D``, ``n ∈ {d, 2d, 4d}``, ``L ≤ 6`` (GELU and
-ReLU) that fits in a CPU budget, smallest parameter count first, and fit time against size.
+"""Benchmark: the depth atlas. Certify every size ``d ≤ D``, ``n ∈ {d, 2d, 4d}`` and the narrow widths
+``n ∈ {1, ⌊d/2⌋}`` below the input, ``L ≤ 6`` (GELU and ReLU) that fits in a CPU budget, smallest
+parameter count first, and fit time against size.
 
 Each size runs :func:`absorbjax.dimension.certify` once (exact rank mod p at one rational point,
 no float check). A size is skipped, and recorded as skipped, when the power law fitted to the
@@ -17,8 +18,11 @@ output biases in both families; ``P_b = L(2nd + n + d)``, free bound ``P_b − (
 record goes to its own file, so the bias-free atlas (drawn by ``experiments/depth.py``) is unchanged;
 to compare the two in the same time budget, run both with the same ``--budget`` on the same machine.
 
-Sizes with ``d = 1`` are left out: ReLU stacks on ``R`` are two linear pieces (rank ≤ 2 whatever
-the weights), and GELU jets on ``R`` need orders near ``2P`` (the theorem covers ``d = 1`` anyway).
+Narrow widths (``n < d``) are decided by the Jacobian argument of ``docs/theory/depth.md`` §8 (method
+``narrow_jacobian``), against free stacks of any depth. On the line (``d = 1``) only bias-free ReLU
+with ``n ∈ {1, 2}`` is run: it is decided exactly (§10, method ``line``: ``n = 2`` always
+``reproduced``, ``n = 1`` by ``f(1) f(−1)``); with ``--bias`` the line is left out (§10 is bias-free).
+GELU on ``R`` is left out: its jets need orders near ``2P`` (the theorem covers ``d = 1`` anyway).
 """
 
 from __future__ import annotations
@@ -37,13 +41,23 @@ from absorbjax import dimension, io
 
 ACTIVATIONS = ("gelu", "relu")
 WIDTHS = (1, 2, 4)
+NARROW = ("1", "d/2")  # widths below the input: n = 1 and n = ⌊d/2⌋ (when below d)
+LINE_WIDTHS = (1, 2)  # d = 1, ReLU without biases
 DEPTHS = (1, 2, 3, 4, 5, 6)
 WARMUP = 6  # sizes per activation that always run (the fit needs them)
 
 
-def grid(max_d: int) -> list[tuple[str, int, int, int]]:
-    """Every ``(activation, d, n, L)`` of the atlas, by parameter count ``P = 2Lnd``."""
-    sizes = [(act, d, w * d, L) for act in ACTIVATIONS for d in range(2, max_d + 1) for w in WIDTHS for L in DEPTHS]
+def widths(d: int) -> list[int]:
+    """The widths of ``d``: ``d, 2d, 4d`` and the narrow ``1, ⌊d/2⌋`` below ``d``, without repeats."""
+    return sorted({w * d for w in WIDTHS} | {n for n in (1, d // 2) if 1 <= n < d})
+
+
+def grid(max_d: int, bias: bool = False) -> list[tuple[str, int, int, int]]:
+    """Every ``(activation, d, n, L)`` of the atlas, by parameter count ``P = 2Lnd``; the line (``d = 1``,
+    ReLU, ``n ∈ {1, 2}``) only without biases."""
+    sizes = [(act, d, n, L) for act in ACTIVATIONS for d in range(2, max_d + 1) for n in widths(d) for L in DEPTHS]
+    if not bias:
+        sizes += [("relu", 1, n, L) for n in LINE_WIDTHS for L in DEPTHS]
     return sorted(sizes, key=lambda s: (dimension.param_count(*s[1:]), s))
 
 
@@ -63,7 +77,7 @@ def certify_row(act: str, d: int, n: int, L: int, key: jax.Array, bias: bool = F
     cert = dimension.certify(act, d, n, L, key=key, float_check=False, bias=bias)
     seconds = cert.seconds
     for more in (4, 16):
-        if act != "relu" or cert.status == "certified_disjoint" or cert.rank >= cert.maximum:
+        if act != "relu" or cert.status != "undecided" or cert.rank >= cert.maximum or n < d or d == 1:
             break
         cert = dimension.certify(act, d, n, L, key=key, float_check=False, inputs=more * cert.inputs, bias=bias)
         seconds += cert.seconds
@@ -90,7 +104,7 @@ def run(budget: float, max_d: int, seed: int = 0, bias: bool = False) -> dict:
     key = jax.random.key(seed)
     start = time.perf_counter()
     rows, skipped = [], []
-    for act, d, n, L in grid(max_d):
+    for act, d, n, L in grid(max_d, bias):
         P = dimension.param_count(d, n, L, bias=bias)
         done = [r for r in rows if r["activation"] == act]
         a, k = power_fit([r["params"] for r in done], [r["seconds"] for r in done])
@@ -129,6 +143,8 @@ def run(budget: float, max_d: int, seed: int = 0, bias: bool = False) -> dict:
         "seed": seed,
         "bias": bias,
         "widths": list(WIDTHS),
+        "narrow_widths": list(NARROW),
+        "line_widths": [] if bias else list(LINE_WIDTHS),
         "depths": list(DEPTHS),
         "seconds": round(time.perf_counter() - start, 1),
         "rows": rows,

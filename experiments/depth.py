@@ -7,11 +7,14 @@ unit), so its functional dimension is at most ``b = 2Lnd − (L−1)d² (− nL 
 an exact rank that is a lower bound on the functional dimension) exceeds ``b``, the residual stacks
 that a free stack reproduces form a null set: GELU for almost all weights, ReLU for almost all
 weights of an open region around the point. For ``n < 2d`` a second argument (free Jacobians
-singular on an open set) also decides. The depth theorem (proved there) says residual GELU stacks
+singular on an open set) also decides; for ``n < d`` the Jacobian argument of §8 decides against free
+stacks of any depth (GELU: every ``W`` with ``det Π (I + ½ D_ℓ U_ℓ) ≠ 0``), and on the line (``d = 1``,
+ReLU) the answer is exact for each ``W`` (§10), with the reproducing free stack when there is one. The depth theorem (proved there) says residual GELU stacks
 have full rank ``2Lnd`` at almost all weights for every size; here it is checked at near-identity
 points, and the share of Gaussian ReLU weights in the certified open set is estimated.
 
-The atlas (every ``d ≤ 16``, ``n ∈ {d, 2d, 4d}``, ``L ≤ 6`` within a CPU budget) is a benchmark,
+The atlas (every ``d ≤ 16``, ``n ∈ {d, 2d, 4d}`` and the narrow widths ``n ∈ {1, ⌊d/2⌋}`` below the
+input, the line ``d = 1`` for ReLU with ``n ∈ {1, 2}``, ``L ≤ 6`` within a CPU budget) is a benchmark,
 ``experiments/bench_atlas.py``; its record ``figures/depth.atlas.json`` is drawn here (table
 ``depth.atlas.md`` beside the figure) when present in the output folder. The results page
 ``docs/results/depth.md`` includes that table; its claims are on the generated page of every claim.
@@ -37,6 +40,7 @@ from scipy import stats
 from absorbjax import condition, dimension, figstyle, fit, io, models, reproduce
 
 panels = reproduce.load_script(Path(__file__).with_name("_depth_figure.py"))
+narrow_studies = reproduce.load_script(Path(__file__).with_name("_depth_narrow.py"))  # §8 (n < d) and §10 (the line)
 
 NAME = "depth"
 TITLE = "Beyond the paper: deep ReLU/GELU stacks (dimension count, search calibration)"
@@ -48,6 +52,8 @@ PRESETS = {
         "float_max_params": 256,
         "near": [[2, 2, 2]],
         "coverage": {"sizes": [[2, 2, 2]], "draws": 8},
+        "narrow": {"sizes": [[3, 1, 2], [4, 2, 2]], "draws": 2},
+        "line": {"widths": [1, 2], "depths": [1, 2], "draws": 2, "planted": 1},
         "fit": {
             "d": 2,
             "n": 4,
@@ -66,6 +72,8 @@ PRESETS = {
         "float_max_params": 512,
         "near": [[2, 2, 3], [3, 3, 2], [2, 4, 2], [4, 4, 2]],
         "coverage": {"sizes": [[2, 2, 2], [2, 4, 2], [3, 3, 2], [3, 6, 2], [2, 2, 3], [2, 4, 3]], "draws": 32},
+        "narrow": {"sizes": [[3, 1, 2], [4, 2, 2], [4, 3, 1], [6, 3, 2], [5, 1, 3]], "draws": 8},
+        "line": {"widths": [1, 2, 3], "depths": [1, 2, 3, 4], "draws": 8, "planted": 4},
         "fit": {
             "d": 2,
             "n": 4,
@@ -97,6 +105,8 @@ PRESETS = {
             ],
             "draws": 128,
         },
+        "narrow": {"sizes": [[3, 1, 2], [4, 2, 2], [4, 3, 1], [6, 3, 2], [5, 1, 3], [8, 4, 2], [8, 7, 2]], "draws": 32},
+        "line": {"widths": [1, 2, 3, 4], "depths": [1, 2, 3, 4, 6], "draws": 32, "planted": 16},
         "fit": {
             "d": 2,
             "n": 4,
@@ -232,11 +242,14 @@ def atlas_markdown(atlas) -> str:
     lines = [
         f"Budget {atlas['budget_seconds']:.0f} s wall time, {atlas['seconds']:.0f} s used; "
         f"{atlas['machine']}. Depths certified with the margin rank − b (`narrow`: by the narrow-width "
-        "argument, step 6); skipped: predicted over the budget by the fitted power law.",
+        "argument, step 6; `§8`: width below the input, n < d, by the Jacobian argument, against free stacks of "
+        "any depth; `line`: d = 1, f(1) f(−1) ≠ 0, §10); reproduced: a free stack of the same width and depth "
+        "equals the residual stack (d = 1, §10); skipped: predicted over the budget by the fitted power law.",
         "",
-        "| activation | d | n | depths certified (rank − b) | undecided | skipped | largest P run | seconds |",
-        "|---|---|---|---|---|---|---|---|",
+        "| activation | d | n | depths certified (rank − b) | reproduced | undecided | skipped | largest P run | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    label = {"narrow": "narrow", "narrow_jacobian": "§8", "line": "line"}
     for act, d, n in sorted({(r["activation"], r["d"], r["n"]) for r in rows + skipped}):
 
         def at(group, act=act, d=d, n=n):
@@ -246,14 +259,15 @@ def atlas_markdown(atlas) -> str:
 
         sel = at(rows)
         cert = ", ".join(
-            f"{r['depth']} ({r['rank'] - r['free_bound'] if r['method'] == 'rank' else 'narrow'})"
+            f"{r['depth']} ({r['rank'] - r['free_bound'] if r['method'] == 'rank' else label[r['method']]})"
             for r in sel
             if r["status"] == "certified_disjoint"
         )
-        und = ", ".join(str(r["depth"]) for r in sel if r["status"] != "certified_disjoint")
+        rep = ", ".join(str(r["depth"]) for r in sel if r["status"] == "reproduced")
+        und = ", ".join(str(r["depth"]) for r in sel if r["status"] == "undecided")
         skip = ", ".join(str(r["depth"]) for r in at(skipped))
         big = f"{sel[-1]['params']} | {sel[-1]['seconds']}" if sel else "— | —"
-        lines.append(f"| {act} | {d} | {n} | {cert or '—'} | {und or '—'} | {skip or '—'} | {big} |")
+        lines.append(f"| {act} | {d} | {n} | {cert or '—'} | {rep or '—'} | {und or '—'} | {skip or '—'} | {big} |")
     lines.append("")
     for act, f in atlas["fits"].items():
         big = f["largest"]
@@ -363,7 +377,56 @@ def figure(results):
     return fig
 
 
-def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used):
+def _atlas_claims(atlas):
+    """The claims of the atlas benchmark's record (:func:`load_atlas`): certified deep sizes and full GELU
+    ranks, then the narrow sizes (``n < d``: §8; ``d = 1``: the line, §10); none without an atlas."""
+    if atlas is None:
+        return []
+    claims = []
+    deep = [r for r in atlas["rows"] if r["depth"] >= 2 and r["n"] >= r["d"] >= 2]
+    gelu_full = all(r["rank"] == r["params"] for r in atlas["rows"] if r["activation"] == "gelu")
+    fits = "; ".join(
+        f"{a}: {f['sizes']} sizes, largest P = {f['largest']['params']} in "
+        f"{f['largest']['seconds']} s, time ≈ {f['a']:.2g} · P^{f['k']:.2f}"
+        for a, f in atlas["fits"].items()
+    )
+    claims.append(
+        reproduce.Claim(
+            "atlas (benchmark record depth.atlas.json): every size computed with n >= d >= 2 and L >= 2 is certified "
+            "disjoint, and every GELU size (n < d too) has full exact rank 2Lnd, as the depth theorem predicts",
+            f"{sum(r['status'] == 'certified_disjoint' for r in deep)}/{len(deep)} sizes with L >= 2 certified; GELU "
+            f"rank = 2Lnd at every size: {gelu_full}; {fits}; budget {atlas['budget_seconds']:.0f} s",
+            holds=gelu_full and all(r["status"] == "certified_disjoint" for r in deep),
+            criterion="all L >= 2 certified and GELU rank = P everywhere",
+            figure=NAME,
+        )
+    )
+    thin = [r for r in atlas["rows"] if r["n"] < r["d"]]
+    flat = [r for r in atlas["rows"] if r["d"] == 1]
+    if thin or flat:
+        ok_thin = [r["status"] == "certified_disjoint" and r["method"] == "narrow_jacobian" for r in thin]
+        ok_flat = [
+            r["method"] == "line" and (r["status"] == "reproduced" if r["n"] >= 2 else r["status"] != "undecided")
+            for r in flat
+        ]
+        claims.append(
+            reproduce.Claim(
+                "atlas, narrow sizes: every size computed with n < d (any L, GELU and ReLU) is certified by the "
+                "Jacobian argument of §8 at its point; every ReLU size on the line (d = 1, no biases) is decided "
+                "exactly (§10: n >= 2 reproduced; n = 1 by f(1) f(-1))",
+                f"{sum(ok_thin)}/{len(thin)} sizes with n < d certified by narrow_jacobian (largest P = "
+                f"{max((r['params'] for r in thin), default=0)}); d = 1: {sum(ok_flat)}/{len(flat)} decided ("
+                f"{sum(r['status'] == 'reproduced' for r in flat)} reproduced, "
+                f"{sum(r['status'] == 'certified_disjoint' for r in flat)} certified disjoint)",
+                holds=all(ok_thin) and all(ok_flat),
+                criterion="every n < d size certified by narrow_jacobian; every d = 1 size decided by the line rule",
+                figure=NAME,
+            )
+        )
+    return claims
+
+
+def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, narrow_rows=(), line_rows=()):
     both = [r for r in rows if r["float_rank"] is not None]
     cert = sum(r["status"] == "certified_disjoint" for r in rows)
     largest = max(rows, key=lambda r: r["params"])
@@ -411,25 +474,8 @@ def _claims(rows, near, cov, atlas, cal, eps, floor, slope, used):
             figure=NAME,
         ),
     ]
-    if atlas is not None:
-        deep = [r for r in atlas["rows"] if r["depth"] >= 2]
-        gelu_full = all(r["rank"] == r["params"] for r in atlas["rows"] if r["activation"] == "gelu")
-        fits = "; ".join(
-            f"{a}: {f['sizes']} sizes, largest P = {f['largest']['params']} in "
-            f"{f['largest']['seconds']} s, time ≈ {f['a']:.2g} · P^{f['k']:.2f}"
-            for a, f in atlas["fits"].items()
-        )
-        claims.append(
-            reproduce.Claim(
-                "atlas (benchmark record depth.atlas.json): every size computed with L >= 2 is certified disjoint, and "
-                "every GELU size has full exact rank 2Lnd, as the depth theorem predicts",
-                f"{sum(r['status'] == 'certified_disjoint' for r in deep)}/{len(deep)} sizes with L >= 2 certified; GELU "
-                f"rank = 2Lnd at every size: {gelu_full}; {fits}; budget {atlas['budget_seconds']:.0f} s",
-                holds=gelu_full and all(r["status"] == "certified_disjoint" for r in deep),
-                criterion="all L >= 2 certified and GELU rank = P everywhere",
-                figure=NAME,
-            )
-        )
+    claims += narrow_studies.claims(narrow_rows, line_rows)
+    claims += _atlas_claims(atlas)
     claims += [
         reproduce.Claim(
             "ladder W_abs + εΔ: the local solver's best loss scales as ε² until its floor",
@@ -480,6 +526,8 @@ def run(config, out, seed):
     rows = table(config, jax.random.fold_in(key, 0))
     near = near_identity(config, jax.random.fold_in(key, 2))
     cov = coverage(config, jax.random.fold_in(key, 3))
+    narrow_rows = narrow_studies.narrow(config, jax.random.fold_in(key, 5), ACTIVATIONS) if "narrow" in config else []
+    line_rows = narrow_studies.line(config, jax.random.fold_in(key, 6)) if "line" in config else []
     atlas = load_atlas(out)
     cfg = config["fit"]
     cal = calibration(cfg, jax.random.fold_in(key, 1))
@@ -491,13 +539,15 @@ def run(config, out, seed):
         "table": rows,
         "near_identity": near,
         "coverage": cov,
+        "narrow": narrow_rows,
+        "line": line_rows,
         "atlas": _atlas_summary(atlas),
         "calibration": {k: np.asarray(v) for k, v in cal.items()},
         "eps": eps,
         "ladder_slope": slope,
         "fit": {k: cfg[k] for k in ("d", "n", "depth", "draws", "restarts")},
     }
-    results["claims"] = _claims(rows, near, cov, atlas, cal, eps, floor, slope, used)
+    results["claims"] = _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, narrow_rows, line_rows)
     return results
 
 

@@ -142,6 +142,7 @@ def test_biased_symmetries_are_in_the_kernel_and_independent(activation, d, n, L
     assert np.any(np.asarray(Mr, object).dot(Tf) % p)  # the free gauge is no symmetry of the residual stack
 
 
+@pytest.mark.slow
 def test_biased_modular_jacobian_is_the_reduction_of_the_exact_one():
     """Step 2 with biases (ReLU, rational nonzero biases, denominator 16): the float64 Jacobian is
     exact there and its reduction mod p is the modular one, bias columns included."""
@@ -162,6 +163,7 @@ def test_biased_modular_jacobian_is_the_reduction_of_the_exact_one():
     assert np.array_equal(modular * pow(2, E, p) % p, np.rint(scaled).astype(np.int64) % p)
 
 
+@pytest.mark.slow
 def test_biased_modular_jets_are_the_reduction_of_the_exact_ones():
     """The jet path with biases (zero at the point, their columns differentiated; rows t^0..t^3),
     with c replaced by 1/8 so that σ(z) = z/2 + z²/8 and float64 is exact."""
@@ -200,6 +202,7 @@ def test_one_layer_biased_gelu_has_full_rank(d, N):
     assert dimension.exact_rank(pt, "gelu", order=2 * P + 3 if d == 1 else 7).rank == 2 * N * d + N + d == P
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d,n,L", [(1, 2, 2), (2, 2, 2), (2, 3, 2), (3, 3, 2), (2, 2, 3)])
 def test_biased_gelu_free_bound_attained_and_residual_rank_above(d, n, L):
     """Step 9's theorem, computed exactly: free biased GELU stacks reach b = P − (L−1)(d² + d)
@@ -217,6 +220,7 @@ def test_biased_gelu_free_bound_attained_and_residual_rank_above(d, n, L):
         assert cert.status == "certified_disjoint" and cert.method == "rank" and "biases" in cert.scope
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d,n,L", [(2, 4, 2), (3, 3, 2), (2, 2, 3)])
 def test_biased_relu_residual_rank_above_the_bound(d, n, L):
     """ReLU with rational nonzero biases: the residual stack reaches P − (L−1)d − nL > b (at a
@@ -237,6 +241,7 @@ def test_gelu_jets_refuse_nonzero_biases():
         dimension.exact_rank(pt, "gelu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n,L", [(1, 2), (2, 2), (3, 3)])
 def test_biased_relu_line_is_certified(n, L):
     """§9.4 at d = 1: with biases the kinks are the points −β_j/u_j and the residual ReLU stack
@@ -247,6 +252,7 @@ def test_biased_relu_line_is_certified(n, L):
     assert cert.rank > cert.free_bound and cert.status == "certified_disjoint"
 
 
+@pytest.mark.slow
 def test_line_relu_is_decided():
     """§10, d = 1 without biases: for n >= 2 the free stack (p relu(x) + m relu(−x), then identities
     relu(x) − relu(−x)) reproduces every residual stack; for n = 1 every free stack vanishes on a

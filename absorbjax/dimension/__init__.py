@@ -27,14 +27,21 @@ each step labelled *proved* or *computed exactly*, are in ``docs/theory/depth.md
    GELU weights; the gap is again ``(L−1)d²``. GELU points have zero biases (jets from ``t⁰``), ReLU
    points rational ones.
 9. *ReLU exceptions (proved):* ``Ω`` is not of full measure (an open set of folded stacks has rank
-   ``≤ b``); on the line (``d = 1``, no biases) every residual stack of width ``n ≥ 2`` is a free one.
+   ``≤ b``); on the line (``d = 1``, no biases) every residual stack of width ``n ≥ 2`` is a free one,
+   and one of width 1 is a free one of width 1 iff ``f(1) f(−1) = 0`` — :func:`certify` decides each
+   ``W`` exactly (``"reproduced"``, with the free stack, or ``"certified_disjoint"``).
+10. *Width below the input, n < d (proved):* a free stack of width ``< d`` has a singular Jacobian
+   everywhere, so an invertible residual Jacobian excludes every one of any depth: GELU for every ``W``
+   with ``det Π_ℓ (I + ½ D_ℓ U_ℓ) ≠ 0``, ReLU where every ``det(I + D_ℓ[:,S] U_ℓ[S,:]) ≠ 0``; both
+   checked exactly by :func:`certify`. The free bound there is ``2Lnd − (L−1)(2nd − n²)``.
 
 Floating-point ranks (:func:`float_rank`) are the quick check beside the exact ones, never a
 certificate.
 
 Modules: :mod:`~absorbjax.dimension._counts` (sizes and bounds), :mod:`~absorbjax.dimension._points`
 (rational points), :mod:`~absorbjax.dimension._ranks` (float and exact ranks, narrow width),
-:mod:`~absorbjax.dimension._certificate` (:class:`DepthCertificate`, :func:`certify`).
+:mod:`~absorbjax.dimension._narrow` (the exact arguments beyond the rank count: §8's determinants, the
+line), :mod:`~absorbjax.dimension._certificate` (:class:`DepthCertificate`, :func:`certify`).
 """
 
 from absorbjax.dimension._certificate import DepthCertificate, DepthStatus, certify

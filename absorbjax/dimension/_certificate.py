@@ -1,4 +1,6 @@
-"""The depth certificate: exact residual rank against the free bound, or the narrow-width argument.
+"""The depth certificate: exact residual rank against the free bound, the narrow-width arguments
+(``d ≤ n < 2d``: step 6; ``n < d``: the Jacobian argument of §8), or, on the line (``d = 1``, ReLU
+without biases), the exact decision of §10.
 
 Steps refer to ``docs/theory/depth.md``.
 """
@@ -15,8 +17,9 @@ import numpy as np
 
 from absorbjax import models
 from absorbjax.dimension._counts import PRIME, check_sizes, free_bound, param_count, residual_max
+from absorbjax.dimension._narrow import jacobian_argument, jacobian_undecided, line_decision, narrow_check
 from absorbjax.dimension._points import RationalPoint, rational_point
-from absorbjax.dimension._ranks import ExactRank, exact_rank, float_rank, narrow_invertible
+from absorbjax.dimension._ranks import ExactRank, exact_rank, float_rank
 from absorbjax.io import to_jsonable
 from absorbjax.results import UNDECIDED, Verdict, Word
 
@@ -25,6 +28,7 @@ class DepthStatus(Word):
     """The answers of :func:`certify`. A member is its string (``cert.status == "certified_disjoint"``)."""
 
     CERTIFIED_DISJOINT = "certified_disjoint"  # proved, for the weights ``scope`` names
+    REPRODUCED = "reproduced"  # proved: a free stack of the same width and depth equals it (``free_stack``)
     UNDECIDED = UNDECIDED  # nothing is claimed; the reason says why
 
 
@@ -37,11 +41,14 @@ class DepthCertificate(Verdict):
     """Whether residual stacks of one size are generically disjoint from free stacks of the same size.
 
     Attributes:
-      status: a :class:`DepthStatus`, ``"certified_disjoint"`` (proved, with ``scope``) or ``"undecided"`` (nothing is
-        claimed; ``reason`` says why).
+      status: a :class:`DepthStatus`, ``"certified_disjoint"`` (proved, with ``scope``), ``"reproduced"``
+        (proved: the free stack ``free_stack`` of the same width and depth equals this residual stack)
+        or ``"undecided"`` (nothing is claimed; ``reason`` says why).
       method: which argument decided: ``"rank"`` (``docs/theory/depth.md``, steps 1–3),
-        ``"narrow"`` (step 6, ReLU; step 7 for GELU), ``"kink"`` (depth 1 with biases: the one-block
-        theorem, ``docs/theory/kink.md``, step 9) or ``"none"``.
+        ``"narrow"`` (``d ≤ n < 2d``: step 6, ReLU; step 7 for GELU), ``"narrow_jacobian"`` (``n < d``:
+        §8, every free stack of width ``< d`` and any depth has a singular Jacobian), ``"line"``
+        (``d = 1``, ReLU without biases: §10, decided exactly by ``f(1) f(−1)``), ``"kink"`` (depth 1
+        with biases: the one-block theorem, ``docs/theory/kink.md``, step 9) or ``"none"``.
       reason: one sentence.
       scope: the weights the conclusion covers.
       activation, d, n, depth: the size; ``residual``: which family was counted (``False`` only
@@ -51,14 +58,19 @@ class DepthCertificate(Verdict):
         dimension, not the dimension itself (``probes``: what was differentiated).
       free_bound: ``b``, the proved upper bound on the free family's functional dimension.
       maximum: the family's largest possible rank (``P``, ``− nL`` for ReLU).
-      narrow: for ``n < 2d``, whether ``det(I + W_down[:,S] W_up[S,:]) ≠ 0`` held exactly for every
-        layer and ``S``; ``None`` when not checked.
+      narrow: for ReLU with ``n < 2d`` (GELU with ``d ≤ n < 2d``), whether
+        ``det(I + W_down[:,S] W_up[S,:]) ≠ 0`` held exactly for every layer and ``S``; for GELU with
+        ``n < d``, whether ``det Π_ℓ (I + ½ W_down^ℓ W_up^ℓ) ≠ 0`` (the Jacobian at 0), exactly;
+        ``None`` when not checked (``n > 16`` for the subsets, biases with ``n ≥ d``, controls).
       prime, residue, order, inputs, dropped: how the exact rank was computed (see :class:`ExactRank`).
       point: the rational point: ``up``/``down``/``inputs`` numerators over ``denominator``.
       float_rank, float_gap: the float64 SVD rank at the same point and inputs and its gap
         (``None`` when not run).
       seconds: wall time.
       bias: whether both families carry biases (``params`` then counts them, step 9).
+      free_stack: with ``status == "reproduced"``, the free stack (``MLPParams``, float64 arrays ``up``
+        ``(L, n, 1)``, ``down`` ``(L, 1, n)``) that equals the residual stack; ``None`` otherwise. Its
+        weights are ``±1``, ``0`` and the exact values ``f(1)``, ``f(−1)`` (given exactly in ``reason``).
     """
 
     status: DepthStatus
@@ -84,6 +96,7 @@ class DepthCertificate(Verdict):
     float_gap: float | None = None
     seconds: float = 0.0
     bias: bool = False
+    free_stack: models.MLPParams | None = None
 
     def __post_init__(self):  # a status outside the vocabulary is refused (ValueError)
         object.__setattr__(self, "status", DepthStatus(self.status))
@@ -107,8 +120,12 @@ class DepthCertificate(Verdict):
             f"  point: rational weights over {self.point.denominator} (numerators stored in the certificate)",
             f"  float64 SVD at the same point: rank {_fmt(self.float_rank)}, gap {_fmt(self.float_gap)}",
         ]
-        if self.narrow is not None:
+        if self.narrow is not None and self.activation == "gelu" and self.n < self.d:
+            lines.append(f"  n < d: det prod_l (I + W_down W_up / 2) != 0 (the Jacobian at 0), exactly: {self.narrow}")
+        elif self.narrow is not None:
             lines.append(f"  n < 2d: det(I + W_down[:,S] W_up[S,:]) != 0 for every layer and S: {self.narrow}")
+        if self.free_stack is not None:
+            lines.append("  free_stack: the free stack of the same width and depth equal to this residual stack")
         lines.append(f"  scope: {self.scope}")
         lines.append(f"  {self.seconds:.3g} s")
         return "\n".join(lines)
@@ -119,6 +136,8 @@ class DepthCertificate(Verdict):
         """Plain JSON values."""
         out = {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
         out["point"] = to_jsonable(self.point._asdict())
+        if self.free_stack is not None:
+            out["free_stack"] = to_jsonable(self.free_stack._asdict())
         return out
 
 
@@ -126,7 +145,8 @@ def _default_inputs(name: str, d: int, n: int, depth: int, order: int, bias: boo
     target = param_count(d, n, depth, bias=bias)
     if name == "relu":
         return max(8, math.ceil(2 * target / d))
-    return max(2, math.ceil(1.5 * target / (d * order)) + 2)
+    # at least d directions: fewer leave a direction of W_up unseen (n = 1, L = 1 lost one rank at d >= 5)
+    return max(2, d, math.ceil(1.5 * target / (d * order)) + 2)
 
 
 def _default_order(d: int, P: int) -> int:
@@ -196,7 +216,7 @@ def _verdict(
             ),
             scope,
         )
-    if narrow:
+    if narrow and n >= d:
         scope = (
             "almost all weights: every residual stack whose layers have det(I + W_down[:,S] W_up[S,:]) != 0 "
             "for all S (verified exactly at this point)"
@@ -251,6 +271,69 @@ def _kink_verdict(name: str) -> tuple[str, str, str, str]:
     )
 
 
+def _beyond_rank(
+    verdict: tuple[str, str, str, str],
+    point: RationalPoint,
+    name: str,
+    d: int,
+    n: int,
+    depth: int,
+    bias: bool,
+    plain: bool,
+    narrow: bool | None,
+    det,
+) -> tuple[tuple[str, str, str, str], models.MLPParams | None]:
+    """``(verdict, free_stack)``: the rank count's ``verdict`` unless an argument at the residual point
+    (``plain``) decides more (``dimension/_narrow.py``): the line (§10, ReLU, ``d = 1``, no biases) or
+    an invertible Jacobian with ``n < d`` (§8, any depth, with or without biases); an undecided
+    ``n < d`` verdict says why §8 did not decide."""
+    if plain and name == "relu" and d == 1 and not bias:  # §10: the line is decided exactly
+        disjoint, reason, scope, free_stack = line_decision(point, n, depth)
+        return (
+            DepthStatus.CERTIFIED_DISJOINT if disjoint else DepthStatus.REPRODUCED,
+            "line",
+            reason,
+            scope,
+        ), free_stack
+    if n < d and narrow:  # §8: stronger than the rank count
+        return (DepthStatus.CERTIFIED_DISJOINT, "narrow_jacobian", *jacobian_argument(name, d, n, det, bias)), None
+    if n < d and verdict[0] == DepthStatus.UNDECIDED and (why := jacobian_undecided(narrow, plain)):
+        return (*verdict[:2], f"{verdict[2]}; {why}", verdict[3]), None
+    return verdict, None
+
+
+def _counts(
+    name: str,
+    d: int,
+    n: int,
+    depth: int,
+    residual: bool,
+    bias: bool,
+    params: models.MLPParams | None,
+    subfamily: np.ndarray | None,
+) -> tuple[int, int, int]:
+    """``(P, bound, maximum)``: the parameters counted (a ``subfamily``'s ``m``), the free bound and the
+    family's largest possible rank; refuses ``params`` with ``bias`` and a ``subfamily`` that is no matrix."""
+    P = param_count(d, n, depth, bias=bias)
+    bound = free_bound(name, d, n, depth, bias=bias)
+    maximum = residual_max(name, d, n, depth, bias=bias) if residual else bound
+    if bias and params is not None:
+        raise ValueError("params (bias-free MLPParams) cannot be combined with bias=True")
+    if subfamily is not None:
+        if np.ndim(subfamily) != 2:
+            raise ValueError(f"subfamily must be an integer matrix of shape ({P}, m), got {np.shape(subfamily)}")
+        P = np.shape(subfamily)[1]
+        maximum = min(maximum, P)
+    return P, bound, maximum
+
+
+def _probes(name: str, bias: bool, order: int) -> str:
+    """What the exact rank differentiated."""
+    if name == "gelu":
+        return f"Taylor coefficients of t -> f(t x_k) at t = 0, orders {0 if bias else 1}..{order}"
+    return "values f(x_k) at rational inputs off every kink (checked exactly)"
+
+
 def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | None, prime) -> tuple[int, int]:
     """The first and the largest jet order tried (GELU; 1 and 1 for ReLU); ``prime`` must exceed the largest."""
     if name != "gelu":
@@ -285,34 +368,42 @@ def certify(
     bias: bool = False,
 ) -> DepthCertificate:
     """Certify (or not) that almost all residual stacks of this size are reproduced by no free
-    stack of the same width and depth.
+    stack of the same width and depth; on the line, decide it for the point's weights.
 
     Computes the exact rank of the probe Jacobian at a rational point drawn from ``key`` (a lower
-    bound on the residual family's functional dimension) and compares it with :func:`free_bound`;
-    for ``n < 2d`` also checks the narrow-width condition exactly. For GELU the jet order grows (up
-    to ``max_order``, default ``order + 4``) until the rank reaches the family's maximum or stops
-    growing.
+    bound on the residual family's functional dimension) and compares it with :func:`free_bound`. For
+    GELU the jet order grows (up to ``max_order``, default ``order + 4``) until the rank reaches the
+    family's maximum or stops growing. Three arguments at the residual point decide more than the rank
+    count (``docs/theory/depth.md``; checked exactly, ``dimension/_narrow.py``):
+
+    - ``n < d`` (§8, with or without biases): an invertible residual Jacobian (GELU: ``det Π_ℓ (I +
+      ½ D_ℓ U_ℓ) ≠ 0`` at ``0``, then for every such ``W``; ReLU: every ``det(I + D_ℓ[:,S] U_ℓ[S,:]) ≠ 0``,
+      ``n ≤ 16``) excludes every free stack of width ``< d`` and any depth (``method="narrow_jacobian"``).
+    - ``d ≤ n < 2d``, no biases: step 6 (``method="narrow"``).
+    - ``d = 1``, ReLU, no biases (§10, ``method="line"``), decided for the point's weights:
+      ``"reproduced"`` (the free stack in ``free_stack``) for ``n ≥ 2`` or ``f(1) f(−1) = 0``, else
+      ``"certified_disjoint"`` (``n = 1``: no free stack of width 1, any depth).
 
     Args:
       activation: ``"relu"`` or ``"gelu"``.
-      d, n, depth: the size (``n ≥ d``).
+      d, n, depth: the size (every ``d, n, depth ≥ 1``).
       key: PRNG key of the point (:func:`rational_point`).
       residual: ``False`` counts the free family instead (a control: never certified).
       order: first GELU jet order (default: the smallest whose jet space holds ``1.5 P``).
-      inputs: probe inputs / jet directions (default: about ``1.5 P`` rows for GELU, ``2 P / d``
-        inputs for ReLU).
+      inputs: probe inputs / jet directions (default: about ``1.5 P`` rows for GELU, ``2 P / d`` for ReLU).
       denominator: power of two, the weights' and inputs' denominator.
       prime: modulus of the exact rank; for GELU it must exceed ``max_order``.
       float_check: also compute the float64 SVD rank at the same point (needs float64).
       subfamily: integer ``(P, m)`` matrix ``B``: certify the affine family ``W_0 + B θ``.
-      params: round these ``MLPParams`` (leading ``L`` axis) instead of drawing the point.
+      params: round these ``MLPParams`` (leading ``L`` axis) to multiples of ``1/denominator`` instead
+        of drawing the point; every exact check is of the rounded weights.
       max_order: largest GELU jet order tried.
       shrink: scale every ``W_down^ℓ`` by ``2^-shrink`` (a near-identity point, step 4).
       bias: stacks with biases ``b_ℓ(x) = x + D_ℓ σ(U_ℓ x + β_ℓ) + γ_ℓ`` against free stacks with
         biases (step 9): the free bound loses the affine junction gauge ``(L−1)(d² + d)``, the
         residual maximum the translations ``(L−1)d``. GELU points have zero biases (the jets stay
-        polynomial; their columns are still differentiated), ReLU points rational ones. No narrow
-        argument (bias-free only); the float check composes the biased blocks of ``models``.
+        polynomial; their columns are still differentiated), ReLU points rational ones. Step 6 and
+        the line are bias-free only; the float check composes the biased blocks of ``models``.
 
     Examples:
       >>> cert = certify("gelu", 2, 2, 2, key=jax.random.key(0), float_check=False)
@@ -320,19 +411,16 @@ def certify(
       ('certified_disjoint', 16, 12)
       >>> certify("gelu", 2, 4, 1, key=jax.random.key(0), float_check=False).status
       'undecided'
+      >>> narrow = certify("gelu", 3, 1, 2, key=jax.random.key(0), float_check=False)
+      >>> narrow.status, narrow.method
+      ('certified_disjoint', 'narrow_jacobian')
+      >>> line = certify("relu", 1, 2, 3, key=jax.random.key(0), float_check=False)
+      >>> line.status, line.method, line.free_stack.up.shape
+      ('reproduced', 'line', (3, 2, 1))
     """
     start = time.perf_counter()
     name = check_sizes(activation, d, n, depth)
-    P = param_count(d, n, depth, bias=bias)
-    bound = free_bound(name, d, n, depth, bias=bias)
-    maximum = residual_max(name, d, n, depth, bias=bias) if residual else bound
-    if bias and params is not None:
-        raise ValueError("params (bias-free MLPParams) cannot be combined with bias=True")
-    if subfamily is not None:
-        if np.ndim(subfamily) != 2:
-            raise ValueError(f"subfamily must be an integer matrix of shape ({P}, m), got {np.shape(subfamily)}")
-        P = np.shape(subfamily)[1]
-        maximum = min(maximum, P)
+    P, bound, maximum = _counts(name, d, n, depth, residual, bias, params, subfamily)
     order, max_order = _jet_orders(name, d, P, order, max_order, prime)
     k_inputs = inputs if inputs is not None else _default_inputs(name, d, n, depth, order, bias)
     # The float check needs K d >= P outputs; the jets use the first k_inputs directions.
@@ -343,22 +431,19 @@ def certify(
     )
     point = full._replace(inputs=full.inputs[:k_inputs])
     best = _best_rank(point, name, residual, order, max_order, maximum, prime, subfamily)
-    narrow = narrow_invertible(point) if n < 2 * d and residual and subfamily is None and not bias else None
+    plain = residual and subfamily is None  # the narrow and line arguments are about one residual point
+    narrow, det = narrow_check(point, name, d, n, bias) if plain else (None, None)
     fr = float_rank(full, name, residual=residual) if float_check and subfamily is None else None
-    probes = (
-        f"Taylor coefficients of t -> f(t x_k) at t = 0, orders {0 if bias else 1}..{best.order}"
-        if name == "gelu"
-        else "values f(x_k) at rational inputs off every kink (checked exactly)"
-    )
-    kink = bias and depth == 1 and residual and subfamily is None and _kink_hypotheses(point, name)
     verdict = _verdict(
         name, d, n, depth, residual, best.rank, bound, narrow, _scope(name, P, subfamily is not None, bias)
     )
-    if kink and verdict[0] == DepthStatus.UNDECIDED:  # depth 1 with biases: the one-block theorem decides
-        verdict = _kink_verdict(name)
+    verdict, free_stack = _beyond_rank(verdict, point, name, d, n, depth, bias, plain, narrow, det)
+    if bias and depth == 1 and plain and verdict[0] == DepthStatus.UNDECIDED and _kink_hypotheses(point, name):
+        verdict = _kink_verdict(name)  # depth 1 with biases: the one-block theorem decides
     # DepthCertificate's fields in order: (status, method, reason, scope), the size, the exact rank, the float rank.
+    probes = _probes(name, bias, best.order)
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
     return DepthCertificate(
-        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias
+        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias, free_stack
     )

@@ -2,7 +2,9 @@
 
 The free bound ``b = 2Lnd − (L−1)d²`` (``− nL`` for ReLU) is *proved* in ``docs/theory/depth.md``
 (step 1: the junction gauges and, for ReLU, the unit rescalings are independent symmetries of a
-residual-free stack). With biases (``bias=True``: hidden biases ``β_ℓ`` ``(n,)`` and output biases
+residual-free stack). Below the input width (``n < d``, §8) a free stack depends on each junction's
+weights only through the ``n × n`` product ``V_up^{ℓ+1} V_down^ℓ``, so the junction removes
+``2nd − n² = d² − (d − n)²`` instead of ``d²``. With biases (``bias=True``: hidden biases ``β_ℓ`` ``(n,)`` and output biases
 ``γ_ℓ`` ``(d,)`` per block) every count gains ``L(n + d)`` parameters, the free junction gauge becomes
 affine (``(L−1)(d² + d)``) and residual stacks gain a translation gauge (``(L−1)d``), step 9.
 """
@@ -18,15 +20,14 @@ PRIME = 2097143  # largest prime below 2^21: products < 2^42, so float64 sums of
 
 
 def check_sizes(activation: str, d: int, n: int, depth: int) -> str:
-    """Validate a size ``(d, n, L)`` with ``n ≥ d`` and return the activation's canonical name."""
+    """Validate a size ``(d, n, L)`` (every ``d, n, L ≥ 1``; ``n < d`` too) and return the activation's
+    canonical name."""
     name = activations.get(activation).name
     if name not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     for arg, v in (("d", d), ("n", n), ("depth", depth)):
         if not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{arg} must be a positive integer, got {v!r}")
-    if n < d:
-        raise ValueError(f"n must be >= d for the gauge count (V_down full row rank), got n={n} < d={d}")
     return name
 
 
@@ -39,14 +40,20 @@ def param_count(d: int, n: int, depth: int, *, bias: bool = False) -> int:
 def free_bound(activation: str, d: int, n: int, depth: int, *, bias: bool = False) -> int:
     """Upper bound (proved) on the functional dimension of free stacks:
     ``2Lnd − (L−1)d²``, minus ``nL`` for ReLU; with biases ``P − (L−1)(d² + d)`` (the junction
-    gauge is affine), minus ``nL`` for ReLU.
+    gauge is affine), minus ``nL`` for ReLU. For ``n < d`` each junction removes
+    ``d² − (d − n)² = 2nd − n²`` instead of ``d²``: the stack depends on ``V_down^ℓ`` and
+    ``V_up^{ℓ+1}`` only through their ``n × n`` product (and, with biases, on ``e_ℓ`` and ``β_{ℓ+1}``
+    only through ``V_up^{ℓ+1} e_ℓ + β_{ℓ+1}``), ``docs/theory/depth.md`` §8.
 
     Examples:
       >>> free_bound("gelu", 2, 2, 2), free_bound("relu", 3, 6, 2), free_bound("gelu", 2, 2, 2, bias=True)
       (12, 51, 18)
+      >>> free_bound("gelu", 3, 1, 2)  # 2nd + (L−1)n²
+      7
     """
     name = check_sizes(activation, d, n, depth)
-    gauge = (depth - 1) * (d * d + (d if bias else 0))
+    junction = d * d - max(d - n, 0) ** 2
+    gauge = (depth - 1) * (junction + (d if bias else 0))
     return param_count(d, n, depth, bias=bias) - gauge - (n * depth if name == "relu" else 0)
 
 
