@@ -211,12 +211,14 @@ def _check_file(args) -> int:
                 "absorbjax check: --plot: no block has distances (gated blocks are decided by theorem)", file=sys.stderr
             )
     if args.json:
+        from absorbjax.weights._onnxquant import note
+
         print(
             json.dumps(
                 {
                     "file": str(model.path),
                     "format": model.format,
-                    "blocks": [r.to_dict() for r in rows],
+                    "blocks": [r.to_dict() | ({"quantisation": note(r.dtype)} if note(r.dtype) else {}) for r in rows],
                     "gaussian": {k: v.to_dict() for k, v in gaussian.items()},
                     "unused": {k: list(v) for k, v in model.unused.items()},
                 },
@@ -273,6 +275,10 @@ def _table(model, rows) -> None:
             print(f"  layer {r.layer}: unread tensor(s) beside the block that may be biases: {', '.join(r.unread)}")
         if r.residual is False:
             print(f"  layer {r.layer}: the graph shows no residual Add of the block's input")
+    from absorbjax.weights._onnxquant import note
+
+    for text in dict.fromkeys(note(r.dtype) for r in rows if note(r.dtype)):
+        print(f"  layer {_ranges([r.layer for r in rows if note(r.dtype) == text])}: {text}")
     print(
         "  bias: b = hidden bias read (passed to the decision), c = output bias read (never used: a "
         "residual-free block has its own), ? = unread 1-D tensors beside the block, - = none in the file"

@@ -211,8 +211,8 @@ _FLOATS = ("float16", "float32", "float64", "bfloat16")
 
 def _is_float(dtype: str, fmt: str) -> bool:
     """Whether a stored dtype holds real weights: a float type, or a GGUF type that is not an integer."""
-    if dtype in _FLOATS:
-        return True
+    if dtype in _FLOATS or (fmt == "onnx" and dtype.endswith(" (dequantised)")):
+        return True  # ONNX integer weights are read dequantised to float64 (weights._onnxquant)
     return fmt.endswith("gguf") and dtype not in ("I8", "I16", "I32", "I64")
 
 
@@ -307,6 +307,26 @@ def _unread(ckpt, candidates: dict, prefix: str, used: set, d: int, n: int) -> t
     )
 
 
+def _graph_activations(ckpt, groups, gated: bool, activation: str | None) -> list[tuple[str, str]]:
+    """``(name, source)`` for each block of an ONNX graph: what its nodes compute (source ``onnx
+    graph``); an ``activation`` argument or a ``config.json`` must name the same for every block,
+    else ``ValueError`` (the graph is what runs)."""
+    from absorbjax import activations
+
+    graph = [g.activation for g in groups]
+    probe = dataclasses.replace(ckpt, metadata={**ckpt.metadata, "activation": graph[0]})
+    name, source = _activation.resolve(probe, gated, activation)
+    if source == "file":  # nothing declared beside the graph
+        return [(activations.get(a).name, "onnx graph") for a in graph]
+    for g, a in zip(groups, graph):
+        if activations.get(a).name != name:
+            raise ValueError(
+                f"{ckpt.path}: {source} names {name}, but the graph's block {g.prefix or '(top level)'} computes "
+                f"{activations.get(a).name}; refusing to decide a block as an activation its graph does not compute"
+            )
+    return [(name, source)] * len(groups)
+
+
 def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **shorthand) -> Model:
     """Every MLP block in ``path`` (a file or model directory, see :mod:`~absorbjax.weights._formats`),
     weights not yet read, and the tensors no block uses.
@@ -328,11 +348,16 @@ def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **sh
     kinds = {g.convention.gated for g, _ in found}
     if len(kinds) > 1:
         raise ValueError(f"{ckpt.path}: the file mixes gated and ungated blocks; check them one file at a time")
-    name, source = _activation.resolve(ckpt, kinds.pop(), activation)
+    gated = kinds.pop()
+    if ckpt.graph_blocks is not None:
+        acts = _graph_activations(ckpt, [g for g, _ in found], gated, activation)
+    else:
+        acts = [_activation.resolve(ckpt, gated, activation)] * len(found)
     laid = [(g, order, *_layout(ckpt, g, layout.transpose, layout.allow_narrow)) for g, order in found]
     used = {t for g, *_ in laid for t in (*g.weights.values(), *g.biases.values())}
+    used |= {t for b in ckpt.graph_blocks or () for t in b.get("uses", ())}  # scales, zero points
     out, candidates = [], (_candidates(ckpt) if ckpt.graph_blocks is None else {})
-    for layer, (g, order, d, n, flip) in enumerate(laid):
+    for layer, ((g, order, d, n, flip), (name, source)) in enumerate(zip(laid, acts)):
         tensors = dict(g.weights) | {f"{r}_bias": t for r, t in g.biases.items()}
         dtypes = sorted({ckpt.tensors[t].dtype for t in g.weights.values()})
         unread = _unread(ckpt, candidates, g.prefix, used, d, n) if g.convention.name != "onnx" else ()

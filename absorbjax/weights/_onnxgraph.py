@@ -6,22 +6,25 @@ out)`` = ``W_upᵀ``; ``Gemm`` with ``transB=1`` stores ``(out, in)``), an optio
 initializer (the hidden bias ``b``), a chain of elementwise nodes holding the activation, and a
 second ``MatMul``/``Gemm`` with an initializer ``W2`` (``W_downᵀ``), an optional ``Add`` of a 1-D
 initializer (the output bias ``c``) and the residual ``Add`` of the block's input. The activation
-is read from the chain: a ``Gelu`` node (``approximate="tanh"`` → ``gelu_tanh``), ``Erf`` (the
-exact GELU that PyTorch exports as ``x·½(1 + erf(x/√2))``), ``Tanh`` (the tanh GELU), ``Relu``,
-``Sigmoid`` (SiLU). A ``Mul`` joining a second weight ``MatMul`` of the same input is a gated
-block (the branch through the activation is the gate, the other the value). Graphs quantised with
-``QLinearMatMul`` / ``MatMulInteger`` / ``DequantizeLinear``, or integer initializers turned into
-floats in the graph (``Cast`` → ``Mul``), are reported as such.
+is read from the chain by exact node patterns (:mod:`~absorbjax.weights._onnxact`), never by
+evaluating it: ``Relu``, ``LeakyRelu``, ``Gelu``, the ``Erf`` and ``Tanh`` GELU subgraphs PyTorch and
+Hugging Face export, ``x·Sigmoid(x)``, ``Softplus``, ``HardSwish``; anything else between the two
+matrices of a block with a residual ``Add`` (a ``Cast`` to an integer or a narrower type, ``Clip``/
+``Min``/``Max``, an unknown op, a constant off its value, a scale) is refused naming the node. A
+chain without a residual that is no activation (a classifier head) is not a block. A ``Mul``
+joining a second weight ``MatMul`` of the same input is a gated block (the branch through the
+activation is the gate, the other the value). Weights held in ``Constant`` nodes (paddle2onnx) are
+read like initializers; integer weights (``DequantizeLinear``, ``Cast → Mul``, onnxruntime's
+``MatMulInteger``) are dequantised exactly by :mod:`~absorbjax.weights._onnxquant`; other quantised
+graphs (``QLinearMatMul``, ``MatMulNBits``, …) are reported as such.
 
-Nothing between the two matrices is skipped: the elementwise chain is evaluated on sample inputs
-(scalar constants only) and must equal the activation it names, ``g(z)`` (gated: ``g(z)·v``);
-a scale inside the block (a scalar ``Mul``, ``Gemm`` ``alpha``/``beta``) or ``Gemm`` ``transA``
+A scale inside the block (a scalar ``Mul``, ``Gemm`` ``alpha``/``beta``) or ``Gemm`` ``transA``
 is refused with what it is, never folded silently. The file is untrusted
 (:mod:`~absorbjax.weights._limits`): an empty file says so, the file is parsed whole only within the
-budget, initializer names and node outputs must be unique, external data must be a plain relative
-name inside the model's folder (checked here, not left to the ``onnx`` package) and lie within its
-file, each node is visited a bounded number of times and an elementwise node with more than
-three inputs is refused.
+budget, initializer (and ``Constant``) names and node outputs must be unique, external data must be
+a plain relative name inside the model's folder (checked here, not left to the ``onnx`` package) and
+lie within its file, each node is visited a bounded number of times and an elementwise node with
+more than three inputs is refused.
 """
 
 from __future__ import annotations
@@ -32,36 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from absorbjax.weights import _limits as limits
+from absorbjax.weights import _limits as limits, _onnxact as onnxact, _onnxquant as onnxquant
 
-ELEMENTWISE = {
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Pow",
-    "Sqrt",
-    "Erf",
-    "Tanh",
-    "Sigmoid",
-    "Relu",
-    "Gelu",
-    "Softplus",
-    "Identity",
-    "Cast",
-    "FastGelu",
-    "BiasGelu",
-}
-ACTIVATION_OPS = {
-    "Gelu": "gelu",
-    "FastGelu": "gelu_pytorch_tanh",
-    "BiasGelu": "gelu",
-    "Erf": "gelu",
-    "Tanh": "gelu_pytorch_tanh",
-    "Relu": "relu",
-    "Sigmoid": "silu",
-    "Softplus": None,
-}
+ELEMENTWISE = onnxact.KNOWN
 QUANTISED_OPS = {"QLinearMatMul", "MatMulInteger", "DequantizeLinear", "MatMulNBits", "DynamicQuantizeMatMul", "QGemm"}
 _MAX_CHAIN = 24
 
@@ -70,11 +46,11 @@ _MAX_FAN_IN = 3
 
 
 class _Graph:
-    def __init__(self, graph):
-        self.inits = {t.name: t for t in graph.initializer}
+    def __init__(self, nodes, inits, dequantised=()):
+        self.inits, self.dequantised = inits, dequantised
         self.producer = {}
         self.consumers = collections.defaultdict(list)
-        for node in graph.node:
+        for node in nodes:
             for o in node.output:
                 if o and o in self.producer:
                     raise ValueError(f"two nodes write the tensor {o[:80]!r}; refusing to choose one")
@@ -121,17 +97,6 @@ class _Graph:
         return (None, node) if self.weight(node) else (None, None)
 
 
-def _activation(g: _Graph, nodes) -> str | None:
-    found = set()
-    for node in nodes:
-        if node.op_type == "Gelu":
-            approx = next((a.s.decode() for a in node.attribute if a.name == "approximate"), "none")
-            found.add("gelu_pytorch_tanh" if approx == "tanh" else "gelu")
-        elif node.op_type in ACTIVATION_OPS:
-            found.add(ACTIVATION_OPS[node.op_type])
-    return found.pop() if len(found) == 1 else None
-
-
 def _chain(g: _Graph, up, start: str):
     """From the pre-activation ``start``: ``(chain nodes, value matmul, value tensor, down matmul)``
     or ``None``."""
@@ -167,36 +132,22 @@ def _chain(g: _Graph, up, start: str):
     return nodes, value, value_in, downs[0]
 
 
-_REFERENCE = {
-    "gelu": lambda z: z * 0.5 * (1 + _erf(z / math.sqrt(2))),
-    "gelu_pytorch_tanh": lambda z: 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z**3))),
-    "relu": lambda z: np.maximum(z, 0),
-    "silu": lambda z: z / (1 + np.exp(-z)),
-}
-
-
-def _erf(z):
-    return np.vectorize(math.erf)(z)
-
-
 def _constant(g: _Graph, name: str):
-    """A scalar constant (a one-element initializer or ``Constant`` node), else ``None``."""
+    """``(value, dtype name)`` of a scalar constant (a one-element initializer or ``Constant``
+    node, not dequantised weights), else ``None``."""
     from onnx import numpy_helper
 
-    if name in g.inits:
+    if name in g.inits and name not in g.dequantised:
         t = g.inits[name]
         if math.prod(t.dims) != 1 or t.data_location == 1:
             return None
-        return float(np.asarray(numpy_helper.to_array(t), np.float64).ravel()[0])
+        a = np.asarray(numpy_helper.to_array(t))
+        return float(np.asarray(a, np.float64).ravel()[0]), a.dtype.name
     node = g.producer.get(name)
     if node is not None and node.op_type == "Constant":
-        attr = next((a for a in node.attribute if a.name in ("value", "value_float")), None)
-        if attr is None:
-            return None
-        if attr.name == "value_float":
-            return float(attr.f)
-        if math.prod(attr.t.dims) == 1:
-            return float(np.asarray(numpy_helper.to_array(attr.t), np.float64).ravel()[0])
+        attr = next((a for a in node.attribute if a.name == "value_float"), None)
+        if attr is not None:
+            return float(attr.f), "float32"
     return None
 
 
@@ -205,67 +156,6 @@ def _attr(node, name, default):
     if a is None:
         return default
     return a.s.decode() if a.type == 3 else a.f if a.type == 1 else a.i
-
-
-def _apply(node, args):
-    op = node.op_type
-    if op in ("Add", "BiasGelu"):
-        out = args[0] + args[1]
-        return 0.5 * out * (1 + _erf(out / math.sqrt(2))) if op == "BiasGelu" else out
-    if op in ("Sub", "Mul", "Div", "Pow"):
-        return {"Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Pow": np.power}[op](args[0], args[1])
-    if op in ("Identity", "Cast"):
-        return args[0]
-    if op == "Gelu":
-        return _REFERENCE["gelu_pytorch_tanh" if _attr(node, "approximate", "none") == "tanh" else "gelu"](args[0])
-    if op == "FastGelu":
-        return _REFERENCE["gelu_pytorch_tanh"](args[0] + (args[1] if len(args) > 1 else 0))
-    return {
-        "Sqrt": np.sqrt,
-        "Erf": _erf,
-        "Tanh": np.tanh,
-        "Sigmoid": lambda z: 1 / (1 + np.exp(-z)),
-        "Relu": lambda z: np.maximum(z, 0),
-        "Softplus": lambda z: np.log1p(np.exp(z)),
-    }[op](args[0])
-
-
-def _verify(g: _Graph, nodes, start: str, value_in: str | None, out: str, act: str, where: str) -> None:
-    """Evaluate the chain between the matrices on sample inputs and refuse it unless it is the
-    activation ``act`` (``g(z)·v`` when gated): a scale, an unrecognised input or op is an error."""
-    z = np.linspace(-4.0, 4.0, 33)
-    v = np.cos(np.arange(33.0)) + 1.5
-    known = {start: z, **({value_in: v} if value_in else {})}
-    todo = list(nodes)
-    with np.errstate(all="ignore"):
-        while todo:
-            ready = [n for n in todo if all(i in known or _constant(g, i) is not None for i in n.input if i)]
-            if not ready:
-                names = sorted({i for n in todo for i in n.input if i and i not in known})
-                raise ValueError(
-                    f"{where}: the chain between the two matrices reads {names[0][:80]!r}, which is neither "
-                    "the block's own tensor nor a scalar constant; refusing to guess what it computes"
-                )
-            for n in ready:
-                args = [known[i] if i in known else _constant(g, i) for i in n.input if i]
-                known[n.output[0]] = _apply(n, args)
-                todo.remove(n)
-    if out not in known:
-        raise ValueError(f"{where}: the second matrix does not read the chain's output")
-    want = _REFERENCE[act](z) * (v if value_in else 1)
-    got = known[out]
-    if np.allclose(got, want, rtol=1e-5, atol=1e-6):
-        return
-    c = got[-1] / want[-1] if want[-1] else float("nan")
-    if np.isfinite(c) and np.allclose(got, c * want, rtol=1e-5, atol=1e-6):
-        raise ValueError(
-            f"{where}: the block scales its activation by {c:.6g} between the two matrices; absorbjax "
-            "decides unscaled blocks only (fold the scale into the second matrix and re-export)"
-        )
-    raise ValueError(
-        f"{where}: the nodes between the two matrices ({', '.join(n.op_type for n in nodes)}) do not compute "
-        f"{act}{'(z)·v' if value_in else ''}; refusing to guess the block"
-    )
 
 
 def _gemm_plain(node, where: str) -> None:
@@ -303,10 +193,18 @@ def _prefix(names: list[str], fallback: str) -> str:
     return "/".join(common) or fallback
 
 
-def _blocks(g: _Graph, graph):
-    """One dict a block: roles → initializer names, biases, layout, activation, residual."""
+def _dtype_of(g: _Graph, name: str) -> str | None:
+    """The float type a weight product with weights ``name`` computes in."""
+    spec = g.dequantised.get(name) if g.dequantised else None
+    t = spec.scale if spec is not None else g.inits.get(name)
+    return None if t is None else onnxquant._dtype(t)
+
+
+def _blocks(g: _Graph, nodes):
+    """One dict a block: roles → initializer names, biases, layout, activation, residual, and the
+    scales / zero points its dequantised weights use."""
     out = []
-    for up in graph.node:
+    for up in nodes:
         wu = g.weight(up)
         if wu is None:
             continue
@@ -314,17 +212,24 @@ def _blocks(g: _Graph, graph):
         found = _chain(g, up, h)
         if found is None:
             continue
-        nodes, value, value_in, down = found
-        act = _activation(g, nodes)
-        if act is None:
-            continue
-        where = f"block {_prefix([up.name, down.name], fallback=wu[0])[:80]}"
+        nodes_, value, value_in, down = found
+        if onnxact.is_linear(nodes_):
+            continue  # two matrices in a row, perhaps scaled: no activation, no MLP block
+        wd = g.weight(down)
+        b_down, y = g.bias_after(down.output[0])
+        residual = _residual(g, up.input[0], y)
+        where = f"block {onnxact.clean(_prefix([up.name, down.name], fallback=wu[0]))}"
+        try:
+            act = onnxact.activation(
+                g, nodes_, h, value_in, down.input[0], _dtype_of(g, wu[0]), lambda t: _constant(g, t)
+            )
+        except ValueError as err:
+            if not residual:
+                continue  # no residual Add and no activation: a head (pooler, classifier), not a block
+            raise ValueError(f"{where}: {err}") from None
         for node in (up, down, value):
             if node is not None:
                 _gemm_plain(node, where)
-        _verify(g, nodes, h, value_in, down.input[0], act, where)
-        wd = g.weight(down)
-        b_down, y = g.bias_after(down.output[0])
         roles = {"up": wu[0], "down": wd[0]}
         biases = {"up": b_up} if b_up else {}
         layouts = {wu[1], wd[1]}
@@ -340,6 +245,7 @@ def _blocks(g: _Graph, graph):
         if len(layouts) != 1:
             continue  # mixed MatMul / Gemm transB layouts: not one block we can describe
         name = _prefix([up.name, down.name], fallback=wu[0])
+        uses = [c for w in roles.values() if w in g.dequantised for c in g.dequantised[w].companions]
         out.append(
             {
                 "prefix": name,
@@ -347,7 +253,8 @@ def _blocks(g: _Graph, graph):
                 "biases": biases,
                 "transposed": layouts.pop(),
                 "activation": act,
-                "residual": _residual(g, up.input[0], y),
+                "residual": residual,
+                "uses": uses,
             }
         )
     seen = collections.Counter()
@@ -385,9 +292,35 @@ def _external(t, folder: Path, dtype) -> None:
         )
 
 
+def _inits(graph):
+    """name → tensor of the initializers and of the ``Constant`` nodes holding a tensor (``value``,
+    as paddle2onnx stores weights), and the nodes left; a name given twice is refused."""
+    inits, nodes, constants = {}, [], set()
+    for t in graph.initializer:
+        if t.name in inits:
+            raise ValueError(f"two initializers are named {onnxact.clean(t.name)!r}; refusing to choose one")
+        inits[t.name] = t
+    for node in graph.node:
+        attr = next((a for a in node.attribute if a.name == "value"), None) if node.op_type == "Constant" else None
+        if attr is None or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+            nodes.append(node)
+            continue
+        name = node.output[0]
+        if name in inits:
+            raise ValueError(
+                f"the Constant node {onnxact.clean(node.name)!r} writes {onnxact.clean(name)!r}, which another "
+                "tensor of the file is named too; refusing to choose one"
+            )
+        inits[name] = attr.t
+        constants.add(name)
+    return inits, nodes, constants
+
+
 def read_onnx(path: Path):
     """``(tensors, metadata, blocks)`` of an ``.onnx`` file: initializer name → ``(shape, dtype,
-    loader)``; ``blocks`` as found in the graph (see the module docstring)."""
+    loader)`` (``Constant`` node tensors of rank ≥ 1 included, integer weights dequantised by
+    :mod:`~absorbjax.weights._onnxquant` read as float64 under the integers' name, dtype ``"int8
+    (dequantised)"``); ``blocks`` as found in the graph (see the module docstring)."""
     try:
         import onnx
         from onnx import helper
@@ -402,20 +335,22 @@ def read_onnx(path: Path):
     graph = model.graph
     if not graph.node and not graph.initializer:
         raise ValueError("no graph in the file (not an ONNX model, or an empty one)")
+    inits, nodes, constants = _inits(graph)
     tensors = {}
-    for t in graph.initializer:
-        if t.name in tensors:
-            raise ValueError(f"two initializers are named {t.name[:80]!r}; refusing to choose one")
+    for name, t in inits.items():
         dtype = helper.tensor_dtype_to_np_dtype(t.data_type)
         if t.data_location == 1:  # EXTERNAL
             _external(t, path.parent, dtype)
-        tensors[t.name] = (tuple(int(s) for s in t.dims), str(dtype), _loader(t, path.parent))
+        if name not in constants or len(t.dims) >= 1:  # a scalar Constant is part of the graph, not a weight
+            tensors[name] = (tuple(int(s) for s in t.dims), str(dtype), _loader(t, path.parent))
+    nodes, specs = onnxquant.rewrite(nodes, inits)
+    for name, spec in specs.items():
+        tensors[name] = (tuple(int(s) for s in spec.q.dims), spec.dtype, _dequantiser(spec, path.parent))
     meta = {"onnx.producer": f"{model.producer_name} {model.producer_version}".strip()[:200]}
-    quantised = sorted({n.op_type for n in graph.node} & QUANTISED_OPS)
-    inits = {t.name: t for t in graph.initializer}
+    quantised = sorted({n.op_type for n in nodes} & QUANTISED_OPS)
     casts = [
         n
-        for n in graph.node
+        for n in nodes
         if n.op_type == "Cast"
         and n.input
         and n.input[0] in inits
@@ -425,12 +360,18 @@ def read_onnx(path: Path):
         meta["quantisation"] = f"ONNX quantised graph ({', '.join(quantised)} nodes)"
     elif casts:
         meta["quantisation"] = (
-            f"integer initializers dequantised in the graph (Cast → Mul, e.g. {casts[0].input[0][:60]})"
+            f"integer initializers dequantised in the graph (Cast → Mul, e.g. {onnxact.clean(casts[0].input[0], 60)})"
         )
-    g = _Graph(graph)
-    blocks = _blocks(g, graph)
+    if specs:
+        meta["dequantised"] = onnxquant.NOTE
+    g = _Graph(nodes, inits, specs)
+    blocks = _blocks(g, nodes)
     acts = {b["activation"] for b in blocks}
     if len(acts) == 1:
-        meta["hidden_act"] = acts.pop()
-        meta["hidden_act_source"] = "onnx graph"
+        meta["activation"] = acts.pop()
+        meta["activation_source"] = "onnx graph"
     return tensors, meta, blocks
+
+
+def _dequantiser(spec, base: Path):
+    return lambda: onnxquant.dequantise(spec, base)
