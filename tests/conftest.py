@@ -34,6 +34,17 @@ import pytest  # noqa: E402
 jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 
+# The tiers (pyproject.toml): `-m "not slow and not integration"` is the fast tier. Doctests carry no
+# markers, so the modules whose examples run searches or compile many programs are marked here.
+_SLOW_DOCTESTS = ("absorbjax/fit/_expand.py", "absorbjax/fit/_driver.py", "absorbjax/probes.py", "absorbjax/nn.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if isinstance(item, pytest.DoctestItem) and item.nodeid.startswith(_SLOW_DOCTESTS):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _float64_where_marked(request):
     if request.node.get_closest_marker("x64"):

@@ -27,6 +27,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "api_snapshot.txt"
 EXTRA = ("absorbjax.testing", "absorbjax.figstyle", "absorbjax.stall", "absorbjax.condition.width")  # public, not flat
@@ -157,6 +159,7 @@ def test_a_name_public_in_two_namespaces_is_one_object():
     assert not clashes, clashes
 
 
+@pytest.mark.integration  # a child process
 def test_the_snapshot_sees_signatures_and_fields():
     """The snapshot would notice a renamed argument, a changed default, a new field or method."""
 
@@ -189,10 +192,12 @@ def run_without_jax(code: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_import_absorbjax_condition_does_not_import_jax():
     run_without_jax("import absorbjax.condition, sys; assert 'jax' not in sys.modules")
 
 
+@pytest.mark.slow
 def test_the_numpy_decision_runs_without_jax():
     """``find_absorbing_set`` and ``distance`` on NumPy weights (float64 and bfloat16) answer without
     importing JAX: an absorbable block built from ``W_down[:,S] = −W_up[S,:]⁻¹`` and a generic one."""

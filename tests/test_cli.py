@@ -154,6 +154,7 @@ def test_version(capsys):
     assert exit_.value.code == 0 and re.fullmatch(r"absorbjax \S+", capsys.readouterr().out.strip())
 
 
+@pytest.mark.integration  # a child process
 def test_check_answers_file_errors_before_importing_anything_heavy(tmp_path):
     # cli.py loaded on its own (without the package): a missing or unknown file is answered with
     # the standard library only, so the command's own start-up cost is the interpreter's
@@ -195,6 +196,7 @@ def test_plot_draws_trained_against_gaussian(tmp_path, capsys):
         assert row["hidden_bias"] is None and (row["d"], row["n"]) == (4, 20) and row["lower"] <= row["upper"]
 
 
+@pytest.mark.integration  # a child process
 @pytest.mark.slow
 def test_python_dash_m(tmp_path):
     out = subprocess.run(
@@ -264,6 +266,7 @@ def test_reproduce_replot_redraws_figures_from_the_records_only(tmp_path, capsys
     assert sorted(p.name for p in out.iterdir()) == ["drawn.json", "drawn.pdf", "drawn.png", "nofigure.json"]
 
 
+@pytest.mark.slow
 def test_max_bytes_bounds_this_command_only(tmp_path, capsys, monkeypatch):
     """``--max-bytes N`` is the reading budget for this command (a 2 MiB tensor read into memory,
     from an ``.npz``, is refused under 1 MiB, read under the default) and leaves nothing behind for

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
+pytestmark = pytest.mark.integration  # the docs build, the notebook-free doc checks, generated pages
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"

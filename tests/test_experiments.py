@@ -18,6 +18,8 @@ import pytest
 
 from absorbjax import cli, figstyle, reproduce
 
+pytestmark = pytest.mark.integration  # smoke runs of the experiments
+
 ROOT = Path(__file__).resolve().parents[1]
 
 EXPECTED = {

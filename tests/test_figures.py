@@ -512,6 +512,7 @@ FIGURES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,draw", FIGURES, ids=[name for name, _ in FIGURES])
 def test_figure_is_paper_sized_and_legible(name, draw):
     fig = draw()

@@ -29,6 +29,7 @@ SMALL = dict(
 # Loss and inputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_absorber_has_zero_loss(activation):
     W, S = models.planted(activation, 3, 6, key=KEY)
@@ -105,6 +106,7 @@ def test_bad_arguments():
         fit.search(W, "relu", init=lin._replace(linear=jnp.zeros((3, 2, 3))), restarts=3, linear=True, **kw)
 
 
+@pytest.mark.slow
 def test_float32_runs_with_its_own_tolerance():
     W = jax.tree.map(lambda a: a.astype(jnp.float32), models.sample("gelu", 2, 4, key=KEY, draws=2))
     r = fit.search(W, "gelu", key=KEY, **SMALL)
@@ -116,6 +118,7 @@ def test_float32_runs_with_its_own_tolerance():
 # Result object
 
 
+@pytest.mark.slow
 def test_result_shapes_and_record(tmp_path, capsys):
     W = models.sample("gelu", 2, 4, key=KEY, draws=3)
     r = fit.search(W, "gelu", key=KEY, **SMALL)
@@ -199,6 +202,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.integration  # a child process
 @pytest.mark.parametrize("processes", [1, 2], ids=["1 process x 4 devices", "2 processes x 2 devices"])
 def test_deterministic_across_device_and_process_counts(tmp_path, processes):
     """Four fake CPU devices, in one process or split over two ``jax.distributed`` processes
@@ -237,6 +241,7 @@ def test_deterministic_across_device_and_process_counts(tmp_path, processes):
         assert not (tmp_path / "process1.npz.ckpt").exists()  # process 1 never writes
 
 
+@pytest.mark.slow
 def test_nan_restart_is_marked_failed_and_isolated():
     W = models.sample("relu", 2, 4, key=KEY, draws=3)
     init = jax.vmap(lambda k: models.init("relu", 2, 4, key=k))(jax.random.split(KEY, 4))
@@ -259,6 +264,7 @@ def test_nan_restart_is_marked_failed_and_isolated():
     np.testing.assert_array_equal(r3.losses[1:], r.losses[1:])
 
 
+@pytest.mark.slow
 def test_diverging_optimizer_fails_cleanly():
     W = models.sample("gelu", 2, 4, key=KEY, draws=2)
     r = fit.search(
@@ -308,6 +314,7 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
 # Variants: skip, depth, width, warm start, custom optimiser, lbfgs polish
 
 
+@pytest.mark.slow
 def test_linear_skip_target_is_absorbed():
     # Lemma 4: A x + A D σ(U x) = A (x + D σ(U x)) absorbs whenever the reduced block does.
     W, _ = models.planted_sample("relu", 2, 4, key=KEY, draws=2)
@@ -331,6 +338,7 @@ def test_d_extra_units_absorb_gaussian_relu_blocks():
     assert r.solved().mean() >= 0.7, r.summary()
 
 
+@pytest.mark.slow
 def test_free_linear_term_fits_every_orientation():
     """``linear=True`` fits ``L x + V_down σ(V_up x)``: started from the target's units with random
     sign flips (no absorber among them for a generic block), ``L`` absorbs the flips exactly
@@ -363,6 +371,7 @@ def test_free_linear_term_fits_every_orientation():
     assert np.all(plain.best_loss > 1e-6)
 
 
+@pytest.mark.slow
 def test_depth_two_stack_runs():
     W = models.sample("gelu", 2, 3, key=KEY, draws=2, depth=2)
     r = fit.search(W, "gelu", depth=2, key=KEY, **SMALL)
@@ -370,6 +379,7 @@ def test_depth_two_stack_runs():
     assert np.all(r.best_loss > 1e-12)
 
 
+@pytest.mark.slow
 def test_lbfgs_polish_and_custom_optimizer():
     W, _ = models.planted_sample("gelu", 2, 4, key=KEY, draws=2)
     r = fit.search(

@@ -29,6 +29,7 @@ def _training_inputs(result, i):
     return xs
 
 
+@pytest.mark.slow
 def test_reregistered_activation_compiles_the_new_function():
     """The compiled step is keyed on the activation entry, not its name: after
     ``register(name, g, overwrite=True)`` a search with the same settings uses ``g``."""
@@ -55,6 +56,7 @@ def test_reregistered_activation_compiles_the_new_function():
         activations.unregister(name)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_resumes_only_with_the_same_activation_function(tmp_path, monkeypatch):
     """The fingerprint holds the activation's code, not only its name: re-registered with the same
     function, a search resumes from the chunks; with another one, the directory is refused."""
@@ -81,6 +83,7 @@ def test_a_checkpoint_resumes_only_with_the_same_activation_function(tmp_path, m
         activations.unregister(name)
 
 
+@pytest.mark.integration  # a child process
 def test_code_identity_is_stable_across_processes_and_tells_functions_apart():
     code = "from absorbjax import activations; from absorbjax.fit import _drawmap as drawmap; "
     code += "print(drawmap.code_identity(activations.get('gelu').fn), drawmap.code_identity(activations.get('leaky_relu(0.2)').fn))"
@@ -98,6 +101,7 @@ def test_code_identity_is_stable_across_processes_and_tells_functions_apart():
     assert len(ids) == 4  # a partial's bound slope counts
 
 
+@pytest.mark.slow
 def test_options_objects_and_their_shorthand_give_the_same_search():
     """``solver=Solver(...)``/``run=Run(...)`` and the keyword shorthand are one path: equal results."""
     W = models.sample("gelu", 2, 4, key=KEY, draws=2)
@@ -166,6 +170,7 @@ def test_options_are_keyword_built_frozen_and_checked():
         fit.Problem(None)  # keyword only
 
 
+@pytest.mark.slow
 def test_search_config_is_frozen_and_its_record_keeps_its_keys():
     W = models.sample("gelu", 2, 4, key=KEY, draws=2)
     r = fit.search(W, "gelu", key=KEY, **TINY)
@@ -181,6 +186,7 @@ def test_search_config_is_frozen_and_its_record_keeps_its_keys():
     assert "final_loss" not in r.to_dict() and "single" not in r.config.to_dict()
 
 
+@pytest.mark.slow
 def test_init_and_polish_method_are_str_enums_with_unchanged_records():
     W = models.sample("relu", 2, 4, key=KEY, draws=1)
     r = fit.search(W, "relu", key=KEY, restarts=2, steps=5, method="adam", polish=fit.Polish(method="lbfgs", steps=2, screen=1, top=1),
@@ -195,6 +201,7 @@ def test_init_and_polish_method_are_str_enums_with_unchanged_records():
         fit.search(W, "relu", key=KEY, init="cold")
 
 
+@pytest.mark.slow
 def test_expand_search_keeps_the_restarts_apart_from_the_final_block():
     """``losses`` keeps the first search's restarts (``summary()`` counts them), the final block's
     loss is ``final_loss``; one block without a draws axis gives fields without one."""

@@ -180,6 +180,7 @@ def test_a_wide_stack_s_units_that_are_linear_on_their_inputs_fold_into_L_before
         np.testing.assert_allclose(got, g, rtol=0, atol=1e-12 * np.abs(g).max())
 
 
+@pytest.mark.slow
 def test_expand_search_on_a_stack_keeps_the_better_block():
     """Depth 2: the expansion runs layer by layer and never returns a worse block than the
     first search (what it finds is judged by the final block's loss only)."""
@@ -264,6 +265,7 @@ def test_first_layer_from_kinks_is_the_first_layer_up_to_the_junction_gauge():
     np.testing.assert_allclose(want @ A, got, rtol=0, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_fit_with_lines_residual_free_first_holds_L_at_zero_and_tries_orientations():
     """With ``L₁ = 0`` held, the restarts orient the held lines at random; of the ``2⁴``
     orientations of an absorbable (2, 4) block's lines only the absorber's fits exactly
@@ -296,6 +298,7 @@ def test_fit_with_lines_residual_free_first_holds_L_at_zero_and_tries_orientatio
     assert np.all(loss[right] < 1e-24) and np.all(loss[~right] > 1e-12)
 
 
+@pytest.mark.slow
 def test_fit_with_lines_makes_an_absorbable_block_exact():
     """With ``U`` on an absorbable ReLU block's lines (n = 4d, where the default search mostly
     fails) the free-``L`` fit is exact and the condition finds the absorber's ``S``."""

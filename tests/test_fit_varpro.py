@@ -43,6 +43,7 @@ def test_the_default_search_imports_nothing_from_the_condition():
     assert fit.Solver().method == "varpro"
 
 
+@pytest.mark.slow
 def test_the_default_search_runs_with_the_condition_poisoned(monkeypatch):
     from absorbjax import condition
 
@@ -54,6 +55,7 @@ def test_the_default_search_runs_with_the_condition_poisoned(monkeypatch):
     assert r.solved().all(), r.best_loss
 
 
+@pytest.mark.slow
 def test_negations_recover_the_planted_set_from_the_residual_block_itself():
     # A residual block is the free-linear fit with A = I: the negations that remove A are S.
     for d, n in ((3, 9), (4, 16)):  # n <= 12 enumerates, n = 16 rounds the least-squares point
@@ -65,6 +67,7 @@ def test_negations_recover_the_planted_set_from_the_residual_block_itself():
         assert jnp.allclose(models.mlp(V, x, "gelu"), models.skip_mlp(W, x, "gelu"), atol=1e-12)
 
 
+@pytest.mark.slow
 def test_unitwise_normal_equations_equal_the_dense_ones():
     d, m, K = 3, 5, 40
     xs = jax.random.normal(jax.random.key(0), (K, d), jnp.float64)
@@ -80,6 +83,7 @@ def test_unitwise_normal_equations_equal_the_dense_ones():
     assert float(jnp.abs(features(U.ravel()).T @ proj.residual).max()) < 1e-10
 
 
+@pytest.mark.slow
 def test_projected_levenberg_marquardt_fits_a_realisable_target_to_rounding():
     d, m, K = 2, 3, 64
     xs = jax.random.normal(jax.random.key(0), (K, d), jnp.float64)
@@ -97,6 +101,7 @@ def test_projected_levenberg_marquardt_fits_a_realisable_target_to_rounding():
     assert float(v) < 1e-25 and float(varpro.loss(unit_features_flat, Y, start.ravel())) > 1e-6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_default_search_solves_planted_blocks_at_n_4d_and_no_gaussian_one(activation):
     # d = 2 draws are often nearly degenerate: draw 1 here has two rows of W_up 0.09° apart and
@@ -113,6 +118,7 @@ def test_default_search_solves_planted_blocks_at_n_4d_and_no_gaussian_one(activa
     assert float(yes.holdout_loss[solved].max()) < 1e-20
 
 
+@pytest.mark.slow
 def test_varpro_refuses_the_adam_options_and_covers_the_other_problems():
     W = models.sample("gelu", 2, 4, key=jax.random.key(0), draws=1, dtype=jnp.float64)
     kw = dict(key=KEY, restarts=2, steps=3, progress=False)
@@ -133,6 +139,7 @@ def test_varpro_refuses_the_adam_options_and_covers_the_other_problems():
     assert np.isfinite(fit.search(G, "swiglu", **kw).best_loss).all()
 
 
+@pytest.mark.slow
 def test_default_search_solves_planted_gelu_stacks_and_refuses_gaussian_ones():
     # depth 2: the free-linear stack fit, the negations in each layer, the residual-free polish
     planted, _ = models.planted_sample("gelu", 2, 4, key=jax.random.key(10), draws=3, dtype=jnp.float64, depth=2)

@@ -47,6 +47,7 @@ ABSORBER_CASES = [("gelu", 2, 4, None), ("gelu", 4, 16, None)] + [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 @pytest.mark.parametrize("activation,d,n,size", ABSORBER_CASES)
 def test_absorber_identity(activation, d, n, size):
@@ -84,6 +85,7 @@ def test_absorbable_relu_blocks_vanish_where_exactly_S_is_active():
     assert found >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_absorber_fails_for_relu2():
     params, S = models.planted("relu2", 3, 8, key=KEY)
@@ -125,6 +127,7 @@ def test_the_trace_counter_sees_a_new_random_program():
     assert seen["_entries"] == 1
 
 
+@pytest.mark.slow
 def test_draw_i_is_init_of_fold_in_key_i_in_any_chunk_without_retracing():
     first = models.sample("swiglu", 3, 5, key=KEY, draws=4)
     with random_traces() as seen:
@@ -159,6 +162,7 @@ def test_blocks_of_nearby_shapes_share_one_random_program():
     assert not seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("activation", ["relu", "swiglu"])
 @pytest.mark.parametrize("dist,law", [("gaussian", "normal"), ("uniform", "uniform")])
 def test_gaussian_and_uniform_weights_are_the_variance_scaling_initializer(activation, dist, law):
@@ -204,6 +208,7 @@ def test_distributions(dist):
         np.testing.assert_allclose(p.down @ p.down.T, np.eye(d), atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_lemma4_reduction():
     params = models.init("gelu", 4, 12, key=KEY)
@@ -232,6 +237,7 @@ def test_lemma4_max_cond_is_the_threshold():
         models.reduce_skip(params, A, max_cond=99.0)
 
 
+@pytest.mark.slow
 def test_skip_mlp_vmapped_over_4096_draws_and_a_batch():
     draws, batch, d, n = 4096, 8, 3, 6
     params = models.sample("silu", d, n, key=KEY, draws=draws)
@@ -244,6 +250,7 @@ def test_skip_mlp_vmapped_over_4096_draws_and_a_batch():
         np.testing.assert_allclose(out[i], manual, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_stack_matches_a_python_loop():
     p = models.init("swiglu", 3, 5, key=KEY, depth=4)
     chex.assert_shape(p.down, (4, 3, 5))
@@ -256,6 +263,7 @@ def test_stack_matches_a_python_loop():
         np.testing.assert_allclose(models.stack(p, x, "swiglu", residual=residual), h, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_stack_with_per_layer_skips_matches_a_python_loop():
     p = models.init("gelu", 3, 5, key=KEY, depth=2)
     A = jax.random.normal(jax.random.fold_in(KEY, 1), (2, 3, 3))
@@ -270,6 +278,7 @@ def test_stack_with_per_layer_skips_matches_a_python_loop():
         models.stack(p, x, "gelu", skip=A[0])
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_stack_promotes_the_input_like_one_block():
     p = models.init("relu", 3, 5, key=KEY, depth=2, dtype=jnp.float64)
@@ -279,6 +288,7 @@ def test_stack_promotes_the_input_like_one_block():
     np.testing.assert_allclose(y, models.stack(p, x.astype(jnp.float64), "relu"), rtol=0)
 
 
+@pytest.mark.slow
 def test_bad_input_names_the_argument():
     p = models.init("relu", 3, 6, key=KEY)
     with pytest.raises(ValueError, match=r"x must have shape \(3,\)"):
@@ -326,6 +336,7 @@ def test_planted_sample_stacks_the_single_draws():
         models.planted_sample("gelu", 2, 6, key=KEY, draws=0)
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_absorbable_stack_equals_the_stack_of_its_blockwise_absorbers(activation):
@@ -362,6 +373,7 @@ print("done")
 """
 
 
+@pytest.mark.integration  # a child process
 @pytest.mark.slow
 def test_orthogonal_samples_never_hang_the_cpu_runtime():
     """Two batched QRs side by side once hung XLA's CPU runtime on two cores: each fans out into the
@@ -376,6 +388,7 @@ def test_orthogonal_samples_never_hang_the_cpu_runtime():
 # Layout: flax kernels are (in, out); the params are PyTorch layout (out, in)
 
 
+@pytest.mark.slow
 def test_from_flax_takes_layers_or_kernels_and_matches_the_flax_forward():
     from flax import nnx
 
@@ -421,6 +434,7 @@ def test_a_narrow_block_warns_naming_the_layout_and_the_converter():
         models.check_layout(models.MLPParams(np.zeros((5, 3)), np.zeros((3, 4))))
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_narrow_stacks_jacobian_ranks():
     """docs/theory/depth.md §8 (n < d): a residual GELU stack's Jacobian at 0 is
@@ -465,6 +479,7 @@ def test_every_public_decision_warns_on_a_narrow_block_unless_meant():
     assert cert.status == "not_absorbable"
 
 
+@pytest.mark.slow
 def test_orthogonal_draws_follow_a_name_re_registered_from_ungated_to_gated():
     """The orthogonal draw's program is keyed on the field count, not the activation's name: a name
     re-registered as a gate gets three fields, never the two its first program made."""

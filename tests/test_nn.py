@@ -38,6 +38,7 @@ def test_block_round_trip_matches_pure_block(activation, cls, residual):
     assert module.to_biases() is None
 
 
+@pytest.mark.slow
 @X64
 def test_pure_params_into_module_and_back():
     params = models.init("gelu_tanh", 4, 9, key=jax.random.key(4))
@@ -75,6 +76,7 @@ def _random_biases(params, key):
     }
 
 
+@pytest.mark.slow
 @X64
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 def test_biased_block_is_the_explicit_formula(activation):
@@ -91,6 +93,7 @@ def test_biased_block_is_the_explicit_formula(activation):
     assert float(jnp.max(jnp.abs(module(x) - want))) <= 1e-15
 
 
+@pytest.mark.slow
 @X64
 def test_biased_stack_matches_layer_by_layer_blocks():
     net = nn.Stack(3, 6, "relu", depth=3, bias=True, rngs=nnx.Rngs(0))
@@ -140,6 +143,7 @@ def test_float32_module_under_x64_promotes_like_the_pure_block():
     assert net(jnp.ones(2, jnp.float64)).dtype == jnp.float64
 
 
+@pytest.mark.slow
 def test_module_is_an_nnx_pytree_that_trains():
     """split/merge keep the weights, and nnx.grad reaches every parameter."""
     net = nn.Stack(3, 6, "gelu", depth=2, bias=True, rngs=nnx.Rngs(0))
@@ -187,6 +191,7 @@ def test_bad_input_is_a_value_error_naming_the_argument():
         nn.MLP.from_params(params, "relu", biases={"up": jnp.zeros(4), "down": jnp.zeros(4)})
 
 
+@pytest.mark.slow
 @X64
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 def test_from_flax_reads_a_pair_of_linear_layers(activation):

@@ -13,8 +13,11 @@ import sysconfig
 from pathlib import Path
 
 import nbformat
+import pytest
 import tomllib
 from nbclient import NotebookClient
+
+pytestmark = pytest.mark.integration  # runs the notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "experiments" / "colab.ipynb"

@@ -70,6 +70,7 @@ def test_jacobian_general_skip_is_A():
     np.testing.assert_allclose(J, A, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 @pytest.mark.parametrize("act", ["swiglu", "geglu"])
 def test_gated_block_jacobian_zero_hessian_bilinear(act):
@@ -93,6 +94,7 @@ def test_sigmoid_glu_jacobian_is_half_down_value():
     assert np.abs(J).max() > 1e-2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("act", ["swiglu", "geglu"])
 def test_stack_jacobians(act):
     stacks = [params(act, L) for L in (1, 2, 3)]
@@ -110,6 +112,7 @@ def test_stack_jacobians(act):
 # Taylor coefficients and vanishing order (Prop 6, Cor 7)
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_taylor_coefficients_match_jacobian_and_hessian():
     """c_0 = f(0), c_1 = J v, c_2 = ½ H[v, v] for every registered activation (custom_jvp ones
@@ -131,6 +134,7 @@ def test_taylor_coefficients_match_jacobian_and_hessian():
         np.testing.assert_allclose(c, expected, atol=1e-13, err_msg=act)
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_taylor_coefficients_swiglu_closed_form():
     # silu(s) = s/2 + s²/4 + O(s⁴): f(t v) = t² ½ W_down(Gv ⊙ Vv) + t³ ¼ W_down((Gv)² ⊙ Vv) + O(t⁵).
@@ -144,6 +148,7 @@ def test_taylor_coefficients_swiglu_closed_form():
     np.testing.assert_allclose(c[4], np.zeros(D), atol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_taylor_coefficients_softplus_honours_custom_rule():
     # softplus = log(1 + e^z): value log 2, slope 1/2, curvature 1/8 at 0 (the primal formula
@@ -152,6 +157,7 @@ def test_taylor_coefficients_softplus_honours_custom_rule():
     np.testing.assert_allclose(c[:, 0], [np.log(2.0), 0.5, 0.125, 0.0], atol=1e-15)
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 @pytest.mark.parametrize("act", ["swiglu", "geglu"])
 def test_vanishing_order_stacks(act):
@@ -162,6 +168,7 @@ def test_vanishing_order_stacks(act):
     assert probes.vanishing_order(deep(params(act, 2), act, False), D, key=KEY, max_order=3) is None
 
 
+@pytest.mark.slow
 def test_vanishing_order_other_cases():
     assert probes.vanishing_order(block(params("glu"), "glu"), D, key=KEY, max_order=3) == 1
     assert probes.vanishing_order(block(params("gelu"), "gelu"), D, key=KEY, max_order=3) == 1
@@ -169,6 +176,7 @@ def test_vanishing_order_other_cases():
     assert probes.vanishing_order(lambda x: jnp.zeros_like(x), D, key=KEY) is None
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_float32_params_get_float32_tolerances():
     """With float32 params the probes default to float32 (and √eps of float32 as rtol), even
@@ -183,6 +191,7 @@ def test_float32_params_get_float32_tolerances():
     assert probes.homogeneity_degree(block(q, "relu2"), D, key=KEY) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_orders_from_norms_rule():
     # nonzero: ‖c_k(v)‖ > rtol · max(‖f(v)‖, max_j ‖c_j(v)‖); the order is the minimum over lines
@@ -221,6 +230,7 @@ def test_taylor_coefficients_errors():
 # Homogeneity and scaling (Prop 5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "act, residual, degree",
     [
@@ -238,6 +248,7 @@ def test_homogeneity_degree(act, residual, degree):
     assert k == degree and type(k) is type(degree)
 
 
+@pytest.mark.slow
 def test_homogeneity_fit_skips_samples_where_f_vanishes():
     # d = 1: relu(x)³ vanishes on every negative sample; those pairs must be left out of the
     # fit (kept in, they would pull k towards 0 or make it nan)
@@ -247,6 +258,7 @@ def test_homogeneity_fit_skips_samples_where_f_vanishes():
     assert np.isnan(float(k0))
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_scaling_exponents_relu2():
     p = params("relu2")
@@ -298,6 +310,7 @@ def test_vmapped_jacobians_over_draws():
     np.testing.assert_allclose(J, 0.5 * jnp.einsum("bij,bjk->bik", qs.down, qs.value), atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.x64
 def test_vmapped_vanishing_orders_over_draws():
     ps = params("swiglu", 3, draws=DRAWS)

@@ -120,6 +120,7 @@ def test_planted_with_a_matrix_skip():
     assert out.status == "found" and out.S.tolist() == S.tolist()
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 10**6),

@@ -18,6 +18,7 @@ ATTACK = settings(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", list(testing.FAMILIES))
 @ATTACK
 @given(seed=st.integers(0, 2**32 - 1), index=st.integers(0, 11))

@@ -13,6 +13,8 @@ import pytest
 
 from absorbjax import stall
 
+pytestmark = pytest.mark.integration  # child processes
+
 
 def _python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.integration  # the suite's own instruments, in child pytest runs
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
