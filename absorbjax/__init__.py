@@ -13,7 +13,7 @@ Examples:
   >>> from absorbjax import condition, models
   >>> with jax.enable_x64(True):
   ...     params, S = models.planted("gelu", 2, 4, key=jax.random.key(0))
-  ...     V = condition.absorber(params, S)
+  ...     V = condition.absorber(params, S, "gelu")
   ...     x = jnp.array([0.5, -2.0])
   ...     gap = models.skip_mlp(params, x, "gelu") - models.mlp(V, x, "gelu")
   ...     print(bool(jnp.abs(gap).max() < 1e-14))

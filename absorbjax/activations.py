@@ -16,8 +16,10 @@ An ungated block applies ``σ`` to ``W_up x``; a gated block applies the gate ``
   declared odd slope must be ``ρ``'s ``p + q`` (``docs/theory/ray_limit.md``);
 - ``kink``: declared that ``σ(z) = p z`` for ``z > 0`` and ``q z`` for ``z < 0`` with ``p ≠ q``
   (relu, leaky_relu): the kink theorem decides every width and any skip (``docs/theory/kink.md``);
-- ``gate_at_zero``: ``g(0)`` for gates (Prop 6 needs ``g(0) = 0``), ``None`` otherwise;
-- ``smooth_at_zero``: whether the function is differentiable at 0 (Prop 6 needs it);
+- ``gate_at_zero``: the declared ``g(0)`` for gates (Prop 6 needs ``g(0) = 0``), ``None`` when not
+  declared (and for ungated activations): a user's gate is never evaluated to supply it;
+- ``smooth_at_zero``: whether the function is declared differentiable at 0 (Prop 6 needs it);
+  ``None`` when a user's registration does not declare it (the built-ins declare it);
 - ``paper_theorem``: the paper's theorem proving the bias-free converse (relu: Thm 8, gelu: Thm 10);
 - ``builtin``: registered by absorbjax, its facts proved on the page; a user's registration is
   not, and a certificate resting on it lists the declarations in ``Activation.assumes``.
@@ -27,7 +29,8 @@ declaration that is visibly false. :meth:`Activation.converse` is the one place 
 theorem decides which block.
 
 ``family`` derives from these: ``"homogeneous"`` (degree ``k ≠ 1``, Prop 5), ``"gated"``
-(Prop 6 when ``g(0) = 0`` and smooth), ``"ungated"`` (Thm 8/10 territory).
+(Prop 6 when ``g(0) = 0`` and smooth are both declared), ``"ungated"`` (Thm 8/10 territory). No
+default stands in for a user's fact: an undeclared one leaves Prop 5/6 silent (``result`` names it).
 
 Importing this module does not import JAX: the built-ins' bodies import it when first called, so
 the NumPy decision (:mod:`absorbjax.condition`) reads the registry and its facts without JAX.
@@ -41,10 +44,23 @@ import math
 import re
 import warnings
 from fractions import Fraction
-from numbers import Rational
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+
+from absorbjax._declared import (
+    _as_degree,
+    _as_fraction,
+    _as_gate_value,
+    _fmt,
+    _num,
+    _refuse_degree,
+    _refuse_gate_at_zero,
+    _refuse_kink,
+    _refuse_odd_slope,
+    _refuse_ray_limit,
+    _refuse_smooth,
+)
 
 if TYPE_CHECKING:
     import jax
@@ -64,18 +80,6 @@ __all__ = [
 RAY_LIMIT_THEOREM = "Thm 8 via the ray limit"  # n ≥ d; proved beyond the paper: docs/theory/ray_limit.md
 KINK_THEOREM = "kink theorem (every width)"  # every n, any skip A, biases: docs/theory/kink.md
 RAY_LIMIT_KINK_THEOREM = "kink theorem via the ray limit (every width)"  # docs/theory/ray_limit.md
-
-
-def _fmt(c: Fraction) -> str:
-    """``c`` as short exact text: an integer, a float's repr when ``c`` is one, ``(1 + a)`` when
-    ``c − 1`` is the float ``a`` (leaky_relu's ``1 + α``), else ``p/q``."""
-    if c.denominator == 1:
-        return str(c)
-    for shift, text in ((0, "{}"), (1, "(1 + {})")):
-        f = float(c - shift)
-        if math.isfinite(f) and Fraction(f) == c - shift:
-            return text.format(repr(f))
-    return str(c)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,8 +108,8 @@ class Activation:
     gated: bool = False
     degree: float | None = None
     odd_slope: Fraction | None = None
-    gate_at_zero: float | None = None
-    smooth_at_zero: bool = True
+    gate_at_zero: float | Fraction | None = None
+    smooth_at_zero: bool | None = None
     ray_limit: str | None = None
     kink: bool = False
     paper_theorem: str | None = None
@@ -119,17 +123,42 @@ class Activation:
     @property
     def assumes(self) -> tuple[str, ...]:
         """The declared facts a certificate for this activation rests on; empty for the built-ins,
-        whose facts are proved in ``docs/theory``."""
+        whose facts are proved in ``docs/theory``. The degree is listed when declared (unless a
+        declared kink implies it), and for gates ``g(0)`` and differentiability at 0 when declared
+        (a declared "not differentiable" supports no answer and is not listed)."""
+        return tuple(self._declared().values())
+
+    def _declared(self) -> dict[str, str]:
+        """``{fact: text}`` of the declarations (none for the built-ins)."""
         if self.builtin:
-            return ()
-        out = []
+            return {}
+        out = {}
         if self.odd_slope is not None:
-            out.append(f"declared odd part: sigma(z) - sigma(-z) = {_fmt(self.odd_slope)} z")
+            out["odd_slope"] = f"declared odd part: sigma(z) - sigma(-z) = {_fmt(self.odd_slope)} z"
         if self.ray_limit is not None:
-            out.append(f"declared ray limit: sigma - {self.ray_limit} = o(|z|)")
+            out["ray_limit"] = f"declared ray limit: sigma - {self.ray_limit} = o(|z|)"
         if self.kink:
-            out.append("declared kink: sigma(z) = p z (z > 0), q z (z < 0), p != q")
-        return tuple(out)
+            out["kink"] = "declared kink: sigma(z) = p z (z > 0), q z (z < 0), p != q"
+        elif self.degree is not None:
+            out["degree"] = f"declared degree: f(t x) = t^{_num(self.degree)} f(x) for t > 0"
+        if self.gated and self.gate_at_zero is not None:
+            out["gate_at_zero"] = f"declared gate value at zero: g(0) = {_num(self.gate_at_zero)}"
+        if self.gated and self.smooth_at_zero:
+            out["smooth_at_zero"] = "declared differentiable at 0"
+        return out
+
+    def _result_assumes(self) -> tuple[str, ...]:
+        """The declarations that :attr:`result` rests on where Prop 5 or Prop 6 decides
+        (:attr:`never_absorbs`): the degree (Prop 5), or ``g(0) = 0`` and differentiability at 0
+        (Prop 6); ``()`` otherwise and for the built-ins."""
+        facts = self._declared()
+        if self.family == "homogeneous":
+            keys = ("degree",)
+        elif self.never_absorbs:
+            keys = ("gate_at_zero", "smooth_at_zero")
+        else:
+            keys = ()
+        return tuple(facts[k] for k in keys if k in facts)
 
     def converse(self, biased: bool = False, narrow: bool = False, *, parallel_rows: bool = False) -> str | None:
         """The theorem proving "no ``S`` ⇒ no same-width absorber" for this ``σ``, or ``None``.
@@ -170,23 +199,37 @@ class Activation:
 
     @property
     def never_absorbs(self) -> bool:
-        """Whether Prop 5 or Prop 6 rules absorption out whatever the weights."""
-        prop6 = self.gated and self.gate_at_zero == 0 and self.smooth_at_zero
+        """Whether Prop 5 or Prop 6 rules absorption out whatever the weights: a declared degree
+        ``k ≠ 1``, or a gate declared differentiable at 0 with ``g(0) = 0`` declared."""
+        prop6 = self.gated and self.gate_at_zero is not None and self.gate_at_zero == 0 and self.smooth_at_zero is True
         return self.family == "homogeneous" or prop6
+
+    def _missing(self) -> str | None:
+        """For a gate that Prop 6 would decide but for an undeclared fact, what to declare."""
+        if not self.gated or self.never_absorbs or self.smooth_at_zero is False:
+            return None
+        if self.gate_at_zero is not None and self.gate_at_zero != 0:
+            return None
+        need = []
+        if self.gate_at_zero is None:
+            need.append("gate_at_zero declared (g(0) = 0)")
+        if self.smooth_at_zero is None:
+            need.append("smooth_at_zero declared (g differentiable at 0)")
+        return f"Prop 6 needs {' and '.join(need)}; not covered until then"
 
     @property
     def result(self) -> str:
         """The result that decides absorption for blocks with this activation."""
+        given = "" if self.builtin else "given the declared facts, "
         if self.family == "homogeneous":
-            return "Prop 5: never absorbs (homogeneous of degree k != 1)"
+            return f"{given}Prop 5: never absorbs (homogeneous of degree k != 1)"
         if self.gated:
             if self.never_absorbs:
-                return "Prop 6: never absorbs (gate differentiable at 0 with g(0) = 0)"
-            return "not covered: gate with g(0) != 0 or not differentiable at 0"
+                return f"{given}Prop 6: never absorbs (gate differentiable at 0 with g(0) = 0)"
+            return self._missing() or "not covered: gate with g(0) != 0 or not differentiable at 0"
         c = "" if self.odd_slope in (None, 1) else f"{_fmt(self.odd_slope)} "
         theorem = self.converse()
         if theorem is not None:
-            given = "" if self.builtin else "given the declared facts, "
             return f"{given}{theorem}: absorbs iff {c}W_down[:,S] W_up[S,:] = -I for some S"
         if self.odd_slope is not None:
             return "sign-flip absorber exact when an S exists; converse not proven"
@@ -258,31 +301,6 @@ def _hardswish(z):
     return jnp.where(z >= 3.0, z, jnp.where(z <= -3.0, 0.0, z * (z + 3.0) / 6.0))
 
 
-def _values(fn: Callable, z: np.ndarray) -> np.ndarray:
-    """``fn`` at the float32 points ``z``, as float64 numbers; eager even when the first
-    :func:`get` of a name happens while ``jit`` traces."""
-    import jax
-    import jax.numpy as jnp
-
-    with jax.ensure_compile_time_eval():
-        return np.asarray(fn(jnp.asarray(z, jnp.float32)), dtype=np.float64)
-
-
-def _refuse_odd_slope(name: str, fn: Callable, c: Fraction) -> None:
-    """Refuse ``σ(z) − σ(−z) = c z`` when it is visibly false at a few points (relative 1e-4)."""
-    z = np.array([0.375, 1.0, 2.5, 7.0, 31.0], np.float32)
-    plus, minus = _values(fn, z), _values(fn, -z)
-    cz = float(c) * z.astype(np.float64)
-    scale = np.abs(plus) + np.abs(minus) + np.abs(cz)
-    bad = ~np.isfinite(plus - minus) | (np.abs(plus - minus - cz) > 1e-4 * scale + 1e-6)
-    if np.any(bad):
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"activation {name!r} declares odd_slope={_fmt(c)}, but sigma(z) - sigma(-z) = {plus[i] - minus[i]:.6g} "
-            f"at z = {z[i]:g}, not {cz[i]:.6g}; do not declare it"
-        )
-
-
 def _ray_limit_of(name: str, ray_limit) -> tuple[str, float, float, Fraction]:
     """The declared limit ``ρ`` as ``(canonical name, p, q, c = p + q)``: ``"relu"`` is
     ``(1, 0, 1)``, ``"leaky_relu(α)"`` (or ``"leaky_relu"``, ``α = 0.01``) ``(1, α, 1 + α)`` named
@@ -305,72 +323,7 @@ def _ray_limit_of(name: str, ray_limit) -> tuple[str, float, float, Fraction]:
     return leaky_relu(alpha).name, 1.0, alpha, entry.odd_slope
 
 
-def _refuse_ray_limit(name: str, fn: Callable, limit: tuple[str, float, float] = ("relu", 1.0, 0.0)) -> None:
-    """Refuse ``σ − ρ = o(|z|)`` for the kink ``ρ(z) = p z (z ≥ 0), q z (z < 0)`` (``limit =
-    (name, p, q)``; relu ``(1, 0)``) when visibly false: with ``r(s)`` the largest
-    ``|σ(z) − ρ(z)|/|z|`` over four points ``|z| ≈ s`` of each sign, refuse when some value is not
-    finite, when ``r(1e30) > 1e-3·m``, or when ``r`` has not halved from ``s = 1e2`` to ``s = 1e30``
-    while above float32's rounding (``1e-6·m``), ``m = max(1, |p|, |q|)`` (1 for relu and
-    ``|α| ≤ 1``). Passing proves nothing."""
-    label, p, q = limit
-    m = max(1.0, abs(p), abs(q))
-    s = np.array([1e2, 1e6, 1e10, 1e14, 1e18, 1e22, 1e26, 1e30])
-    z = (s[:, None] * np.array([1.0, 1.3721, 2.7183, 6.1803])).astype(np.float32)
-    z = np.concatenate([z, -z], axis=1)
-    with np.errstate(all="ignore"):
-        vals = _values(fn, z)
-        z64 = z.astype(np.float64)
-        rho = p * np.maximum(z64, 0.0) + q * np.minimum(z64, 0.0)
-        r = np.max(np.abs(vals - rho) / np.abs(z64), axis=1)
-    what = f"activation {name!r} declares ray_limit={label!r} (sigma - {label} = o(|z|)), but"
-    if not np.all(np.isfinite(r)):
-        raise ValueError(
-            f"{what} sigma is not finite in float32 at some |z| in 1e2 ... 1e30 (|sigma(z) - {label}(z)|/|z|: "
-            f"{', '.join(f'{x:.2g}' for x in r)}); the declaration cannot be checked: evaluate sigma without overflow"
-        )
-    if r[-1] > 1e-3 * m or (r[-1] > 1e-6 * m and r[-1] >= r[0] / 2):
-        raise ValueError(
-            f"{what} |sigma(z) - {label}(z)|/|z| is {', '.join(f'{x:.2g}' for x in r)} at |z| = 1e2, 1e6, ..., 1e30, "
-            "not tending to 0; do not declare it"
-        )
-
-
-def _refuse_kink(name: str, fn: Callable, c: Fraction | None) -> None:
-    """Refuse a declared kink ``σ(z) = p z (z > 0), q z (z < 0), p ≠ q`` (``p = σ(1)``,
-    ``q = −σ(−1)``) when visibly false at a few points, or when ``p + q`` is not the declared ``c``."""
-    if c is None:
-        raise ValueError(f"activation {name!r} declares kink=True without odd_slope (c = p + q); declare both")
-    p, q = float(_values(fn, np.ones(1))[0]), -float(_values(fn, -np.ones(1))[0])
-    z = np.array([0.5, 2.0, 10.0, 1000.0], np.float32)
-    plus, minus = _values(fn, z), _values(fn, -z)
-    z64 = z.astype(np.float64)
-    tol = 1e-4 * (abs(p) + abs(q))
-    if not (
-        math.isfinite(p)
-        and math.isfinite(q)
-        and abs(p - q) > tol
-        and abs(float(_values(fn, np.zeros(1))[0])) <= tol
-        and np.all(np.abs(plus - p * z64) <= tol * z64)
-        and np.all(np.abs(minus + q * z64) <= tol * z64)
-        and abs(p + q - float(c)) <= tol
-    ):
-        raise ValueError(
-            f"activation {name!r} declares kink=True (sigma(z) = p z for z > 0, q z for z < 0, p != q, "
-            f"p + q = odd_slope = {_fmt(c)}), but p = sigma(1) = {p:.6g}, q = -sigma(-1) = {q:.6g} do not fit; "
-            "do not declare it"
-        )
-
-
-def _as_fraction(name: str, c) -> Fraction:
-    """A declared odd slope as an exact :class:`~fractions.Fraction` (a float's exact value)."""
-    if isinstance(c, bool) or not isinstance(c, (Rational, float, int, np.floating, np.integer)):
-        raise ValueError(f"odd_slope of {name!r} must be a Fraction, int or float, got {c!r}")
-    if isinstance(c, (float, np.floating)) and not math.isfinite(c):
-        raise ValueError(f"odd_slope of {name!r} must be finite, got {c!r}")
-    return Fraction(c) if isinstance(c, Rational) else Fraction(float(c))
-
-
-def _register(name, fn, *, builtin=False, gated=False, degree=None, odd_slope=None, smooth_at_zero=True,
+def _register(name, fn, *, builtin=False, gated=False, degree=None, odd_slope=None, smooth_at_zero=None,
               ray_limit=None, kink=False, paper_theorem=None, gate_at_zero=None, overwrite=False) -> Activation:  # fmt: skip
     """:func:`register` with the built-ins' fields (``builtin``, ``paper_theorem``, a declared
     ``gate_at_zero``)."""
@@ -387,10 +340,20 @@ def _register(name, fn, *, builtin=False, gated=False, degree=None, odd_slope=No
 
 def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_limit, kink, paper_theorem,
            gate_at_zero=None):  # fmt: skip
-    """A checked :class:`Activation` (not registered): refuses visibly false declarations. A
-    built-in gate declares ``g(0)`` (``gate_at_zero``); a user's gate is evaluated at 0."""
+    """A checked :class:`Activation` (not registered): refuses visibly false declarations. Every
+    gate fact is declared (``gate_at_zero``, ``smooth_at_zero``), never evaluated; a built-in that
+    leaves ``smooth_at_zero`` out is differentiable at 0 (its facts are proved on the page)."""
     if not callable(fn):
         raise ValueError(f"fn must be callable, got {type(fn).__name__}")
+    if smooth_at_zero is not None and not isinstance(smooth_at_zero, (bool, np.bool_)):
+        raise ValueError(f"smooth_at_zero of {name!r} must be True, False or None, got {smooth_at_zero!r}")
+    if builtin and smooth_at_zero is None:
+        smooth_at_zero = True
+    smooth_at_zero = None if smooth_at_zero is None else bool(smooth_at_zero)
+    degree = _as_degree(name, degree)
+    gate_at_zero = _as_gate_value(name, gate_at_zero)
+    if gate_at_zero is not None and not gated:
+        raise ValueError(f"activation {name!r} declares gate_at_zero but is not a gate; pass gated=True")
     c = None if odd_slope is None else _as_fraction(name, odd_slope)
     limit = None if ray_limit is None else _ray_limit_of(name, ray_limit)
     if gated and (ray_limit is not None or kink):
@@ -414,10 +377,12 @@ def _entry(name, fn, *, builtin, gated, degree, odd_slope, smooth_at_zero, ray_l
         if not builtin:
             _refuse_kink(name, fn, c)
         degree = 1
-    if not gated:
-        gate_at_zero = None
-    elif not builtin or gate_at_zero is None:
-        gate_at_zero = float(_values(fn, np.zeros(())))
+    elif degree is not None and not builtin:
+        _refuse_degree(name, fn, degree, gated)
+    if gate_at_zero is not None and not builtin:
+        _refuse_gate_at_zero(name, fn, gate_at_zero)
+    if smooth_at_zero and not builtin:
+        _refuse_smooth(name, fn)
     ray_limit = None if limit is None else limit[0]
     return Activation(
         name, fn, gated, degree, c, gate_at_zero, smooth_at_zero, ray_limit, bool(kink), paper_theorem, builtin
@@ -431,9 +396,10 @@ def register(
     gated: bool = False,
     degree: float | None = None,
     odd_slope: Fraction | float | None = None,
-    smooth_at_zero: bool = True,
+    smooth_at_zero: bool | None = None,
     ray_limit: str | None = None,
     kink: bool = False,
+    gate_at_zero: float | Fraction | None = None,
     overwrite: bool = False,
     odd_part_half: bool | None = None,
 ) -> Activation:
@@ -452,7 +418,13 @@ def register(
     declaration is sanity-checked at a few points and refused (``ValueError``) when visibly false;
     passing the check proves nothing, and certificates list the declarations in
     ``Activation.assumes``. ``degree`` is the homogeneity degree of the whole block (for a gate of
-    degree ``k`` the gated block has degree ``k + 1``); ``gate_at_zero`` is ``g(0)``.
+    degree ``k`` the gated block has degree ``k + 1``; a declared ``k ≠ 1`` decides by Prop 5). For
+    a gate (``gated=True``), ``gate_at_zero`` declares ``g(0)`` (an exact number) and
+    ``smooth_at_zero=True`` that ``g`` is differentiable at 0: Prop 6 ("never absorbs") needs both
+    declared, ``g(0) = 0`` and differentiable; nothing is evaluated to supply them, and undeclared
+    they leave the block ``undecided``. A degree, ``g(0)`` or differentiability that a few points
+    show false (``σ(2 z) ≠ 2^k σ(z)``, ``g(0)`` visibly another number, a kink or jump at 0) is
+    refused like the other declarations.
     ``odd_part_half=True`` is the older spelling of ``odd_slope=1`` (deprecated). Returns the new
     entry.
 
@@ -485,7 +457,7 @@ def register(
         if odd_part_half and odd_slope is None:
             odd_slope = 1
     return _register(name, fn, gated=gated, degree=degree, odd_slope=odd_slope, smooth_at_zero=smooth_at_zero,
-                     ray_limit=ray_limit, kink=kink, overwrite=overwrite)  # fmt: skip
+                     ray_limit=ray_limit, kink=kink, gate_at_zero=gate_at_zero, overwrite=overwrite)  # fmt: skip
 
 
 def unregister(name: str) -> None:

@@ -275,6 +275,10 @@ def _table(model, rows) -> None:
             print(f"  layer {r.layer}: unread tensor(s) beside the block that may be biases: {', '.join(r.unread)}")
         if r.residual is False:
             print(f"  layer {r.layer}: the graph shows no residual Add of the block's input")
+    for facts in dict.fromkeys(r.assumes for r in rows if r.assumes):  # a user's declarations, never proved here
+        print(
+            f"  layer {_ranges([r.layer for r in rows if r.assumes == facts])}: given the declared facts: {'; '.join(facts)}"
+        )
     from absorbjax.weights._onnxquant import note
 
     for text in dict.fromkeys(note(r.dtype) for r in rows if note(r.dtype)):

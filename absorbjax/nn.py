@@ -216,7 +216,7 @@ class ResidualMLP(_OneBlock):
       >>> with jax.enable_x64(True):
       ...     params, S = models.planted("relu", d=3, n=8, key=jax.random.key(0))
       ...     block = nn.ResidualMLP.from_params(params, "relu")
-      ...     free = nn.MLP.from_params(condition.absorber(block.to_params(), S), "relu")
+      ...     free = nn.MLP.from_params(condition.absorber(block.to_params(), S, "relu"), "relu")
       ...     x = jax.random.normal(jax.random.key(1), (5, 3))   # any leading batch axes
       ...     print(float(abs(block(x) - free(x)).max()) < 1e-13)
       True

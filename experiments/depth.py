@@ -297,7 +297,10 @@ def calibration(cfg, key):
     V_abs = _stack(
         [
             _stack(
-                [condition.absorber(jax.tree.map(lambda a, i=i, l=l: a[i, l], W_abs), S) for l, S in enumerate(layers)]
+                [
+                    condition.absorber(jax.tree.map(lambda a, i=i, l=l: a[i, l], W_abs), S, ACTIVATION_FIT)
+                    for l, S in enumerate(layers)
+                ]
             )
             for i, layers in enumerate(sets)
         ]

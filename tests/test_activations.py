@@ -321,13 +321,17 @@ def test_builtin_facts_pass_the_checks_a_user_declaration_gets(name):
 
 @pytest.mark.parametrize("name", GATED)
 def test_a_builtin_gates_declared_value_at_zero_is_its_value(name):
-    """The built-in gates declare ``g(0)`` (so reading the registry needs no JAX); a user's gate is
-    evaluated, and the same function registered as a user's gives the declared value."""
+    """The built-in gates declare ``g(0)`` (so reading the registry needs no JAX); a user's gate
+    declares it too (never evaluated: undeclared it is ``None``), and the same declarations,
+    registered as a user's, pass the checks a user's declaration gets."""
     act = activations.get(name)
     assert act.gate_at_zero == float(act(jnp.zeros(())))
     copy = activations.register("_gate_copy", act.fn, gated=True, degree=act.degree, overwrite=True)
+    assert copy.gate_at_zero is None and copy.smooth_at_zero is None
+    copy = activations.register("_gate_copy", act.fn, gated=True, degree=act.degree, gate_at_zero=act.gate_at_zero,
+                                smooth_at_zero=act.smooth_at_zero, overwrite=True)  # fmt: skip
     try:
-        assert copy.gate_at_zero == act.gate_at_zero
+        assert copy.gate_at_zero == act.gate_at_zero and copy.never_absorbs == act.never_absorbs
     finally:
         activations.unregister("_gate_copy")
 

@@ -90,7 +90,7 @@ def test_absorbable_found_and_absorber_exact(activation, d, n, size):
     assert cert.method == ("rounding" if n <= d * d else "exhaustive")  # n > d²: integer search
     assert cert.residual <= 1e-12
     assert np.all(np.abs(params.down[:, cert.S] @ params.up[cert.S] + np.eye(d)) <= condition.tolerance(params, cert.S))
-    assert gap(params, condition.absorber(params, cert.S), activation) <= 1e-10
+    assert gap(params, condition.absorber(params, cert.S, activation), activation) <= 1e-10
 
 
 def test_absorbable_with_degenerate_weights_is_still_absorbable():
@@ -102,7 +102,7 @@ def test_absorbable_with_degenerate_weights_is_still_absorbable():
     cert = condition.find_absorbing_set(params)
     assert cert.status == "absorbable" and not cert.nondegenerate
     assert any("parallel" in f for f in cert.failed)
-    assert gap(params, condition.absorber(params, cert.S), "relu") <= 1e-10
+    assert gap(params, condition.absorber(params, cert.S, "relu"), "relu") <= 1e-10
 
 
 def test_perturbed_absorbable_is_not():
@@ -164,7 +164,7 @@ def test_ternary_draws_agree_with_exhaustive(n):
         assert (a.status == "absorbable") == bool(brute_force(p)), k
         if a.status == "absorbable":
             found += 1
-            assert gap(p, condition.absorber(p, a.S), "relu") <= 1e-10
+            assert gap(p, condition.absorber(p, a.S, "relu"), "relu") <= 1e-10
     assert found >= 1  # 50 draws: absorption happens with positive frequency for discrete weights
 
 
@@ -318,8 +318,8 @@ def test_biased_blocks_are_decided_by_the_ray_limit(name):
     cert = condition.find_absorbing_set(params, name, bias=b)
     assert cert.status == "absorbable" and cert.biased and cert.S.tolist() == S.tolist()
     assert cert.miss_bound <= 1e-12 and cert.theorem == activations.get(name).converse(biased=True)
-    V = np.asarray(condition.absorber(params, cert.S).up)
-    beta, e = condition.absorber_biases(params, cert.S, b, c)
+    V = np.asarray(condition.absorber(params, cert.S, name).up)
+    beta, e = condition.absorber_biases(params, cert.S, b, c, activation=name)
     xs = rng.normal(size=(64, 4)) * 10.0 ** rng.uniform(-3, 3, (64, 1))
     sigma = jax.vmap(activations.get(name).fn)
     want = xs + np.asarray(sigma(xs @ U.T + b)) @ D.T + c
@@ -352,7 +352,7 @@ def test_offset_bound_covers_the_absorber_at_zero(size):
     b, c = rng.normal(size=12) * size, rng.normal(size=4) * size
     cert = condition.find_absorbing_set(params, "relu", bias=b, out_bias=c)
     assert cert.status == "absorbable" and cert.offset_bound is not None
-    beta, e = condition.absorber_biases(params, cert.S, b, c)
+    beta, e = condition.absorber_biases(params, cert, b, c)
     err = _exact_offset(params, cert.S, b, c, e)
     assert err <= cert.offset_bound <= 2 * 2.0**-53 * math.sqrt(4) * float(np.max(np.abs(e))) + 1e-300
     assert np.array_equal(beta[cert.S], -b[cert.S])
@@ -364,7 +364,7 @@ def test_offset_bound_covers_the_absorber_at_zero(size):
     b8, c8 = np.round(b / size * 4) / 4, np.round(c / size * 4) / 4
     cert8 = condition.find_absorbing_set(MLPParams(up, down), "relu", bias=b8, out_bias=c8)
     assert cert8.status == "absorbable" and cert8.S.tolist() == [0, 1, 2, 3] and cert8.offset_bound == 0.0
-    e8 = condition.absorber_biases(MLPParams(up, down), cert8.S, b8, c8)[1]
+    e8 = condition.absorber_biases(MLPParams(up, down), cert8, b8, c8)[1]
     assert _exact_offset(MLPParams(up, down), cert8.S, b8, c8, e8) == 0.0
     plain = condition.find_absorbing_set(params, "relu")
     assert plain.offset_bound == 0.0  # no biases: e = 0
@@ -452,11 +452,11 @@ def test_skip_matrix(activation, d, n, size):
     cert = condition.find_absorbing_set(params, skip=A)
     assert cert.status == "absorbable" and cert.skip == "matrix"
     np.testing.assert_array_equal(cert.S, S)
-    V = condition.absorber(params, cert.S, skip=A)
+    V = condition.absorber(params, cert.S, activation, skip=A)
     assert gap(params, V, activation, skip=A) <= 1e-10
     assert condition.find_absorbing_set(params).status == "not_absorbable"  # −I is another question
     with pytest.raises(ValueError, match="does not satisfy"):
-        condition.absorber(params, cert.S)
+        condition.absorber(params, cert.S, activation)
 
 
 def test_absorber_checks_S():
@@ -467,12 +467,12 @@ def test_absorber_checks_S():
         condition.absorber(params, [S[0], S[0]])
     wrong = np.setdiff1d(np.arange(12), S)[:2]
     with pytest.raises(ValueError, match="does not satisfy"):
-        condition.absorber(params, wrong)
+        condition.absorber(params, wrong, "relu")
     V = condition.absorber(params, wrong, check=False)
     np.testing.assert_array_equal(np.asarray(V.up)[wrong], -np.asarray(params.up)[wrong])
     mask = np.zeros(12, bool)
     mask[S] = True
-    np.testing.assert_array_equal(condition.absorber(params, mask).up, condition.absorber(params, S).up)
+    np.testing.assert_array_equal(condition.absorber(params, mask, "relu").up, condition.absorber(params, S, "relu").up)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,7 +555,7 @@ def test_float32_absorber_error_names_x64():
         p, S = models.planted("relu", 3, 6, key=jax.random.key(0))
     assert p.up.dtype == np.float32
     with pytest.raises(ValueError, match=r"jax_enable_x64"):
-        condition.absorber(p, S)
+        condition.absorber(p, S, "relu")
 
 
 def test_cancellation_inside_S_is_undecided_with_an_exact_miss():

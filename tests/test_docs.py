@@ -193,6 +193,8 @@ ORDER_EXCEPTIONS = {
     "models._blocks.skip_mlp",
     "models._blocks.stack",
     "io.subkey",
+    "condition._absorber.absorber",  # (params, S, activation): S, or the certificate, comes first
+    "condition._absorber.absorber_biases",
 }
 WEIGHTS = {"params", "candidate", "point", "path"}  # the names weights go by, first in a signature
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

@@ -23,7 +23,7 @@ def _split_absorber(activation):
     cancels, and a cancelling pair on a new direction."""
     d, n = 3, 6
     W, S = models.planted(activation, d, n, key=jax.random.fold_in(KEY, 11))
-    V = condition.absorber(W, S)
+    V = condition.absorber(W, S, activation)
     up, down = np.asarray(V.up), np.asarray(V.down)
     c = 0.5 if activation == "relu" else 1.0  # ReLU: σ(c z) = c σ(z); GELU copies keep their scale
     v, e = np.array([0.3, -1.1, 0.7]), np.array([1.0, 2.0, 0.5])

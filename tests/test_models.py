@@ -100,7 +100,7 @@ def test_absorber_of_rounded_weights_says_the_storage_is_too_coarse(dtype):
     params, S = models.planted("gelu", 3, 8, key=KEY)
     short = models.MLPParams(params.up.astype(dtype), params.down.astype(dtype))
     with pytest.raises(ValueError, match=f"the weights are {jnp.dtype(dtype).name}, whose rounding exceeds"):
-        condition.absorber(short, S)
+        condition.absorber(short, S, "gelu")
 
 
 @contextlib.contextmanager
@@ -348,7 +348,7 @@ def test_absorbable_stack_equals_the_stack_of_its_blockwise_absorbers(activation
     first, S0 = models.planted(activation, 3, 6, key=jax.random.fold_in(key, 0))
     np.testing.assert_array_equal(params.up[0], first.up)
     np.testing.assert_array_equal(sets[0], S0)
-    V = [condition.absorber(models.MLPParams(params.up[l], params.down[l]), S) for l, S in enumerate(sets)]
+    V = [condition.absorber(models.MLPParams(params.up[l], params.down[l]), S, activation) for l, S in enumerate(sets)]
     V = models.MLPParams(*(jnp.stack(a) for a in zip(*V)))
     xs = jax.random.normal(jax.random.key(4), (64, 3)) * 3.0
     res = jax.vmap(lambda x: models.stack(params, x, activation))(xs)

@@ -118,11 +118,13 @@ def test_sign_flip_absorber_with_biases(activation):
     residual = nn.ResidualMLP.from_params(params, activation, biases=b)
     flip = jnp.ones(8).at[S].set(-1.0)
     free_b = {"up": flip * b["up"], "down": b["down"] + params.down[:, S] @ b["up"][S]}
-    free = nn.MLP.from_params(condition.absorber(params, S), activation, biases=free_b)
+    free = nn.MLP.from_params(condition.absorber(params, S, activation), activation, biases=free_b)
     xs = _xs(3, 64)
     assert float(jnp.max(jnp.abs(residual(xs) - free(xs)))) <= 1e-12
     # Without the moved output bias the two differ: the identity needs the bias term.
-    wrong = nn.MLP.from_params(condition.absorber(params, S), activation, biases={**free_b, "down": b["down"]})
+    wrong = nn.MLP.from_params(
+        condition.absorber(params, S, activation), activation, biases={**free_b, "down": b["down"]}
+    )
     assert float(jnp.max(jnp.abs(residual(xs) - wrong(xs)))) > 1e-3
 
 

@@ -11,7 +11,9 @@ output bias; gated: ``W_down (g(W_gate x + b_g) ⊙ (W_value x + b_v)) + c``):
   result names the tensor so that nothing is silent;
 * gated blocks are decided by Prop 6 (and homogeneous ones by Prop 5) without reading a weight
   when they have no hidden bias; with one, those theorems do not apply and the answer is
-  ``undecided``;
+  ``undecided``. For a user's activation they answer only on declared facts (``degree``;
+  ``gate_at_zero`` and ``smooth_at_zero``), listed in :attr:`BlockCheck.assumes`; an undeclared
+  one leaves the block ``undecided`` and the reason names it;
 * a 1-D tensor of shape ``(n,)`` or ``(d,)`` beside the block that no name rule read as a bias
   (:attr:`Block.unread`) may be one; a ``not_absorbable`` decided without it stays so where the
   activation's converse covers every hidden bias (Thm 8 via the ray limit: relu, gelu, gelu_tanh,
@@ -48,6 +50,11 @@ class BlockCheck(Verdict):
     names read as ``b`` and ``c`` (``None``: the file has none under any name rule); ``unread``:
     1-D tensors beside the block that may be biases. ``certificate``: the decision's
     :class:`~absorbjax.condition.Certificate` (``None`` for a block decided by theorem).
+    ``assumes``: the declarations of a user's activation that the answer rests on, as
+    :attr:`absorbjax.condition.Certificate.assumes`: the certificate's for a decided ungated block,
+    the declared degree (Prop 5) or ``g(0) = 0`` and differentiability at 0 (Prop 6) for a block
+    decided by theorem; empty for the built-ins, whose facts are proved, and for an answer that
+    rests on no declaration.
     """
 
     # the block, as the file names and stores it
@@ -69,6 +76,7 @@ class BlockCheck(Verdict):
     S: list[int] | None = None
     S_method: str | None = None
     within_rounding: WithinRounding | None = None
+    assumes: tuple[str, ...] = ()
     certificate: Certificate | None = None
     seconds: float = 0.0
     # the biases read beside the weights
@@ -99,7 +107,7 @@ class BlockCheck(Verdict):
 
 def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
     if act.never_absorbs and not hidden_nonzero and not block.unread:
-        return {"status": "not_absorbable", "method": "theorem", "reason": act.result}
+        return {"status": "not_absorbable", "method": "theorem", "reason": act.result, "assumes": act._result_assumes()}
     if act.never_absorbs:
         why = (
             "it has a nonzero hidden bias"
@@ -148,6 +156,7 @@ def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
         method=cert.method,
         reason=cert.reason,
         within_rounding=cert.within_rounding,
+        assumes=tuple(cert.assumes),
         certificate=cert,
     )
     covered = block.activation is not None and activations.get(block.activation).converse(biased=True)
