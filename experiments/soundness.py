@@ -326,6 +326,71 @@ def _judge_distance(dist, case):
     return testing.judge(dist.certificate, params, "relu")
 
 
+# The families of issue 56 (the float edges): an exactly planted S (W_down[:,S] = −W_up[S,:]⁻¹, formed
+# exactly) among generic units, with units at 2^±1000 whose balancing shift would round, products in
+# the subnormal range, and several scales (and an exactly parallel pair) inside one block; n ≤ 12 so
+# that the brute-force judge decides every set.
+
+
+def _exact_inverse(T: np.ndarray) -> np.ndarray | None:
+    """``−T⁻¹`` when every entry is a float64 exactly (``T`` triangular, power-of-two diagonal), else None."""
+    d = T.shape[0]
+    F = [[Fraction(float(x)) for x in row] for row in T]
+    inv = [[Fraction(int(i == j)) for j in range(d)] for i in range(d)]
+    for col in range(d - 1, -1, -1):  # back substitution on the upper triangular T
+        for j in range(d):
+            s = inv[col][j] - sum((F[col][k] * inv[k][j] for k in range(col + 1, d)), Fraction(0))
+            inv[col][j] = s / F[col][col]
+    try:
+        out = np.array([[-float(x) for x in row] for row in inv])
+    except OverflowError:
+        return None
+    ok = all(Fraction(float(-out[i, j])) == inv[i][j] for i in range(d) for j in range(d))
+    return out if ok and np.all(np.isfinite(out)) else None
+
+
+def _float_edge(kind: str):
+    def make(rng, i):
+        d = int(rng.integers(2, 4))
+        n = d + int(rng.integers(1, 9 - d))
+        if kind == "huge":  # 2^±1000 units whose ideal shift rounds an entry with low bits
+            ex = rng.choice([-1, 1], d) * rng.integers(990, 1011, d)
+            off = lambda: int(rng.choice([1, 3, 5])) * 2.0 ** int(rng.integers(-80, -60))  # noqa: E731
+            gen = 2.0 ** rng.choice([-1000, 0, 1000], n)
+        elif kind == "subnormal":  # products near 2^-1060 (W_downᵀW_down subnormal), all finite
+            ex = rng.integers(525, 541, d)
+            off = lambda: int(rng.choice([1, 3])) * 2.0 ** int(rng.integers(-545, -520))  # noqa: E731
+            gen = 2.0 ** rng.choice([-530, 0, 530], n)
+        else:  # mixed: 2^-1000 … 2^1000 inside one block, and (odd i) an exactly parallel pair
+            ex = rng.choice([-1000, -537, 0, 537, 1000], d)
+            off = lambda: float(rng.choice([0.0, 3 * 2.0**-74, 2.0**-600]))  # noqa: E731
+            gen = 2.0 ** rng.choice([-1000, -537, 0, 537, 1000], n)
+        T = np.diag(np.ldexp(1.0, ex.astype(int)))
+        for a in range(d):
+            for b in range(a + 1, d):
+                T[a, b] = off() * rng.choice([-1, 1])
+        Dinv = _exact_inverse(T)
+        if Dinv is None:  # an off-diagonal entry that the inverse cannot hold exactly: drop them
+            T = np.diag(np.diag(T))
+            Dinv = _exact_inverse(T)
+        U = rng.standard_normal((n, d)) * gen[:, None]
+        D = 0.1 * rng.standard_normal((d, n)) / gen[None, :]
+        S = np.sort(rng.choice(n, d, replace=False))
+        U[S], D[:, S] = T, Dinv
+        if kind == "mixed" and i % 2 and n > d:
+            j = int(rng.choice(np.setdiff1d(np.arange(n), S)))
+            with np.errstate(over="ignore", under="ignore"):
+                U[j] = np.ldexp(U[S[0]], int(rng.choice([-537, 537])))  # exactly parallel (when exact)
+        note = f"{kind}: d={d} n={n} diag 2^{ex.tolist()}"
+        return {"params": models.MLPParams(U, D), "activation": "relu", "planted": S, "note": note}
+
+    return make
+
+
+def _judge_float_edge(cert, case):
+    return testing.judge(cert, case["params"], case["activation"], case.get("planted"))
+
+
 EXTRA = {
     "wide path: rows at 2^960–2^1008, an exactly parallel pair (n = 2048)": (_wide_scales, _judge_wide_scales),
     "wide path: decoys of a planted S (near-duplicates, sign-flipped, rescaled; n = 2048)": (_decoys, _judge_planted),
@@ -338,6 +403,18 @@ EXTRA = {
         _judge_parallel_biased_wide,
     ),
     "distance(): lower ≤ exact minimum over all 2^n sets ≤ upper (n ≤ 12)": (_distance, _judge_distance),
+    "float edges: planted exact S, units at 2^±1000 whose balancing would round (n ≤ 8)": (
+        _float_edge("huge"),
+        _judge_float_edge,
+    ),
+    "float edges: planted exact S, products in the subnormal range near 2^-1060 (n ≤ 8)": (
+        _float_edge("subnormal"),
+        _judge_float_edge,
+    ),
+    "float edges: 2^-1000 … 2^1000 in one block, parallel pairs at 2^±537 (n ≤ 8)": (
+        _float_edge("mixed"),
+        _judge_float_edge,
+    ),
 }
 
 

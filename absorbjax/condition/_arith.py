@@ -37,23 +37,18 @@ def gamma(k: int) -> float:
 
 def balance(U: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(W_up', W_down')``: unit ``i`` rescaled by ``2^{−e_i}`` / ``2^{e_i}`` with ``max|W_up'[i,:]|``
-    in ``[1/2, 1)``. Exact: a unit whose rescaling would round (subnormal) or overflow keeps its
-    stored scale. Every ``W_down[:,i] W_up[i,:]`` is unchanged. Float64 (a stored narrower dtype is
-    upcast first)."""
+    in ``[1/2, 1)`` where that is exact; a unit whose ideal rescaling would round (a subnormal low
+    bit) or overflow is rescaled as far towards it as exactness allows
+    (:func:`_stored.exact_exponents`), so it is never left at its stored scale for one bit. Exact:
+    every ``W_down[:,i] W_up[i,:]`` is unchanged. Float64 (a stored narrower dtype is upcast first).
+    Only a unit whose entries span more than about ``2^1586`` can still have Gram entries outside
+    the float64 range; the decision treats those as unknown (NaN never excludes a set)."""
+    from absorbjax.condition._stored import exact_exponents
+
     U, D = np.asarray(U, np.float64), np.asarray(D, np.float64)
     top = np.max(np.abs(U), axis=1)
-    e = np.where(top > 0, np.frexp(top)[1], 0)
-    with np.errstate(over="ignore", under="ignore"):
-        Ub = np.ldexp(U, -e[:, None])
-        Db = np.ldexp(D, e[None, :])
-        exact = (
-            np.all(np.ldexp(Ub, e[:, None]) == U, axis=1)
-            & np.all(np.ldexp(Db, -e[None, :]) == D, axis=0)
-            & np.all(np.isfinite(Db), axis=0)
-        )
-    Ub[~exact] = U[~exact]
-    Db[:, ~exact] = D[:, ~exact]
-    return Ub, Db
+    e = exact_exponents(U, D, np.where(top > 0, np.frexp(top)[1], 0))
+    return np.ldexp(U, -e[:, None]), np.ldexp(D, e[None, :])
 
 
 def pd_shift(G: np.ndarray) -> float:

@@ -251,7 +251,10 @@ class Distance(Result):
     ``"local"`` (single-unit flips from roundings of the relaxation), ``"frank-wolfe"`` (the best
     set met by the ``O(n d²)`` screen of wide blocks, ``∅`` included) or ``"greedy"`` (the
     matrix-free flips and swaps of :mod:`absorbjax.condition._search`, kept only where they beat
-    the others). ``certificate`` is the decision of :func:`find_absorbing_set`.
+    the others). ``certificate`` is the decision of :func:`find_absorbing_set`. ``stopped``: what
+    ended that search, ``""`` (it ran to a local minimum, or did not run), ``"budget"`` (its work
+    budget, a deterministic count: the same set on every run) or ``"time_limit"`` (its wall-clock
+    safety stop: ``upper`` and ``S`` may differ between runs).
     """
 
     lower: float
@@ -261,13 +264,16 @@ class Distance(Result):
     relaxation: float
     box: float
     certificate: Certificate
+    stopped: str = ""
     truth_field = "upper"
 
     def _summary(self) -> str:
         """The short repr (:class:`absorbjax.results.Result`): the bounds, the set and the decision."""
         return (
             f"{fmt(self.lower)} <= min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F <= {fmt(self.upper)} "
-            f"(|S| = {self.S.size}, {self.method}); certificate: {self.certificate.status}"
+            f"(|S| = {self.S.size}, {self.method}"
+            + ("; stopped by the time limit" if self.stopped == "time_limit" else "")
+            + f"); certificate: {self.certificate.status}"
         )
 
     def to_dict(self) -> dict[str, Any]:

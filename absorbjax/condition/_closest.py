@@ -16,10 +16,11 @@ from absorbjax.condition._inputs import Rule, mask_of
 from absorbjax.condition._integer import closest_mask, local_search
 from absorbjax.condition._options import Decision
 from absorbjax.condition._relax import box_relaxation
-from absorbjax.condition._search import descend
+from absorbjax.condition._search import Budget, descend
 from absorbjax.models import MLPParams, check_layout
 
 SEARCH_MAX_D = 4096  # the search's set is evaluated with five d × d float64 matrices (640 MiB here)
+SEARCH_WORK = 5 * 10**9  # multiply-adds of the search (search.Budget), split between its two starts
 
 
 def distance(
@@ -27,6 +28,7 @@ def distance(
     activation: str | None = None,
     *,
     search: bool = True,
+    work: float = SEARCH_WORK,
     decision: Decision = Decision(time_limit=10.0),
     **shorthand,
 ) -> Distance:
@@ -49,61 +51,72 @@ def distance(
       ``S`` is exact or exhaustive, the matrix-free search of :mod:`absorbjax.condition._search`
       (best-improvement flips and swaps, never an ``n × n`` matrix) from that set and from ``∅``,
       whose set replaces it (``"greedy"``) only when its rigorous bound is smaller (for
-      ``d ≤ SEARCH_MAX_D``: the bound forms ``d × d`` matrices). The search
-      stops when the call has used ``time_limit`` seconds (it gets at least a tenth of them);
-      ``search=False`` leaves it out (the bounds as the paths alone give them).
+      ``d ≤ SEARCH_MAX_D``: the bound forms ``d × d`` matrices). The search stops at a local
+      minimum or when it has spent ``work`` multiply-adds (:class:`search.Budget`, charged from the
+      shapes of each step; default :data:`SEARCH_WORK`, ``5·10⁹``, a few seconds to about 20 on two
+      busy cores: trained-like blocks up to ``d = 384, n = 1536`` converge below it (``≈ 10⁹``),
+      ``d = 768, n = 3072`` stops on it (``≈ 7·10⁹`` to converge)), so the same weights
+      give the same ``lower``, ``upper`` and ``S`` on every run, whatever the machine's load.
+      ``time_limit`` seconds, counted from the search's start, are only a safety stop behind the
+      budget; a search it stops says so (``stopped == "time_limit"``) and may then differ between
+      runs. ``search=False`` leaves it out (the bounds as the paths alone give them).
 
     ``upper`` is a rigorous upper bound on the exact ``‖M_S‖_F / ‖A‖_F`` of its set (float64 with
     Higham's error bound, or rational arithmetic when cancellation makes that bound loose), so the
     set ``S`` attains at most ``upper`` on the stored values.
 
     ``decision`` (a :class:`Decision`, or its fields by keyword: ``skip``, ``rtol``, ``method``,
-    ``bias``, ``skip_rtol``, ``out_bias``, ``narrow`` and ``time_limit``, seconds for the MILP, here 10
-    by default) is the decision's, as for :func:`find_absorbing_set`; its certificate is ``certificate``. A biased block's distance is the distance
+    ``bias``, ``skip_rtol``, ``out_bias``, ``narrow`` and ``time_limit``, seconds for the whole decision,
+    here 10 by default, and again for the search's safety stop) is the decision's, as for
+    :func:`find_absorbing_set`; its certificate is ``certificate``. The decision's MILP stops on
+    ``time_limit``: where it finds an absorbing set only near the limit, whether ``S`` is that set
+    (``"exact"``) can differ between runs; everything else is reproducible. The call takes at most
+    about ``2·time_limit`` plus the relaxations. A biased block's distance is the distance
     of its *ray limit* (the bias-free block on the same ``W_up, W_down``): ``bias`` (the hidden bias
     ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers; so
     does ``activation``.
     """
-    start = time.perf_counter()
     decision = with_shorthand((decision,), shorthand, "distance")[0]
-    U, D, A, context = read_block(params, activation, decision)
-    check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
-    n, time_limit = U.shape[0], decision.time_limit
-    cert, rel = decide(U, D, A, context, decision)
-    if not np.any(A):  # A = 0: S = ∅ misses by exactly 0 (the block is residual-free); 0/0 read as 0
-        return Distance(0.0, 0.0, np.zeros(0, np.int64), "exact", 0.0, 0.0, cert)
-    rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
-    deadline = max(start + time_limit, time.perf_counter() + time_limit / 10)
-    if rel is None:  # decided by the O(n d²) screen of condition._large
-        if rule.c == 1:
-            dist = large.distance_bounds(U, D, A, cert)
-        else:  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways
-            dist = large.distance_bounds(U, D, rule.Ac, cert)
-            slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
-            lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
-            dist = dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
-        return _searched(U, D, rule, dist, deadline) if search else dist
-    U, D = balance(U, D)  # exact; the same M_i as the decision's
-    A, widen = rule.Ac, (1 + 8 * EPS) if rule.c != 1 else 1.0  # relative numbers: ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖
-    norm_a = float(np.linalg.norm(A))
-    if cert.S is None:
-        box, c_box = box_relaxation(U, D, A, rel)
-        box /= norm_a
-    else:  # the absorbing set attains 0 (to tol); no bound above 0 to certify
-        box = 0.0
-    if cert.S is not None:
-        m, how = mask_of(cert.S, n), "exact"
-    elif n <= 16:
-        m, how = closest_mask(rel), "exhaustive"
-    else:
-        starts = [np.zeros(n, bool)] + [c > t for c in (rel.c, c_box) for t in (0.25, 0.5, 0.75)]
-        cands = [local_search(rel.G, rel.b, s, 10 * n) for s in starts]
-        # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
-        m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
-    shrink = 1.0 if widen == 1.0 else 1 - 8 * EPS - 2 * rule.approx / norm_a
-    lower, box = rel.lower / norm_a * shrink, box * shrink
-    dist = Distance(max(lower, box), attained(U, D, rule, m), np.flatnonzero(m), how, lower, box, cert)
-    return _searched(U, D, rule, dist, deadline) if search else dist
+    if isinstance(work, bool) or not isinstance(work, (int, float, np.integer, np.floating)) or not work > 0:
+        raise ValueError(f"work must be a positive number of multiply-adds, got {work!r}")
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # out-of-range values are bounded, never trusted
+        U, D, A, context = read_block(params, activation, decision)
+        check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
+        n, time_limit = U.shape[0], decision.time_limit
+        cert, rel = decide(U, D, A, context, decision)
+        if not np.any(A):  # A = 0: S = ∅ misses by exactly 0 (the block is residual-free); 0/0 read as 0
+            return Distance(0.0, 0.0, np.zeros(0, np.int64), "exact", 0.0, 0.0, cert)
+        rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
+        if rel is None:  # decided by the O(n d²) screen of condition._large
+            if rule.c == 1:
+                dist = large.distance_bounds(U, D, A, cert)
+            else:  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways
+                dist = large.distance_bounds(U, D, rule.Ac, cert)
+                slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
+                lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
+                dist = dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
+            return _searched(U, D, rule, dist, work, time_limit) if search else dist
+        U, D = balance(U, D)  # exact; the same M_i as the decision's
+        A, widen = rule.Ac, (1 + 8 * EPS) if rule.c != 1 else 1.0  # relative numbers: ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖
+        norm_a = float(np.linalg.norm(A))
+        if cert.S is None:
+            box, c_box = box_relaxation(U, D, A, rel)
+            box /= norm_a
+        else:  # the absorbing set attains 0 (to tol); no bound above 0 to certify
+            box = 0.0
+        if cert.S is not None:
+            m, how = mask_of(cert.S, n), "exact"
+        elif n <= 16:
+            m, how = closest_mask(rel), "exhaustive"
+        else:
+            starts = [np.zeros(n, bool)] + [c > t for c in (rel.c, c_box) for t in (0.25, 0.5, 0.75)]
+            cands = [local_search(rel.G, rel.b, s, 10 * n) for s in starts]
+            # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
+            m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
+        shrink = 1.0 if widen == 1.0 else 1 - 8 * EPS - 2 * rule.approx / norm_a
+        lower, box = rel.lower / norm_a * shrink, box * shrink
+        dist = Distance(max(lower, box), attained(U, D, rule, m), np.flatnonzero(m), how, lower, box, cert)
+        return _searched(U, D, rule, dist, work, time_limit) if search else dist
 
 
 def attained(U, D, rule: Rule, m: np.ndarray) -> float:
@@ -117,9 +130,10 @@ def attained(U, D, rule: Rule, m: np.ndarray) -> float:
     return miss_bound(U, D, rule.A, m, enough=1e-12 * norm_c, c=rule.c)[0] / norm_c * (1 + 4 * EPS)
 
 
-def _searched(U, D, rule: Rule, dist: Distance, deadline: float) -> Distance:
+def _searched(U, D, rule: Rule, dist: Distance, work: float, time_limit: float) -> Distance:
     """``dist`` with the set of :func:`search.descend` (on ``A/c``, from ``dist.S`` and from ``∅``,
-    each with an equal share of the time left before ``deadline``) when its rigorous bound
+    each with an equal share of the ``work`` left; ``time_limit`` seconds from here a safety stop
+    for both; ``stopped`` records what ended them) when its rigorous bound
     (:func:`attained`) is below ``dist.upper``; an exact or exhaustive ``S`` is kept as it is, and
     so is every ``S`` of a block with ``d > SEARCH_MAX_D`` (the rigorous bound forms several
     ``d × d`` float64 matrices). ``U, D``: balanced float64 (the Gram path) or as stored (the wide
@@ -129,10 +143,14 @@ def _searched(U, D, rule: Rule, dist: Distance, deadline: float) -> Distance:
         return dist
     n = U.shape[0]
     starts = [mask_of(dist.S, n)] + ([np.zeros(n, bool)] if dist.S.size else [])
-    found = []
-    for k, m in enumerate(starts):  # each start gets an equal share of the time left
-        now = time.perf_counter()
-        found.append(descend(U, D, rule.Ac, m, deadline=now + (deadline - now) / (len(starts) - k)))
+    found, stopped = [], ""
+    budget = Budget(work, time.perf_counter() + time_limit)  # the time only a safety stop
+    for k, m in enumerate(starts):  # each start gets an equal share of the work left
+        share = Budget(budget.left / (len(starts) - k), budget.deadline)
+        found.append(descend(U, D, rule.Ac, m, budget=share))
+        budget.left -= share.used
+        stopped = "time_limit" if "time_limit" in (stopped, share.stopped) else stopped or share.stopped
+    dist = dataclasses.replace(dist, stopped=stopped)
     found = [r for r in found if r is not None]
     if not found:
         return dist

@@ -27,6 +27,7 @@ from absorbjax.models import MLPParams, check_layout
 # The decision
 
 _SMALL_N = 16  # below this the 2^n enumeration (one chunk) is the cheapest proof
+_LATE = "the time limit of the decision was reached"
 
 
 class _Outcome(NamedTuple):
@@ -38,8 +39,13 @@ class _Outcome(NamedTuple):
     undecided: bool = False  # no set found and no proof of absence
 
 
-def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: str) -> _Outcome:
-    """Find a set that ``rule`` (★) accepts, or prove that none exists (on ``A = rule.Ac``)."""
+def _search(U, D, rule: Rule, rel, *, method: str, deadline: float, target: str) -> _Outcome:
+    """Find a set that ``rule`` (★) accepts, or prove that none exists (on ``A = rule.Ac``). The
+    box relaxation and the MILP (which gets the seconds left) are skipped when no time is left
+    before ``deadline`` (``time.perf_counter()``), and so is the enumeration after the MILP: the
+    answer is then ``undecided``. The real relaxation's test, rounding and the enumeration of
+    ``n ≤ 16`` (one chunk of ``2^16``) always run; the box relaxation and an enumeration, once
+    begun, run to their end (bounded work)."""
     n, d = U.shape
     A = rule.Ac
     thr = rule.threshold(U, D)
@@ -69,6 +75,9 @@ def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: st
                 lower,
                 residual,
             )
+        if time.perf_counter() > deadline:  # the box relaxation is bounded work, but O(n²) per step
+            why = f"{_LATE} before the box relaxation (rank G = {rel.rank}, n = {n})"
+            return _Outcome(None, "relaxation", why, lower, None, undecided=True)
         lower = max(lower, box_lower(U, D, A, rel, target=2 * thr))
         if lower > thr:
             return _Outcome(
@@ -90,15 +99,29 @@ def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: st
             )
     verdict, form = None, None
     if method == "milp" or (method == "auto" and n > _SMALL_N):
-        verdict, found, form = milp(U, D, rule, rel, thr, time_limit)
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return _Outcome(None, "milp", _LATE + " before the MILP", lower, None, undecided=True)
+        verdict, found, form = milp(U, D, rule, rel, thr, left)
         if found is not None:
             return _Outcome(found, "milp", "", lower, rule.accepts(U, D, found)[1])
+        if verdict.startswith("time limit") or "Time limit" in verdict:
+            verdict = f"{_LATE} ({verdict})"
         if n > EXHAUSTIVE_MAX_N:
             return _Outcome(
                 None,
                 "milp",
                 f"{verdict} ({form} constraints; n = {n} is too large to "
                 f"confirm by enumerating 2^n subsets, n <= {EXHAUSTIVE_MAX_N})",
+                lower,
+                None,
+                undecided=True,
+            )
+        if time.perf_counter() > deadline:  # the 2^n enumeration (n <= 24) is not interrupted once begun
+            return _Outcome(
+                None,
+                "milp",
+                f"{verdict} ({form} constraints); no time left to enumerate 2^{n} subsets",
                 lower,
                 None,
                 undecided=True,
@@ -116,7 +139,7 @@ def _search(U, D, rule: Rule, rel, *, method: str, time_limit: float, target: st
     )
 
 
-def decide(U, D, A, context: BlockContext, decision: Decision):
+def decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: float | None = None):
     """The decision on ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)`` with the checked
     ``decision``'s ``rtol``, ``skip_rtol``, ``method`` and ``time_limit``; returns
     ``(Certificate, Relaxation)`` (``Relaxation`` ``None`` when the screen decided). The weights are
@@ -124,10 +147,25 @@ def decide(U, D, A, context: BlockContext, decision: Decision):
 
     ``U, D`` are float64, or (from :func:`read_block`, ``n ≥ large.SCREEN_MIN_N``) the stored arrays
     in their own dtype, often memory-mapped: the wide screen reads them in blocks of units, balanced
-    block by block (:func:`stored.balance_scales`); float64 copies are made only for the Gram path."""
+    block by block (:func:`stored.balance_scales`); float64 copies are made only for the Gram path.
+
+    One deadline, ``deadline`` (``time.perf_counter()``; ``None``: ``decision.time_limit`` seconds
+    from now), bounds the whole decision: the search for the status and the storage-rounding search
+    of ``within_rounding`` each get the seconds left (:func:`_search`), and a stage with none left
+    answers ``undecided`` (the status) or ``within_rounding = "undecided"``. Not interrupted, and so
+    outside the limit: reading the weights (before this), the ``O(n d²)`` screen, the Gram relaxation
+    (``O(n² d + n³)``, ``n < 8192``), the box relaxation (a bounded number of steps), an enumeration
+    of ``2^n`` subsets once begun (``n ≤ 24``) and the certificate (rule (E) on a found set)."""
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # out-of-range values are bounded, never trusted
+        return _decide(U, D, A, context, decision, deadline=deadline)
+
+
+def _decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: float | None = None):
+    """:func:`decide`, under its floating-point error state."""
     t0 = time.perf_counter()
     n, d = U.shape
-    rtol, skip_rtol, method, time_limit = decision.rtol, decision.skip_rtol, decision.method, decision.time_limit
+    rtol, skip_rtol, method = decision.rtol, decision.skip_rtol, decision.method
+    deadline = t0 + decision.time_limit if deadline is None else deadline
     rule = Rule.of(A, rtol, ONE if context.slope is None else context.slope)  # c·W_down[:,S] W_up[S,:] = −A
     on_line = line.applies(d, n, context.bias is not None, context.activation)
     if on_line and n > _SMALL_N:  # the line theorem needs no S; a search for one is subset sum
@@ -145,7 +183,7 @@ def decide(U, D, A, context: BlockContext, decision: Decision):
         timings["screen"] = time.perf_counter() - t
     rank = rank_lower(A) if n < d and context.skip_kind == "matrix" else None
     res, rel = _gram(
-        U, D, rule, context, method=method, time_limit=time_limit, absolute=absolute, timings=timings, rank=rank
+        U, D, rule, context, method=method, deadline=deadline, absolute=absolute, timings=timings, rank=rank
     )
     cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)
     if on_line and cert.status != Status.ABSORBABLE:
@@ -222,7 +260,7 @@ def _line_certificate(U, D, rule: Rule, context: BlockContext, cert, *, skip_rto
 
 
 def _gram(
-    U, D, rule: Rule, context: BlockContext, *, method, time_limit, absolute, timings, rank=None
+    U, D, rule: Rule, context: BlockContext, *, method, deadline, absolute, timings, rank=None
 ) -> tuple[Answer, Relaxation]:
     """The Gram strategy: float64 copies of ``U, D``, balanced; the hypotheses with ``W_up W_upᵀ``;
     the relaxations (:func:`relax`) and the search (:func:`_search`). ``O(n² d + n³)``. ``rank``:
@@ -232,7 +270,8 @@ def _gram(
     t = time.perf_counter()
     U0, D0 = _float64(U), _float64(D)
     U, D = balance(U0, D0)
-    UUt = U @ U.T
+    with np.errstate(over="ignore", invalid="ignore"):  # out of range only past any exact shift: handled downstream
+        UUt = U @ U.T
     dtype = (
         np.result_type(*context.dtypes)
         if all(not str(x).startswith("bfloat") for x in context.dtypes)
@@ -250,12 +289,12 @@ def _gram(
         )
         out = _Outcome(None, "rank", why, rel.lower, None)
     else:
-        out = _search(U, D, rule, rel, method=method, time_limit=time_limit, target=context.target)
+        out = _search(U, D, rule, rel, method=method, deadline=deadline, target=context.target)
     timings["search"] = time.perf_counter() - t
 
     def loose(rtol: float) -> Rounding:  # the search again, with storage rounding's rtol
         t = time.perf_counter()
-        again = _search(U, D, rule.loose(rtol), rel, method=method, time_limit=time_limit, target=context.target)
+        again = _search(U, D, rule.loose(rtol), rel, method=method, deadline=deadline, target=context.target)
         timings["storage"] = time.perf_counter() - t
         if again.found is not None:
             found = f"S passes with rtol {fmt(rtol)} (found by {again.method})"
@@ -379,7 +418,13 @@ def find_absorbing_set(
         ``σ_min(A) > 0`` certified, else an exact miss 0 (``A = 0``: ``S = ∅``, the block is
         residual-free), else ``undecided``.
       rtol: the slack of rule (★) (module docstring), in ``[0, 0.5)``; default ``1e3·eps64``.
-      time_limit: seconds for the MILP; reaching it gives ``"undecided"``, never a guess.
+      time_limit: seconds for the whole decision, the storage-rounding search of ``within_rounding``
+        included: one deadline, taken when the weights have been read, that each search stage (the
+        MILP, the enumeration after it, then the search with storage rounding's ``rtol``) gets what is
+        left of; reaching it gives ``"undecided"`` (or ``within_rounding = "undecided"``), never a
+        guess. Outside it: reading the weights, the relaxations (``O(n² d + n³)``, bounded work), an
+        enumeration once begun (``n ≤ 24``) and the certificate's assembly, so the call returns
+        within ``time_limit`` plus these (about 2.5 s at ``d = 8, n = 2048`` on two cores).
       method: ``"auto"`` (relaxations, rounding, then enumeration or MILP), ``"relaxation"``
         (relaxations and rounding only), ``"milp"`` (straight to the MILP; an infeasible verdict is
         confirmed by enumeration for ``n ≤ 24``) or ``"exhaustive"`` (all ``2^n`` subsets, ``n ≤ 24``).

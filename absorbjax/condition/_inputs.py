@@ -312,8 +312,9 @@ def hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
     Exact, so invariant under the changes of coordinates and unit rescalings that preserve the
     function class (``W_up → W_up P⁻¹``, ``W_up[i,:] → t W_up[i,:]``): a row or column is zero when
     every stored entry is, and two rows are parallel when ``rank [u; v] = 1`` for the stored values.
-    Pairs whose Gram cosine is below ``1 − 1e-6`` are certainly not parallel (the cosine's rounding
-    error is ``O(d·eps)``); the rest are checked exactly by the package's one parallel-row test,
+    Pairs whose Gram ``|cos|`` is below ``1 − 1e-6`` are certainly not parallel (the cosine's rounding
+    error is ``O(d·eps)``: rows not balanced to ``max ∈ [1/2, 1)`` are rescaled by a power of two
+    first, and ``|cos| = |⟨u, v⟩|/(‖u‖‖v‖)`` is never squared, so nothing under- or overflows); the rest are checked exactly by the package's one parallel-row test,
     :func:`scale.exactly_parallel` (the wide path's too).
     """
     failed = []
@@ -336,15 +337,22 @@ def _pairs(U, UUt, dtype) -> tuple[list, float | None]:
     live = np.flatnonzero(U.any(axis=1))
     if live.size < 2:
         return [], None
-    sq = np.diag(UUt)[live]
+    G = UUt if live.size == n else UUt[np.ix_(live, live)]
+    top = np.max(np.abs(U[live]), axis=1)
+    off = (top < 0.5) | (top >= 1)  # rows not balanced to [1/2, 1): their Gram entries may under/overflow
+    if np.any(off):  # rescale those rows by a power of two (O(k n d) for k such rows) before their cosines
+        V = np.ldexp(U[live], -np.frexp(top)[1][:, None])  # max |V[i,:]| in [1/2, 1); rounding ≤ 2⁻¹⁰⁷⁵ each
+        G = G.copy()
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            rows = V[off] @ V.T
+        G[off, :], G[:, off] = rows, rows.T
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        cos2 = (UUt if live.size == n else UUt[np.ix_(live, live)]) ** 2
-        cos2 /= sq[:, None]
-        cos2 /= sq[None, :]
-    np.fill_diagonal(cos2, 0.0)
-    top = float(np.nanmax(cos2)) if np.any(np.isfinite(cos2)) else 1.0
-    min_sin = math.sqrt(max(1.0 - top, 0.0))
-    i, j = np.nonzero(np.triu(~(cos2 < 1.0 - 1e-6), 1))  # NaN (out of range) is checked exactly
+        r = np.sqrt(np.diag(G))  # row norms: never squared again, so no cosine under- or overflows
+        cos = np.abs(G) / r[:, None] / r[None, :]
+    np.fill_diagonal(cos, 0.0)
+    top = float(np.nanmax(cos)) if np.any(np.isfinite(cos)) else 1.0
+    min_sin = math.sqrt(max((1.0 - top) * (1.0 + top), 0.0))
+    i, j = np.nonzero(np.triu(~(cos < 1.0 - 1e-6), 1))  # NaN (out of range) is checked exactly
     pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j) if exactly_parallel(U[live[a]], U[live[b]])]
     return pairs, min_sin
 

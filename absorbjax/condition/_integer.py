@@ -35,21 +35,62 @@ def exhaustive(U, D, rule: Rule, rel: Relaxation, threshold: float):
     if n > EXHAUSTIVE_MAX_N:
         raise ValueError(f"method='exhaustive' enumerates 2^n subsets; n = {n} > {EXHAUSTIVE_MAX_N}")
     G, b, a2 = rel.G, rel.b, float(np.sum(A * A))
-    aD, aU = np.abs(D), np.abs(U)
-    H = (aD.T @ aD) * (aU @ aU.T)
-    hb = np.einsum("ki,ki->i", aD, np.abs(A) @ aU.T)
+    aD, aU, aA = np.abs(D), np.abs(U), np.abs(A)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        HD, HU = aD.T @ aD, aU @ aU.T
+        H = HD * HU
+        hb = np.einsum("ki,ki->i", aD, aA @ aU.T)
+        # absolute terms (the subnormal range): every product of G, b and ‖A‖² may lose η = 2⁻¹⁰⁷⁴, and
+        # a lost η in W_downᵀW_down is multiplied by W_up W_upᵀ (and the reverse): Σ over all entries
+        # bounds Σ_ij m_i m_j of them for every mask, so one constant covers every q(m)
+        absolute = (
+            (2 * d + 2) * ETA * (float(np.sum(HD)) + float(np.sum(HU)) + n * n)
+            + 2 * (2 * d + 2) * ETA * (float(np.sum(aD)) * (1 + float(np.max(aA @ aU.T, initial=0.0))) + n)
+            + (d * d + 2) * ETA
+        ) * (1 + 8 * EPS) + (n + d + 4) ** 2 * ETA
     c = (4 * d + 4 * n + 16) * EPS
+    gram_ok = all(np.all(np.isfinite(x)) for x in (G, b, H, hb)) and math.isfinite(absolute) and math.isfinite(a2)
+    direct = None if gram_ok else _Direct(U, D, A)
     best = np.inf
     for M in _all_masks(n):
-        q = _quadratic(M, G, b) + a2
-        err = c * (np.einsum("bi,bi->b", M @ H, M) + 2 * M @ hb + a2) + (n + d + 4) ** 2 * ETA
-        best = min(best, float(q.min()))
-        near = np.flatnonzero(q <= threshold**2 + err)
-        for k in near[np.argsort(q[near])]:
+        if gram_ok:
+            q = _quadratic(M, G, b) + a2
+            err = c * (np.einsum("bi,bi->b", M @ H, M) + 2 * M @ hb + a2) + absolute
+            low = np.maximum(q - err, 0.0)  # a certified lower bound on ‖Σ m_i M_i + A‖_F² (NaN: unknown)
+            cut = threshold**2 * (1 + 4 * EPS)
+        else:  # Gram entries outside float64: the misses themselves, from the rank-one terms (no n×n matrix)
+            low, q = direct.lower(M), None
+            cut = threshold * (1 + 4 * EPS)
+        # a NaN never excludes a set: only a certified bound above the cut does
+        best = min(best, float(np.min(np.where(np.isnan(low), 0.0, low))))
+        near = np.flatnonzero(~(low > cut))
+        order = near if q is None else near[np.argsort(q[near])]
+        for k in order:
             m = M[k] > 0.5
             if rule.accepts(U, D, m)[0]:
-                return m, math.sqrt(max(best, 0.0))
-    return None, math.sqrt(max(best, 0.0))
+                return m, (math.sqrt(max(best, 0.0)) if gram_ok else max(best, 0.0))
+    return None, (math.sqrt(max(best, 0.0)) if gram_ok else max(best, 0.0))
+
+
+class _Direct:
+    """Certified lower bounds on ``‖Σ m_i M_i + A‖_F`` for rows ``m`` of masks, from the ``d²×n`` rank-one
+    terms ``(M_i)_kj = W_down[k,i] W_up[i,j]`` (finite: every unit has ``max|W_down[:,i]|·max|W_up[i,:]|
+    ≤ 1e120``), for blocks whose Gram entries leave the float64 range. Each entry of
+    ``fl(Σ m_i M_i + A)`` errs by at most ``γ_{n+2}(Σ m_i |M_i| + |A|) + (n + 2)η``."""
+
+    def __init__(self, U, D, A):
+        n, d = U.shape
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            self.M = np.einsum("ki,ij->ikj", D, U).reshape(n, d * d)
+        self.aM, self.a = np.abs(self.M), A.reshape(-1)
+        self.g, self.eta = gamma(n + 2), (n + 2) * ETA
+
+    def lower(self, masks: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            R = masks @ self.M + self.a
+            E = self.g * (masks @ self.aM + np.abs(self.a)) * (1 + 4 * EPS) + self.eta
+            low = np.maximum(np.abs(R) - E, 0.0)
+            return np.sqrt(np.sum(low * low, axis=1)) * (1 - 4 * EPS)
 
 
 def _all_masks(n: int, chunk_bits: int = 16):
@@ -93,7 +134,12 @@ def milp(U, D, rule: Rule, rel: Relaxation, threshold: float, time_limit: float)
         rows = [(M, -a - slack, -a + slack)]
         form = "entrywise"
     else:
-        lam, Q = rel.eig if rel.eig is not None else np.linalg.eigh(rel.G)
+        if rel.eig is None and not (np.all(np.isfinite(rel.G)) and np.all(np.isfinite(rel.b))):
+            return "the Gram matrix leaves the float64 range (no compressed constraints)", None, "compressed"
+        try:
+            lam, Q = rel.eig if rel.eig is not None else np.linalg.eigh(rel.G)
+        except np.linalg.LinAlgError:
+            return "the eigensolver did not converge (no compressed constraints)", None, "compressed"
         keep = lam > rel.tau
         root = np.sqrt(lam[keep])
         centre = (Q[:, keep].T @ rel.b) / root

@@ -79,21 +79,29 @@ def relax(U, D, A, UUt, timings) -> Relaxation:
     """
     n, d = U.shape
     t = time.perf_counter()
-    G = (D.T @ D) * UUt
-    b = -np.einsum("ki,ki->i", D, A @ U.T)
-    tau = 4 * max(n, d) * EPS * float(np.max(np.sum(np.abs(G), axis=1)))
-    # The computed G differs from the true KᵀK by E, |E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙
-    # |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j with v_i = ‖D_i‖‖U_i‖, so ‖E‖_2 ≤ gram_err.
-    gram_err = 2 * (d + 1) * EPS * float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
+    with np.errstate(over="ignore", invalid="ignore"):  # a non-finite G gets no bound below
+        G = (D.T @ D) * UUt
+        b = -np.einsum("ki,ki->i", D, A @ U.T)
+        tau = 4 * max(n, d) * EPS * float(np.max(np.sum(np.abs(G), axis=1)))
+        # The computed G differs from the true KᵀK by E, |E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙
+        # |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j with v_i = ‖D_i‖‖U_i‖, so ‖E‖_2 ≤ gram_err.
+        gram_err = 2 * (d + 1) * EPS * float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
     timings["gram"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    pd = _positive_definite(G) if tau > 0 else None
+    finite = bool(np.all(np.isfinite(G)) and np.all(np.isfinite(b)) and math.isfinite(tau) and math.isfinite(gram_err))
+    pd = _positive_definite(G) if finite and tau > 0 else None
     eig, lam_perp = None, 0.0
+    try:
+        lam, Q = (None, None) if pd is not None or not finite else np.linalg.eigh(G)
+    except np.linalg.LinAlgError:  # no eigensolver answer: no bound from it (the box relaxation decides)
+        finite = False
     if pd is not None:
         (solve, lam_low), rank = pd, n
+    elif not finite:  # Gram entries outside float64 (or no eigensolver): c = 0, no bound that needs G
+        solve, rank, lam_low = (lambda x: np.zeros_like(x)), 0, 0.0  # noqa: E731
+        lam_perp = math.inf
     else:
-        lam, Q = np.linalg.eigh(G)
         keep = lam > tau
         rank = int(keep.sum())
         Qr, lr = Q[:, keep], lam[keep]
@@ -157,6 +165,9 @@ def box_relaxation(
     """
     G, b = rel.G, rel.b
     a2 = float(np.sum(A * A))
+    if not (np.all(np.isfinite(G)) and np.all(np.isfinite(b))):  # no Gram form to steer by: c as given
+        c = np.clip(np.nan_to_num(rel.c), 0.0, 1.0)
+        return _frank_wolfe(U, D, A, c)[1], c
 
     def gram(c):  # (f, gap, g) on the Gram form; steers only
         Gc = G @ c
@@ -225,19 +236,22 @@ def _frank_wolfe(U, D, A, c) -> tuple[float, float]:
     ``R`` is bounded by ``n·eps·‖|W_down| diag c |W_up| + |A|‖_F ≤ n·eps·(‖W_down‖_F ‖W_up‖_F +
     ‖A‖_F)`` (``0 ≤ c ≤ 1``), that of ``g_i`` by ``(err + 2d·eps·‖R‖_F)·‖W_down[:,i]‖ ‖W_up[i,:]‖``.
     """
-    n, d = U.shape
-    R = -A - (D * c) @ U
-    g = np.einsum("ki,ki->i", D, R @ U.T)
-    f = float(np.sum(R * R))
-    terms = np.minimum(2 * g * c, -2 * g * (1 - c))
-    bound = f + float(np.sum(terms))
-    g_n = gamma(n + 2)  # the rounding of R: γ_{n+2} (|W_down| diag c |W_up| + |A|), Frobenius below this
-    err = g_n * (1 + g_n) * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
-    err *= 1 + 8 * (d + 2) * EPS  # the norms' own rounding
-    err_g = (err + gamma(2 * d + 2) * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
-    # f and the sum of terms are float64 sums too: γ_{d²+2} f and γ_{n+2} Σ|terms| cover them
-    sums = gamma(d * d + 2) * f + g_n * float(np.sum(np.abs(terms)))
-    margin = (2 * math.sqrt(f) * err + err**2 + 2 * float(np.sum(err_g)) * (1 + 8 * (d + 2) * EPS) + sums) * (
-        1 + 8 * EPS
-    )
-    return f, math.sqrt(max(bound - margin, 0.0))
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite terms give no bound (0), never a trusted one
+        n, d = U.shape
+        R = -A - (D * c) @ U
+        g = np.einsum("ki,ki->i", D, R @ U.T)
+        f = float(np.sum(R * R))
+        terms = np.minimum(2 * g * c, -2 * g * (1 - c))
+        bound = f + float(np.sum(terms))
+        g_n = gamma(n + 2)  # the rounding of R: γ_{n+2} (|W_down| diag c |W_up| + |A|), Frobenius below this
+        err = g_n * (1 + g_n) * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
+        err *= 1 + 8 * (d + 2) * EPS  # the norms' own rounding
+        err_g = (err + gamma(2 * d + 2) * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
+        # f and the sum of terms are float64 sums too: γ_{d²+2} f and γ_{n+2} Σ|terms| cover them
+        sums = gamma(d * d + 2) * f + g_n * float(np.sum(np.abs(terms)))
+        margin = (2 * math.sqrt(f) * err + err**2 + 2 * float(np.sum(err_g)) * (1 + 8 * (d + 2) * EPS) + sums) * (
+            1 + 8 * EPS
+        )
+        if not (math.isfinite(f) and math.isfinite(bound) and math.isfinite(margin)):
+            return f, 0.0  # a NaN or inf bounds nothing
+        return f, math.sqrt(max(bound - margin, 0.0))

@@ -15,10 +15,16 @@ The numbers here only guide the search (float64, or float32 for weights stored n
 caller evaluates the set it returns rigorously (:func:`absorbjax.condition._arith.miss_bound`). The
 weights may be the stored arrays (memory-mapped, bfloat16): every pass over the units reads them in
 chunks of ``CHUNK`` entries, upcast one chunk at a time, never a copy of a whole matrix.
+
+The search stops on a :class:`Budget` of *work*, a count of multiply-adds charged before each
+step from the shapes alone (a pass of scores, a Gram column, a block of swaps), so that the same
+weights give the same set on every run, however loaded or fast the machine; its wall-clock
+``deadline`` is only a safety stop (``Budget.stopped`` says which one ended the search).
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -26,6 +32,43 @@ import numpy as np
 SWAP_BLOCK = 256  # units per side of one block of swaps
 CHUNK = 2**20  # entries of W_up (and of W_down) per chunk of a pass over all units (4 MiB in float32)
 _CHUNK_ENTRIES = 2**30  # multiply-adds per chunk of units in the O(n d²) pass of scores
+
+
+class Budget:
+    """Work left to the search, in multiply-adds (deterministic: charged from the shapes of each
+    step, never measured), and a wall-clock safety stop ``deadline`` (``time.perf_counter()``).
+
+    :meth:`spend` charges one step before it is taken: ``False`` (and the step is not taken) once
+    the work left cannot pay for it (``stopped = "budget"``) or the deadline has passed
+    (``stopped = "time_limit"``; the one way two runs on the same weights can differ).
+    ``stopped`` is ``""`` while neither has happened.
+
+    Examples:
+      >>> b = Budget(100)
+      >>> b.spend(60), b.spend(60), b.stopped, b.used
+      (True, False, 'budget', 60)
+    """
+
+    def __init__(self, work: float = math.inf, deadline: float = math.inf):
+        self.work, self.left, self.deadline, self.stopped = work, work, deadline, ""
+
+    @property
+    def used(self) -> float:
+        """The work spent so far."""
+        return self.work - self.left
+
+    def spend(self, cost: float) -> bool:
+        """Charge ``cost`` multiply-adds for the next step; ``False``: stop (see :attr:`stopped`)."""
+        if self.stopped:
+            return False
+        if cost > self.left:  # checked first: where both run out, the deterministic reason is given
+            self.stopped = "budget"
+            return False
+        if time.perf_counter() > self.deadline:
+            self.stopped = "time_limit"
+            return False
+        self.left -= cost
+        return True
 
 
 def _scalar(A: np.ndarray) -> float | None:
@@ -58,14 +101,19 @@ def _per_unit(U, D, f) -> np.ndarray:
     return np.concatenate([f(u, dd) for _, u, dd in _chunks(U, D)])
 
 
-def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray, np.ndarray, float] | None:
+def scores(
+    U, D, A, m: np.ndarray, deadline: float = np.inf, budget: Budget | None = None
+) -> tuple[np.ndarray, np.ndarray, float] | None:
     """``(g, q, f)`` at the set ``m``: ``g_i = W_down[:,i]ᵀ R W_up[i,:]ᵀ`` ``(n,)``,
     ``q_i = ‖W_down[:,i]‖² ‖W_up[i,:]‖²`` ``(n,)`` and ``f = ‖R‖_F²``, for ``U = W_up (n, d)``,
     ``D = W_down (d, n)``, ``A (d, d)``. ``O(n d)`` when ``R = α I``; for ``A = α I`` and
     ``|S| < d/2``, ``α a_i + Σ_{j∈S} G_ij`` in ``O(|S| n d)`` (blocks of ``SWAP_BLOCK`` units of
     ``S``); else one ``O(n d²)`` pass in chunks of units. ``None`` when ``deadline``
-    (``time.perf_counter()``) passes first."""
+    (``time.perf_counter()``) passes first, or ``budget`` (:class:`Budget`) stops it."""
     n, d = U.shape
+    budget = Budget(deadline=deadline) if budget is None else budget
+    if not budget.spend(3 * n * d):  # q and a: O(n d)
+        return None
     q = _per_unit(U, D, lambda u, dd: np.einsum("ki,ki->i", dd, dd) * np.einsum("ij,ij->i", u, u))
     alpha, S = _scalar(A), np.flatnonzero(m)
     R = None if alpha is not None and 2 * S.size < d else A + _work(D[:, S]) @ _work(U[S, :])
@@ -73,9 +121,9 @@ def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray
         a = _per_unit(U, D, lambda u, dd: np.einsum("ki,ik->i", dd, u))  # a_i = tr M_i
         g = alpha * a
         for lo in range(0, S.size, SWAP_BLOCK):
-            if time.perf_counter() > deadline:
-                return None
             J = S[lo : lo + SWAP_BLOCK]
+            if not budget.spend(2 * J.size * n * d):
+                return None
             DJ, UJ = _work(D[:, J]), _work(U[J])
             for s, u, dd in _chunks(U, D):
                 g[s] += ((DJ.T @ dd) * (UJ @ u.T)).sum(axis=0)  # Σ_{j∈J} G[j, s]
@@ -83,17 +131,19 @@ def scores(U, D, A, m: np.ndarray, deadline: float = np.inf) -> tuple[np.ndarray
         return g, q, alpha * alpha * d + alpha * float(np.sum(a[S])) + float(np.sum(g[S]))
     g = np.empty(n)
     chunk = max(1, min(n, _CHUNK_ENTRIES // (d * d)))
+    if not budget.spend(S.size * d * d):  # R
+        return None
     for lo in range(0, n, chunk):
-        if time.perf_counter() > deadline:
-            return None
         hi = min(lo + chunk, n)
+        if not budget.spend((hi - lo) * (d * d + d)):
+            return None
         g[lo:hi] = np.einsum("ki,ki->i", _work(D[:, lo:hi]), R @ _work(U[lo:hi]).T)
     return g, q, float(np.vdot(R, R))
 
 
 def _column(U, D, j: int) -> np.ndarray:
     """``G[:, j] = (W_downᵀ W_down[:,j]) ⊙ (W_up W_up[j,:])`` ``(n,)``."""
-    dj, uj = _work(D[:, j]), _work(U[j])
+    dj, uj = np.ascontiguousarray(_work(D[:, j])), _work(U[j])  # a strided vector makes `@` ~100x slower
     return _per_unit(U, D, lambda u, dd: (dj @ dd) * (u @ uj))
 
 
@@ -102,9 +152,10 @@ def _flip(U, D, m, g, j: int) -> None:
     m[j] = not m[j]
 
 
-def _best_swap(U, D, m, delta, tol: float, deadline: float) -> tuple[int, int] | None:
+def _best_swap(U, D, m, delta, tol: float, budget: Budget) -> tuple[int, int] | None:
     """The first improving pair flip found, blocks of the most promising units first: ``(i, j)``
-    with ``i ∈ S``, ``j ∉ S`` (a swap), or ``None`` (none improves, or the deadline passed)."""
+    with ``i ∈ S``, ``j ∉ S`` (a swap), or ``None`` (none improves, or ``budget`` stopped it)."""
+    d = U.shape[1]
     inside, outside = np.flatnonzero(m), np.flatnonzero(~m)
     inside = inside[np.argsort(delta[inside], kind="stable")]
     outside = outside[np.argsort(delta[outside], kind="stable")]
@@ -112,9 +163,9 @@ def _best_swap(U, D, m, delta, tol: float, deadline: float) -> tuple[int, int] |
         I = inside[a : a + SWAP_BLOCK]
         DI, UI = _work(D[:, I]), _work(U[I])
         for b in range(0, outside.size, SWAP_BLOCK):
-            if time.perf_counter() > deadline:
-                return None
             J = outside[b : b + SWAP_BLOCK]
+            if not budget.spend(I.size * J.size * (2 * d + 1)):
+                return None
             G = (DI.T @ _work(D[:, J])) * (UI @ _work(U[J]).T)  # (|I|, |J|) block of the Gram matrix
             change = delta[I][:, None] + delta[J][None, :] - 2 * G  # s_i s_j = −1
             k = int(np.argmin(change))
@@ -123,16 +174,22 @@ def _best_swap(U, D, m, delta, tol: float, deadline: float) -> tuple[int, int] |
     return None
 
 
-def descend(U, D, A, m0: np.ndarray, *, deadline: float, swaps: bool = True) -> tuple[np.ndarray, float] | None:
+def descend(
+    U, D, A, m0: np.ndarray, *, deadline: float = math.inf, swaps: bool = True, budget: Budget | None = None
+) -> tuple[np.ndarray, float] | None:
     """``(m, f)``: from the mask ``m0`` ``(n,)``, best-improvement single flips while one lowers
     ``f = ‖Σ_{i∈S} M_i + A‖_F²`` by more than ``1e-12·max(f(m0), ‖A‖²)``, then (``swaps``) the
-    first improving swap of :func:`_best_swap` and flips again, until neither improves or
-    ``deadline`` (``time.perf_counter()``) passes; ``f`` the float64 estimate at ``m`` (never above
-    the start's: only improving moves are made). ``None`` when the deadline passes before the
-    scores at ``m0`` are computed. At most ``20 n`` moves."""
-    n = U.shape[0]
+    first improving swap of :func:`_best_swap` and flips again, until neither improves or the
+    ``budget`` (:class:`Budget`: work, then its safety ``deadline``) or ``deadline``
+    (``time.perf_counter()``) stops it; ``f`` the float64 estimate at ``m`` (never above the start's:
+    only improving moves are made). ``None`` when it stops before the scores at ``m0`` are computed.
+    At most ``20 n`` moves. With work alone (``deadline`` infinite) the result is a function of the
+    weights: the same on every run."""
+    n, d = U.shape
+    budget = Budget(deadline=deadline) if budget is None else budget
+    budget.deadline = min(budget.deadline, deadline)
     m = np.asarray(m0, bool).copy()
-    start = scores(U, D, A, m, deadline)
+    start = scores(U, D, A, m, budget=budget)
     if start is None:
         return None
     g, q, f = start
@@ -140,17 +197,18 @@ def descend(U, D, A, m0: np.ndarray, *, deadline: float, swaps: bool = True) -> 
     tol = 1e-12 * max(f, float(np.vdot(A, A)) if alpha is None else alpha * alpha * A.shape[0])
     if not (np.all(np.isfinite(g)) and np.all(np.isfinite(q)) and np.isfinite(f)):
         return m, f
+    flip = 2 * n * d + 4 * n  # one Gram column and the scores' update
     for _ in range(20 * n):
-        if time.perf_counter() > deadline:
-            break
         delta = 2 * np.where(m, -g, g) + q
         i = int(np.argmin(delta))
         if delta[i] < -tol:
+            if not budget.spend(flip):
+                break
             f += float(delta[i])
             _flip(U, D, m, g, i)
             continue
-        pair = _best_swap(U, D, m, delta, tol, deadline) if swaps else None
-        if pair is None:
+        pair = _best_swap(U, D, m, delta, tol, budget) if swaps else None
+        if pair is None or not budget.spend(2 * flip):
             break
         i, j = pair
         dij = float(np.dot(_work(D[:, i]), _work(D[:, j])) * np.dot(_work(U[i]), _work(U[j])))

@@ -155,10 +155,49 @@ def _rescale(u: np.ndarray, dd: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray,
     return us, ds, exact
 
 
+def _low_bits(x: np.ndarray, axis: int) -> np.ndarray:
+    """The binary exponent of the lowest set bit over the nonzero entries of ``x`` along ``axis``
+    (``x = Σ bits``, every entry an integer multiple of ``2^low``); a large number where all are zero."""
+    mant, ex = np.frexp(np.abs(x))
+    m = (mant * 2.0**53).astype(np.int64)  # exact: an integer below 2^53 (subnormals are normalised by frexp)
+    tz = np.zeros(m.shape, np.int64)
+    nz = m != 0
+    low = m[nz] & -m[nz]  # the lowest set bit, a power of two
+    tz[nz] = np.frexp(low.astype(np.float64))[1] - 1
+    out = np.where(nz, ex.astype(np.int64) - 53 + tz, 1 << 20)
+    return out.min(axis=axis, initial=1 << 20)
+
+
+def exact_exponents(u: np.ndarray, dd: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per unit, the exponent ``e`` nearest ``want`` for which ``u[i,:]·2^−e`` and ``dd[:,i]·2^e`` are
+    both exact float64 numbers (``u (k, d)``, ``dd (d, k)`` float64). The exact exponents of a unit form
+    an interval that holds 0: scaling down is exact while the lowest set bit stays at or above
+    ``2⁻¹⁰⁷⁴``, scaling up while the largest entry stays below ``2¹⁰²⁴``. So a unit whose ideal
+    rescaling would round is rescaled as far towards it as exactness allows, never left at its stored
+    scale for want of one bit."""
+    big = 1 << 20
+    top_u = np.frexp(np.max(np.abs(u), axis=1, initial=0.0))[1].astype(np.int64)
+    top_d = np.frexp(np.max(np.abs(dd), axis=0, initial=0.0))[1].astype(np.int64)
+    low_u, low_d = _low_bits(u, 1), _low_bits(dd, 0)
+    zu, zd = ~np.any(u != 0, axis=1), ~np.any(dd != 0, axis=0)
+    hi = np.minimum(np.where(zu, big, low_u + 1074), np.where(zd, big, 1024 - top_d))
+    lo = np.maximum(np.where(zd, -big, -(low_d + 1074)), np.where(zu, -big, top_u - 1024))
+    e = np.clip(np.asarray(want, np.int64), np.minimum(lo, 0), np.maximum(hi, 0))
+    with np.errstate(over="ignore", under="ignore"):  # the test of exactness, kept as a guard
+        ub, db = np.ldexp(u, -e[:, None]), np.ldexp(dd, e[None, :])
+        ok = (
+            np.all(np.ldexp(ub, e[:, None]) == u, axis=1)
+            & np.all(np.ldexp(db, -e[None, :]) == dd, axis=0)
+            & np.all(np.isfinite(db), axis=0)
+            & np.all(np.isfinite(ub), axis=1)
+        )
+    return np.where(ok, e, 0).astype(np.int64)
+
+
 def balance_scales(U, D, *, block: int = BLOCK) -> Scales:
     """:class:`Scales` of ``W_up = U (n, d)``, ``W_down = D (d, n)`` (any float dtype), in one pass over
-    blocks of ``block`` units; the exponents of :func:`_arith.balance` (the same test of exactness:
-    both directions round-trip and ``W_down[:,i]·2^e`` is finite)."""
+    blocks of ``block`` units; the exponents of :func:`_arith.balance` (:func:`exact_exponents`: the
+    ideal one, ``max|W_up[i,:]·2^−e| ∈ [1/2, 1)``, moved only as far as exactness requires)."""
     n = U.shape[0]
     if _narrow(U, D):  # every rescaling below is exact (|e| ≤ 149 + 128, and then k = 0): from the maxima
         mu, md = unit_max(U, D, block=block)
@@ -168,16 +207,8 @@ def balance_scales(U, D, *, block: int = BLOCK) -> Scales:
     for s in blocks(n, block):
         u, dd = as_float64(U[s]), as_float64(D[:, s])
         top = np.max(np.abs(u), axis=1, initial=0.0)
-        es = np.where(top > 0, np.frexp(top)[1], 0).astype(np.int64)
-        with np.errstate(over="ignore", under="ignore"):
-            ub, db = np.ldexp(u, -es[:, None]), np.ldexp(dd, es[None, :])
-            ok = (
-                np.all(np.ldexp(ub, es[:, None]) == u, axis=1)
-                & np.all(np.ldexp(db, -es[None, :]) == dd, axis=0)
-                & np.all(np.isfinite(db), axis=0)
-            )
-        es[~ok] = 0
-        ub[~ok], db[:, ~ok] = u[~ok], dd[:, ~ok]
+        es = exact_exponents(u, dd, np.where(top > 0, np.frexp(top)[1], 0))
+        ub, db = _times(u, -es, 0), _times(dd, es, 1)
         k = _exponents(np.max(np.abs(ub), axis=1, initial=0.0), np.max(np.abs(db), axis=0, initial=0.0))
         k[~_rescale(ub, db, k)[2]] = 0
         e[s], t[s] = es, es + k
