@@ -11,11 +11,6 @@ import pytest
 from absorbjax import condition, models
 from absorbjax.condition import _closest, _search
 
-# What a decision spends outside its time limit, beyond the relaxations its certificate times:
-# reading, the box relaxation of each search (a bounded number of steps), HiGHS' own overshoot
-# and the certificate's assembly (rule (E) on a found set), on two shared cores.
-OVERHEAD = 2.0
-
 
 def _planted32(d: int, n: int, seed: int = 0) -> models.MLPParams:
     """A planted relu block stored in float32: not absorbable exactly, within rounding of one that is,
@@ -43,15 +38,23 @@ def _same(a, b) -> bool:
 
 
 @pytest.mark.slow
-def test_the_time_limit_bounds_the_whole_decision():
+def test_the_time_limit_bounds_the_whole_decision(monkeypatch):
     """Before: the limit was spent once for the status and again for ``within_rounding``
-    (``3 s`` took ``9.8 s``); now one deadline covers both."""
+    (``3 s`` took ``9.8 s``); now one deadline covers both: the MILP time limits handed out, status
+    and ``within_rounding`` together, add up to at most ``time_limit``. Counted, not timed (the
+    wall times are in the research log)."""
+    from absorbjax.condition import _decide
+
+    given, real = [], _decide.milp
+
+    def recording(*args):
+        given.append(args[-1])  # milp(U, D, rule, rel, threshold, time_limit)
+        return real(*args)
+
+    monkeypatch.setattr(_decide, "milp", recording)
     limit = 3.0
-    t = time.perf_counter()
     cert = condition.find_absorbing_set(_planted32(8, 512), "relu", time_limit=limit)
-    wall = time.perf_counter() - t
-    relaxations = sum(cert.timings.get(k, 0.0) for k in ("hypotheses", "gram", "factor", "solve"))
-    assert wall <= limit + relaxations + OVERHEAD, (wall, cert.timings)
+    assert given and sum(given) <= limit, given
     assert cert.status == "undecided" and cert.within_rounding == "undecided"
     assert "time limit" in cert.reason and "time limit" in cert.rounding_reason
 
