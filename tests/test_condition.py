@@ -635,3 +635,15 @@ def test_rigorous_constants_never_claim_too_much(seed):
         for i in range(3)
     ]
     assert s >= 0 and _psd_exact(AtA)
+
+
+def test_certificate_text_says_what_is_not_there():
+    """A lower bound of 0 reads as no bound, float64 storage as nothing rounded: never
+    "every S misses by >= 0" or "rtol n/a: n/a" (issue 58, the front door)."""
+    up = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]])  # c = (0.5, 1, 1) in the box, no 0/1 point
+    down = np.array([[-0.4, -0.4, 0.0], [0.0, 0.0, -1.0]])
+    cert = condition.find_absorbing_set(models.MLPParams(up, down), "gelu", method="relaxation")
+    assert cert.status == "undecided" and cert.lower_bound == 0
+    text = str(cert) + repr(cert)
+    assert "misses by >= 0 " not in text and "n/a: n/a" not in text and "n/a" not in text.split("stored as")[1]
+    assert "no positive lower bound" in text and "nothing rounded" in text

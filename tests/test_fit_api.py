@@ -216,3 +216,20 @@ def test_expand_search_keeps_the_restarts_apart_from_the_final_block():
     assert "final_loss" in r.to_dict() and "final_loss" not in first.to_dict()
     keys = "factor wide_restarts wide_steps wide_polish rounds proposals_per_draw dense merge_tol unsolved proposed improved"
     assert list(r.to_dict()["config"]["expand"]) == keys.split()  # GELU: no line step, no "lines"
+
+
+def test_the_progress_bar_is_text_where_no_widget_can_draw(monkeypatch):
+    """Without ipywidgets (a fresh notebook kernel) the bar is tqdm's text bar and nothing warns;
+    ``tqdm.auto`` would pick the widget there and warn (issue 58, the front door)."""
+    import sys
+    import warnings
+
+    import tqdm.std
+
+    from absorbjax._progress import tqdm as progress
+
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # importing it raises ImportError
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bar = progress(range(3), disable=True)
+    assert type(bar) is tqdm.std.tqdm

@@ -165,8 +165,10 @@ class Certificate(Verdict):
             found = f"line absorber V_down = ({self.line.alpha[0]!r}, {self.line.alpha[1]!r}, 0, …), miss <= {fmt(self.miss_bound)}·|x|"
         elif self.residual is not None:
             found = f"the only candidate misses by {fmt(self.residual)}"
-        else:
+        elif self.lower_bound > 0:
             found = f"every S misses by >= {fmt(self.lower_bound)} (Frobenius)"
+        else:
+            found = "no positive lower bound on any S's miss"
         theorem = f", {self.theorem}" if self.theorem else ""
         return f"{self.status} by {self.method}{theorem}: {found}; d = {self.d}, n = {self.n}; {self.reason}"
 
@@ -193,6 +195,8 @@ class Certificate(Verdict):
         bound = (
             f"every S misses by >= {fmt(self.lower_bound)} (Frobenius; an accepted S misses by <= "
             f"{fmt(self.threshold)})"
+            if self.lower_bound > 0
+            else f"no positive lower bound on any S's miss (an accepted S misses by <= {fmt(self.threshold)})"
         )
         rel = self.relaxation
         if rel is None:
@@ -220,11 +224,14 @@ class Certificate(Verdict):
             "undecided": "undecided",
             "n/a": "n/a",
         }[self.within_rounding]
-        lines.append(
-            f"  stored as {self.stored_dtype} (decided in float64); absorbable within "
-            f"{self.stored_dtype} storage rounding (rtol {fmt(self.rounding_rtol)}): {rounding}"
-            + (f" ({self.rounding_reason})" if self.rounding_reason else "")
-        )
+        if self.within_rounding == "n/a":  # float64 or integer storage: nothing was rounded
+            lines.append(f"  stored as {self.stored_dtype}: decided on the stored values, nothing rounded")
+        else:
+            lines.append(
+                f"  stored as {self.stored_dtype} (decided in float64); absorbable within "
+                f"{self.stored_dtype} storage rounding (rtol {fmt(self.rounding_rtol)}): {rounding}"
+                + (f" ({self.rounding_reason})" if self.rounding_reason else "")
+            )
         lines.append(f"  d = {self.d}, n = {self.n}, skip {self.skip}, {self.seconds:.3g} s")
         return "\n".join(lines)
 

@@ -505,7 +505,7 @@ def find_absorbing_sets(
     skips = per_draw(decision.skip, (d, d), draws, "skip")
     biases = per_draw(decision.bias, (n,), draws, "bias")
     outs = per_draw(decision.out_bias, (d,), draws, "out_bias")
-    from tqdm.auto import tqdm
+    from absorbjax._progress import tqdm
 
     return [
         find_absorbing_set(

@@ -250,7 +250,7 @@ def map_draws(
     Returns:
       The outputs with a leading draws axis, as NumPy arrays.
     """
-    from tqdm.auto import tqdm
+    from absorbjax._progress import tqdm
 
     key_data, impl = split_key(key)
     host = jax.tree.map(np.asarray, tuple(arrays))
