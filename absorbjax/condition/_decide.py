@@ -270,8 +270,7 @@ def _gram(
     t = time.perf_counter()
     U0, D0 = _float64(U), _float64(D)
     U, D = balance(U0, D0)
-    with np.errstate(over="ignore", invalid="ignore"):  # out of range only past any exact shift: handled downstream
-        UUt = U @ U.T
+    UUt = U @ U.T
     dtype = (
         np.result_type(*context.dtypes)
         if all(not str(x).startswith("bfloat") for x in context.dtypes)

@@ -79,13 +79,12 @@ def relax(U, D, A, UUt, timings) -> Relaxation:
     """
     n, d = U.shape
     t = time.perf_counter()
-    with np.errstate(over="ignore", invalid="ignore"):  # a non-finite G gets no bound below
-        G = (D.T @ D) * UUt
-        b = -np.einsum("ki,ki->i", D, A @ U.T)
-        tau = 4 * max(n, d) * EPS * float(np.max(np.sum(np.abs(G), axis=1)))
-        # The computed G differs from the true KᵀK by E, |E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙
-        # |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j with v_i = ‖D_i‖‖U_i‖, so ‖E‖_2 ≤ gram_err.
-        gram_err = 2 * (d + 1) * EPS * float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
+    G = (D.T @ D) * UUt
+    b = -np.einsum("ki,ki->i", D, A @ U.T)
+    tau = 4 * max(n, d) * EPS * float(np.max(np.sum(np.abs(G), axis=1)))
+    # The computed G differs from the true KᵀK by E, |E_ij| ≤ 2γ_d (|W_down|ᵀ|W_down| ⊙
+    # |W_up||W_up|ᵀ)_ij ≤ 2γ_d v_i v_j with v_i = ‖D_i‖‖U_i‖, so ‖E‖_2 ≤ gram_err.
+    gram_err = 2 * (d + 1) * EPS * float(np.sum((np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)) ** 2))
     timings["gram"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -236,22 +235,21 @@ def _frank_wolfe(U, D, A, c) -> tuple[float, float]:
     ``R`` is bounded by ``n·eps·‖|W_down| diag c |W_up| + |A|‖_F ≤ n·eps·(‖W_down‖_F ‖W_up‖_F +
     ‖A‖_F)`` (``0 ≤ c ≤ 1``), that of ``g_i`` by ``(err + 2d·eps·‖R‖_F)·‖W_down[:,i]‖ ‖W_up[i,:]‖``.
     """
-    with np.errstate(over="ignore", invalid="ignore"):  # non-finite terms give no bound (0), never a trusted one
-        n, d = U.shape
-        R = -A - (D * c) @ U
-        g = np.einsum("ki,ki->i", D, R @ U.T)
-        f = float(np.sum(R * R))
-        terms = np.minimum(2 * g * c, -2 * g * (1 - c))
-        bound = f + float(np.sum(terms))
-        g_n = gamma(n + 2)  # the rounding of R: γ_{n+2} (|W_down| diag c |W_up| + |A|), Frobenius below this
-        err = g_n * (1 + g_n) * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
-        err *= 1 + 8 * (d + 2) * EPS  # the norms' own rounding
-        err_g = (err + gamma(2 * d + 2) * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
-        # f and the sum of terms are float64 sums too: γ_{d²+2} f and γ_{n+2} Σ|terms| cover them
-        sums = gamma(d * d + 2) * f + g_n * float(np.sum(np.abs(terms)))
-        margin = (2 * math.sqrt(f) * err + err**2 + 2 * float(np.sum(err_g)) * (1 + 8 * (d + 2) * EPS) + sums) * (
-            1 + 8 * EPS
-        )
-        if not (math.isfinite(f) and math.isfinite(bound) and math.isfinite(margin)):
-            return f, 0.0  # a NaN or inf bounds nothing
-        return f, math.sqrt(max(bound - margin, 0.0))
+    n, d = U.shape
+    R = -A - (D * c) @ U
+    g = np.einsum("ki,ki->i", D, R @ U.T)
+    f = float(np.sum(R * R))
+    terms = np.minimum(2 * g * c, -2 * g * (1 - c))
+    bound = f + float(np.sum(terms))
+    g_n = gamma(n + 2)  # the rounding of R: γ_{n+2} (|W_down| diag c |W_up| + |A|), Frobenius below this
+    err = g_n * (1 + g_n) * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
+    err *= 1 + 8 * (d + 2) * EPS  # the norms' own rounding
+    err_g = (err + gamma(2 * d + 2) * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
+    # f and the sum of terms are float64 sums too: γ_{d²+2} f and γ_{n+2} Σ|terms| cover them
+    sums = gamma(d * d + 2) * f + g_n * float(np.sum(np.abs(terms)))
+    margin = (2 * math.sqrt(f) * err + err**2 + 2 * float(np.sum(err_g)) * (1 + 8 * (d + 2) * EPS) + sums) * (
+        1 + 8 * EPS
+    )
+    if not (math.isfinite(f) and math.isfinite(bound) and math.isfinite(margin)):
+        return f, 0.0  # a NaN or inf bounds nothing
+    return f, math.sqrt(max(bound - margin, 0.0))
