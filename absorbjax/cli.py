@@ -126,7 +126,9 @@ def _select(model, wanted):
     found = model.blocks
     if not wanted:
         return found
-    by_name = {b.name: b for b in found}
+    from absorbjax.weights._conventions import printable
+
+    by_name = {printable(b.name): b for b in found} | {b.name: b for b in found}  # as printed, or as stored
     out = []
     for w in wanted:
         if w.isdigit() and int(w) < len(found):
@@ -136,7 +138,7 @@ def _select(model, wanted):
         else:
             raise ValueError(
                 f"{model.path}: no layer {w}; the file holds layers 0–{len(found) - 1} "
-                f"({found[0].name} … {found[-1].name}) (choose with --layer)"
+                f"({printable(found[0].name, 120)} … {printable(found[-1].name, 120)}) (choose with --layer)"
             )
     return out
 
@@ -145,7 +147,7 @@ def _check(args) -> int:
     problem = _early(args.model)
     if args.max_bytes is not None and args.max_bytes < 1 << 20:
         problem = f"--max-bytes must be at least 1048576, got {args.max_bytes}"
-    if problem:
+    if problem:  # the user's own argument, no file read yet: printed before anything is imported
         print(f"absorbjax check: {problem}", file=sys.stderr)
         return 2
     from absorbjax.weights import _limits as limits
@@ -160,6 +162,8 @@ def _check_file(args) -> int:
     from tqdm.auto import tqdm
 
     from absorbjax import weights
+    from absorbjax.weights._check import reads_weights
+    from absorbjax.weights._conventions import printable
 
     rows, gaussian = [], {}
     try:
@@ -171,7 +175,8 @@ def _check_file(args) -> int:
         # one block read at a time: its memory maps are dropped before the next is read
         bar = tqdm(found, desc="check", unit="block", file=sys.stderr, disable=True if args.no_progress else None)
         for block in bar:
-            bar.set_postfix_str(f"{block.name or block.layer} ({block.d} × {block.n}, {block.dtype})", refresh=True)
+            what = f"{printable(block.name, 80) or block.layer} ({block.d} × {block.n}, {printable(block.dtype, 40)})"
+            bar.set_postfix_str(what, refresh=True)
             rows.append(weights.check(block, skip=skip, time_limit=args.time_limit))
             if args.plot and rows[-1].lower is not None:  # the norm-matched Gaussian reference
                 read = block.load()
@@ -185,49 +190,64 @@ def _check_file(args) -> int:
                 gaussian[block.layer] = weights.check(ref, skip=skip, time_limit=args.time_limit)
                 del read, ref
     except ValueError as err:
-        print(f"absorbjax check: {' '.join(str(err).split())}", file=sys.stderr)
+        _fail(str(err))
         return 2
     except (MemoryError, RecursionError) as err:  # a reader's bound missed: still one line
         what = "more memory than this machine has" if isinstance(err, MemoryError) else "nesting too deep"
-        print(
-            f"absorbjax check: {args.model}: reading it needs {what}; the file is damaged or hostile", file=sys.stderr
-        )
+        _fail(f"{args.model}: reading it needs {what}; the file is damaged or hostile")
         return 2
     except Exception as err:  # noqa: BLE001 - untrusted files: every failure is one line, never a traceback
-        why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
-        print(
-            f"absorbjax check: {args.model}: not readable ({why}); the file is damaged, or report the message",
-            file=sys.stderr,
-        )
+        why = printable(" ".join(f"{type(err).__name__}: {err}".split()), 300)
+        _fail(f"{args.model}: not readable ({why}); the file is damaged, or report the message")
         return 2
     if args.plot:
         from absorbjax.weights._plot import plot_distances
 
         if gaussian:
-            plot_distances(rows, gaussian, args.plot, title=f"{model.path.name}: distance per layer")
+            plot_distances(rows, gaussian, args.plot, title=f"{printable(model.path.name)}: distance per layer")
             print(f"figure: {args.plot}", file=sys.stderr)
         else:
             print(
                 "absorbjax check: --plot: no block has distances (gated blocks are decided by theorem)", file=sys.stderr
             )
+    read = [reads_weights(b) for b in found]
     if args.json:
-        from absorbjax.weights._onnxquant import note
-
-        print(
-            json.dumps(
-                {
-                    "file": str(model.path),
-                    "format": model.format,
-                    "blocks": [r.to_dict() | ({"quantisation": note(r.dtype)} if note(r.dtype) else {}) for r in rows],
-                    "gaussian": {k: v.to_dict() for k, v in gaussian.items()},
-                    "unused": {k: list(v) for k, v in model.unused.items()},
-                },
-                indent=2,
-            )
-        )
+        _json(model, rows, read, gaussian)
         return 0
-    _table(model, rows)
+    _table(model, rows, read)
     return 0
+
+
+def _fail(message: str) -> None:
+    """One line on stderr: the message with its whitespace collapsed and every character that is
+    not printable escaped (a name from a file may hold ``\\r``, ``\\n`` or ESC)."""
+    from absorbjax.weights._conventions import printable
+
+    print(f"absorbjax check: {printable(' '.join(message.split()))}", file=sys.stderr)
+
+
+def _json(model, rows, read, gaussian) -> None:
+    """``--json``: every field; names as the table prints them (escaped), ``weights_read`` false for
+    a gated block decided by Prop 6 from its activation alone."""
+    from absorbjax.weights._conventions import printable
+    from absorbjax.weights._onnxquant import note
+
+    blocks = [
+        r.to_dict() | {"weights_read": ok} | ({"quantisation": note(r.dtype)} if note(r.dtype) else {})
+        for r, ok in zip(rows, read)
+    ]
+    print(
+        json.dumps(
+            {
+                "file": printable(model.path),
+                "format": model.format,
+                "blocks": blocks,
+                "gaussian": {k: v.to_dict() for k, v in gaussian.items()},
+                "unused": {printable(k): list(v) for k, v in model.unused.items()},
+            },
+            indent=2,
+        )
+    )
 
 
 def _biases(r) -> str:
@@ -235,18 +255,29 @@ def _biases(r) -> str:
     return out or "-"
 
 
-def _table(model, rows) -> None:
+def _say(text: str) -> None:
+    """One line of the table, every character that is not printable escaped (a name read from a
+    file may hold ``\\r``, ``\\n``, ESC or a lone surrogate: it can neither forge a row nor reach
+    the terminal)."""
+    from absorbjax.weights._conventions import printable
+
+    print(printable(text))
+
+
+def _table(model, rows, read) -> None:
+    from absorbjax.weights._conventions import printable
+
     acts = {(r.activation, r.activation_source) for r in rows}
     act = ", ".join(f"{a} ({s})" for a, s in sorted(acts))
-    print(f"{model.path}: {model.format}, {len(rows)} MLP block(s), activation {act}")
+    _say(f"{model.path}: {model.format}, {len(rows)} MLP block(s), activation {act}")
     head = ("layer", "name", "d", "n", "dtype", "bias", "status", "method", "lower", "upper", "|S|", "s")
     table = [
         [
             str(r.layer),
-            r.name or "-",
+            printable(r.name, 200) or "-",
             str(r.d),
             str(r.n),
-            r.dtype,
+            printable(r.dtype, 60),
             _biases(r),
             r.status,
             r.method,
@@ -259,42 +290,80 @@ def _table(model, rows) -> None:
     ]
     widths = [max(len(x) for x in col) for col in zip(head, *table)]
     for line in (head, *table):
-        print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
+        _say("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
     by_status: dict[str, list] = {}
     for r in rows:
         by_status.setdefault(r.status, []).append(r)
     for status, group in by_status.items():  # one reason per status; every reason is in --json
-        print(
+        _say(
             f"  {status} (layer {_ranges([r.layer for r in group])}): {group[0].reason}"
-            + (f" (layer {group[0].layer}; the others alike, see --json)" if len(group) > 1 else "")
+            + (f" (layer {group[0].layer}; {_OTHERS.get(status, _ALIKE)})" if len(group) > 1 else "")
         )
+    _notes(model, rows, read)
+
+
+_ALIKE = "the others alike, see --json"
+_OTHERS = {"degenerate": "each layer's own reason below", "undecided": "each layer's own reason below"}
+
+
+def _short(r) -> str:
+    """Why a ``degenerate`` or ``undecided`` row is so, in a few words: the failed hypotheses
+    ("columns of W_down are zero: [75]"), else the clause of the reason after its last "but"."""
+    cert = r.certificate
+    if r.status == "degenerate" and cert is not None and cert.failed:
+        text = "; ".join(cert.failed)
+    else:
+        text = r.reason
+        for sep in ("; but ", ", but "):
+            if sep in text:
+                text = text.rsplit(sep, 1)[1]
+                break
+    return " ".join(text.split())[:200]
+
+
+def _notes(model, rows, read) -> None:
+    """The lines under the table: each degenerate or undecided row's short reason, storage
+    rounding, unread tensors, residuals, declared facts, quantisation, rows decided without reading
+    their weights, the legend and the tensors no block uses."""
+    why: dict[str, list[int]] = {}
+    for r in rows:
+        if r.status in ("degenerate", "undecided"):
+            why.setdefault(f"{r.status}: {_short(r)}", []).append(r.layer)
+    for text, layers in why.items():
+        _say(f"  layer {_ranges(layers)}: {text}")
     for r in rows:
         if r.within_rounding == "yes" and r.status != "absorbable":
-            print(f"  layer {r.layer}: absorbable within {r.dtype} storage rounding ({r.certificate.rounding_reason})")
+            _say(f"  layer {r.layer}: absorbable within {r.dtype} storage rounding ({r.certificate.rounding_reason})")
         if r.unread:
-            print(f"  layer {r.layer}: unread tensor(s) beside the block that may be biases: {', '.join(r.unread)}")
+            _say(f"  layer {r.layer}: unread tensor(s) beside the block that may be biases: {', '.join(r.unread)}")
         if r.residual is False:
-            print(f"  layer {r.layer}: the graph shows no residual Add of the block's input")
+            _say(f"  layer {r.layer}: the graph shows no residual Add of the block's input")
     for facts in dict.fromkeys(r.assumes for r in rows if r.assumes):  # a user's declarations, never proved here
-        print(
+        _say(
             f"  layer {_ranges([r.layer for r in rows if r.assumes == facts])}: given the declared facts: {'; '.join(facts)}"
         )
     from absorbjax.weights._onnxquant import note
 
     for text in dict.fromkeys(note(r.dtype) for r in rows if note(r.dtype)):
-        print(f"  layer {_ranges([r.layer for r in rows if note(r.dtype) == text])}: {text}")
-    print(
+        _say(f"  layer {_ranges([r.layer for r in rows if note(r.dtype) == text])}: {text}")
+    unread = [r.layer for r, ok in zip(rows, read) if not ok]
+    if unread:
+        _say(
+            f"  layer {_ranges(unread)}: gated, no hidden bias: decided by Prop 6 from the activation alone, "
+            "without reading the weights (their values, NaN included, do not enter the answer)"
+        )
+    _say(
         "  bias: b = hidden bias read (passed to the decision), c = output bias read (never used: a "
         "residual-free block has its own), ? = unread 1-D tensors beside the block, - = none in the file"
     )
     if any(r.lower is not None for r in rows):
-        print(
+        _say(
             "  lower/upper: certified lower bound and attained upper bound on "
             "min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F (A = I without --skip); |S|: size of the best S found"
         )
     if model.unused:
         names = sorted(model.unused)
-        print(
+        _say(
             f"  not used: {len(names)} tensor(s) (attention, norms, embeddings, …), e.g. "
             f"{', '.join(names[:4])}; --json lists them all"
         )

@@ -18,12 +18,20 @@ output bias; gated: ``W_down (g(W_gate x + b_g) ⊙ (W_value x + b_v)) + c``):
   (:attr:`Block.unread`) may be one; a ``not_absorbable`` decided without it stays so where the
   activation's converse covers every hidden bias (Thm 8 via the ray limit: relu, gelu, gelu_tanh,
   silu, softplus), else becomes ``undecided`` (an absorbing ``S`` stays valid with any hidden bias:
-  flip ``(w_i, b_i)`` for ``i ∈ S``).
+  flip ``(w_i, b_i)`` for ``i ∈ S``);
+* a tensor of the block stored as integers (``int8``, ``I32``, ``bool``, …; whatever the container)
+  is refused naming it, before anything is read: integers are never read as weights or biases.
+  ONNX integer weights with their scale reach here dequantised (dtype ``int8 (dequantised)``) and
+  GGUF block types dequantised, so neither is an integer tensor;
+* the names in a :class:`BlockCheck` and in its errors are made printable
+  (:func:`~absorbjax.weights._conventions.printable`: control characters and surrogates escaped),
+  so that a name from a file cannot forge a row of a table or reach a terminal raw.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -31,6 +39,7 @@ import numpy as np
 
 from absorbjax.results import Verdict
 from absorbjax.weights import _limits as limits
+from absorbjax.weights._conventions import printable
 from absorbjax.weights._model import Block
 
 if TYPE_CHECKING:
@@ -112,7 +121,7 @@ def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
         why = (
             "it has a nonzero hidden bias"
             if hidden_nonzero
-            else f"the unread tensor(s) {', '.join(block.unread)} may be hidden biases"
+            else f"the unread tensor(s) {_names(block.unread)} may be hidden biases"
         )
         return {
             "status": "undecided",
@@ -132,7 +141,7 @@ def _working_bytes(block: Block) -> int:
     n, d = block.n, block.d
     if n >= large.SCREEN_MIN_N:
         return 0
-    return limits.array_bytes((16 * n * d + 32 * n * n,), 1, f"deciding {block.name[:80]} (n = {n}, d = {d})")
+    return limits.array_bytes((16 * n * d + 32 * n * n,), 1, f"deciding {printable(block.name, 80)} (n = {n}, d = {d})")
 
 
 def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
@@ -162,16 +171,57 @@ def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
     covered = block.activation is not None and activations.get(block.activation).converse(biased=True)
     if block.unread and cert.status == "not_absorbable" and covered:
         out.update(
-            reason=f"{cert.reason}; the unread tensor(s) {', '.join(block.unread)} cannot change this: "
+            reason=f"{cert.reason}; the unread tensor(s) {_names(block.unread)} cannot change this: "
             f"{covered} decides the block with any hidden bias"
         )
     elif block.unread and cert.status == "not_absorbable":
         out.update(
             status="undecided",
             reason=f"{cert.reason}; but decided without the unread tensor(s) "
-            f"{', '.join(block.unread)}, which may be hidden biases (name them <role>.bias to have them read)",
+            f"{_names(block.unread)}, which may be hidden biases (name them <role>.bias to have them read)",
         )
     return out
+
+
+def reads_weights(block: Block) -> bool:
+    """Whether :func:`check` reads the block's tensors: always, except for a gated block without a
+    hidden bias, which Prop 6 decides from its activation alone (its weights are never read, so
+    neither their values nor NaN in them enter the answer)."""
+    return not block.gated or any(r != "down" for r in block.bias_names)
+
+
+_INTEGERS = re.compile(r"u?int\d+|bool|BOOL|[IU]\d+")
+
+
+def _integers(block: Block) -> None:
+    """``ValueError`` naming the first tensor of ``block`` stored as integers, from the stored dtypes
+    (before anything is read), and, for a read block, from the arrays themselves."""
+    stored = getattr(block, "_ckpt", None)
+    for key, tname in block.tensors.items():
+        t = stored.tensors.get(tname) if stored is not None else None
+        if t is not None and _INTEGERS.fullmatch(str(t.dtype)):
+            raise ValueError(_integer_message(key, tname, t.dtype))
+    if block.params is None:
+        return
+    arrays = dict(block.params._asdict()) | {f"{r}_bias": b for r, b in block.biases.items()}
+    for key, a in arrays.items():
+        dtype = np.asarray(a).dtype
+        if dtype.kind in "iub":  # a fused gate/value tensor was split on reading: name the stored one
+            fused = "gate_value_bias" if key.endswith("_bias") else "gate_value"
+            raise ValueError(_integer_message(key, block.tensors.get(key) or block.tensors.get(fused, key), dtype))
+
+
+def _integer_message(key: str, tname: str, dtype) -> str:
+    what = "a bias" if key.endswith("_bias") else "weights"
+    return (
+        f"tensor {printable(tname, 80)} ({what}) is stored as {printable(dtype, 40)}: integers are never read "
+        "as weights or biases (ONNX int8 weights with their scale, and GGUF block types, are dequantised); "
+        "check a float export of the model"
+    )
+
+
+def _names(names) -> str:
+    return ", ".join(printable(n, 120) for n in names)
 
 
 def check(block: Block, *, skip=None, time_limit: float = 60.0, distance: bool = True) -> BlockCheck:
@@ -179,13 +229,14 @@ def check(block: Block, *, skip=None, time_limit: float = 60.0, distance: bool =
 
     Args:
       block: a :class:`~absorbjax.weights.Block`, read or not (gated blocks without a hidden bias
-        are decided by Prop 6 without reading a weight).
+        are decided by Prop 6 without reading a weight: :func:`reads_weights`).
       skip: ``A`` ``(d, d)``; ``None`` is ``I``.
       time_limit: seconds for the MILP of the decision.
       distance: also bound ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` (ungated blocks).
 
-    Returns a :class:`BlockCheck`; see the module docstring for how biases enter. Problems with
-    the block (a skip of the wrong size, NaN weights) raise ``ValueError`` naming the file and layer.
+    Returns a :class:`BlockCheck` (names made printable); see the module docstring for how biases
+    enter. Problems with the block (a skip of the wrong size, NaN weights, a tensor stored as
+    integers) raise ``ValueError`` naming the file and layer.
     """
     from absorbjax import activations
 
@@ -194,28 +245,32 @@ def check(block: Block, *, skip=None, time_limit: float = 60.0, distance: bool =
     names = block.bias_names
     hidden = {r: t for r, t in names.items() if r != "down"}
     try:
-        if hidden or not block.gated:
+        _integers(block)
+        if reads_weights(block):
             block = block.load()
+            _integers(block)
         nonzero = any(np.any(np.asarray(b, np.float64) != 0) for r, b in block.biases.items() if r != "down")
         if block.gated or act.family != "ungated" or (act.never_absorbs and not nonzero):
             found = _theorem(block, act, nonzero)
         else:
             found = _condition(block, skip, time_limit, distance)
     except ValueError as err:
-        raise ValueError(f"{block.path}: layer {block.layer} ({block.name or 'block'}): {err}") from None
+        where = f"{printable(block.path)}: layer {block.layer} ({printable(block.name, 120) or 'block'})"
+        raise ValueError(f"{where}: {err}") from None
+    hidden_bias = next(iter(hidden.values()), None)
     return BlockCheck(
         layer=block.layer,
-        name=block.name,
+        name=printable(block.name),
         convention=block.convention,
         d=block.d,
         n=block.n,
         activation=block.activation,
-        activation_source=block.activation_source,
-        dtype=block.dtype,
-        hidden_bias=next(iter(hidden.values()), None),
+        activation_source=printable(block.activation_source),
+        dtype=printable(block.dtype),
+        hidden_bias=None if hidden_bias is None else printable(hidden_bias),
         hidden_bias_nonzero=bool(nonzero),
-        output_bias=names.get("down"),
-        unread=block.unread,
+        output_bias=None if names.get("down") is None else printable(names["down"]),
+        unread=tuple(printable(u) for u in block.unread),
         residual=block.residual,
         seconds=time.perf_counter() - start,
         **found,

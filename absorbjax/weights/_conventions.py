@@ -35,6 +35,11 @@ A group counts as a block only when it holds its convention's key role (``up``, 
 gated ones), so attention tensors never pass for MLPs: BERT's ``attention.output.dense`` forms the
 group ``...attention`` with a ``down`` and no ``up``; ``attention.self.value`` a ``value`` with no
 ``gate``; a mixture-of-experts router ``mlp.gate`` has no ``value``/``down`` beside it.
+
+Names come from files, so they may hold anything: :func:`printable` is the one way a name is
+printed (control characters, lone surrogates and format characters escaped as ``\\r``, ``\\x1b``,
+``\\ud800``): by the ONNX and GGUF readers (GGUF names are made printable as they are read),
+:func:`absorbjax.weights.check` and ``absorbjax check``, which escapes every line it prints.
 """
 
 from __future__ import annotations
@@ -119,6 +124,34 @@ _ENDINGS = (
     ("_bias", "bias"),
     (".b", "bias"),
 )
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text, limit: int | None = None) -> str:
+    """``text`` (a tensor, node or file name, or a message holding one) as it may be printed: every
+    character that is not printable (``str.isprintable``: control characters such as ``\\r``,
+    ``\\n``, ESC, lone surrogates, format and separator characters such as U+202E or U+2028) written
+    as a Python escape (``\\r``, ``\\x1b``, ``\\ud800``, ``\\u202e``), so that no name read from a
+    file can move the cursor, colour the terminal, start a line of its own or fail to encode;
+    printable characters (backslashes and non-ASCII letters included) are kept, so applying it twice
+    changes nothing. At most ``limit`` characters, then ``…``. The one function every name printed
+    by the readers, ``weights.check`` and ``absorbjax check`` (table, ``--json``, errors) goes
+    through."""
+    text = str(text)
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+    if limit is not None and len(text) > limit:
+        return text[:limit] + "…"
+    return text
+
+
+def _escape(ch: str) -> str:
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def split_name(name: str) -> tuple[str, str]:

@@ -8,7 +8,9 @@ an ``uint32`` revision, ``uint32`` count of variables, then per variable its nam
 Scopes are joined with ``/`` in the file; here with ``.`` (``encoder/layer_0/ffn/linear_0/weight``
 → ``encoder.layer_0.ffn.linear_0.weight``). Scalars become metadata; an ``activation`` scalar
 (``ActivationType``: 0 ReLU, 1 GELUTanh, 2 Swish, 3 GELU) becomes ``hidden_act``. The parse must
-end exactly at the end of the file, otherwise the file is refused.
+end exactly at the end of the file, otherwise the file is refused. A variable is read with
+``read`` calls into one buffer (:func:`limits.read_range`), never mapped: a file truncated meanwhile
+is a one-line error.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import struct
 from pathlib import Path
 
 import numpy as np
+
+from absorbjax.weights import _limits as limits
 
 DTYPES = {0: "float32", 1: "int8", 2: "int16", 3: "int32", 4: "float16", 5: "bfloat16"}
 ACTIVATIONS = {0: "relu", 1: "gelu_pytorch_tanh", 2: "silu", 3: "gelu"}
@@ -61,7 +65,8 @@ def _loader(path: Path, offset: int, shape, dtype: str):
         else:
             dt = np.dtype(dtype).newbyteorder("<")
         count = int(np.prod(shape, dtype=np.int64))
-        return np.fromfile(path, dtype=dt, count=count, offset=offset).reshape(shape)
+        raw = limits.read_range(path, offset, count * dt.itemsize, "the variable's data")
+        return np.frombuffer(raw, dtype=dt, count=count).reshape(shape)
 
     return load
 

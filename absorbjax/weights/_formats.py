@@ -16,12 +16,19 @@ the file.
 A directory is read as the file it holds, looked for in this order: ``*.safetensors.index.json``,
 ``model.safetensors`` (or the only ``*.safetensors``), ``pytorch_model.bin.index.json``,
 ``pytorch_model.bin``, ``model.bin``, the only ``*.onnx``, ``*.gguf``, ``*.npz``; several
-candidates of one kind are refused with their names.
+candidates of one kind are refused with their names. The file a directory holds, and the
+``config.json`` beside a checkpoint (:func:`config_inside`), must resolve inside the directory, or
+in a Hugging Face cache snapshot inside its repository's ``blobs/`` (:func:`limits.contained`); a
+file named explicitly inside such a snapshot must too. An index's shards are read once per file,
+however many spellings name them, and every tensor of a shard must be listed by the index in that
+shard, once (:func:`_index`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import mmap
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -39,7 +46,9 @@ class Tensor:
 
     ``mapped``: ``load()`` returns a read-only memory map of the file in the stored dtype
     (safetensors, unquantised GGUF floats), not an allocation, so the budget
-    (:func:`limits.array_bytes`) does not bound it; its byte range was checked against the file."""
+    (:func:`limits.array_bytes`) does not bound it; its byte range was checked against the file, and
+    the holes under it (pages a sparse file does not hold on disk) count against the budget, for
+    all the mapped tensors of the checkpoint together (:func:`limits.holes`)."""
 
     name: str
     shape: tuple[int, ...]
@@ -74,7 +83,10 @@ def read(path) -> Checkpoint:
     """List the tensors of ``path``: a file (:data:`FORMATS`) or a model directory."""
     path = Path(path)
     if path.is_dir():
-        path = find_in_directory(path)
+        folder, path = path, find_in_directory(path)
+        limits.contained(folder, path, "checkpoint file")
+    elif limits.snapshot_blobs(Path(os.path.realpath(path.parent))) is not None:
+        limits.contained(path.parent, path, "snapshot file")
     limits.regular_file(path)
     name = path.name.lower()
     suffix = ".index.json" if name.endswith(".index.json") else path.suffix.lower()
@@ -85,12 +97,21 @@ def read(path) -> Checkpoint:
     return _read(path, suffix)
 
 
+def config_inside(path: Path) -> None:
+    """The ``config.json`` beside the checkpoint ``path``, when there is one, resolves inside the
+    checkpoint's folder (:func:`limits.contained`); else a one-line ``ValueError``, before it is read."""
+    config = path.parent / "config.json"
+    if os.path.lexists(config):
+        limits.contained(path.parent, config, "config.json", "; pass --activation NAME (activation=) instead")
+
+
 def _read(path: Path, suffix: str) -> Checkpoint:
     try:
         tensors, meta, fmt, graph = _READERS[suffix](path)
     except Exception as err:  # noqa: BLE001 - any parse failure means "unreadable"
         raise ValueError(f"{path}: not a readable {suffix} file ({_why(err)})") from None
-    tensors = {k: dataclasses.replace(t, load=_guard(path, t)) for k, t in tensors.items()}
+    holes = _Holes()  # the holes under the maps of the whole checkpoint
+    tensors = {k: dataclasses.replace(t, load=_guard(path, t, holes)) for k, t in tensors.items()}
     return Checkpoint(path, fmt, tensors, meta, graph)
 
 
@@ -101,19 +122,86 @@ def _itemsize(dtype: str) -> int:
         return 4  # GGUF block types, bfloat16, float8: dequantised to float32 at most
 
 
-def _guard(path: Path, t: Tensor) -> Callable[[], np.ndarray]:
-    """``t.load`` with its size checked against the budget first and every failure one line."""
+def _guard(path: Path, t: Tensor, holes: _Holes) -> Callable[[], np.ndarray]:
+    """``t.load`` with its size checked against the budget first (a memory map: the holes under it,
+    with those of the checkpoint's other mapped tensors) and every failure one line."""
     inner = t.load
 
     def load() -> np.ndarray:
         try:
             if not t.mapped:
                 limits.array_bytes(t.shape, _itemsize(t.dtype), f"tensor {t.name[:80]}")
-            return inner()
+            a = inner()
+            if isinstance(a, np.memmap):
+                holes.add(a, t.name)
+            return a
         except Exception as err:  # noqa: BLE001 - a tensor that cannot be read, whatever the reason
             raise ValueError(f"{path}: tensor {t.name[:80]} is not readable ({_why(err)})") from None
 
     return load
+
+
+def _mapped_range(a: np.memmap) -> tuple[str, int, int] | None:
+    """``(file, start, end)``: the bytes of the file the map ``a`` covers; ``None`` for no map."""
+    mm = getattr(a, "_mmap", None)
+    if mm is None or not a.filename:
+        return None
+    start = a.offset - a.offset % mmap.ALLOCATIONGRANULARITY
+    return a.filename, start, start + len(mm)
+
+
+@dataclasses.dataclass
+class _Holes:
+    """The holes (pages a sparse file holds on no disk, which a map makes resident from nothing)
+    under the mapped tensors of one checkpoint, counted once per tensor against the budget
+    together; a file with no hole at all is found so once (one ``SEEK_HOLE``) and costs nothing after."""
+
+    total: int = 0
+    seen: set = dataclasses.field(default_factory=set)
+    dense: dict = dataclasses.field(default_factory=dict)  # file → it has no hole
+
+    def add(self, a: np.memmap, name: str) -> None:
+        where = _mapped_range(a)
+        if where is None or name in self.seen:
+            return
+        self.seen.add(name)
+        file = where[0]
+        if file not in self.dense:
+            self.dense[file] = limits.holes(file, 0, os.path.getsize(file), cap=0) == 0
+        if self.dense[file]:
+            return
+        budget = limits.max_bytes()
+        self.total += limits.holes(*where, cap=budget)
+        if self.total > budget:
+            raise limits.over(
+                "the holes of a sparse file (pages on no disk) under its memory-mapped tensors", self.total, budget
+            )
+
+
+def watch(a) -> Callable[[], None] | None:
+    """For a memory map ``a`` (a loaded tensor): a check that its file still holds the mapped bytes,
+    to run before each part of it is read (reading a page of a map past the end of a file that was
+    truncated meanwhile is ``SIGBUS``, which kills the process); a ``ValueError`` when it does not.
+    ``None`` for an array that is not a map."""
+    where = _mapped_range(a) if isinstance(a, np.memmap) else None
+    if where is None:
+        return None
+    name, _, end = where
+    ident = []  # the file's (device, inode), from the first check: a file renamed over it is not it
+
+    def check() -> None:
+        try:
+            st = os.stat(name)
+        except OSError:
+            return  # removed: the map still reads the file it mapped
+        ident[:] = ident or [st.st_dev, st.st_ino]
+        if ident == [st.st_dev, st.st_ino] and st.st_size < end:
+            raise ValueError(
+                f"{name}: the file was truncated while being read (now {st.st_size:,} bytes, the tensor "
+                f"ends at {end:,}); read a complete copy"
+            )
+
+    return check
 
 
 # in order of preference: (glob, what it is)
@@ -229,11 +317,14 @@ def _safetensors_header(path: Path) -> dict:
     import json
     import struct
 
+    size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(8)
         if len(head) != 8:
             raise ValueError("shorter than a safetensors header")
         (n,) = struct.unpack("<Q", head)
+        if n > size - 8:  # the number itself is not printed: it is 8 raw bytes of the file
+            raise ValueError(f"its header length runs past the end of the file ({size:,} bytes)")
         if n > limits.metadata_bytes():
             raise limits.over("the safetensors header", n, limits.metadata_bytes())
         raw = f.read(n)
@@ -274,7 +365,13 @@ def _safetensors(path: Path):
                 raise ValueError(f"its data_offsets [{start}, {end}) do not hold shape {shape} of {dtype} in the file")
             if count == 0:
                 return np.zeros(shape, np_dtype)
-            return np.memmap(path, dtype=np_dtype, mode="r", offset=base + start, shape=shape)
+            try:
+                return np.memmap(path, dtype=np_dtype, mode="r", offset=base + start, shape=shape)
+            except ValueError:  # mmap: the range is past the end of the file
+                now = path.stat().st_size
+                if now >= base + end:
+                    raise
+                raise ValueError(f"the file is now {now:,} bytes, shorter than when it was listed ({size:,})") from None
 
         return load
 
@@ -324,10 +421,39 @@ def _bin(path: Path):
     raise ValueError("neither a PyTorch zip checkpoint nor a CTranslate2 model")
 
 
+def _shard_files(folder: Path, spellings) -> tuple[dict[str, tuple], dict[tuple, tuple[Path, str, str]]]:
+    """The files an index's shard names lead to: ``(spelling → file id, file id → (path, suffix,
+    name))``, each name normalised (:func:`limits.relative_name`) and checked inside ``folder``
+    (:func:`limits.inside`) once, and every spelling of one file (``F``, ``./F``, a link to ``F``)
+    given that file's id (device, inode), so that it is read once."""
+    by_name: dict[str, list[str]] = {}
+    for shard in spellings:
+        by_name.setdefault(limits.relative_name(shard, "shard"), []).append(shard)
+        if len(by_name) > limits.MAX_SHARD_FILES:
+            raise ValueError(f"the index names more than {limits.MAX_SHARD_FILES:,} shard files")
+    key_of: dict[str, tuple] = {}
+    files: dict[tuple, tuple[Path, str, str]] = {}
+    for name in sorted(by_name):
+        suffix = Path(name).suffix.lower()
+        if name.lower().endswith(".index.json") or suffix not in _READERS:
+            raise ValueError(
+                f"shard {name[:120]!r} is not a checkpoint file (an index names .safetensors or .bin shards)"
+            )
+        shard_path = limits.inside(folder, name, "shard")
+        key = limits.file_id(shard_path)
+        first = files.setdefault(key, (shard_path, suffix, name))
+        if first[1] != suffix:
+            raise ValueError(f"shards {first[2][:120]!r} and {name[:120]!r} are one file, named as two formats")
+        key_of.update(dict.fromkeys(by_name[name], key))
+    return key_of, files
+
+
 def _index(path: Path):
     """Shards listed by a Hugging Face ``*.index.json`` (``weight_map``: tensor → shard file): each
     shard a plain relative name inside the index's folder (:func:`limits.inside`), not itself an
-    index, read once."""
+    index; each file read once, however many names lead to it (:func:`_shard_files`). Every tensor
+    of a shard must be the index's, in that shard, in no other: a tensor in two shards, one the
+    index does not list or places elsewhere, or one the index lists and no shard holds, is refused."""
     index = limits.read_json(path)
     wmap = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(wmap, dict) or not wmap:
@@ -336,22 +462,33 @@ def _index(path: Path):
         raise ValueError("weight_map values must be shard file names")
     meta = index.get("metadata") or {}
     meta = {str(k): str(v)[:1000] for k, v in meta.items()} if isinstance(meta, dict) else {}
-    tensors, formats_seen = {}, set()
-    for shard in sorted(set(wmap.values())):
-        shard_path = limits.inside(path.parent, shard, "shard")
-        suffix = shard_path.suffix.lower()
-        if shard.lower().endswith(".index.json") or suffix not in _READERS:
-            raise ValueError(
-                f"shard {shard[:120]!r} is not a checkpoint file (an index names .safetensors or .bin shards)"
-            )
+    key_of, files = _shard_files(path.parent, set(wmap.values()))
+    found, formats_seen, held = [], set(), {}
+    for key, (shard_path, suffix, name) in files.items():
         ckpt = _read(shard_path, suffix)
         formats_seen.add(ckpt.format)
-        for name, t in ckpt.tensors.items():
-            if wmap.get(name) == shard:
-                tensors[name] = t
+        for tname, t in ckpt.tensors.items():
+            if tname in held:
+                raise ValueError(
+                    f"tensor {tname[:80]!r} is in two shards, {held[tname][:120]!r} and {name[:120]!r}; "
+                    "refusing to choose one"
+                )
+            held[tname] = name
+            found.append((tname, t, key, name))
+    tensors = {tname: t for tname, t, key, _ in found if tname in wmap and key_of[wmap[tname]] == key}
     missing = sorted(set(wmap) - set(tensors))
     if missing:
-        raise ValueError(f"{len(missing)} tensor(s) of the index are not in their shards, e.g. {missing[0][:80]}")
+        where = f" (it is in shard {held[missing[0]][:120]!r})" if missing[0] in held else ""
+        raise ValueError(
+            f"{len(missing)} tensor(s) of the index are not in their shards, e.g. {missing[0][:80]!r}{where}"
+        )
+    unlisted = [(tname, name) for tname, _, _, name in found if tname not in wmap]
+    if unlisted:
+        tname, name = unlisted[0]
+        raise ValueError(
+            f"shard {name[:120]!r} holds {len(unlisted)} tensor(s) the index does not list, e.g. "
+            f"{tname[:80]!r}; refusing to guess whether they belong to the model"
+        )
     return tensors, meta, "sharded " + "/".join(sorted(formats_seen)), None
 
 

@@ -13,8 +13,11 @@ plain float types (F32, F16, F64) are read as they are; integer types (I8–I64)
 
 The file is untrusted (:mod:`~absorbjax.weights._limits`): at most ``B / 16`` bytes of header are
 read; a duplicate metadata key or tensor name is refused, arrays nest at most 8 deep, a tensor has
-1–4 dimensions and a known type, and its data must lie inside the file (checked when the header is
-read, so that a block decided without reading its weights still has them).
+1–4 dimensions and a known type, and its data must lie inside the file, start at a multiple of the
+alignment and share no byte with another tensor's (checked when the header is read, so that a block
+decided without reading its weights still has them, and one byte range cannot be listed under
+20,000 names). Tensor names, metadata keys and string values are made printable as they are read
+(:func:`~absorbjax.weights._conventions.printable`: control characters escaped).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import ml_dtypes
 import numpy as np
 
 from absorbjax.weights import _limits as limits
+from absorbjax.weights._conventions import printable
 
 # GGUF value type → struct format of one scalar (8 = string, 9 = array)
 SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -113,43 +117,66 @@ def read_gguf(path: Path):
         raise ValueError(f"GGUF version {version} (or big-endian) is not read")
     meta = {}
     for _ in range(n_kv):
-        key, kind = h.string(), h.take("I")
+        key, kind = printable(h.string()), h.take("I")  # names and strings made printable as read
         if key in meta:
-            raise ValueError(f"metadata key {key[:80]!r} appears twice; refusing to choose one")
+            raise ValueError(f"metadata key '{printable(key, 80)}' appears twice; refusing to choose one")
         value = h.value(kind)
-        meta[key] = None if value is None else str(value)[:1000]
+        meta[key] = None if value is None else printable(str(value), 1000)
     meta = {k: v for k, v in meta.items() if v is not None}
     infos, names = [], set()
     for _ in range(n_tensors):
-        name, rank = h.string(), h.take("I")
+        name, rank = printable(h.string()), h.take("I")
         if name in names:
-            raise ValueError(f"tensor {name[:80]!r} appears twice; refusing to choose one")
+            raise ValueError(f"tensor '{printable(name, 80)}' appears twice; refusing to choose one")
         names.add(name)
         if not 1 <= rank <= 4:
-            raise ValueError(f"tensor {name[:80]!r} has {rank} dimensions (GGUF allows 1 to 4)")
+            raise ValueError(f"tensor '{printable(name, 80)}' has {rank} dimensions (GGUF allows 1 to 4)")
         dims = struct.unpack_from(f"<{rank}Q", raw, h.offs)
         h.offs += 8 * rank
         kind = h.take("I")
         try:
             qtype = gguf.GGMLQuantizationType(kind)
         except ValueError:
-            raise ValueError(f"tensor {name[:80]!r} has unknown GGML type {kind}") from None
+            raise ValueError(f"tensor '{printable(name, 80)}' has unknown GGML type {kind}") from None
         infos.append((name, dims, qtype, h.take("Q")))
     align = meta.get("general.alignment", "32")
     if not align.isdigit() or not 0 < int(align) <= 1 << 16 or int(align) & (int(align) - 1):
         raise ValueError(f"general.alignment {align[:20]!r} is not a power of two up to 65536")
     align = int(align)
     start = -(-h.offs // align) * align
-    tensors = {}
+    tensors, ranges = {}, []
     for name, dims, qtype, offset in infos:
         block, type_size = gguf.GGML_QUANT_SIZES[qtype]
         if dims[0] % block:
-            raise ValueError(f"tensor {name[:80]!r}: its first dimension {dims[0]} is not a multiple of {block}")
+            raise ValueError(
+                f"tensor '{printable(name, 80)}': its first dimension {dims[0]} is not a multiple of {block}"
+            )
         n_bytes = int(np.prod(dims, dtype=object)) // block * type_size  # Python ints: no overflow
         if start + offset + n_bytes > size:
             raise ValueError(
-                f"tensor {name[:80]!r}: its data ({n_bytes} bytes at {start + offset}) lie outside the "
+                f"tensor '{printable(name, 80)}': its data ({n_bytes} bytes at {start + offset}) lie outside the "
                 f"file of {size} bytes; the file is truncated or damaged"
             )
+        if offset % align:
+            raise ValueError(
+                f"tensor '{printable(name, 80)}': its data offset {offset} is not a multiple of the alignment "
+                f"{align}; the file is damaged"
+            )
+        ranges.append((offset, offset + n_bytes, name))
         tensors[name] = (tuple(reversed(dims)), qtype.name, _loader(path, start + offset, dims, qtype, n_bytes))
+    _disjoint(ranges)
     return tensors, meta
+
+
+def _disjoint(ranges) -> None:
+    """``ValueError`` naming two tensors whose data ranges ``[offset, end)`` share a byte: each
+    tensor has its own bytes (as every GGUF writer lays them out), so that a file cannot list
+    one range under many names."""
+    last_end, last_name = 0, None
+    for offset, end, name in sorted(r for r in ranges if r[1] > r[0]):
+        if offset < last_end:
+            raise ValueError(
+                f"tensors '{printable(last_name, 80)}' and '{printable(name, 80)}' share bytes of the file "
+                f"(data offsets overlap at {offset}); each tensor's data must have its own range"
+            )
+        last_end, last_name = end, name

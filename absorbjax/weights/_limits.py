@@ -13,12 +13,29 @@ The budget ``B`` (:func:`max_bytes`; 1 GiB by default, ``ABSORBJAX_MAX_BYTES`` o
 
 A path is stated before it is opened (:func:`regular_file`): a FIFO, a device, a socket or a folder
 is named as such and never opened (opening a FIFO for reading blocks).
+
+Every file is contained before it is opened: a file another file names (a shard, ONNX external data,
+:func:`inside`) and the checkpoint file and ``config.json`` of a model folder (:func:`contained`)
+must resolve, symlinks followed, inside that folder, or, for a folder inside a Hugging Face cache
+snapshot (``models--ORG--NAME/snapshots/REV/``), inside that repository's ``blobs/`` and nowhere
+else (:func:`roots`); a link outside (another model's file, ``/proc/self/environ``) is refused naming
+the link, never read. The names of an index are canonicalised (:func:`relative_name`,
+:func:`file_id`), so that a file is read once however often, and however, it is spelled; an index
+names at most :data:`MAX_SHARD_FILES` files.
+
+Memory maps (safetensors tensors, unquantised GGUF floats) are not allocations: the pages they make
+resident are the file's own bytes. A sparse file's holes are the exception, pages that are on no
+disk, so the holes under the mapped tensors of one checkpoint count against ``B``
+(:func:`holes`). Tensors that are read rather than mapped are read in bounded windows
+(:func:`read_range`), a file that ends early (truncated while being read) being a one-line
+``ValueError``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import json
 import os
 import stat
@@ -27,6 +44,8 @@ from pathlib import Path
 
 DEFAULT_MAX_BYTES = 1 << 30
 MAX_DEPTH = 64
+MAX_SHARD_FILES = 10_000  # distinct file names in one index (the largest published models have a few hundred)
+WINDOW = 1 << 26  # the most bytes one read of a tensor asks for (read_range)
 HINT = "if the file is genuine, raise the budget with --max-bytes N (ABSORBJAX_MAX_BYTES)"
 
 
@@ -171,22 +190,120 @@ def read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int | None = 
     return raw
 
 
-def inside(folder: Path, name: str, what: str) -> Path:
-    """``folder / name`` for a file another file names (a shard, ONNX external data): a relative
-    name without ``..``, whose resolved path (symlinks followed) stays inside ``folder`` — or, for a
-    Hugging Face cache snapshot (``…/snapshots/<rev>/``), inside that repository's ``blobs/`` —
-    and is a regular file; else ``ValueError``."""
+def relative_name(name, what: str) -> str:
+    """``name`` (a file another file names) as a normalised relative path (``./F``, ``.//./F`` →
+    ``F``), checked as text only: not empty, no NUL, not absolute, no ``..``; else ``ValueError``."""
     if not isinstance(name, str) or not name or "\x00" in name:
         raise ValueError(f"{what}: an empty or invalid file name")
     rel = Path(name)
     if rel.is_absolute() or name.startswith(("/", "\\")) or ".." in rel.parts:
-        raise ValueError(f"{what}: {name[:120]!r} is not a plain relative name inside {folder}; refusing to read it")
-    base = folder.resolve()
-    target = (folder / rel).resolve()
-    roots = [base]
-    if base.parent.name == "snapshots":
-        roots.append(base.parent.parent / "blobs")
-    if not any(target == r or r in target.parents for r in roots):
-        raise ValueError(f"{what}: {name[:120]!r} resolves to {target}, outside {folder}; refusing to read it")
-    regular_file(folder / rel, what)
-    return folder / rel
+        raise ValueError(f"{what}: {name[:120]!r} is not a plain relative name; refusing to read it")
+    norm = os.path.normpath(name)
+    if norm in (".", ""):
+        raise ValueError(f"{what}: {name[:120]!r} names the folder, not a file")
+    return norm
+
+
+def _real(path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def snapshot_blobs(real_folder: Path) -> Path | None:
+    """``<repo>/blobs`` when ``real_folder`` (symlinks resolved) lies in a Hugging Face cache
+    snapshot ``<repo>/snapshots/<rev>/…`` of a repository folder ``models--…``, ``datasets--…`` or
+    ``spaces--…``; else ``None``."""
+    parts = real_folder.parts
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] == "snapshots" and parts[i - 1].startswith(("models--", "datasets--", "spaces--")):
+            return Path(*parts[:i]) / "blobs"
+    return None
+
+
+def roots(folder: Path) -> tuple[Path, ...]:
+    """Where the files of the model folder ``folder`` may resolve: the folder (resolved), and in a
+    Hugging Face snapshot its repository's ``blobs/`` (taken literally: a ``blobs`` link leads
+    nowhere)."""
+    base = _real(folder)
+    blobs = snapshot_blobs(base)
+    return (base,) if blobs is None else (base, blobs)
+
+
+def _within(target: Path, places: tuple[Path, ...]) -> bool:
+    return any(target == r or r in target.parents for r in places)
+
+
+def contained(folder: Path, path: Path, what: str, hint: str = "") -> Path:
+    """``path``, a file of the model folder ``folder`` (the checkpoint file a folder holds, its
+    ``config.json``), when it resolves (symlinks followed) inside :func:`roots` of ``folder``; else
+    a one-line ``ValueError`` naming ``path`` and where it leads. Nothing is opened or read."""
+    target, places = _real(path), roots(folder)
+    if not _within(target, places):
+        where = f"{folder}" + (" or its repository's blobs/" if len(places) > 1 else "")
+        raise ValueError(
+            f"{path}: the {what} resolves to {str(target)[:200]!r}, outside {where}; refusing to read it{hint}"
+        )
+    return path
+
+
+def inside(folder: Path, name: str, what: str) -> Path:
+    """``folder / name`` for a file another file names (a shard, ONNX external data): a plain
+    relative name (:func:`relative_name`) whose resolved path (symlinks followed) stays inside
+    ``folder`` — or, for a Hugging Face cache snapshot (``…/snapshots/<rev>/``), inside that
+    repository's ``blobs/`` — and is a regular file; else ``ValueError``."""
+    norm = relative_name(name, what)
+    path = folder / norm
+    target = _real(path)
+    if not _within(target, roots(folder)):
+        raise ValueError(
+            f"{what}: {name[:120]!r} resolves to {str(target)[:200]!r}, outside {folder}; refusing to read it"
+        )
+    regular_file(path, what)
+    return path
+
+
+def file_id(path: Path) -> tuple[int, int]:
+    """``(device, inode)`` of the file ``path`` leads to: two spellings of one file have one id."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
+def holes(path, start: int, end: int, cap: int) -> int:
+    """Bytes of ``[start, end)`` of the file that are holes (ranges of a sparse file with no data on
+    disk, whose pages a memory map makes resident from nothing), found with ``SEEK_DATA`` /
+    ``SEEK_HOLE`` and counted until ``cap`` is passed; 0 where the system cannot say."""
+    if not hasattr(os, "SEEK_DATA"):
+        return 0
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return 0
+        pos, out = start, 0
+        while pos < end and out <= cap:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as err:  # ENXIO: a hole from pos to the end of the file
+                return out + (end - pos if err.errno == errno.ENXIO else 0)
+            out += min(data, end) - pos
+            if data >= end:
+                break
+            pos = os.lseek(fd, data, os.SEEK_HOLE)
+        return out
+    finally:
+        os.close(fd)
+
+
+def read_range(path, offset: int, nbytes: int, what: str) -> bytearray:
+    """``nbytes`` bytes of the file from ``offset``, read into one buffer in windows of at most
+    :data:`WINDOW` bytes (never a memory map: a file truncated while it is read is a short read and
+    a one-line ``ValueError``, not ``SIGBUS``). The caller checks ``nbytes`` against the budget."""
+    out = bytearray(nbytes)
+    view = memoryview(out)
+    with open(path, "rb", buffering=0) as f:
+        f.seek(offset)
+        pos = 0
+        while pos < nbytes:
+            got = f.readinto(view[pos : pos + WINDOW])
+            if not got:
+                raise ValueError(f"{what}: the file ends {nbytes - pos:,} bytes before the data does (truncated?)")
+            pos += got
+    return out

@@ -107,10 +107,11 @@ class Block:
         where = f"{self.path}: {self.name or 'block'}"
         arrays, biases = {}, {}
         for key, tname in self.tensors.items():
-            a = np.asarray(self._ckpt.tensors[tname].load())
+            raw = self._ckpt.tensors[tname].load()
+            a = np.asarray(raw)
             if a.dtype.kind not in "fiu" and a.dtype.name != "bfloat16":
                 raise ValueError(f"{where}: {tname} must hold real numbers, got dtype {a.dtype}")
-            if not _finite(a):
+            if not _finite(a, formats.watch(raw)):
                 raise ValueError(f"{where}: {tname} contains NaN or inf")
             if key.endswith("_bias"):
                 biases[key[: -len("_bias")]] = a
@@ -128,12 +129,19 @@ class Block:
         return dataclasses.replace(self, params=kind(**arrays), biases=biases)
 
 
-def _finite(a: np.ndarray, rows: int = 256) -> bool:
+def _finite(a: np.ndarray, watch=None, rows: int = 256) -> bool:
     """Every entry finite, read in chunks of ``rows`` along the first axis (a memory-mapped matrix is
-    never copied whole)."""
-    if a.ndim < 2:
+    never copied whole); ``watch`` (:func:`formats.watch`, for a map) runs before each chunk of a
+    matrix of several, so that a file truncated meanwhile is a ``ValueError``, not ``SIGBUS`` (one
+    chunk is read just after the map was made, which checked the file's size)."""
+    if a.ndim < 2 or a.shape[0] <= rows:
         return bool(np.all(np.isfinite(a)))
-    return all(np.all(np.isfinite(a[s : s + rows])) for s in range(0, a.shape[0], rows))
+    for s in range(0, a.shape[0], rows):
+        if watch is not None:
+            watch()
+        if not np.all(np.isfinite(a[s : s + rows])):
+            return False
+    return True
 
 
 def _fuse(g: conventions.Group, fused: str | None) -> tuple[conventions.Group, str | None]:
@@ -340,10 +348,12 @@ def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **sh
 
     Raises ``ValueError`` naming the file: no block, an incomplete block, quantised MLP weights,
     shapes that do not fit (or fit only transposed), ``n < d``, biases of the wrong shape, no or a
-    mismatched activation.
+    mismatched activation, a ``config.json`` that resolves outside the checkpoint's folder.
     """
     layout = with_shorthand((layout,), shorthand, "scan")[0]
     ckpt = formats.read(path)
+    if activation is None:  # config.json will be read: it must be the folder's own
+        formats.config_inside(ckpt.path)
     found = [_fuse(g, layout.fused) for g in _groups(ckpt)]
     kinds = {g.convention.gated for g, _ in found}
     if len(kinds) > 1:

@@ -36,6 +36,8 @@ import math
 
 import numpy as np
 
+from absorbjax.weights._conventions import printable
+
 ULPS = 4
 _MAX_TERMS = 64
 # the ops a block's chain may hold: the walk in _onnxgraph follows these, and then this module
@@ -53,14 +55,15 @@ _FLOATS = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 
 
 def clean(text: str, limit: int = 80) -> str:
-    """A node or tensor name as it may be printed: control characters replaced, at most ``limit``."""
-    text = "".join(ch if ch.isprintable() else "?" for ch in str(text))
-    return text[:limit] + ("…" if len(text) > limit else "")
+    """A node or tensor name as it may be printed (:func:`~absorbjax.weights._conventions.printable`:
+    control characters and surrogates escaped), at most ``limit`` characters."""
+    return printable(text, limit)
 
 
 def node_label(node) -> str:
     dom = f"{clean(node.domain, 40)}." if node.domain not in ("", "ai.onnx") else ""
-    return f"{dom}{node.op_type} node {clean(node.name) or '(unnamed)'!r}"
+    name = f"'{clean(node.name)}'" if node.name else "(unnamed)"
+    return f"{dom}{clean(node.op_type, 40)} node {name}"
 
 
 class _Node:
@@ -113,7 +116,7 @@ class _Reader:
             if c is None:
                 what = f"{node_label(reader)} reads" if reader is not None else "the second matrix reads"
                 raise _Refuse(
-                    f"{what} {clean(t)!r}, which is neither the block's own tensor nor a scalar constant; "
+                    f"{what} '{clean(t)}', which is neither the block's own tensor nor a scalar constant; "
                     "refusing to guess what it computes"
                 )
             return _Node("const", value=c[0], dtype=c[1])
@@ -275,7 +278,7 @@ def _single(f: _Node, c, k, d, top):
     elif op == "Gelu" and len(f.args) == 1:
         approx = _attr(node, "approximate", "none") if node.domain in ("", "ai.onnx") else "none"
         if approx not in ("none", "tanh"):
-            raise _Refuse(f"{node_label(node)} has approximate={clean(str(approx), 20)!r}, not none or tanh")
+            raise _Refuse(f"{node_label(node)} has approximate='{clean(str(approx), 20)}', not none or tanh")
         name = "gelu_tanh" if approx == "tanh" else "gelu"
     elif op == "FastGelu" and len(f.args) == 1:
         name = "gelu_tanh"

@@ -21,9 +21,12 @@ graphs (``QLinearMatMul``, ``MatMulNBits``, …) are reported as such.
 A scale inside the block (a scalar ``Mul``, ``Gemm`` ``alpha``/``beta``) or ``Gemm`` ``transA``
 is refused with what it is, never folded silently. The file is untrusted
 (:mod:`~absorbjax.weights._limits`): an empty file says so, the file is parsed whole only within the
-budget, initializer (and ``Constant``) names and node outputs must be unique, external data must be
-a plain relative name inside the model's folder (checked here, not left to the ``onnx`` package) and
-lie within its file, each node is visited a bounded number of times and an elementwise node with
+budget ``B`` and after its counts are read from the protobuf wire format (:func:`census`, nothing
+built): at most ``B / 4096`` nodes and initializers (262,144 at 1 GiB; subgraphs and functions
+included) and ``B / 256`` fields in all (:func:`caps`), else refused in one line; initializer (and
+``Constant``) names and node outputs must be unique, external data must be a plain relative name
+inside the model's folder (checked here, not left to the ``onnx`` package) and lie within its
+file, each node is visited a bounded number of times and an elementwise node with
 more than three inputs is refused.
 """
 
@@ -36,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from absorbjax.weights import _limits as limits, _onnxact as onnxact, _onnxquant as onnxquant
+from absorbjax.weights._conventions import printable
 
 ELEMENTWISE = onnxact.KNOWN
 QUANTISED_OPS = {"QLinearMatMul", "MatMulInteger", "DequantizeLinear", "MatMulNBits", "DynamicQuantizeMatMul", "QGemm"}
@@ -53,10 +57,10 @@ class _Graph:
         for node in nodes:
             for o in node.output:
                 if o and o in self.producer:
-                    raise ValueError(f"two nodes write the tensor {o[:80]!r}; refusing to choose one")
+                    raise ValueError(f"two nodes write the tensor '{onnxact.clean(o)}'; refusing to choose one")
                 self.producer[o] = node
             if node.op_type in ELEMENTWISE and len(node.input) > _MAX_FAN_IN:
-                raise ValueError(f"{node.op_type} node {node.name[:80]!r} has {len(node.input)} inputs (at most 3)")
+                raise ValueError(f"{onnxact.node_label(node)} has {len(node.input)} inputs (at most 3)")
             for i in dict.fromkeys(node.input):  # each node once per tensor it reads
                 self.consumers[i].append(node)
 
@@ -164,7 +168,7 @@ def _gemm_plain(node, where: str) -> None:
     alpha, beta, trans_a = _attr(node, "alpha", 1.0), _attr(node, "beta", 1.0), _attr(node, "transA", 0)
     if alpha != 1.0 or beta != 1.0 or trans_a:
         raise ValueError(
-            f"{where}: Gemm {node.name[:80]!r} has alpha={alpha:g}, beta={beta:g}, transA={trans_a}; "
+            f"{where}: Gemm node '{onnxact.clean(node.name)}' has alpha={alpha:g}, beta={beta:g}, transA={trans_a}; "
             "absorbjax reads Gemm only as x·W + b (alpha = beta = 1, transA = 0)"
         )
 
@@ -244,7 +248,7 @@ def _blocks(g: _Graph, nodes):
             biases["down"] = b_down
         if len(layouts) != 1:
             continue  # mixed MatMul / Gemm transB layouts: not one block we can describe
-        name = _prefix([up.name, down.name], fallback=wu[0])
+        name = printable(_prefix([up.name, down.name], fallback=wu[0]))  # a name to print, never a key
         uses = [c for w in roles.values() if w in g.dequantised for c in g.dequantised[w].companions]
         out.append(
             {
@@ -278,7 +282,7 @@ def _external(t, folder: Path, dtype) -> None:
     """Refuse external data that is not a plain relative name inside ``folder`` or does not lie
     within its file, before anything opens it."""
     info = {e.key: e.value for e in t.external_data}
-    where = f"initializer {t.name[:80]}: external data"
+    where = f"initializer {onnxact.clean(t.name)}: external data"
     target = limits.inside(folder, info.get("location", ""), where)
     try:
         offset, length = int(info.get("offset", 0)), int(info.get("length", -1))
@@ -298,7 +302,7 @@ def _inits(graph):
     inits, nodes, constants = {}, [], set()
     for t in graph.initializer:
         if t.name in inits:
-            raise ValueError(f"two initializers are named {onnxact.clean(t.name)!r}; refusing to choose one")
+            raise ValueError(f"two initializers are named '{onnxact.clean(t.name)}'; refusing to choose one")
         inits[t.name] = t
     for node in graph.node:
         attr = next((a for a in node.attribute if a.name == "value"), None) if node.op_type == "Constant" else None
@@ -308,12 +312,121 @@ def _inits(graph):
         name = node.output[0]
         if name in inits:
             raise ValueError(
-                f"the Constant node {onnxact.clean(node.name)!r} writes {onnxact.clean(name)!r}, which another "
+                f"the Constant node '{onnxact.clean(node.name)}' writes '{onnxact.clean(name)}', which another "
                 "tensor of the file is named too; refusing to choose one"
             )
         inits[name] = attr.t
         constants.add(name)
     return inits, nodes, constants
+
+
+# ---------------------------------------------------------------------------------------------
+# the graph's size, bounded before the onnx package builds an object of it
+
+NODE_BYTES = 4096
+FIELD_BYTES = 256
+_COUNTED = {("onnx.GraphProto", 1), ("onnx.GraphProto", 5), ("onnx.GraphProto", 15), ("onnx.FunctionProto", 7)}
+_TABLES: dict[str, dict] = {}
+
+
+def caps() -> tuple[int, int]:
+    """``(nodes, fields)``: the most nodes plus initializers (every graph, subgraph and function
+    counted) an ONNX file may hold, ``B / 4096`` (262,144 at the default 1 GiB), and the most
+    protobuf fields in all, ``B / 256`` (4 Mi: a parsed field costs the ``onnx`` package up to
+    ~160 bytes, an empty node 2 bytes of file), ``B`` the budget (:func:`limits.max_bytes`)."""
+    return limits.max_bytes() // NODE_BYTES, limits.max_bytes() // FIELD_BYTES
+
+
+def _table(desc) -> dict:
+    """field number → the message type of a message field (``None`` for other fields)."""
+    out = _TABLES.get(desc.full_name)
+    if out is None:
+        out = {f.number: f.message_type if f.type == f.TYPE_MESSAGE else None for f in desc.fields}
+        _TABLES[desc.full_name] = out
+    return out
+
+
+def _varint(raw, pos: int) -> tuple[int, int]:
+    out = shift = 0
+    while shift < 70:
+        b = raw[pos]
+        out |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            return out, pos
+        shift += 7
+    raise ValueError(f"not an ONNX model: a varint longer than 10 bytes at byte {pos}")
+
+
+def census(raw, top) -> tuple[int, int]:
+    """``(nodes and initializers, fields)`` of the serialised message ``raw`` of type ``top``
+    (``onnx.ModelProto.DESCRIPTOR``), read from the protobuf wire format and the ``onnx`` schema
+    alone, nothing parsed: message fields are entered depth first (at most
+    :data:`limits.MAX_DEPTH` deep, so the walk holds one position a level), bytes skipped.
+    ``ValueError`` in one line as soon as a count passes :func:`caps`, or for a damaged encoding
+    (a field past the end of its message, a group)."""
+    max_nodes, max_fields = caps()
+    nodes = fields = 0
+    stack, desc, pos, end = [], top, 0, len(raw)
+    table = _table(desc)
+    try:
+        while True:
+            if pos >= end:
+                if pos > end:
+                    raise ValueError(f"not an ONNX model: a field runs past the end of its message at byte {pos}")
+                if not stack:
+                    return nodes, fields
+                desc, pos, end = stack.pop()
+                table = _table(desc)
+                continue
+            key = raw[pos]
+            pos += 1
+            if key >= 0x80:
+                key, pos = _varint(raw, pos - 1)
+            fields += 1
+            wire = key & 7
+            if wire == 2:
+                n, pos = _varint(raw, pos)
+                sub = table.get(key >> 3)
+                if sub is not None and pos + n <= end:
+                    nodes += (desc.full_name, key >> 3) in _COUNTED
+                    if len(stack) >= limits.MAX_DEPTH:
+                        raise ValueError(f"not an ONNX model: messages nested more than {limits.MAX_DEPTH} deep")
+                    stack.append((desc, pos + n, end))
+                    desc, end, table = sub, pos + n, _table(sub)
+                else:
+                    pos += n
+            elif wire == 0:
+                _, pos = _varint(raw, pos)
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                raise ValueError(f"not an ONNX model: protobuf wire type {wire} at byte {pos}")
+            if nodes > max_nodes or fields > max_fields:
+                what, cap, per = (
+                    ("nodes and initializers", max_nodes, NODE_BYTES)
+                    if nodes > max_nodes
+                    else ("protobuf fields", max_fields, FIELD_BYTES)
+                )
+                raise ValueError(
+                    f"the ONNX file holds more than {cap:,} {what} (one per {per:,} bytes of the budget); "
+                    f"refusing to parse it; {limits.HINT}"
+                )
+    except IndexError:
+        raise ValueError("not an ONNX model: the file ends inside a field") from None
+
+
+def _parse(path: Path, onnx):
+    """The ``ModelProto`` of ``path``: the file within the budget, its counts within :func:`caps`
+    (:func:`census`) before the ``onnx`` package parses it."""
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError("an empty file (0 bytes), not an ONNX model")
+    if size > limits.max_bytes():
+        raise limits.over("the ONNX file (parsed whole)", size, limits.max_bytes())
+    raw = path.read_bytes()
+    census(raw, onnx.ModelProto.DESCRIPTOR)
+    return onnx.load_model_from_string(raw)
 
 
 def read_onnx(path: Path):
@@ -326,12 +439,7 @@ def read_onnx(path: Path):
         from onnx import helper
     except ImportError:
         raise ValueError("reading ONNX needs the onnx package: pip install 'absorbjax[onnx]' (or onnx)") from None
-    size = path.stat().st_size
-    if size == 0:
-        raise ValueError("an empty file (0 bytes), not an ONNX model")
-    if size > limits.max_bytes():
-        raise limits.over("the ONNX file (parsed whole)", size, limits.max_bytes())
-    model = onnx.load(str(path), load_external_data=False)
+    model = _parse(path, onnx)
     graph = model.graph
     if not graph.node and not graph.initializer:
         raise ValueError("no graph in the file (not an ONNX model, or an empty one)")
@@ -346,7 +454,7 @@ def read_onnx(path: Path):
     nodes, specs = onnxquant.rewrite(nodes, inits)
     for name, spec in specs.items():
         tensors[name] = (tuple(int(s) for s in spec.q.dims), spec.dtype, _dequantiser(spec, path.parent))
-    meta = {"onnx.producer": f"{model.producer_name} {model.producer_version}".strip()[:200]}
+    meta = {"onnx.producer": printable(f"{model.producer_name} {model.producer_version}".strip(), 200)}
     quantised = sorted({n.op_type for n in nodes} & QUANTISED_OPS)
     casts = [
         n

@@ -100,10 +100,10 @@ class _Graph:
     def init(self, name, what, where, kinds):
         t = self.inits.get(name)
         if t is None:
-            raise ValueError(f"{where}: its {what} {clean(name)!r} is not an initializer; refusing to guess it")
+            raise ValueError(f"{where}: its {what} '{clean(name)}' is not an initializer; refusing to guess it")
         if _dtype(t) not in kinds:
             raise ValueError(
-                f"{where}: its {what} {clean(name)!r} is {_dtype(t)}, not one of {', '.join(sorted(kinds))}"
+                f"{where}: its {what} '{clean(name)}' is {_dtype(t)}, not one of {', '.join(sorted(kinds))}"
             )
         return t
 
@@ -148,7 +148,7 @@ def _dequantize_linear(g: _Graph, node) -> _Spec | None:
     for t in (scale, zp):
         if t is not None and not _shape_ok(t, q, axis):
             raise ValueError(
-                f"{where}: {clean(t.name)!r} of shape {tuple(t.dims)} is neither per tensor nor per axis {axis}"
+                f"{where}: '{clean(t.name)}' of shape {tuple(t.dims)} is neither per tensor nor per axis {axis}"
             )
     return _Spec("DequantizeLinear", q, scale, zp, axis)
 
@@ -171,7 +171,7 @@ def _cast_mul(g: _Graph, node) -> _Spec | None:
             if zsrc is not None and zsrc.op_type == "Cast" and zsrc.input[0] in g.inits:
                 zp_name = zsrc.input[0]
             if zp_name not in g.inits:
-                raise ValueError(f"{where}: the zero point {clean(zp_name)!r} is not an initializer")
+                raise ValueError(f"{where}: the zero point '{clean(zp_name)}' is not an initializer")
             zp = g.inits[zp_name]
         if src is None or src.op_type != "Cast" or src.input[0] not in g.inits or g.int_init(src.input[0]) is None:
             continue
@@ -180,10 +180,10 @@ def _cast_mul(g: _Graph, node) -> _Spec | None:
         for t in (scale, zp, offset):
             if t is not None and not _shape_ok(t, q, None):
                 raise ValueError(
-                    f"{where}: {clean(t.name)!r} of shape {tuple(t.dims)} does not broadcast to {tuple(q.dims)}"
+                    f"{where}: '{clean(t.name)}' of shape {tuple(t.dims)} does not broadcast to {tuple(q.dims)}"
                 )
         if offset is not None and _dtype(offset) not in _SCALES:
-            raise ValueError(f"{where}: the offset {clean(offset.name)!r} is {_dtype(offset)}, not a float")
+            raise ValueError(f"{where}: the offset '{clean(offset.name)}' is {_dtype(offset)}, not a float")
         return _Spec("Cast → Mul", q, scale, zp, None, offset)
     return None
 
@@ -199,7 +199,7 @@ def _weight(g: _Graph, name: str) -> _Spec | None:
     if node.op_type == "Cast" and node.input and g.int_init(node.input[0]) is not None:
         t = g.inits[node.input[0]]
         raise ValueError(
-            f"the weights {clean(t.name)!r} are {_dtype(t)} used as floats without a scale ({node_label(node)}); "
+            f"the weights '{clean(t.name)}' are {_dtype(t)} used as floats without a scale ({node_label(node)}); "
             "refusing to guess their dequantisation"
         )
     if node.op_type in ("Mul", "Sub"):
@@ -241,7 +241,7 @@ def _matmul_integer(g: _Graph, node):
     for t in (scale, zp):
         if t is not None and not _shape_ok(t, q, 1):
             raise ValueError(
-                f"{where}: {clean(t.name)!r} of shape {tuple(t.dims)} is neither per tensor nor per column"
+                f"{where}: '{clean(t.name)}' of shape {tuple(t.dims)} is neither per tensor nor per column"
             )
     return _Spec("MatMulInteger", q, scale, zp, 1), dql.input[0], mul.output[0], (node, cast, mul), (smul, dql)
 
@@ -258,7 +258,7 @@ def rewrite(nodes, inits):
     def add(spec, where):
         old = specs.get(spec.q.name)
         if old is not None and old.key != spec.key:
-            raise ValueError(f"{where}: the weights {clean(spec.q.name)!r} are dequantised twice, differently")
+            raise ValueError(f"{where}: the weights '{clean(spec.q.name)}' are dequantised twice, differently")
         specs[spec.q.name] = spec
 
     for n in nodes:
@@ -310,7 +310,7 @@ def dequantise(spec: _Spec, base):
     if spec.zp is not None:
         zp = shaped(spec.zp)
         if not np.all(zp == np.round(zp)) or np.any(np.abs(zp) >= 1 << 16):
-            raise ValueError(f"the zero point {clean(spec.zp.name)!r} is not an integer below 2^16")
+            raise ValueError(f"the zero point '{clean(spec.zp.name)}' is not an integer below 2^16")
         w -= zp
     w *= shaped(spec.scale)
     if spec.offset is not None:
@@ -319,6 +319,6 @@ def dequantise(spec: _Spec, base):
         bb = s - w
         err = (w - (s - bb)) + (o - bb)
         if np.any(err != 0):
-            raise ValueError(f"subtracting {clean(spec.offset.name)!r} is not exact in float64; refusing to round")
+            raise ValueError(f"subtracting '{clean(spec.offset.name)}' is not exact in float64; refusing to round")
         w = s
     return w
