@@ -31,7 +31,6 @@ output bias; gated: ``W_down (g(W_gate x + b_g) ⊙ (W_value x + b_v)) + c``):
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from typing import TYPE_CHECKING
 
@@ -40,7 +39,7 @@ import numpy as np
 from absorbjax.results import Verdict
 from absorbjax.weights import _limits as limits
 from absorbjax.weights._conventions import printable
-from absorbjax.weights._model import Block
+from absorbjax.weights._model import INTEGERS, Block, integer_message
 
 if TYPE_CHECKING:
     from absorbjax.condition import Certificate, Status, WithinRounding
@@ -190,17 +189,15 @@ def reads_weights(block: Block) -> bool:
     return not block.gated or any(r != "down" for r in block.bias_names)
 
 
-_INTEGERS = re.compile(r"u?int\d+|bool|BOOL|[IU]\d+")
-
-
 def _integers(block: Block) -> None:
     """``ValueError`` naming the first tensor of ``block`` stored as integers, from the stored dtypes
-    (before anything is read), and, for a read block, from the arrays themselves."""
+    (before anything is read), and, for a read block, from the arrays themselves (a block built by
+    hand, not by :func:`~absorbjax.weights.scan`, which refuses them already)."""
     stored = getattr(block, "_ckpt", None)
     for key, tname in block.tensors.items():
         t = stored.tensors.get(tname) if stored is not None else None
-        if t is not None and _INTEGERS.fullmatch(str(t.dtype)):
-            raise ValueError(_integer_message(key, tname, t.dtype))
+        if t is not None and INTEGERS.fullmatch(str(t.dtype)):
+            raise ValueError(integer_message(key, tname, t.dtype))
     if block.params is None:
         return
     arrays = dict(block.params._asdict()) | {f"{r}_bias": b for r, b in block.biases.items()}
@@ -208,16 +205,7 @@ def _integers(block: Block) -> None:
         dtype = np.asarray(a).dtype
         if dtype.kind in "iub":  # a fused gate/value tensor was split on reading: name the stored one
             fused = "gate_value_bias" if key.endswith("_bias") else "gate_value"
-            raise ValueError(_integer_message(key, block.tensors.get(key) or block.tensors.get(fused, key), dtype))
-
-
-def _integer_message(key: str, tname: str, dtype) -> str:
-    what = "a bias" if key.endswith("_bias") else "weights"
-    return (
-        f"tensor {printable(tname, 80)} ({what}) is stored as {printable(dtype, 40)}: integers are never read "
-        "as weights or biases (ONNX int8 weights with their scale, and GGUF block types, are dequantised); "
-        "check a float export of the model"
-    )
+            raise ValueError(integer_message(key, block.tensors.get(key) or block.tensors.get(fused, key), dtype))
 
 
 def _names(names) -> str:
@@ -231,7 +219,10 @@ def check(block: Block, *, skip=None, time_limit: float = 60.0, distance: bool =
       block: a :class:`~absorbjax.weights.Block`, read or not (gated blocks without a hidden bias
         are decided by Prop 6 without reading a weight: :func:`reads_weights`).
       skip: ``A`` ``(d, d)``; ``None`` is ``I``.
-      time_limit: seconds for the MILP of the decision.
+      time_limit: seconds for the block's decision, passed to :func:`absorbjax.condition.distance`
+        (or ``find_absorbing_set``) as its one deadline for the search stages (MILP, enumeration,
+        storage rounding) and again as the safety stop of the distance's search; the relaxations
+        run outside it (docs/guides/checkpoints.md, "Time").
       distance: also bound ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` (ungated blocks).
 
     Returns a :class:`BlockCheck` (names made printable); see the module docstring for how biases

@@ -38,8 +38,10 @@ group ``...attention`` with a ``down`` and no ``up``; ``attention.self.value`` a
 
 Names come from files, so they may hold anything: :func:`printable` is the one way a name is
 printed (control characters, lone surrogates and format characters escaped as ``\\r``, ``\\x1b``,
-``\\ud800``): by the ONNX and GGUF readers (GGUF names are made printable as they are read),
-:func:`absorbjax.weights.check` and ``absorbjax check``, which escapes every line it prints.
+``\\ud800``). Every tensor name is made printable when its file is read
+(:func:`absorbjax.weights._formats.read`; two names that print alike are refused), so block names,
+unused tensors and errors hold printable names from Python too; :func:`absorbjax.weights.check` and
+``absorbjax check`` (which escapes every line it prints) apply it again, which changes nothing.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ an ``uint32`` revision, ``uint32`` count of variables, then per variable its nam
 5 bfloat16), ``uint32`` byte count and the bytes; then ``uint32`` count of aliases and
 ``(alias, target)`` name pairs. Strings are ``uint16`` length (with the NUL) + bytes + NUL.
 Scopes are joined with ``/`` in the file; here with ``.`` (``encoder/layer_0/ffn/linear_0/weight``
-→ ``encoder.layer_0.ffn.linear_0.weight``). Scalars become metadata; an ``activation`` scalar
+→ ``encoder.layer_0.ffn.linear_0.weight``), names made printable as they are read
+(:func:`~absorbjax.weights._conventions.printable`), at most :func:`limits.max_tensors` of them. Scalars become metadata; an ``activation`` scalar
 (``ActivationType``: 0 ReLU, 1 GELUTanh, 2 Swish, 3 GELU) becomes ``hidden_act``. The parse must
 end exactly at the end of the file, otherwise the file is refused. A variable is read with
 ``read`` calls into one buffer (:func:`limits.read_range`), never mapped: a file truncated meanwhile
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from absorbjax.weights import _limits as limits
+from absorbjax.weights._conventions import printable
 
 DTYPES = {0: "float32", 1: "int8", 2: "int16", 3: "int32", 4: "float16", 5: "bfloat16"}
 ACTIVATIONS = {0: "relu", 1: "gelu_pytorch_tanh", 2: "silu", 3: "gelu"}
@@ -86,22 +88,25 @@ def read_ct2(path: Path):
         meta["ctranslate2.spec"] = s.string()
         meta["ctranslate2.revision"] = str(s.take("I")[0])
         (count,) = s.take("I")
+        limits.count("the variables the file declares", count)
         for _ in range(count):
-            name = s.string().replace("/", ".")
+            name = printable(s.string().replace("/", "."))  # made printable as read, then unique
             if name in tensors or name in meta:
-                raise ValueError(f"variable {name[:80]!r} appears twice; refusing to choose one")
+                raise ValueError(f"variable '{printable(name, 80)}' appears twice; refusing to choose one")
             (rank,) = s.take("B")
             shape = s.take("I" * rank)
             dtype_id, nbytes = s.take("BI")
             if dtype_id not in DTYPES:
-                raise ValueError(f"variable {name} has unknown dtype id {dtype_id}")
+                raise ValueError(f"variable '{printable(name, 80)}' has unknown dtype id {dtype_id}")
             dtype = DTYPES[dtype_id]
             width = 2 if dtype in ("float16", "bfloat16", "int16") else 1 if dtype == "int8" else 4
             if nbytes != width * int(np.prod(shape, dtype=object)):
-                raise ValueError(f"variable {name}: {nbytes} bytes do not fit shape {shape} of {dtype}")
+                raise ValueError(
+                    f"variable '{printable(name, 80)}': {nbytes} bytes do not fit shape {shape} of {dtype}"
+                )
             offset = f.tell()
             if offset + nbytes > size:
-                raise ValueError(f"variable {name[:80]}: its {nbytes} bytes run past the end of the file")
+                raise ValueError(f"variable '{printable(name, 80)}': its {nbytes} bytes run past the end of the file")
             if rank == 0:
                 scalars[name] = np.frombuffer(f.read(nbytes), np.dtype(dtype).newbyteorder("<"))[0].item()
                 meta[name] = str(scalars[name])
@@ -110,10 +115,10 @@ def read_ct2(path: Path):
                 f.seek(nbytes, 1)
         (aliases,) = s.take("I")
         for _ in range(aliases):
-            alias, target = s.string(), s.string()
+            alias, target = printable(s.string()), printable(s.string())
             key = f"alias:{alias.replace('/', '.')}"
             if key in meta:
-                raise ValueError(f"alias {alias[:80]!r} appears twice; refusing to choose one")
+                raise ValueError(f"alias '{printable(alias, 80)}' appears twice; refusing to choose one")
             meta[key] = target.replace("/", ".")
         if f.tell() != size:
             raise ValueError(f"{size - f.tell()} bytes left after the last alias")

@@ -22,6 +22,13 @@ in a Hugging Face cache snapshot inside its repository's ``blobs/`` (:func:`limi
 file named explicitly inside such a snapshot must too. An index's shards are read once per file,
 however many spellings name them, and every tensor of a shard must be listed by the index in that
 shard, once (:func:`_index`).
+
+Every tensor name is made printable as the file is read
+(:func:`~absorbjax.weights._conventions.printable`: a control character, ESC or a lone surrogate
+escaped; two names that print alike are refused), and so are metadata keys and values and the names
+in errors. A checkpoint holds at most :func:`limits.max_tensors` tensors, each reader checking the
+count its header declares before it builds an object for any; an ``.npz`` or PyTorch zip is opened
+once for all its tensors (:class:`limits.ZipReader`).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import ml_dtypes
 import numpy as np
 
 from absorbjax.weights import _limits as limits
+from absorbjax.weights._conventions import printable
 
 FORMATS = (".npz", ".npy", ".safetensors", ".gguf", ".onnx", ".bin", ".pt", ".pth", ".index.json")
 
@@ -108,11 +116,41 @@ def config_inside(path: Path) -> None:
 def _read(path: Path, suffix: str) -> Checkpoint:
     try:
         tensors, meta, fmt, graph = _READERS[suffix](path)
+        limits.count("the tensors of the checkpoint", len(tensors))
+        names = _printable_names(tensors)
     except Exception as err:  # noqa: BLE001 - any parse failure means "unreadable"
-        raise ValueError(f"{path}: not a readable {suffix} file ({_why(err)})") from None
+        raise ValueError(printable(f"{path}: not a readable {suffix} file ({_why(err)})")) from None
     holes = _Holes()  # the holes under the maps of the whole checkpoint
-    tensors = {k: dataclasses.replace(t, load=_guard(path, t, holes)) for k, t in tensors.items()}
+    tensors = {
+        names[k]: Tensor(names[k], t.shape, t.dtype, _guard(path, t, holes, names[k]), t.mapped)
+        for k, t in tensors.items()
+    }
+    meta = {printable(k): printable(v) for k, v in meta.items()}
+    if graph is not None:  # the graph's blocks name their tensors as the checkpoint now does
+        graph = [
+            b
+            | {r: {k: names.get(t, t) for k, t in b[r].items()} for r in ("weights", "biases")}
+            | {"uses": [names.get(t, t) for t in b.get("uses", ())]}
+            for b in graph
+        ]
     return Checkpoint(path, fmt, tensors, meta, graph)
+
+
+def _printable_names(tensors: dict) -> dict[str, str]:
+    """name in the file → the name it is known by (:func:`printable`: a control character, ESC or
+    a lone surrogate escaped), made once as the file is read so that every name a checkpoint, a
+    block or an error holds can be printed; two names that print alike are refused (no silent choice)."""
+    out, seen = {}, {}
+    for k in tensors:
+        name = printable(k)
+        if name in seen:
+            raise ValueError(
+                f"two tensors are named '{printable(name, 80)}' once their control characters are escaped; "
+                "refusing to choose one"
+            )
+        seen[name] = k
+        out[k] = name
+    return out
 
 
 def _itemsize(dtype: str) -> int:
@@ -122,21 +160,22 @@ def _itemsize(dtype: str) -> int:
         return 4  # GGUF block types, bfloat16, float8: dequantised to float32 at most
 
 
-def _guard(path: Path, t: Tensor, holes: _Holes) -> Callable[[], np.ndarray]:
+def _guard(path: Path, t: Tensor, holes: _Holes, name: str) -> Callable[[], np.ndarray]:
     """``t.load`` with its size checked against the budget first (a memory map: the holes under it,
-    with those of the checkpoint's other mapped tensors) and every failure one line."""
-    inner = t.load
+    with those of the checkpoint's other mapped tensors) and every failure one line, naming the
+    tensor by ``name`` (printable)."""
+    inner, shown = t.load, printable(name, 80)
 
     def load() -> np.ndarray:
         try:
             if not t.mapped:
-                limits.array_bytes(t.shape, _itemsize(t.dtype), f"tensor {t.name[:80]}")
+                limits.array_bytes(t.shape, _itemsize(t.dtype), f"tensor {shown}")
             a = inner()
             if isinstance(a, np.memmap):
-                holes.add(a, t.name)
+                holes.add(a, name)
             return a
         except Exception as err:  # noqa: BLE001 - a tensor that cannot be read, whatever the reason
-            raise ValueError(f"{path}: tensor {t.name[:80]} is not readable ({_why(err)})") from None
+            raise ValueError(printable(f"{path}: tensor {shown} is not readable ({_why(err)})")) from None
 
     return load
 
@@ -226,7 +265,8 @@ def find_in_directory(folder: Path) -> Path:
             return hits[0]
         if len(hits) > 1:
             raise ValueError(
-                f"{folder}: holds several {what} files ({', '.join(h.name for h in hits[:4])}); pass one of them"
+                f"{folder}: holds several {what} files ({', '.join(printable(h.name, 120) for h in hits[:4])}); "
+                "pass one of them"
             )
     named = folder.name.lower().endswith(FORMATS)
     what = (
@@ -278,15 +318,15 @@ def _npz(path: Path):
     else:
         if not zipfile.is_zipfile(path):
             raise ValueError("not a zip archive (an .npz file is a zip of .npy arrays)")
-        arrays = {}
-        with zipfile.ZipFile(path) as zf:
+        arrays, reader = {}, limits.ZipReader(path)  # one archive opened for every tensor's load
+        with limits.zip_open(path) as zf:
             for member, info in limits.zip_members(zf, "the archive").items():
                 key = member[:-4] if member.endswith(".npy") else member
                 if key in arrays:
-                    raise ValueError(f"two members hold the array {key[:80]!r}")
+                    raise ValueError(f"two members hold the array '{printable(key, 80)}'")
                 with zf.open(info) as f:
-                    shape, dtype, _ = _npy_header(f, f"member {member[:80]!r}", info.file_size)
-                arrays[key] = (shape, dtype, _npz_loader(path, member))
+                    shape, dtype, _ = _npy_header(f, f"member '{printable(member, 80)}'", info.file_size)
+                arrays[key] = (shape, dtype, _npz_loader(reader, member))
     meta = {}
     for k, (shape, dtype, load) in arrays.items():
         if dtype.kind in "US" and shape == ():
@@ -295,14 +335,11 @@ def _npz(path: Path):
     return tensors, meta, path.suffix.lower()[1:], None
 
 
-def _npz_loader(path: Path, member: str):
+def _npz_loader(reader: limits.ZipReader, member: str):
     def load() -> np.ndarray:
         import io
-        import zipfile
 
-        with zipfile.ZipFile(path) as zf:
-            info = zf.getinfo(member)
-            raw = limits.read_member(zf, info)
+        raw = reader.read(member)
         return np.asarray(np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False))
 
     return load
@@ -312,8 +349,8 @@ _SAFETENSORS_FLOATS = {"F64": "float64", "F32": "float32", "F16": "float16", "BF
 
 
 def _safetensors_header(path: Path) -> dict:
-    """The JSON header of a safetensors file: its length checked against ``B / 16``, no duplicate
-    name, every entry a dict."""
+    """The JSON header of a safetensors file: its length checked against ``B / 16`` and its count of
+    tensors against :func:`limits.max_tensors` (on the raw bytes first), no duplicate name."""
     import json
     import struct
 
@@ -330,9 +367,12 @@ def _safetensors_header(path: Path) -> dict:
         raw = f.read(n)
     if len(raw) != n:
         raise ValueError(f"the header declares {n} bytes, the file ends before")
+    # every tensor's entry names its data_offsets: counted on the bytes, before JSON builds an object
+    limits.count("the tensors the header declares", raw.count(b'"data_offsets"'))
     header = json.loads(raw, object_pairs_hook=limits.unique_keys)
     if not isinstance(header, dict):
         raise ValueError("the header is not a JSON object")
+    limits.count("the tensors the header declares", len(header) - ("__metadata__" in header))
     return header
 
 
@@ -354,19 +394,19 @@ def _safetensors(path: Path):
         "BOOL": "bool",
     }
 
-    def loader(key: str, dtype: str, shape: tuple[int, ...]):
+    def loader(offsets, dtype: str, shape: tuple[int, ...]):
         def load():
             if dtype not in names:
-                raise ValueError(f"dtype {dtype} is not read (float16/32/64 and bfloat16 weights are)")
+                raise ValueError(f"dtype {printable(dtype, 20)} is not read (float16/32/64 and bfloat16 weights are)")
             np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "BF16" else np.dtype(names[dtype]).newbyteorder("<")
-            start, end = header[key]["data_offsets"]
+            start, end = offsets
             count = int(np.prod(shape, dtype=object))
             if end - start != count * np_dtype.itemsize or not 0 <= start <= end <= size - base:
                 raise ValueError(f"its data_offsets [{start}, {end}) do not hold shape {shape} of {dtype} in the file")
             if count == 0:
                 return np.zeros(shape, np_dtype)
             try:
-                return np.memmap(path, dtype=np_dtype, mode="r", offset=base + start, shape=shape)
+                return np.memmap(str(path), dtype=np_dtype, mode="r", offset=base + start, shape=shape)
             except ValueError:  # mmap: the range is past the end of the file
                 now = path.stat().st_size
                 if now >= base + end:
@@ -381,7 +421,8 @@ def _safetensors(path: Path):
         for key in f.keys():
             sl = f.get_slice(key)
             dtype, shape = sl.get_dtype(), tuple(sl.get_shape())
-            tensors[key] = Tensor(key, shape, names.get(dtype, dtype), loader(key, dtype, shape), dtype in names)
+            offsets = header[key]["data_offsets"]  # kept alone: the header is dropped once listed
+            tensors[key] = Tensor(key, shape, names.get(dtype, dtype), loader(offsets, dtype, shape), dtype in names)
     return tensors, meta, "safetensors", None
 
 
@@ -437,13 +478,15 @@ def _shard_files(folder: Path, spellings) -> tuple[dict[str, tuple], dict[tuple,
         suffix = Path(name).suffix.lower()
         if name.lower().endswith(".index.json") or suffix not in _READERS:
             raise ValueError(
-                f"shard {name[:120]!r} is not a checkpoint file (an index names .safetensors or .bin shards)"
+                f"shard '{printable(name, 120)}' is not a checkpoint file (an index names .safetensors or .bin shards)"
             )
         shard_path = limits.inside(folder, name, "shard")
         key = limits.file_id(shard_path)
         first = files.setdefault(key, (shard_path, suffix, name))
         if first[1] != suffix:
-            raise ValueError(f"shards {first[2][:120]!r} and {name[:120]!r} are one file, named as two formats")
+            raise ValueError(
+                f"shards '{printable(first[2], 120)}' and '{printable(name, 120)}' are one file, named as two formats"
+            )
         key_of.update(dict.fromkeys(by_name[name], key))
     return key_of, files
 
@@ -460,6 +503,9 @@ def _index(path: Path):
         raise ValueError("no weight_map in the index")
     if not all(isinstance(v, str) for v in wmap.values()):
         raise ValueError("weight_map values must be shard file names")
+    limits.count("the tensors the index lists", len(wmap))
+    names = _printable_names(wmap)  # as the shards' tensors are named (_read)
+    wmap = {names[k]: v for k, v in wmap.items()}
     meta = index.get("metadata") or {}
     meta = {str(k): str(v)[:1000] for k, v in meta.items()} if isinstance(meta, dict) else {}
     key_of, files = _shard_files(path.parent, set(wmap.values()))
@@ -470,24 +516,24 @@ def _index(path: Path):
         for tname, t in ckpt.tensors.items():
             if tname in held:
                 raise ValueError(
-                    f"tensor {tname[:80]!r} is in two shards, {held[tname][:120]!r} and {name[:120]!r}; "
-                    "refusing to choose one"
+                    f"tensor '{printable(tname, 80)}' is in two shards, '{printable(held[tname], 120)}' and "
+                    f"'{printable(name, 120)}'; refusing to choose one"
                 )
             held[tname] = name
             found.append((tname, t, key, name))
     tensors = {tname: t for tname, t, key, _ in found if tname in wmap and key_of[wmap[tname]] == key}
     missing = sorted(set(wmap) - set(tensors))
     if missing:
-        where = f" (it is in shard {held[missing[0]][:120]!r})" if missing[0] in held else ""
+        where = f" (it is in shard '{printable(held[missing[0]], 120)}')" if missing[0] in held else ""
         raise ValueError(
-            f"{len(missing)} tensor(s) of the index are not in their shards, e.g. {missing[0][:80]!r}{where}"
+            f"{len(missing)} tensor(s) of the index are not in their shards, e.g. '{printable(missing[0], 80)}'{where}"
         )
     unlisted = [(tname, name) for tname, _, _, name in found if tname not in wmap]
     if unlisted:
         tname, name = unlisted[0]
         raise ValueError(
-            f"shard {name[:120]!r} holds {len(unlisted)} tensor(s) the index does not list, e.g. "
-            f"{tname[:80]!r}; refusing to guess whether they belong to the model"
+            f"shard '{printable(name, 120)}' holds {len(unlisted)} tensor(s) the index does not list, e.g. "
+            f"'{printable(tname, 80)}'; refusing to guess whether they belong to the model"
         )
     return tensors, meta, "sharded " + "/".join(sorted(formats_seen)), None
 

@@ -16,7 +16,8 @@ read; a duplicate metadata key or tensor name is refused, arrays nest at most 8 
 1–4 dimensions and a known type, and its data must lie inside the file, start at a multiple of the
 alignment and share no byte with another tensor's (checked when the header is read, so that a block
 decided without reading its weights still has them, and one byte range cannot be listed under
-20,000 names). Tensor names, metadata keys and string values are made printable as they are read
+20,000 names); the counts of tensors and of key-values the header declares are at most
+:func:`~absorbjax.weights._limits.max_tensors` each, checked before the first is read. Tensor names, metadata keys and string values are made printable as they are read
 (:func:`~absorbjax.weights._conventions.printable`: control characters escaped).
 """
 
@@ -115,6 +116,8 @@ def read_gguf(path: Path):
     version, n_tensors, n_kv = h.take("IQQ")
     if version not in (2, 3):
         raise ValueError(f"GGUF version {version} (or big-endian) is not read")
+    limits.count("the tensors the header declares", n_tensors)  # before any is listed
+    limits.count("the metadata key-values the header declares", n_kv)
     meta = {}
     for _ in range(n_kv):
         key, kind = printable(h.string()), h.take("I")  # names and strings made printable as read

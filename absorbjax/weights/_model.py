@@ -5,11 +5,14 @@ weights and biases read on demand, and every tensor of the file either used or l
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
 
 import numpy as np
 
 from absorbjax._shorthand import with_shorthand
-from absorbjax.weights import _activation, _conventions as conventions, _formats as formats
+from absorbjax.weights import _activation, _conventions as conventions, _formats as formats, _limits as limits
+from absorbjax.weights._conventions import printable
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -52,7 +55,8 @@ class Block:
     Attributes:
       path, layer, name: the file, the block's position in the file (0, 1, …, natural order of
         names) and its name in the file (``encoder.layer.3``, ``blk.12``, ``decoder.layer_0``, an
-        ONNX node path; ``""`` for a bare block).
+        ONNX node path; ``""`` for a bare block), made printable as the file was read (a control
+        character escaped, :func:`~absorbjax.weights._conventions.printable`), as are ``tensors``.
       convention: naming convention (:mod:`absorbjax.weights._conventions`); gated: its kind.
       d, n: input dimension ``d`` and width ``n``.
       dtype: stored dtype of the weights (``float32``, ``Q4_1``, …).
@@ -101,18 +105,22 @@ class Block:
         return {k[: -len("_bias")]: v for k, v in self.tensors.items() if k.endswith("_bias")}
 
     def load(self) -> Block:
-        """This block with ``params`` and ``biases`` read, in the stored dtype (GGUF dequantised)."""
+        """This block with ``params`` and ``biases`` read, in the stored dtype (GGUF and ONNX integers
+        with their scale dequantised); a tensor read as integers (or booleans) is a ``ValueError``
+        naming it (:func:`integer_message`), never read as weights or biases."""
         if self.params is not None:
             return self
-        where = f"{self.path}: {self.name or 'block'}"
+        where = f"{printable(self.path)}: {printable(self.name, 120) or 'block'}"
         arrays, biases = {}, {}
         for key, tname in self.tensors.items():
             raw = self._ckpt.tensors[tname].load()
             a = np.asarray(raw)
-            if a.dtype.kind not in "fiu" and a.dtype.name != "bfloat16":
-                raise ValueError(f"{where}: {tname} must hold real numbers, got dtype {a.dtype}")
+            if a.dtype.kind in "iub":  # never weights: dequantised types come back as floats
+                raise ValueError(f"{where}: {integer_message(key, tname, a.dtype)}")
+            if a.dtype.kind != "f" and a.dtype.name != "bfloat16":
+                raise ValueError(f"{where}: {printable(tname, 80)} must hold real numbers, got dtype {a.dtype}")
             if not _finite(a, formats.watch(raw)):
-                raise ValueError(f"{where}: {tname} contains NaN or inf")
+                raise ValueError(f"{where}: {printable(tname, 80)} contains NaN or inf")
             if key.endswith("_bias"):
                 biases[key[: -len("_bias")]] = a
             else:
@@ -165,18 +173,14 @@ def _fuse(g: conventions.Group, fused: str | None) -> tuple[conventions.Group, s
 def _layout(ckpt, g: conventions.Group, transpose: bool, allow_narrow: bool):
     """``(d, n, transposed)`` from the stored shapes, or a one-line ``ValueError``."""
     conv = g.convention
-    where = f"{ckpt.path}: {g.prefix or 'block'}"
+    where = f"{printable(ckpt.path)}: {printable(g.prefix, 120) or 'block'}"
     flip = conv.transposed != transpose
+    _real_dtypes(ckpt, g, where)
     shapes = {}
     for role, tname in g.weights.items():
-        shape, dtype = ckpt.tensors[tname].shape, ckpt.tensors[tname].dtype
-        if not _is_float(dtype, ckpt.format):
-            raise ValueError(
-                f"{where}: {tname} is stored as {dtype}, not as float weights; absorbjax reads float16/32/64 "
-                "and bfloat16 (and GGUF block types); check a float export of the model"
-            )
+        shape = ckpt.tensors[tname].shape
         if len(shape) != 2:
-            raise ValueError(f"{where}: {tname} must be a 2-D matrix, got shape {shape}")
+            raise ValueError(f"{where}: {printable(tname, 80)} must be a 2-D matrix, got shape {shape}")
         shapes[role] = shape[::-1] if flip else shape
     layout = "(in, out), transposed" if flip else "(out, in), PyTorch"
     n, d = shapes[conv.key]
@@ -196,8 +200,8 @@ def _layout(ckpt, g: conventions.Group, transpose: bool, allow_narrow: bool):
                     "gate-value or value-gate (fused=)"
                 )
             raise ValueError(
-                f"{where}: {g.weights[role]} has shape {shapes[role]}, expected {want} to match "
-                f"{g.weights[conv.key]} in layout {layout}{hint}"
+                f"{where}: {printable(g.weights[role], 80)} has shape {shapes[role]}, expected {want} to match "
+                f"{printable(g.weights[conv.key], 80)} in layout {layout}{hint}"
             )
     if n < d and not allow_narrow:
         flag = "without --transpose (transpose=False)" if transpose else "with --transpose (transpose=True)"
@@ -210,24 +214,64 @@ def _layout(ckpt, g: conventions.Group, transpose: bool, allow_narrow: bool):
         shape = ckpt.tensors[tname].shape
         want = (d,) if role == "down" else (2 * n,) if role == "gate_value" else (n,)
         if shape != want:
-            raise ValueError(f"{where}: bias {tname} has shape {shape}, expected {want}")
+            raise ValueError(f"{where}: bias {printable(tname, 80)} has shape {shape}, expected {want}")
     return d, n, flip
 
 
 _FLOATS = ("float16", "float32", "float64", "bfloat16")
+INTEGERS = re.compile(r"u?int\d+|bool|BOOL|[IU]\d+")  # stored dtypes of integers (NumPy, safetensors, GGUF)
+
+
+@functools.cache
+def _gguf_types() -> frozenset[str]:
+    """The GGUF types ``gguf.quants.dequantize`` reads as real numbers: floats and block types
+    (Q4_0, Q8_0, Q4_K, …), not the integer types I8–I64."""
+    import gguf
+
+    return frozenset(t.name for t in gguf.GGMLQuantizationType if not INTEGERS.fullmatch(t.name))
 
 
 def _is_float(dtype: str, fmt: str) -> bool:
-    """Whether a stored dtype holds real weights: a float type, or a GGUF type that is not an integer."""
-    if dtype in _FLOATS or (fmt == "onnx" and dtype.endswith(" (dequantised)")):
-        return True  # ONNX integer weights are read dequantised to float64 (weights._onnxquant)
-    return fmt.endswith("gguf") and dtype not in ("I8", "I16", "I32", "I64")
+    """Whether a stored dtype is read as real numbers: a float type, ONNX integers with their scale
+    (dequantised exactly to float64 by weights._onnxquant, dtype ``"int8 (dequantised)"``), or, in a
+    GGUF file (or an index with GGUF shards), a GGUF float or block type; never an integer type,
+    whatever the container says it is."""
+    if dtype in _FLOATS or ("onnx" in fmt and dtype.endswith(" (dequantised)")):
+        return True
+    return "gguf" in fmt and dtype in _gguf_types()
+
+
+def integer_message(key: str, tname: str, dtype) -> str:
+    """Why the tensor ``tname`` (role ``key`` of a block), stored as integers, is refused."""
+    what = "a bias" if key.endswith("_bias") else "weights"
+    return (
+        f"tensor {printable(tname, 80)} ({what}) is stored as {printable(dtype, 40)}: integers are never read "
+        "as weights or biases (ONNX int8 weights with their scale, and GGUF block types, are dequantised); "
+        "check a float export of the model"
+    )
+
+
+def _real_dtypes(ckpt, g: conventions.Group, where: str) -> None:
+    """``ValueError`` naming the first weight or bias of the group ``g`` whose stored dtype is not
+    read as real numbers (:func:`_is_float`): integers with :func:`integer_message`."""
+    roles = [(r, t) for r, t in g.weights.items()] + [(f"{r}_bias", t) for r, t in g.biases.items()]
+    for key, tname in roles:
+        dtype = str(ckpt.tensors[tname].dtype)
+        if _is_float(dtype, ckpt.format):
+            continue
+        if INTEGERS.fullmatch(dtype):
+            raise ValueError(f"{where}: {integer_message(key, tname, dtype)}")
+        raise ValueError(
+            f"{where}: {printable(tname, 80)} is stored as {printable(dtype, 40)}, not as float weights; "
+            "absorbjax reads float16/32/64 and bfloat16 (and GGUF block types, ONNX int8 with its scale); "
+            "check a float export of the model"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class Model:
     """What :func:`scan` found in a checkpoint: ``blocks`` in file order, and ``unused``: every
-    tensor no block uses, name → shape (attention, norms, embeddings, …)."""
+    tensor no block uses, name (printable, as read) → shape (attention, norms, embeddings, …)."""
 
     path: object
     format: str
@@ -239,7 +283,8 @@ class Model:
 
 
 def _groups(ckpt) -> list[conventions.Group]:
-    """Candidate blocks: from the graph (ONNX) or by names; refusals for quantised or no blocks."""
+    """Candidate blocks: from the graph (ONNX) or by names; refusals for quantised or no blocks, or
+    more than :func:`limits.max_blocks` of them (before a block is laid out or built)."""
     quant = ckpt.metadata.get("quantisation") or conventions.quantisation(ckpt.tensors)
     if ckpt.graph_blocks is not None:
         found = [
@@ -260,26 +305,27 @@ def _groups(ckpt) -> list[conventions.Group]:
         found, incomplete = conventions.group(ckpt.tensors)
     if quant and (not found or ckpt.graph_blocks is None):
         raise ValueError(
-            f"{ckpt.path}: the MLP weights are quantised ({quant}), which absorbjax does not "
+            f"{printable(ckpt.path)}: the MLP weights are quantised ({quant}), which absorbjax does not "
             "dequantise; check a float (fp32/fp16/bf16) export of the model, or GGUF"
         )
     broken = [g for g in incomplete if len(g.weights) >= 2 or not found]
     if broken:
         g = broken[0]
         raise ValueError(
-            f"{ckpt.path}: {g.convention.name} block {g.prefix or '(top level)'} needs "
+            f"{printable(ckpt.path)}: {g.convention.name} block {printable(g.prefix, 120) or '(top level)'} needs "
             f"{[g.full(r) for r in g.convention.roles]}, missing {g.missing}"
         )
     if not found:
         some = sorted(ckpt.tensors)
-        listed = ", ".join(some[:6]) + (f" and {len(some) - 6} more" if len(some) > 6 else "")
+        listed = ", ".join(printable(k, 80) for k in some[:6]) + (f" and {len(some) - 6} more" if len(some) > 6 else "")
         what = (
             "no MatMul → activation → MatMul chain with weight initializers in the graph"
             if ckpt.graph_blocks is not None
             else "expected BERT intermediate.dense/output.dense, GPT-2 mlp.c_fc/mlp.c_proj, LLaMA "
             "mlp.gate_proj/up_proj/down_proj, fc1/fc2, GGUF ffn_up/ffn_down, or up/down (gate/value/down)"
         )
-        raise ValueError(f"{ckpt.path}: no MLP block found; {what}; found {listed or 'no tensors'}")
+        raise ValueError(f"{printable(ckpt.path)}: no MLP block found; {what}; found {listed or 'no tensors'}")
+    limits.count(f"{printable(ckpt.path)}: the MLP blocks of the file", len(found), limits.max_blocks())
     return found
 
 
@@ -329,7 +375,7 @@ def _graph_activations(ckpt, groups, gated: bool, activation: str | None) -> lis
     for g, a in zip(groups, graph):
         if activations.get(a).name != name:
             raise ValueError(
-                f"{ckpt.path}: {source} names {name}, but the graph's block {g.prefix or '(top level)'} computes "
+                f"{printable(ckpt.path)}: {source} names {name}, but the graph's block {printable(g.prefix, 120) or '(top level)'} computes "
                 f"{activations.get(a).name}; refusing to decide a block as an activation its graph does not compute"
             )
     return [(name, source)] * len(groups)
@@ -347,8 +393,11 @@ def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **sh
       layout: a :class:`Layout` (``transpose``, ``allow_narrow``, ``fused``), or its fields by keyword.
 
     Raises ``ValueError`` naming the file: no block, an incomplete block, quantised MLP weights,
-    shapes that do not fit (or fit only transposed), ``n < d``, biases of the wrong shape, no or a
-    mismatched activation, a ``config.json`` that resolves outside the checkpoint's folder.
+    a weight or bias stored as integers (naming it; ONNX integers with their scale and GGUF block
+    types are dequantised, not integers), shapes that do not fit (or fit only transposed), ``n <
+    d``, biases of the wrong shape, no or a mismatched activation, a ``config.json`` that resolves
+    outside the checkpoint's folder, more tensors or blocks than the budget allows
+    (:func:`~absorbjax.weights._limits.max_tensors`, :func:`~absorbjax.weights._limits.max_blocks`).
     """
     layout = with_shorthand((layout,), shorthand, "scan")[0]
     ckpt = formats.read(path)
@@ -357,7 +406,9 @@ def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **sh
     found = [_fuse(g, layout.fused) for g in _groups(ckpt)]
     kinds = {g.convention.gated for g, _ in found}
     if len(kinds) > 1:
-        raise ValueError(f"{ckpt.path}: the file mixes gated and ungated blocks; check them one file at a time")
+        raise ValueError(
+            f"{printable(ckpt.path)}: the file mixes gated and ungated blocks; check them one file at a time"
+        )
     gated = kinds.pop()
     if ckpt.graph_blocks is not None:
         acts = _graph_activations(ckpt, [g for g, _ in found], gated, activation)
@@ -409,12 +460,12 @@ def load_block(
     if layer is None:
         if len(found) > 1:
             raise ValueError(
-                f"{found[0].path}: the file holds {len(found)} MLP blocks (layers 0–"
+                f"{printable(found[0].path)}: the file holds {len(found)} MLP blocks (layers 0–"
                 f"{len(found) - 1}); choose one with layer= (--layer)"
             )
         layer = 0
     if not (isinstance(layer, (int, np.integer)) and 0 <= layer < len(found)):
-        raise ValueError(f"{found[0].path}: layer must be one of 0–{len(found) - 1}, got {layer!r}")
+        raise ValueError(f"{printable(found[0].path)}: layer must be one of 0–{len(found) - 1}, got {layer!r}")
     return found[layer].load()
 
 
@@ -427,13 +478,15 @@ def load_skip(path) -> np.ndarray:
     elif len(ckpt.tensors) == 1:
         (t,) = ckpt.tensors.values()
     else:
-        raise ValueError(f"{ckpt.path}: expected one array or an entry 'skip', found {sorted(ckpt.tensors)}")
+        raise ValueError(
+            f"{printable(ckpt.path)}: expected one array or an entry 'skip', found {', '.join(printable(k, 80) for k in sorted(ckpt.tensors)[:6])}"
+        )
     A = np.asarray(t.load())
     what = t.name or "the array"
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{ckpt.path}: the skip matrix must be square (d, d), got shape {A.shape}")
+        raise ValueError(f"{printable(ckpt.path)}: the skip matrix must be square (d, d), got shape {A.shape}")
     if A.dtype.kind not in "fiu":
-        raise ValueError(f"{ckpt.path}: {what} must hold real numbers, got dtype {A.dtype}")
+        raise ValueError(f"{printable(ckpt.path)}: {what} must hold real numbers, got dtype {A.dtype}")
     if not np.all(np.isfinite(A)):
-        raise ValueError(f"{ckpt.path}: {what} contains NaN or inf")
+        raise ValueError(f"{printable(ckpt.path)}: {what} contains NaN or inf")
     return A

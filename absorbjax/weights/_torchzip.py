@@ -27,12 +27,12 @@ import dataclasses
 import io
 import pickle
 import pickletools
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from absorbjax.weights import _limits as limits
+from absorbjax.weights._conventions import printable
 
 # torch storage class → NumPy dtype name (bfloat16 through ml_dtypes)
 STORAGES = {
@@ -172,7 +172,9 @@ def _flatten(obj, prefix: str, tensors: dict, meta: dict, budget: list, depth: i
             _flatten(v, f"{prefix}.{k}" if prefix else str(k), tensors, meta, budget, depth + 1)
         return
     if isinstance(obj, (TensorRef, str, int, float, bool)) and (prefix in tensors or prefix in meta):
-        raise ValueError(f"the name {prefix[:80]!r} is reached twice in the state dict; refusing to choose one")
+        raise ValueError(
+            f"the name '{printable(prefix, 80)}' is reached twice in the state dict; refusing to choose one"
+        )
     if isinstance(obj, TensorRef):
         tensors[prefix] = obj
     elif isinstance(obj, (str, int, float, bool)):
@@ -278,7 +280,7 @@ def _view(name: str, ref: TensorRef, record: int) -> None:
     """Refuse a view that does not fit its storage, before anything is read."""
     itemsize = _dtype(ref.storage.dtype).itemsize
     numel = ref.storage.numel
-    where = f"tensor {name[:80]}"
+    where = f"tensor '{printable(name, 80)}'"
     if record != numel * itemsize:
         raise ValueError(
             f"{where}: its storage record holds {record} bytes, not {numel} × {itemsize} ({ref.storage.dtype})"
@@ -300,13 +302,12 @@ def _view(name: str, ref: TensorRef, record: int) -> None:
         )
 
 
-def _loader(path: Path, member: str, ref: TensorRef):
+def _loader(reader: limits.ZipReader, member: str, ref: TensorRef):
     def load() -> np.ndarray:
         dtype = _dtype(ref.storage.dtype)
         if any(s == 0 for s in ref.shape):
             return np.zeros(ref.shape, dtype)
-        with zipfile.ZipFile(path) as zf:
-            raw = limits.read_member(zf, zf.getinfo(member))
+        raw = reader.read(member)  # one archive opened for all the tensors (limits.ZipReader)
         raw = np.frombuffer(raw, dtype=dtype.newbyteorder("<"), count=ref.storage.numel)
         strides = [(s * dtype.itemsize if n > 1 else 0) for n, s in zip(ref.shape, ref.stride)]
         view = np.lib.stride_tricks.as_strided(raw[ref.offset :], shape=ref.shape, strides=strides)
@@ -317,7 +318,7 @@ def _loader(path: Path, member: str, ref: TensorRef):
 
 def read_torch_zip(path: Path):
     """``(tensors, metadata)`` of a ``torch.save`` zip: name → ``(shape, dtype, loader)``."""
-    with zipfile.ZipFile(path) as zf:
+    with limits.zip_open(path) as zf:
         members = limits.zip_members(zf, "the zip")
         pkls = [n for n in members if n == "data.pkl" or n.endswith("/data.pkl")]
         if len(pkls) != 1:
@@ -332,11 +333,12 @@ def read_torch_zip(path: Path):
     refs: dict[str, TensorRef] = {}
     meta: dict[str, str] = {}
     _flatten(obj, "", refs, meta, [limits.pickle_nodes()])
-    out = {}
+    limits.count("the state dict's tensors", len(refs))
+    out, reader = {}, limits.ZipReader(path)
     for name, ref in refs.items():
         member = f"{root}data/{ref.storage.key}"
         if member not in members:
-            raise ValueError(f"tensor {name[:80]} refers to a missing record {member[:120]}")
+            raise ValueError(f"tensor '{printable(name, 80)}' refers to a missing record '{printable(member, 120)}'")
         _view(name, ref, members[member].file_size)
-        out[name] = (ref.shape, ref.storage.dtype, _loader(path, member, ref))
+        out[name] = (ref.shape, ref.storage.dtype, _loader(reader, member, ref))
     return out, meta
