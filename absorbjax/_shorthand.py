@@ -22,7 +22,7 @@ def with_shorthand(objects: tuple, shorthand: dict, where: str) -> tuple:
       (8, False)
       >>> with_shorthand((fit.Solver(), fit.Run()), {"restart": 8}, "search")
       Traceback (most recent call last):
-      TypeError: search() got an unexpected keyword argument 'restart' (the options are the fields of fit.Solver: method, restarts, steps, init, optimizer, polish, tol, and of fit.Run: batch_size, chunk_size, mesh, progress, checkpoint)
+      TypeError: search() got an unexpected keyword argument 'restart' (the options are the fields of fit.Solver: method, restarts, steps, init, optimizer, polish, tol, hops, and of fit.Run: batch_size, chunk_size, mesh, progress, checkpoint)
     """
     names = [[f.name for f in dataclasses.fields(o)] for o in objects]
     unknown = [k for k in shorthand if not any(k in fields for fields in names)]

@@ -41,6 +41,7 @@ from absorbjax import condition, dimension, figstyle, fit, io, models, reproduce
 
 panels = reproduce.load_script(Path(__file__).with_name("_depth_figure.py"))
 narrow_studies = reproduce.load_script(Path(__file__).with_name("_depth_narrow.py"))  # §8 (n < d) and §10 (the line)
+openset = reproduce.load_script(Path(__file__).with_name("_depth_openset.py"))  # §11's open question, searched
 
 NAME = "depth"
 TITLE = "Beyond the paper: deep ReLU/GELU stacks (dimension count, search calibration)"
@@ -54,6 +55,7 @@ PRESETS = {
         "coverage": {"sizes": [[2, 2, 2]], "draws": 8},
         "narrow": {"sizes": [[3, 1, 2], [4, 2, 2]], "draws": 2},
         "line": {"widths": [1, 2], "depths": [1, 2], "draws": 2, "planted": 1},
+        "openset": {"sizes": [[2, 4, 2]], "draws": 1, "controls": 1},
         "fit": {
             "d": 2,
             "n": 4,
@@ -74,6 +76,7 @@ PRESETS = {
         "coverage": {"sizes": [[2, 2, 2], [2, 4, 2], [3, 3, 2], [3, 6, 2], [2, 2, 3], [2, 4, 3]], "draws": 32},
         "narrow": {"sizes": [[3, 1, 2], [4, 2, 2], [4, 3, 1], [6, 3, 2], [5, 1, 3]], "draws": 8},
         "line": {"widths": [1, 2, 3], "depths": [1, 2, 3, 4], "draws": 8, "planted": 4},
+        "openset": {"sizes": [[2, 4, 2]], "draws": 6, "controls": 2},
         "fit": {
             "d": 2,
             "n": 4,
@@ -107,6 +110,7 @@ PRESETS = {
         },
         "narrow": {"sizes": [[3, 1, 2], [4, 2, 2], [4, 3, 1], [6, 3, 2], [5, 1, 3], [8, 4, 2], [8, 7, 2]], "draws": 32},
         "line": {"widths": [1, 2, 3, 4], "depths": [1, 2, 3, 4, 6], "draws": 32, "planted": 16},
+        "openset": {"sizes": [[2, 4, 2], [2, 6, 2], [3, 6, 2]], "draws": 16, "controls": 4},
         "fit": {
             "d": 2,
             "n": 4,
@@ -531,6 +535,7 @@ def run(config, out, seed):
     cov = coverage(config, jax.random.fold_in(key, 3))
     narrow_rows = narrow_studies.narrow(config, jax.random.fold_in(key, 5), ACTIVATIONS) if "narrow" in config else []
     line_rows = narrow_studies.line(config, jax.random.fold_in(key, 6)) if "line" in config else []
+    open_rows = openset.study(config, jax.random.fold_in(key, 7)) if "openset" in config else []
     atlas = load_atlas(out)
     cfg = config["fit"]
     cal = calibration(cfg, jax.random.fold_in(key, 1))
@@ -544,6 +549,7 @@ def run(config, out, seed):
         "coverage": cov,
         "narrow": narrow_rows,
         "line": line_rows,
+        "openset": open_rows,
         "atlas": _atlas_summary(atlas),
         "calibration": {k: np.asarray(v) for k, v in cal.items()},
         "eps": eps,
@@ -551,6 +557,7 @@ def run(config, out, seed):
         "fit": {k: cfg[k] for k in ("d", "n", "depth", "draws", "restarts")},
     }
     results["claims"] = _claims(rows, near, cov, atlas, cal, eps, floor, slope, used, narrow_rows, line_rows)
+    results["claims"] += openset.claims(open_rows)
     return results
 
 

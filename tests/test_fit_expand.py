@@ -326,3 +326,15 @@ def test_fit_with_lines_makes_an_absorbable_block_exact():
         want = jax.vmap(lambda v: models.skip_mlp(jax.tree.map(lambda a: a[j], W), v, "relu"))(x)
         got = jax.vmap(lambda v: models.mlp(V, v, "relu"))(x)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * float(jnp.abs(want).max()))
+
+
+@pytest.mark.slow
+def test_expand_search_shows_one_bar_and_nothing_when_asked(capsys):
+    W, _ = models.planted_sample("relu", 2, 2, key=jax.random.key(4), draws=1, dtype=jnp.float64)
+    kw = dict(key=jax.random.key(1), restarts=4, steps=20, wide=fit.Wide(rounds=1), line_step=None)
+    fit.expand_search(W, "relu", **kw)
+    err = capsys.readouterr().err
+    assert "expand_search relu" in err and "unsolved=0" in err
+    assert "search relu" not in err.replace("expand_search relu", "")  # the inner searches show none
+    fit.expand_search(W, "relu", progress=False, **kw)
+    assert capsys.readouterr().err == ""

@@ -2,6 +2,7 @@
 condition, and what it finds on planted and Gaussian blocks (float64)."""
 
 import ast
+import dataclasses
 import math
 from pathlib import Path
 
@@ -105,12 +106,14 @@ def test_projected_levenberg_marquardt_fits_a_realisable_target_to_rounding():
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_default_search_solves_planted_blocks_at_n_4d_and_no_gaussian_one(activation):
     # d = 2 draws are often nearly degenerate: draw 1 here has two rows of W_up 0.09° apart and
-    # W_down[:,S] of size ~2000, and the search leaves it at ~4e-7 (the benchmark records the rates).
+    # W_down[:,S] of size ~2000; steps 1–3 left it at ~4e-7, the hops (step 4) solve it. Draw 3 is
+    # not asserted: with relu its fit can be exact on the training inputs and miss held-out ones
+    # by 1e-9 (a kink between two training directions; the benchmark records the rates).
     planted, _ = models.planted_sample(activation, 2, 8, key=jax.random.key(41), draws=4, dtype=jnp.float64)
     gaussian = models.sample(activation, 2, 8, key=jax.random.key(42), draws=3, dtype=jnp.float64)
     yes = fit.search(planted, activation, key=KEY, progress=False)
     no = fit.search(gaussian, activation, key=KEY, progress=False)
-    assert yes.solved()[[0, 2]].all() and not yes.solved()[1] and not no.solved().any()
+    assert yes.solved()[[0, 1, 2]].all() and not no.solved().any()
     assert yes.config.method == "varpro" and yes.config.to_dict()["method"] == "varpro"
     # a reader tells solved and Gaussian draws apart from the losses alone: ten orders between them
     solved = yes.solved()
@@ -148,3 +151,27 @@ def test_default_search_solves_planted_gelu_stacks_and_refuses_gaussian_ones():
     no = fit.search(gaussian, "gelu", key=jax.random.key(2), depth=2, progress=False)
     assert yes.solved().all() and not no.solved().any()
     assert float(no.best_loss.min()) > 1e10 * float(yes.best_loss.max())
+
+
+@pytest.mark.slow
+def test_hops_bring_a_fit_one_unit_off_back_to_the_block():
+    # a planted relu block's absorber (the rows of S negated) with one unit's row replaced: the loss
+    # is far from 0 and a refit of the whole block from there need not recover (steps 1–3 left such
+    # fits at 1e-9…1e-5); the hop re-initialises the units in turn and one variant is exact again
+    planted, sets = models.planted_sample("relu", 3, 6, key=jax.random.key(21), draws=1, dtype=jnp.float64)
+    W = jax.tree.map(lambda a: a[0], planted)
+    tau = jnp.zeros(6).at[jnp.asarray(sets[0])].set(1.0)
+    exact = W._replace(up=signs.negate(W.up, tau))
+    off = exact._replace(up=exact.up.at[2].set(jnp.asarray([1.0, -0.5, 0.25])))
+    cfg = fit._config.validate(W, "relu", problem=fit.Problem(), solver=fit.Solver(restarts=6, hops=2)).cfg
+    xs, _ = fit.sample_inputs(fit.Inputs(num=cfg.num), 3, key=jax.random.key(1), dtype=jnp.float64)
+    ys = jax.vmap(lambda x: models.skip_mlp(W, x, "relu"))(xs)
+    loss_fn = lambda p: jnp.sum(jnp.square(fit._loss.residuals(p, xs, ys, "relu", 1)))
+    assert float(loss_fn(exact)) < 1e-28 and float(loss_fn(off)) > 1e-4
+    p = jax.tree.map(lambda a: jnp.stack([a, a]), off)  # two restarts, both one unit off
+    losses = jax.vmap(loss_fn)(p)
+    for hops, solved in ((0, False), (2, True)):
+        got = fit._projected.hop(dataclasses.replace(cfg, hops=hops), xs, ys, p, losses, loss_fn, jax.random.key(2))
+        assert (float(got[1].min()) <= 1e-20) is solved, (hops, got[1])
+    with pytest.raises(ValueError, match="method='adam' takes none"):
+        fit.search(planted, "relu", key=KEY, method="adam", hops=2, progress=False)

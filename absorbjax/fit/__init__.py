@@ -27,7 +27,9 @@ One draw runs ``restarts`` independent initialisations. The default (``Solver(me
 a free linear term, solving its last layer by least squares at every step
 (:mod:`absorbjax.fit._varpro`); the units whose negation best removes that term are negated
 (:mod:`absorbjax.fit._signs`, the activation's declared odd part); a residual-free polish
-follows. It reads the target only through its values, never the condition. With
+follows, then up to ``hops`` rounds of basin hopping over units (one unit of the best candidate
+re-initialised per restart, the variants refitted; they stop once the draw is solved). It reads
+the target only through its values, never the condition. With
 ``method="adam"``: a first-order optax phase (``steps`` steps in ``lax.scan``) and then a polish
 phase of fixed length (:class:`Polish`): Levenberg–Marquardt (Gauss–Newton) for small
 candidates, ``optax.lbfgs`` for large ones, first on every restart and then only on the most

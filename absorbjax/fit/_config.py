@@ -59,6 +59,7 @@ class Method(Word):
 INITS = (Init.RANDOM.value, Init.WARM.value)
 METHODS = tuple(m.value for m in Method)
 DEFAULT_STEPS = {Method.VARPRO: 100, Method.ADAM: 200}
+DEFAULT_HOPS = {Method.VARPRO: 3, Method.ADAM: 0}
 POLISH_METHODS = tuple(m.value for m in PolishMethod)
 
 
@@ -66,8 +67,10 @@ class Inputs(NamedTuple):
     """Where the loss is measured, per draw.
 
     Attributes:
-      num: training inputs ``x_k`` per draw (``None``: ``max(256, 2 P / d)`` for a candidate
-        with ``P`` parameters, so there are at least twice as many residuals as unknowns).
+      num: training inputs ``x_k`` per draw (``None``: ``max(256 L, 2 P / d)`` for a depth-``L``
+        candidate with ``P`` parameters, so there are at least twice as many residuals as unknowns,
+        and a stack's narrow regions between kinks are sampled: planted relu (2,4) stacks, 8 draws,
+        with 256 inputs two fits exact on them missed held-out inputs by 1e-8 and 1e-13).
       low, high: radii ``‖x‖`` are log-uniform on ``[low, high]``.
       holdout: held-out inputs per radius decade for the error profile.
     """
@@ -245,11 +248,15 @@ class Solver:
         every restart, the rest on the best 8), a :class:`Polish`, or ``False``.
       tol: loss below which a draw counts as solved (``None``: 1e-20 in float64, 1e-10 in
         float32); below :func:`min_tol` of the dtype it is an error, not a claim.
+      hops: ``"varpro"``'s rounds of basin hopping over units after the restarts
+        (:func:`absorbjax.fit._projected.hop`): each round re-initialises one unit of the draw's
+        best candidate per restart and refits the ``restarts`` variants for ``steps // 2``
+        iterations, keeping the best (``None``: 3; ``0`` switches it off; ``"adam"`` takes none).
 
     Examples:
       >>> from absorbjax import fit
       >>> fit.Solver(restarts=8)
-      Solver(method='varpro', restarts=8, steps=None, init='random', optimizer=None, polish=True, tol=None)
+      Solver(method='varpro', restarts=8, steps=None, init='random', optimizer=None, polish=True, tol=None, hops=None)
     """
 
     method: Method | str = "varpro"
@@ -259,6 +266,7 @@ class Solver:
     optimizer: optax.GradientTransformation | None = None
     polish: bool | Polish = True
     tol: float | None = None
+    hops: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -350,8 +358,9 @@ class DrawSettings:
     Attributes:
       depth, d, n, width: the depth ``L``, the input dimension, the target's and the candidate's
         width.
-      method, restarts, steps, init, linear: the solver's settings (``method`` a :class:`Method`,
-        ``init`` an :class:`Init`, ``steps`` resolved) and whether the candidate has a free linear term.
+      method, restarts, steps, init, linear, hops: the solver's settings (``method`` a :class:`Method`,
+        ``init`` an :class:`Init`, ``steps`` and ``hops`` resolved) and whether the candidate has a
+        free linear term.
       num, low, high, holdout: the inputs (training inputs per draw, radius range, held-out inputs
         per decade).
       polish: the resolved :class:`Polish`, or ``None`` (no polish).
@@ -366,6 +375,7 @@ class DrawSettings:
     steps: int
     init: Init
     linear: bool
+    hops: int
     num: int
     low: float
     high: float
@@ -376,7 +386,8 @@ class DrawSettings:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Static(DrawSettings):
     """Everything the jitted draw function specialises on (hashable: it keys the compile cache):
-    the :class:`DrawSettings`, the activation and whether a skip ``A`` is given.
+    the :class:`DrawSettings`, the activation, whether a skip ``A`` is given and the loss ``tol``
+    at which a draw counts as solved (the hops stop there).
 
     ``activation`` is the registry's :class:`~absorbjax.activations.Activation` itself, not its
     name: the entry (its function included) keys the cache, so a name re-registered with
@@ -385,6 +396,7 @@ class Static(DrawSettings):
 
     activation: activations.Activation
     skip: bool
+    tol: float
 
 
 class Setup(NamedTuple):
@@ -420,7 +432,7 @@ class Setup(NamedTuple):
 def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Setup:
     """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
     skip, depth, width, linear, inputs = problem.skip, problem.depth, problem.width, problem.linear, problem.inputs
-    method, restarts, steps, init, optimizer, polish, tol = (
+    method, restarts, steps, init, optimizer, polish, tol, hops = (
         solver.method,
         solver.restarts,
         solver.steps,
@@ -428,6 +440,7 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
         solver.optimizer,
         solver.polish,
         solver.tol,
+        solver.hops,
     )
     act, target, d, n, single = check_target(target, activation, depth)
     draws = target.down.shape[0]
@@ -441,6 +454,11 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
     if method == Method.VARPRO and (optimizer is not None or polish is not True):
         raise ValueError("optimizer and polish configure method='adam'; method='varpro' takes neither")
     steps = DEFAULT_STEPS[method] if steps is None else steps
+    if method == Method.ADAM and hops:
+        raise ValueError(f"hops are rounds of method='varpro'; method='adam' takes none, got hops={hops!r}")
+    hops = DEFAULT_HOPS[method] if hops is None else hops
+    if not isinstance(hops, (int, np.integer)) or hops < 0:
+        raise ValueError(f"hops must be a non-negative integer, got {hops!r}")
     for name, v in (("restarts", restarts), ("steps", steps)):
         if not isinstance(v, (int, np.integer)) or v < (1 if name == "restarts" else 0):
             raise ValueError(
@@ -466,7 +484,7 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
         )
     skip = check_skip(skip, draws, d, depth, dtype)
     init_mode, given = check_init(init, target, draws, restarts, width, depth, d, linear)
-    num = inputs.num or max(256, 2 * fields * width * depth)
+    num = inputs.num or max(256 * depth, 2 * fields * width * depth)
     if num < 1 or inputs.holdout < 1:
         raise ValueError(f"inputs.num and inputs.holdout must be positive, got {inputs}")
     cfg = Static(
@@ -481,11 +499,13 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
         init=init_mode,
         skip=skip is not None,
         linear=linear,
+        hops=int(hops),
         num=int(num),
         low=float(inputs.low),
         high=float(inputs.high),
         holdout=int(inputs.holdout),
         polish=polish,
+        tol=tol,
     )
     name = "default" if optimizer is None else "custom"
     opt = default_optimizer(steps) if optimizer is None else optimizer

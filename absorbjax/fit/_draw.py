@@ -20,6 +20,8 @@ from absorbjax.fit._config import Init, Inputs, Linear, Method, PolishMethod, St
 from absorbjax.fit._loss import candidate_fn, pointwise, residuals, sample_inputs, target_fn
 from absorbjax.models import Params
 
+HOP_STREAM = 1  # fold_in(draw key, HOP_STREAM): the hops' key, apart from the inputs' and inits' split
+
 
 def _shapes(kind: type, d: int, m: int, depth: int) -> list[tuple[int, ...]]:
     lead = () if depth == 1 else (depth,)
@@ -138,7 +140,7 @@ def one_draw(
     else:
         p0 = given
     if cfg.method == Method.VARPRO:
-        p, losses = projected.restarts(cfg, xs, ys, p0, loss_fn)
+        p, losses = projected.restarts(cfg, xs, ys, p0, loss_fn, jax.random.fold_in(key, HOP_STREAM))
     else:
         p, losses = _adam_restarts(cfg, opt, xs, ys, p0, loss_fn)
 

@@ -25,7 +25,7 @@ def search(
     """Search for residual-free blocks ``g_V`` that reproduce residual blocks ``f_W``.
 
     What is searched for comes as a :class:`Problem` (skip, depth, width, linear, inputs), how each
-    draw is searched as a :class:`Solver` (restarts, steps, init, optimizer, polish, tol) and how
+    draw is searched as a :class:`Solver` (restarts, steps, init, optimizer, polish, tol, hops) and how
     the search executes as a :class:`Run` (batch_size, chunk_size, mesh, progress, checkpoint).
     Any of their fields may also be passed by keyword as a shorthand that replaces that field:
     ``search(W, "relu", key=k, depth=2, restarts=8, progress=False)`` is ``search(W, "relu",

@@ -58,6 +58,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from absorbjax import _progress
 from absorbjax.fit import _lines
 from absorbjax.fit._config import (
     DEFAULT_STEPS,
@@ -90,7 +91,7 @@ def expand_search(
     line_step: LineStep | None = LineStep(),
     problem: Problem = Problem(),
     solver: Solver = Solver(),
-    run: Run = Run(progress=False),
+    run: Run = Run(),
     **shorthand,
 ) -> SearchResult:
     """:func:`absorbjax.fit.search`, then expand–merge–decide–polish on the draws it leaves unsolved.
@@ -118,7 +119,9 @@ def expand_search(
       solver: the first search's :class:`~absorbjax.fit.Solver`, run as ``method="adam"`` (every
         search here is; ``steps`` ``None``: 200); its ``restarts`` and ``steps`` are the wide
         search's defaults (``wide``), its ``optimizer`` and ``tol`` every search's.
-      run: every search's :class:`~absorbjax.fit.Run` (``progress`` is off by default here).
+      run: every search's :class:`~absorbjax.fit.Run`; ``progress`` shows one bar for the whole
+        search (the first search, then each round, with the draws still unsolved and a time
+        estimate), the searches inside it show none; ``progress=False`` prints nothing.
       shorthand: fields of ``Problem``, ``Solver`` or ``Run`` by keyword, each replacing that
         field (as in :func:`search`).
 
@@ -153,7 +156,16 @@ def expand_search(
     # Its steps are built on the first-order search and its polish: every search here is "adam".
     steps = DEFAULT_STEPS[Method.ADAM] if solver.steps is None else solver.steps
     solver = dataclasses.replace(solver, method=Method.ADAM, steps=steps)
+    if activation != "relu" or problem.skip is not None:
+        line_step = None
+    line_rounds = line_step.rounds if line_step is not None else 0
+    bar = _progress.tqdm(
+        total=1 + line_rounds + wide.rounds, desc=f"expand_search {activation}", unit="step", disable=not run.progress
+    )
+    run = dataclasses.replace(run, progress=False)
     first = search(params, activation, key=key, problem=problem, solver=solver, run=run)
+    bar.update(1)
+    bar.set_postfix(unsolved=int((~first.solved()).sum()))
     single = first.config.single
     first = first.batched()
     target = jax.tree.map(lambda a: jnp.asarray(a)[None] if single else jnp.asarray(a), params)
@@ -161,9 +173,8 @@ def expand_search(
     wide = wide._replace(
         restarts=wide.restarts or solver.restarts, steps=wide_steps if wide.steps is None else wide.steps
     )
-    if activation != "relu" or problem.skip is not None:
-        line_step = None
-    result, counts = _rounds(first, target, activation, key, wide, line_step, solver, problem, run)
+    result, counts = _rounds(first, target, activation, key, wide, line_step, solver, problem, run, bar)
+    bar.close()
     record = ExpandRecord(wide=wide, line_step=line_step, unsolved=int((~first.solved()).sum()), **counts)
     result = result._replace(config=dataclasses.replace(first.config, expand=record))
     return unbatch(result) if single else result
@@ -179,9 +190,11 @@ def _rounds(
     solver: Solver,
     problem: Problem,
     run: Run,
+    bar,
 ) -> tuple[SearchResult, dict]:
     """The line step's and steps 1–5's rounds of :func:`expand_search` after its first search:
-    the result (with ``final_loss``) and the counts of :class:`~absorbjax.fit.ExpandRecord`."""
+    the result (with ``final_loss``) and the counts of :class:`~absorbjax.fit.ExpandRecord`;
+    ``bar`` (a tqdm bar) advances a step a round."""
     draws = first.best_loss.shape[0]
     if solver.polish is False:
         wide = wide._replace(polish=False)
@@ -191,10 +204,12 @@ def _rounds(
     first_round = -line_step.rounds if line_step is not None else 0
     for r in range(first_round, wide.rounds):  # r < 0: the first layer's kink lines
         todo = np.flatnonzero(~result.solved())
+        bar.set_postfix(unsolved=todo.size)
         if not todo.size:
             break
         sub = jax.tree.map(lambda a: a[todo], target)
         absorbers = _round_proposals(r, sub, activation, key, first, wide, line_step, solver, problem, run)
+        bar.update(1)
         if not absorbers:
             continue
         idx = todo[sorted(absorbers)]

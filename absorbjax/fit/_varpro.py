@@ -12,7 +12,7 @@ best ``B``. Eliminating ``B`` removes the valleys along which ``θ`` and ``B`` t
 width-``n`` fit from random ``θ`` reaches rounding error far more often than a joint fit.
 
 Each step is Levenberg–Marquardt with Kaufman's Jacobian ``J ≈ −P⊥ (∂Φ/∂θ) B`` (Kaufman 1975),
-``P⊥`` applied with the thin QR factor of ``Φ``, which also gives ``B`` and the residual without
+``P⊥`` applied with the left singular vectors of ``Φ``, which also give ``B`` and the residual without
 forming ``ΦᵀΦ``. Its normal equations come from forward-mode derivatives: of ``θ ↦ Φ(θ) B`` for
 any candidate (:func:`dense_normal`), or unit by unit for one block (:func:`unitwise_normal`). Fixed length in ``lax.scan`` (vmappable); the best finite iterate is kept.
 """
@@ -24,7 +24,6 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.scipy.linalg import solve_triangular
 from optax.tree_utils import tree_where
 
 
@@ -37,10 +36,20 @@ class Projection(NamedTuple):
 
 
 def project(features: Callable, Y: jax.Array, theta: jax.Array) -> Projection:
-    """Least squares ``min_B ‖Y − Φ(θ) B‖`` by a thin QR of ``Φ(θ) (K, p)``; ``Y (K, d)``."""
-    Q, R = jnp.linalg.qr(features(theta))
+    """Least squares ``min_B ‖Y − Φ(θ) B‖`` by a thin SVD of ``Φ(θ) (K, p)``; ``Y (K, d)``.
+
+    Rank-revealing: singular values below ``K ε σ_max`` are dropped (the minimum-norm ``B``), so a
+    column that is zero or a combination of others (a ReLU unit that is dead, or active, on every
+    input: common in a stack's later layers) leaves ``B`` finite instead of making the restart fail.
+    ``Q`` spans the kept singular vectors (its other columns are 0).
+    """
+    Phi = features(theta)
+    U, s, Vt = jnp.linalg.svd(Phi, full_matrices=False)
+    keep = s > s[0] * Phi.shape[0] * jnp.finfo(Phi.dtype).eps
+    Q = U * keep
     QY = Q.T @ Y
-    return Projection(solve_triangular(R, QY, lower=False), Y - Q @ QY, Q)
+    inv = jnp.where(keep, 1.0 / jnp.where(keep, s, 1.0), 0.0)
+    return Projection(Vt.T @ (inv[:, None] * QY), Y - Q @ QY, Q)
 
 
 def loss(features: Callable, Y: jax.Array, theta: jax.Array) -> jax.Array:
