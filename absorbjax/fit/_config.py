@@ -408,7 +408,6 @@ class Setup(NamedTuple):
     given: Params | Linear | None
     optimizer: optax.GradientTransformation
     optimizer_name: str  # "default" or "custom"
-    tol: float
     single: bool  # the target had no draws axis
 
     @property
@@ -425,7 +424,7 @@ class Setup(NamedTuple):
             "optimizer": self.optimizer_name,
             "skip": self.skip is not None,
             "draws": self.draws,
-            "tol": self.tol,
+            "tol": cfg.tol,
         }
 
 
@@ -511,7 +510,7 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
     opt = default_optimizer(steps) if optimizer is None else optimizer
     if not isinstance(opt, optax.GradientTransformation):
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(opt).__name__}")
-    return Setup(cfg, target, skip, given, opt, name, tol, single)
+    return Setup(cfg, target, skip, given, opt, name, single)
 
 
 def check_polish(polish, params: int) -> Polish | None:
