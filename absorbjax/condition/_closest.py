@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -21,6 +22,9 @@ from absorbjax.models import MLPParams, check_layout
 
 SEARCH_MAX_D = 4096  # the search's set is evaluated with five d × d float64 matrices (640 MiB here)
 SEARCH_WORK = 5 * 10**9  # multiply-adds of the search (search.Budget), split between its two starts
+DECIDE_SHARE = 0.8  # of time_limit for the decision; the box relaxation and the searches get the rest
+BOX_ITERS = 3000  # the box relaxation's projected-gradient steps (relax.box_relaxation's default)
+BOX_FIXED = 40  # products with G the box relaxation's fallback takes besides those steps (30 + its first 10)
 
 
 def distance(
@@ -56,22 +60,40 @@ def distance(
       shapes of each step; default :data:`SEARCH_WORK`, ``5·10⁹``, a few seconds to about 20 on two
       busy cores: trained-like blocks up to ``d = 384, n = 1536`` converge below it (``≈ 10⁹``),
       ``d = 768, n = 3072`` stops on it (``≈ 7·10⁹`` to converge)), so the same weights
-      give the same ``lower``, ``upper`` and ``S`` on every run, whatever the machine's load.
-      ``time_limit`` seconds, counted from the search's start, are only a safety stop behind the
-      budget; a search it stops says so (``stopped == "time_limit"``) and may then differ between
-      runs. ``search=False`` leaves it out (the bounds as the paths alone give them).
+      give the same ``lower``, ``upper`` and ``S`` on every run, whatever the machine's load; the
+      time limit (below) is only a safety stop behind the budget. ``search=False`` leaves it out
+      (the bounds as the paths alone give them).
 
     ``upper`` is a rigorous upper bound on the exact ``‖M_S‖_F / ‖A‖_F`` of its set (float64 with
     Higham's error bound, or rational arithmetic when cancellation makes that bound loose), so the
     set ``S`` attains at most ``upper`` on the stored values.
 
     ``decision`` (a :class:`Decision`, or its fields by keyword: ``skip``, ``rtol``, ``method``,
-    ``bias``, ``skip_rtol``, ``out_bias``, ``narrow`` and ``time_limit``, seconds for the whole decision,
-    here 10 by default, and again for the search's safety stop) is the decision's, as for
-    :func:`find_absorbing_set`; its certificate is ``certificate``. The decision's MILP stops on
-    ``time_limit``: where it finds an absorbing set only near the limit, whether ``S`` is that set
-    (``"exact"``) can differ between runs; everything else is reproducible. The call takes at most
-    about ``2·time_limit`` plus the relaxations. A biased block's distance is the distance
+    ``bias``, ``skip_rtol``, ``out_bias``, ``narrow`` and ``time_limit``, here 10 s by default) is the
+    decision's, as for :func:`find_absorbing_set`; its certificate is ``certificate``.
+
+    ``time_limit`` is one deadline for the whole call, taken once the weights have been read: the
+    decision (its MILPs get the seconds left of its share, :data:`DECIDE_SHARE` of the limit, so
+    that a block it cannot decide still gets a distance), then the box relaxation,
+    the local searches and the search above each run only on the time left. Past the deadline the
+    box relaxation is skipped (``box = 0``), and it takes fewer projected-gradient steps when one
+    product with ``G`` per step (the least a step costs) does not fit :data:`BOX_ITERS` of them in
+    the time left (any point of the box gives a certified bound: fewer steps only weaken it); a local
+    search not begun by then leaves its start as it is (``∅`` and the roundings of the relaxations'
+    solutions, the best on the Gram form kept), the wide path takes no Frank–Wolfe step
+    (the trace test's bound) and the search stops at its next step. Skipping a stage only weakens
+    the bounds: ``lower`` stays certified and ``upper`` is still attained by ``S``. Whenever the
+    deadline cut anything, ``stopped == "time_limit"`` and the numbers may differ between runs;
+    without it they are reproducible, except that whether ``S`` is an absorbing set the decision's
+    MILP found only near the limit (``"exact"``) can differ between runs. Not interrupted, and so
+    outside the limit: reading the weights (before the deadline is taken), the ``O(n d²)`` screen of
+    wide blocks, the Gram relaxation (``O(n² d + n³)``: the eigendecomposition or two Cholesky
+    factorisations of ``G``; 1 to 17 s at ``n = 2048`` on two busy cores), the box relaxation's
+    projected-Newton steps once begun (at most 20 factorisations of submatrices of ``G``), the
+    decision's enumeration of ``2^n`` sets (``n ≤ 24``) once begun, the exact minimum (``n ≤ 16``),
+    each single step of a search, and the rigorous evaluation of the chosen set. A block whose
+    decision runs its MILP to the end of its share (undecided) leaves the rest of the limit to the
+    other stages. A biased block's distance is the distance
     of its *ray limit* (the bias-free block on the same ``W_up, W_down``): ``bias`` (the hidden bias
     ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers; so
     does ``activation``.
@@ -82,41 +104,90 @@ def distance(
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # out-of-range values are bounded, never trusted
         U, D, A, context = read_block(params, activation, decision)
         check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
-        n, time_limit = U.shape[0], decision.time_limit
-        cert, rel = decide(U, D, A, context, decision)
+        start = time.perf_counter()  # one deadline for all that follows; the decision gets a share
+        deadline = start + decision.time_limit
+        cert, rel = decide(U, D, A, context, decision, deadline=start + DECIDE_SHARE * decision.time_limit)
         if not np.any(A):  # A = 0: S = ∅ misses by exactly 0 (the block is residual-free); 0/0 read as 0
             return Distance(0.0, 0.0, np.zeros(0, np.int64), "exact", 0.0, 0.0, cert)
         rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
         if rel is None:  # decided by the O(n d²) screen of condition._large
-            if rule.c == 1:
-                dist = large.distance_bounds(U, D, A, cert)
-            else:  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways
-                dist = large.distance_bounds(U, D, rule.Ac, cert)
-                slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
-                lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
-                dist = dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
-            return _searched(U, D, rule, dist, work, time_limit) if search else dist
-        U, D = balance(U, D)  # exact; the same M_i as the decision's
-        A, widen = rule.Ac, (1 + 8 * EPS) if rule.c != 1 else 1.0  # relative numbers: ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖
-        norm_a = float(np.linalg.norm(A))
-        if cert.S is None:
-            box, c_box = box_relaxation(U, D, A, rel)
-            box /= norm_a
-        else:  # the absorbing set attains 0 (to tol); no bound above 0 to certify
-            box = 0.0
-        if cert.S is not None:
-            m, how = mask_of(cert.S, n), "exact"
-        elif n <= 16:
-            m, how = closest_mask(rel), "exhaustive"
+            dist = _wide(U, D, A, rule, cert, deadline)
         else:
-            starts = [np.zeros(n, bool)] + [c > t for c in (rel.c, c_box) for t in (0.25, 0.5, 0.75)]
-            cands = [local_search(rel.G, rel.b, s, 10 * n) for s in starts]
-            # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
-            m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
-        shrink = 1.0 if widen == 1.0 else 1 - 8 * EPS - 2 * rule.approx / norm_a
-        lower, box = rel.lower / norm_a * shrink, box * shrink
-        dist = Distance(max(lower, box), attained(U, D, rule, m), np.flatnonzero(m), how, lower, box, cert)
-        return _searched(U, D, rule, dist, work, time_limit) if search else dist
+            U, D = balance(U, D)  # exact; the same M_i as the decision's
+            dist = _gram(U, D, rule, cert, rel, deadline)
+        return _searched(U, D, rule, dist, work, deadline) if search else dist
+
+
+def _wide(U, D, A, rule: Rule, cert, deadline: float) -> Distance:
+    """The distance of a block the ``O(n d²)`` screen decided (:func:`large.distance_bounds`): past
+    ``deadline`` no Frank–Wolfe step (where one would be taken), the trace test's bound."""
+    n, d = U.shape
+    late = cert.S is None and n * d * d <= large.FW_BUDGET and time.perf_counter() > deadline
+    steps = 0 if late else None
+    if rule.c == 1:
+        dist = large.distance_bounds(U, D, A, cert, steps=steps)
+    else:  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways
+        dist = large.distance_bounds(U, D, rule.Ac, cert, steps=steps)
+        slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
+        lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
+        dist = dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
+    return dataclasses.replace(dist, stopped="time_limit") if late else dist
+
+
+def _gram(U, D, rule: Rule, cert, rel, deadline: float) -> Distance:
+    """The distance on the Gram path (``U, D`` balanced float64): the box relaxation, then the set
+    (the decision's, the exact minimum for ``n ≤ 16``, or the best local search), each stage only on
+    the time left before ``deadline``."""
+    n = U.shape[0]
+    A, widen = rule.Ac, (1 + 8 * EPS) if rule.c != 1 else 1.0  # relative numbers: ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖
+    norm_a = float(np.linalg.norm(A))
+    cut = False  # whether the deadline cut a stage short
+    box, c_box = 0.0, None  # the absorbing set attains 0 (to tol); no bound above 0 to certify
+    if cert.S is None:
+        iters = _box_iters(rel, deadline)
+        cut = iters < BOX_ITERS
+        if iters > 0:
+            box, c_box = box_relaxation(U, D, A, rel, iters=iters)
+            box /= norm_a
+    if cert.S is not None:
+        m, how = mask_of(cert.S, n), "exact"
+    elif n <= 16:
+        m, how = closest_mask(rel), "exhaustive"
+    else:
+        roundings = (rel.c,) if c_box is None else (rel.c, c_box)
+        starts = [np.zeros(n, bool)] + [c > t for c in roundings for t in (0.25, 0.5, 0.75)]
+        cands = []
+        for s in starts:  # a search not begun by the deadline leaves its start as it is
+            late = time.perf_counter() > deadline
+            cut |= late
+            cands.append(s if late else local_search(rel.G, rel.b, s, 10 * n))
+        # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
+        m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
+    shrink = 1.0 if widen == 1.0 else 1 - 8 * EPS - 2 * rule.approx / norm_a
+    lower, box = rel.lower / norm_a * shrink, box * shrink
+    dist = Distance(max(lower, box), attained(U, D, rule, m), np.flatnonzero(m), how, lower, box, cert)
+    return dataclasses.replace(dist, stopped="time_limit") if cut else dist
+
+
+def _box_iters(rel, deadline: float) -> int:
+    """The projected-gradient steps that the box relaxation (:func:`relax.box_relaxation`) is given
+    before ``deadline`` (``time.perf_counter()``): :data:`BOX_ITERS` (its default: the same bound on
+    every run) when they fit in the time left at one product with ``G`` each (the least a step
+    costs, timed here, best of three), fewer when they do not (less :data:`BOX_FIXED` products, the
+    fallback's own), and 0 (skip it: ``box = 0``) when no time is left or not even
+    :data:`BOX_FIXED` products fit. Steers only: any point of the box gives a certified bound."""
+    left = deadline - time.perf_counter()
+    if not left > 0:
+        return 0
+    c, step = np.clip(np.nan_to_num(rel.c), 0.0, 1.0), math.inf
+    for _ in range(3):
+        t = time.perf_counter()
+        rel.G @ c
+        step = min(step, time.perf_counter() - t)
+    left = deadline - time.perf_counter()
+    if step * (BOX_ITERS + BOX_FIXED) <= left:
+        return BOX_ITERS
+    return max(int(left / step) - BOX_FIXED, 0) if left > 0 and step > 0 else 0
 
 
 def attained(U, D, rule: Rule, m: np.ndarray) -> float:
@@ -130,10 +201,11 @@ def attained(U, D, rule: Rule, m: np.ndarray) -> float:
     return miss_bound(U, D, rule.A, m, enough=1e-12 * norm_c, c=rule.c)[0] / norm_c * (1 + 4 * EPS)
 
 
-def _searched(U, D, rule: Rule, dist: Distance, work: float, time_limit: float) -> Distance:
+def _searched(U, D, rule: Rule, dist: Distance, work: float, deadline: float) -> Distance:
     """``dist`` with the set of :func:`search.descend` (on ``A/c``, from ``dist.S`` and from ``∅``,
-    each with an equal share of the ``work`` left; ``time_limit`` seconds from here a safety stop
-    for both; ``stopped`` records what ended them) when its rigorous bound
+    each with an equal share of the ``work`` left; ``deadline``, the call's (``time.perf_counter()``),
+    a safety stop for both; ``stopped`` records what ended them, ``"time_limit"`` kept when
+    ``dist.stopped`` already says so) when its rigorous bound
     (:func:`attained`) is below ``dist.upper``; an exact or exhaustive ``S`` is kept as it is, and
     so is every ``S`` of a block with ``d > SEARCH_MAX_D`` (the rigorous bound forms several
     ``d × d`` float64 matrices). ``U, D``: balanced float64 (the Gram path) or as stored (the wide
@@ -143,8 +215,8 @@ def _searched(U, D, rule: Rule, dist: Distance, work: float, time_limit: float) 
         return dist
     n = U.shape[0]
     starts = [mask_of(dist.S, n)] + ([np.zeros(n, bool)] if dist.S.size else [])
-    found, stopped = [], ""
-    budget = Budget(work, time.perf_counter() + time_limit)  # the time only a safety stop
+    found, stopped = [], dist.stopped
+    budget = Budget(work, deadline)  # the time only a safety stop
     for k, m in enumerate(starts):  # each start gets an equal share of the work left
         share = Budget(budget.left / (len(starts) - k), budget.deadline)
         found.append(descend(U, D, rule.Ac, m, budget=share))

@@ -219,10 +219,10 @@ def check(block: Block, *, skip=None, time_limit: float = 60.0, distance: bool =
       block: a :class:`~absorbjax.weights.Block`, read or not (gated blocks without a hidden bias
         are decided by Prop 6 without reading a weight: :func:`reads_weights`).
       skip: ``A`` ``(d, d)``; ``None`` is ``I``.
-      time_limit: seconds for the block's decision, passed to :func:`absorbjax.condition.distance`
-        (or ``find_absorbing_set``) as its one deadline for the search stages (MILP, enumeration,
-        storage rounding) and again as the safety stop of the distance's search; the relaxations
-        run outside it (docs/guides/checkpoints.md, "Time").
+      time_limit: seconds for the block, passed to :func:`absorbjax.condition.distance` (or
+        ``find_absorbing_set``): one deadline for the decision's search stages (MILP, enumeration,
+        storage rounding) and the distance's box relaxation and search; reading the weights and the
+        Gram relaxation run outside it (docs/guides/checkpoints.md, "Time").
       distance: also bound ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` (ungated blocks).
 
     Returns a :class:`BlockCheck` (names made printable); see the module docstring for how biases
