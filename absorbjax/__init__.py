@@ -69,6 +69,9 @@ _NAMES = {  # the flat API: name -> the module that defines it
     "skip_mlp": "models",
     "stack": "models",
     "Result": "results",
+    # an independent check of a certificate
+    "verify": "_verify",
+    "Verification": "_verify",
 }
 
 __all__ = [*_NAMES, *_NAMESPACES, "__version__"]

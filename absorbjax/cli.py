@@ -1,4 +1,4 @@
-"""The ``absorbjax`` command: ``reproduce``, ``check``, ``info`` (also ``python -m absorbjax``).
+"""The ``absorbjax`` command: ``reproduce``, ``check``, ``verify``, ``info`` (also ``python -m absorbjax``).
 
 Nothing heavy is imported before it is needed: argument errors and a missing or unknown file are
 answered before JAX or the readers load.
@@ -388,6 +388,46 @@ def _num(x) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
+def _verify(args) -> int:
+    """``absorbjax verify CERT.json CHECKPOINT``: each certificate of ``check --json`` checked by
+    :func:`absorbjax.verify` against the block read again from the checkpoint (by its layer)."""
+    problem = _early(args.model) or (
+        None if os.path.isfile(args.certificates) else f"{args.certificates}: no such file"
+    )
+    if problem:
+        print(f"absorbjax verify: {problem}", file=sys.stderr)
+        return 2
+    from absorbjax import verify, weights
+    from absorbjax.weights import _limits as limits
+    from absorbjax.weights._conventions import printable
+
+    try:
+        with limits.budget(args.max_bytes):
+            limits.array_bytes((os.path.getsize(args.certificates),), 1, f"reading {args.certificates}")
+            with open(args.certificates, encoding="utf-8") as f:
+                record = json.load(f)
+            rows = [r for r in record.get("blocks", []) if isinstance(r, dict) and r.get("certificate")]
+            if not rows:
+                raise ValueError(f"{args.certificates}: no certificates (write one with `absorbjax check --json`)")
+            act = args.activation or rows[0].get("activation")  # the one check used, as the record says
+            model = weights.scan(args.model, act, transpose=args.transpose, fused=args.fused, allow_narrow=True)
+            skip = weights.load_skip(args.skip) if args.skip else None
+            refuted = 0
+            for row in rows:
+                if not isinstance(row.get("layer"), int) or not 0 <= row["layer"] < len(model.blocks):
+                    raise ValueError(f"{args.certificates}: layer {printable(row.get('layer'))} is not in {args.model}")
+                block = model.blocks[row["layer"]].load()
+                check = verify(row["certificate"], block.params, skip=skip, bias=block.hidden_bias)
+                refuted += check.verdict == "refuted"
+                step = check.failed or next((s for s in check.steps if s.ok is None and s.name != "fingerprint"), None)
+                why = "" if step is None else f" at {step.name}: {step.detail}"
+                print(f"layer {row['layer']} {printable(block.name, 80)}: {check.verdict} ({check.status}){why}")
+    except (ValueError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
+        print(f"absorbjax verify: {printable(' '.join(str(err).split()), 300)}", file=sys.stderr)
+        return 2
+    return 1 if refuted else 0
+
+
 def _info(args) -> int:
     import jax
 
@@ -481,8 +521,9 @@ def _parser() -> argparse.ArgumentParser:
         "--time-limit",
         type=float,
         default=60.0,
-        help="seconds for each block's decision: one deadline for its searches (MILP, enumeration, storage "
-        "rounding), and again for the distance's search (default 60; the relaxations run outside it)",
+        help="seconds for each block: one deadline for its decision's searches (MILP, enumeration, storage "
+        "rounding; 80%% of it) and the distance's box relaxation and search (default 60; reading the weights "
+        "and the Gram relaxation run outside it)",
     )
     chk.add_argument("--json", action="store_true", help="print every field as JSON")
     chk.add_argument(
@@ -505,6 +546,18 @@ def _parser() -> argparse.ArgumentParser:
         "headers (default 1 GiB, or ABSORBJAX_MAX_BYTES); raise it for genuinely huge files",
     )
     chk.set_defaults(func=_check)
+
+    ver = sub.add_parser(
+        "verify", help="check the certificates of `check --json` against the checkpoint, independently"
+    )
+    ver.add_argument("certificates", help="the JSON that `absorbjax check MODEL --json` wrote")
+    ver.add_argument("model", help="the checkpoint it was made from (as given to check)")
+    ver.add_argument("--activation", default=None, help="as given to check (default: the one the record names)")
+    ver.add_argument("--skip", default=None, help="as given to check")
+    ver.add_argument("--transpose", action="store_true", help="as given to check")
+    ver.add_argument("--fused", choices=("gate-value", "value-gate"), default=None, help="as given to check")
+    ver.add_argument("--max-bytes", type=int, default=None, metavar="N", help="memory budget for reading, as for check")
+    ver.set_defaults(func=_verify)
 
     info = sub.add_parser("info", help="versions, devices, the activation registry and where the checkpoints are")
     info.set_defaults(func=_info)

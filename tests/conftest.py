@@ -13,6 +13,11 @@ import tempfile
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
+# Every certificate a test makes is checked by absorbjax.verify (the decision does so up to
+# condition._decide.SELF_CHECK_MAX); in the suite a refuted certificate raises instead of turning
+# into `undecided`, so every refutation is a failure. Child processes inherit it.
+os.environ.setdefault("ABSORBJAX_STRICT_VERIFY", "1")
+
 # Many tests compile the same XLA programs (searches of one size, the smoke experiments, the
 # subprocesses of the benchmark and notebook tests): one persistent compilation cache per test
 # session, made by the first process (the xdist controller) and inherited by workers and

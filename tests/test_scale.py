@@ -87,11 +87,12 @@ def test_lower_bound_below_the_best_set(size):
     for seed in range(3):
         U, D = gaussian(seed, d, n, size=size)
         A = np.eye(d)
-        lower, upper, S, _ = scale.box_bounds(U, D, A, steps=6)
+        lower, upper, S, _, witness = scale.box_bounds(U, D, A, steps=6)
         sets = [list(m) for k in range(n + 1) for m in itertools.combinations(range(n), k)]
         best = min(sets, key=lambda m: np.linalg.norm(D[:, m] @ U[m] + A))  # float64 argmin ...
         assert lower <= exact_miss(U, D, A, best) <= upper  # ... its miss exact
         assert exact_miss(U, D, A, S) <= upper
+        assert scale.dual_lower(U, D, A, witness) == lower  # the witness returned is the one that bounds
 
 
 def test_frank_wolfe_decides_when_the_trace_test_cannot():

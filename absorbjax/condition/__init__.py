@@ -91,7 +91,15 @@ ray limit).
 """
 
 from absorbjax.condition._absorber import absorber, absorber_biases
-from absorbjax.condition._certificate import METHODS, Certificate, Distance, RelaxationEvidence, Status, WithinRounding
+from absorbjax.condition._certificate import (
+    METHODS,
+    Certificate,
+    Distance,
+    Evidence,
+    RelaxationEvidence,
+    Status,
+    WithinRounding,
+)
 from absorbjax.condition._closest import distance
 from absorbjax.condition._decide import find_absorbing_set, find_absorbing_sets
 from absorbjax.condition._inputs import DEFAULT_RTOL, storage_rtol, tolerance
@@ -103,6 +111,7 @@ __all__ = [
     "Status",
     "WithinRounding",
     "RelaxationEvidence",
+    "Evidence",
     "Distance",
     "Decision",
     "find_absorbing_set",

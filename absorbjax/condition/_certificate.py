@@ -66,6 +66,40 @@ class RelaxationEvidence:
     min_row_sin: float | None
 
 
+WITNESS_JSON_MAX_D = 256  # to_dict() writes the witness Z (d × d numbers) up to this d
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Evidence:
+    """What :func:`absorbjax.verify` reads besides the certificate's own numbers (``cert.evidence``).
+
+    Attributes:
+      fingerprint: :func:`absorbjax._verify.fingerprint` of the block decided (its values in float64,
+        the skip and biases when given): a certificate is about these numbers only.
+      witness: for ``not_absorbable`` and ``degenerate``, a test matrix ``Z`` ``(d, d)`` with bound (D)
+        ``‖Σ m_i M_i + A/c‖_F ≥ (⟨Z, A/c⟩ + Σ_i min(0, W_down[:,i]ᵀ Z W_up[i,:]ᵀ)) / ‖Z‖_F`` for every
+        ``m ∈ [0,1]^n`` (all sets ``S``) above the threshold of rule (★); ``None`` when no cheap test
+        matrix reaches it (the enumeration, the MILP and the rounding argument decided; ``verify``
+        then solves the system exactly where it is small), or for the rank argument.
+      witness_bound: the bound (D) at ``witness`` as the decision certified it in float64 (``verify``
+        recomputes it exactly, or with its own a priori error bound, and checks it is not larger).
+    """
+
+    fingerprint: str
+    witness: np.ndarray | None = None
+    witness_bound: float | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready; the witness as nested lists up to ``d =`` :data:`WITNESS_JSON_MAX_D` (each float
+        written exactly: JSON keeps ``repr``), beyond that ``None`` with ``witness_omitted``."""
+        out = {"fingerprint": self.fingerprint, "witness": None, "witness_bound": self.witness_bound}
+        if self.witness is not None and self.witness.shape[0] <= WITNESS_JSON_MAX_D:
+            out["witness"] = np.asarray(self.witness, np.float64).tolist()
+        elif self.witness is not None:
+            out["witness_omitted"] = f"d = {self.witness.shape[0]} > {WITNESS_JSON_MAX_D}"
+        return out
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Certificate(Verdict):
     """The answer of :func:`find_absorbing_set` and the numbers that justify it.
@@ -117,6 +151,8 @@ class Certificate(Verdict):
         theorem's absorber (:class:`LineAbsorber`: ``V_up = (1, −1, 0, …)ᵀ``, ``V_down = (α₁, α₂, 0,
         …)``, exact up to ``miss_bound·|x|``); :func:`absorber` ``(params, cert)`` builds it. ``S`` is
         then ``None``.
+      evidence: what an independent check reads (:class:`Evidence`: the block's fingerprint and, for
+        "no S", the witness of bound (D)); :func:`absorbjax.verify` checks the certificate with it.
       seconds, timings: wall time, total and per phase.
     """
 
@@ -146,6 +182,7 @@ class Certificate(Verdict):
     offset_bound: float | None = None
     skip_rtol: float | None = None
     line: LineAbsorber | None = None
+    evidence: Evidence | None = None
     seconds: float = 0.0
     timings: dict = dataclasses.field(default_factory=dict)
 
@@ -244,6 +281,8 @@ class Certificate(Verdict):
             out["relaxation"] = dataclasses.asdict(self.relaxation)
         if self.line is not None:
             out["line"] = dataclasses.asdict(self.line)
+        if self.evidence is not None:
+            out["evidence"] = self.evidence.to_dict()
         return to_jsonable(out)
 
 
@@ -260,8 +299,9 @@ class Distance(Result):
     matrix-free flips and swaps of :mod:`absorbjax.condition._search`, kept only where they beat
     the others). ``certificate`` is the decision of :func:`find_absorbing_set`. ``stopped``: what
     ended that search, ``""`` (it ran to a local minimum, or did not run), ``"budget"`` (its work
-    budget, a deterministic count: the same set on every run) or ``"time_limit"`` (its wall-clock
-    safety stop: ``upper`` and ``S`` may differ between runs).
+    budget, a deterministic count: the same set on every run) or ``"time_limit"`` (the call's
+    deadline cut the search, the box relaxation, a local search or a Frank–Wolfe step: ``lower``,
+    ``upper`` and ``S`` stay certified but may differ between runs).
     """
 
     lower: float

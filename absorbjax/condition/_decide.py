@@ -4,21 +4,23 @@ promises is built in :func:`~absorbjax.condition.absorber` (``condition/_absorbe
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import NamedTuple
 
 import numpy as np
 
 from absorbjax._shorthand import with_shorthand
+from absorbjax._verify import REFUTED, fingerprint, verify
 from absorbjax.condition import _large as large, _line as line, _scale as scale, _stored as stored
 from absorbjax.condition._arith import ETA, ONE, balance, rank_lower, sigma_min_lower
 from absorbjax.condition._assemble import Answer, Rounding, certificate
 from absorbjax.condition._block import BlockContext, per_draw, read_block
-from absorbjax.condition._certificate import Certificate, RelaxationEvidence, Status, WithinRounding
+from absorbjax.condition._certificate import Certificate, Evidence, RelaxationEvidence, Status, WithinRounding
 from absorbjax.condition._inputs import Rule, absolute_rounding, float_weights, hypotheses, storage_rtol
 from absorbjax.condition._integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition._options import Decision
-from absorbjax.condition._relax import Relaxation, box_lower, relax
+from absorbjax.condition._relax import Relaxation, box_relaxation, relax
 from absorbjax.condition._text import fmt
 from absorbjax.condition._verdict import given, hyperplanes
 from absorbjax.models import MLPParams, check_layout
@@ -26,6 +28,7 @@ from absorbjax.models import MLPParams, check_layout
 # ---------------------------------------------------------------------------------------------
 # The decision
 
+SELF_CHECK_MAX = 2**16  # n d² up to which the decision verifies its own certificate (absorbjax.verify)
 _SMALL_N = 16  # below this the 2^n enumeration (one chunk) is the cheapest proof
 _LATE = "the time limit of the decision was reached"
 
@@ -37,6 +40,7 @@ class _Outcome(NamedTuple):
     lower: float  # certified lower bound on ‖Σ m_i M_i + A‖_F over m ∈ {0,1}^n
     residual: float | None  # ‖miss‖_max of the one candidate checked, if any
     undecided: bool = False  # no set found and no proof of absence
+    point: np.ndarray | None = None  # the box relaxation's point c ∈ [0,1]^n, when it ran
 
 
 def _search(U, D, rule: Rule, rel, *, method: str, deadline: float, target: str) -> _Outcome:
@@ -78,7 +82,8 @@ def _search(U, D, rule: Rule, rel, *, method: str, deadline: float, target: str)
         if time.perf_counter() > deadline:  # the box relaxation is bounded work, but O(n²) per step
             why = f"{_LATE} before the box relaxation (rank G = {rel.rank}, n = {n})"
             return _Outcome(None, "relaxation", why, lower, None, undecided=True)
-        lower = max(lower, box_lower(U, D, A, rel, target=2 * thr))
+        box, point = box_relaxation(U, D, A, rel, target=2 * thr)
+        lower = max(lower, box)
         if lower > thr:
             return _Outcome(
                 None,
@@ -87,6 +92,7 @@ def _search(U, D, rule: Rule, rel, *, method: str, deadline: float, target: str)
                 f"{fmt(lower)} (Frobenius) of {target}; an accepted S would be within {fmt(thr)}",
                 lower,
                 None,
+                point=point,
             )
         if method == "relaxation":
             return _Outcome(
@@ -169,7 +175,9 @@ def _decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: flo
     rule = Rule.of(A, rtol, ONE if context.slope is None else context.slope)  # c·W_down[:,S] W_up[S,:] = −A
     on_line = line.applies(d, n, context.bias is not None, context.activation)
     if on_line and n > _SMALL_N:  # the line theorem needs no S; a search for one is subset sum
-        return _line_certificate(U, D, rule, context, None, skip_rtol=skip_rtol, t0=t0), None
+        return _evidenced(
+            _line_certificate(U, D, rule, context, None, skip_rtol=skip_rtol, t0=t0), None, U, D, A, context
+        ), None
     absolute = _absolute(U, D, context.dtypes)
     every = every_width(A, context, n)
     timings: dict[str, float] = {}
@@ -179,7 +187,8 @@ def _decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: flo
         scr = large.wide_screen(U, D, rule, scales=scales)
         if scr is not None:
             res = _screened(U, D, rule, scr, context, scales=scales, absolute=absolute)
-            return certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every), None
+            cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)
+            return _evidenced(cert, res, U, D, A, context), None
         timings["screen"] = time.perf_counter() - t
     rank = rank_lower(A) if n < d and context.skip_kind == "matrix" else None
     res, rel = _gram(
@@ -188,7 +197,35 @@ def _decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: flo
     cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)
     if on_line and cert.status != Status.ABSORBABLE:
         cert = _line_certificate(U, D, rule, context, cert, skip_rtol=skip_rtol, t0=t0)
-    return cert, rel
+    return _evidenced(cert, res, U, D, A, context), rel
+
+
+def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockContext) -> Certificate:
+    """``cert`` with its :class:`Evidence` (the block's fingerprint; for "no S" the strategy's witness
+    when its bound (D) clears the threshold of rule (★), which also raises ``lower_bound`` where it is
+    larger), checked by :func:`absorbjax.verify` when
+    ``n d² ≤`` :data:`SELF_CHECK_MAX`: a refuted certificate becomes ``undecided`` saying which step
+    failed (with ``ABSORBJAX_STRICT_VERIFY`` set, as the test suite does, it raises instead).
+    ``U, D``: the block as given to :func:`decide` (float64 copies or the stored arrays)."""
+    skip = None if context.skip_kind == "identity" else A
+    Z, bound = None, None
+    if res is not None and cert.status in (Status.NOT_ABSORBABLE, Status.DEGENERATE) and cert.method != "rank":
+        found = res.witness()
+        if found is not None and found[1] > cert.threshold:
+            Z, bound = found
+    evidence = Evidence(fingerprint(U, D, skip, context.bias, context.out_bias), Z, bound)
+    lower = cert.lower_bound if bound is None else max(cert.lower_bound, bound)  # the witness is certified too
+    cert = dataclasses.replace(cert, evidence=evidence, lower_bound=lower)
+    n, d = U.shape
+    if n * d * d > SELF_CHECK_MAX:
+        return cert
+    check = verify(cert, (U, D), skip=skip, bias=context.bias, out_bias=context.out_bias, budget=SELF_CHECK_MAX)
+    if check.verdict != REFUTED:
+        return cert
+    if os.environ.get("ABSORBJAX_STRICT_VERIFY"):
+        raise AssertionError(f"a certificate refuted by its own check:\n{check}\n{cert.summary()}")
+    why = f"the decision's own check refuted its {cert.status} certificate at '{check.failed.name}' ({check.failed.detail}); it said: {cert.reason}"
+    return dataclasses.replace(cert, status=Status.UNDECIDED, S=None, line=None, theorem=None, reason=why)
 
 
 def every_width(A, context: BlockContext, n: int) -> bool:
@@ -327,6 +364,12 @@ def _gram(
         hyper=hyperplanes(U0, context.bias, failed) if out.found is None else ("", False),
         units=lambda S: (U[S], D[:, S], D0[:, S]),
         loose=loose,
+        witness=lambda: scale.best_witness(
+            U,
+            D,
+            rule.Ac,
+            [rule.Ac + (D * c) @ U for c in (0 * rel.c, np.clip(rel.c, 0, 1), out.point) if c is not None],
+        ),
         found_by="",
         relaxation=evidence,
         timings=timings,
@@ -368,6 +411,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
         hyper=hyperplanes(U, context.bias, scr.failed, wide=True) if scr.status == "absent" else ("", False),
         units=units,
         loose=loose,
+        witness=lambda: None if scr.witness is None else (scr.witness, scr.lower),
         found_by=f"; S found by the O(n d²) screen ({scr.method})",
         relaxation=None,
         timings=dict(scr.timings),

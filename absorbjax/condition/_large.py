@@ -70,7 +70,7 @@ def distance_bounds(U, D, A, cert: Certificate, *, steps: int | None = None) -> 
         return Distance(0.0, up, cert.S, "exact", math.nan, 0.0, cert)
     n, d = U.shape
     steps = (1 if n * d * d <= FW_BUDGET else 0) if steps is None else steps
-    lower, upper, S, _ = scale.box_bounds(U, D, A, steps=steps)
+    lower, upper, S, *_ = scale.box_bounds(U, D, A, steps=steps)
     lower = max(lower, cert.lower_bound) / norm_a * (1 - g)
     upper = 1.0 if S.size == 0 else upper / norm_a * (1 + g)  # S = ∅ misses by exactly ‖A‖_F
     return Distance(lower, upper, S, "frank-wolfe", math.nan, lower, cert)

@@ -136,6 +136,8 @@ class Screen:
       S, check: the accepted set and its :class:`SetCheck` (``"found"`` only).
       failed: the hypotheses of Thm 8/10 that fail, in words; ``hypotheses``: what was checked.
       steps: Frank–Wolfe steps taken; ``seconds``, ``timings``: wall time, total and per phase.
+      witness: the test matrix ``Z (d, d)`` whose bound (D) gave ``lower`` (``"absent"`` only): the
+        evidence :func:`absorbjax.verify` checks.
     """
 
     status: str
@@ -152,6 +154,7 @@ class Screen:
     steps: int
     seconds: float
     timings: dict
+    witness: np.ndarray | None = None
 
     __bool__ = _nonbool("status")
 
@@ -248,6 +251,14 @@ def dual_lower(U, D, A, Z, *, block: int = BLOCK, scales=None) -> float:
     return best
 
 
+def best_witness(U, D, A, Zs: list) -> tuple[np.ndarray, float]:
+    """The test matrix of ``Zs`` (each ``(d, d)``) with the largest bound (D) (:func:`dual_lower`), and
+    that bound: the evidence of "no S" that :func:`absorbjax.verify` checks."""
+    bounds = [dual_lower(U, D, A, Z) for Z in Zs]
+    k = int(np.argmax(bounds))
+    return Zs[k], bounds[k]
+
+
 def _miss_upper(R: np.ndarray, nu_sum: float, norm_a: float, m_size: int) -> float:
     """Certified ``‖W_down[:,S] W_up[S,:] + A‖_F`` from its computed value ``R``: the product's
     rounding is at most ``γ_{|S|+1}(Σ_{i∈S} ν_i + ‖A‖_F)`` in Frobenius norm."""
@@ -267,11 +278,11 @@ def box_bounds(
     block: int = BLOCK,
     scales=None,
     on_set: Callable | None = None,
-) -> tuple[float, float, np.ndarray, int]:
+) -> tuple[float, float, np.ndarray, int, np.ndarray]:
     """Frank–Wolfe on ``min_{c∈[0,1]^n} ‖Σ c_i M_i + A‖_F`` from ``c = 0``: certified bounds.
 
-    Returns ``(lower, upper, S, steps_taken)``: ``lower`` certified by (D) at the best iterate
-    ``Z = Σ c_i M_i + A`` (step 0 is ``Z = A``, the trace test); ``upper`` a certified
+    Returns ``(lower, upper, S, steps_taken, Z)``: ``lower`` certified by (D) at the best iterate
+    ``Z = Σ c_i M_i + A`` (step 0 is ``Z = A``, the trace test), the witness; ``upper`` a certified
     ``‖W_down[:,S] W_up[S,:] + A‖_F`` of the best set met (``∅``, the first sign set ``{z_i < 0}``,
     the final ``{c_i > 1/2}``). Each step costs two or three ``O(n d²)`` products. Stops once
     ``lower > target``.
@@ -292,10 +303,12 @@ def box_bounds(
         return up
 
     R, c = A, np.zeros(n)  # R = Σ c_i M_i + A at the current c (never written in place)
-    lower, taken = 0.0, 0
+    lower, taken, witness = 0.0, 0, A
     with threadpool_limits(_THREADS):
         for step in range(steps + 1):
-            lower = max(lower, dual_lower(U, D, A, R, block=block, scales=k))
+            here = dual_lower(U, D, A, R, block=block, scales=k)
+            if here > lower:
+                lower, witness = here, R
             if lower > target or step == steps:
                 break
             m = _zvals(U, D, k, R, block)[0] < 0
@@ -311,7 +324,7 @@ def box_bounds(
             taken = step + 1
         if taken > 1 and lower <= target:
             offer(c > 0.5)  # the rounded box point
-    return lower, best[0], np.flatnonzero(best[1]), taken
+    return lower, best[0], np.flatnonzero(best[1]), taken, witness
 
 
 def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK, scales=None) -> float:
@@ -594,10 +607,11 @@ def screen(
             if chk.accepted:
                 found.append(chk)
 
-    def done(status, reason, method, bounds, steps_taken=0):  # bounds: (lower, upper, upper_S)
+    def done(status, reason, method, bounds, steps_taken=0, witness=None):  # bounds: (lower, upper, upper_S)
         chk = found[0] if found else None
         S, elapsed = None if chk is None else chk.S, time.perf_counter() - t0
-        return Screen(status, reason, method, tau, *bounds, S, chk, failed, checked, steps_taken, elapsed, timings)
+        args = (S, chk, failed, checked, steps_taken, elapsed, timings, witness)
+        return Screen(status, reason, method, tau, *bounds, *args)
 
     t = time.perf_counter()
     lower = dual_lower(U, D, A, A, block=block, scales=k)
@@ -606,7 +620,7 @@ def screen(
     empty = np.zeros(0, np.int64)
     if lower > tau:
         reason = _absent_reason("trace test (Z = A, bound (D))", lower, tau)
-        return done("absent", reason, "trace", (lower, norm_a, empty))
+        return done("absent", reason, "trace", (lower, norm_a, empty), witness=A)
     if find:
         t = time.perf_counter()
         chk = _verified_planted(U, D, A, rtol, block, verify, e)
@@ -617,15 +631,18 @@ def screen(
             reason = f"|S| = {chk.S.size} units with W_up[i,:] A⁻¹ W_down[:,i] = −1 and no cross terms; S verified"
             return done("found", reason, "planted", (0.0, chk.miss_frobenius, chk.S))
     t = time.perf_counter()
-    lower2, upper, upper_S, taken = box_bounds(U, D, A, steps=steps, target=tau, block=block, scales=k, on_set=consider)
+    lower2, upper, upper_S, taken, Z = box_bounds(
+        U, D, A, steps=steps, target=tau, block=block, scales=k, on_set=consider
+    )
     timings["frank-wolfe"] = time.perf_counter() - t
+    witness = Z if lower2 >= lower else A
     lower = max(lower, lower2)
     if found:
         reason = "a Frank–Wolfe sign set {z_i < 0} verified"
         return done("found", reason, "sign-set", (0.0, found[0].miss_frobenius, found[0].S), taken)
     if lower > tau:
         reason = _absent_reason(f"Frank–Wolfe test matrix after {taken} steps (bound (D))", lower, tau)
-        return done("absent", reason, "frank-wolfe", (lower, upper, upper_S), taken)
+        return done("absent", reason, "frank-wolfe", (lower, upper, upper_S), taken, witness)
     reason = (
         f"no cheap decision: bound (D) reaches {lower:.3g} <= tau {tau:.3g} after {taken} Frank–Wolfe "
         "steps and no planted set verified"

@@ -1,0 +1,582 @@
+"""An independent check of a decision's certificate: :func:`verify` (``absorbjax.verify``).
+
+A proof checker beside the solver, as DRAT checkers stand beside SAT solvers. It imports nothing from
+``condition``, ``dimension`` or ``fit`` (a test reads its imports): every claim is recomputed from the
+stored floats, each an integer times a power of two, in exact integer and rational arithmetic
+(python-flint), or, where the exact sums would be too large (more than :data:`EXACT_MAX`
+multiply-adds), in float64 with an a priori error bound derived here. The activation's facts are read
+from :mod:`absorbjax.activations` (declarations; a certificate for a user's activation rests on them
+and says so in ``assumes``).
+
+What is checked, by status (``docs/theory/certificates.md``, "Checking a certificate"):
+
+- every status: the weights are the ones decided (``evidence.fingerprint``, a hash of the values);
+- ``absorbable`` with a set ``S``: ``‖c·W_down[:,S] W_up[S,:] + A‖_F ≤ miss_bound`` exactly, rule (E)
+  (``miss_bound ≤ skip_rtol·σ_min(A)``, ``σ_min`` checked by exact leading minors) and the output
+  bias's rounding ``≤ offset_bound``; with the line theorem (``d = 1``): ``f(±1)`` of the block and of
+  the absorber, exactly;
+- ``not_absorbable`` and ``degenerate``: that no exact ``S`` exists, by the certificate's witness ``Z``
+  (bound (D): ``‖c Σ m_i M_i + A‖_F ≥ (⟨Z, A⟩ + c Σ_i min(0, ⟨M_i, Z⟩)) / ‖Z‖_F`` for every
+  ``m ∈ [0,1]^n``), by ``rank A > n`` exactly, or by solving ``Σ m_i M_i = −A/c`` exactly and
+  enumerating its free 0/1 variables; the hypotheses (rows of ``W_up`` nonzero and pairwise
+  non-parallel, columns of ``W_down`` nonzero, kink hyperplanes distinct) exactly; and that the
+  cited theorem covers the block (width, skip invertible, bias, activation);
+- ``undecided`` claims nothing.
+
+A step the checker cannot afford or has no evidence for is ``unchecked`` and says why; the verdict is
+``refuted`` when any step fails, else ``verified`` when every step that the status needs passed, else
+``unchecked``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+
+import numpy as np
+
+from absorbjax import activations
+from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
+
+VERIFIED, REFUTED, UNCHECKED = "verified", "refuted", "unchecked"
+EXACT_MAX = 2**22  # multiply-adds the checker does in exact arithmetic; beyond, float64 with bounds
+FREE_MAX = 12  # free 0/1 variables the exact solve enumerates (2^12 assignments)
+_U = 2.0**-53  # float64 unit roundoff
+_ETA = 2.0**-1074  # the absolute rounding of one float64 operation in the subnormal range
+_BLOCK = 4096  # rows hashed or read at a time
+# the theorems cited for an unnamed activation (the five of Thm 8/10 and the ray limit)
+_UNNAMED_KINK = f"{KINK_THEOREM} for relu, {RAY_LIMIT_KINK_THEOREM} for gelu, gelu_tanh, silu, softplus"
+_UNNAMED_RAY = RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
+_UNNAMED_PAPER = "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
+_DECLARED = ", given the declared facts"
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One checked claim: ``ok`` is ``True`` (holds), ``False`` (fails: the certificate is refuted) or
+    ``None`` (not checked, ``detail`` says why)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+    """The answer of :func:`verify`: ``verdict`` (``"verified"``, ``"refuted"`` or ``"unchecked"``), the
+    certificate's ``status`` and the ``steps`` in the order checked."""
+
+    verdict: str
+    status: str
+    steps: tuple[Step, ...]
+
+    @property
+    def failed(self) -> Step | None:
+        """The first step that failed (``None`` unless refuted)."""
+        return next((s for s in self.steps if s.ok is False), None)
+
+    def __str__(self) -> str:
+        mark = {True: "ok", False: "FAILED", None: "unchecked"}
+        lines = [f"{self.verdict}: a {self.status} certificate"]
+        lines += [f"  {s.name}: {mark[s.ok]}: {s.detail}" for s in self.steps]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        steps = [dataclasses.asdict(s) for s in self.steps]
+        return {"verdict": self.verdict, "status": self.status, "steps": steps}
+
+
+# ---------------------------------------------------------------------------------------------
+# Stored floats as integers
+
+
+def fingerprint(up, down, skip=None, bias=None, out_bias=None) -> str:
+    """A hash of a block's values (``W_up (n, d)``, ``W_down (d, n)``, and the skip ``A``, hidden bias
+    and output bias when given; an all-zero bias counts as none): the values in float64, so the same
+    numbers stored as float32 or float64 hash alike. Read in blocks of rows (memory maps stay maps)."""
+    h = hashlib.blake2b(digest_size=16)
+    for name, x in (("up", up), ("down", down), ("skip", skip), ("bias", bias), ("out_bias", out_bias)):
+        if x is None or (name != "skip" and not np.any(np.asarray(x) != 0)):
+            continue
+        h.update(f"{name}{tuple(np.shape(x))}".encode())
+        wide = np.ndim(x) == 2 and np.shape(x)[1] > np.shape(x)[0]  # W_down (d, n): blocks of columns
+        step = max(1, 2**19 // max(1, np.shape(x)[0] if wide else int(np.prod(np.shape(x)[1:]))))
+        for s in range(0, max(np.shape(x)[1 if wide else 0], 1), step):
+            part = x[:, s : s + step] if wide else x[s : s + step]
+            h.update(np.ascontiguousarray(np.asarray(part), dtype="<f8").tobytes())
+    return h.hexdigest()
+
+
+def _ints(x) -> tuple[list[int], int]:
+    """``x`` (finite floats, any shape) as integers ``k`` (flattened) and one exponent ``E``:
+    ``x = k·2^E`` exactly."""
+    m, e = np.frexp(np.asarray(x, np.float64).ravel())
+    k = (m * 2.0**53).astype(np.int64).tolist()  # exact: a float64 significand has 53 bits
+    e = (e.astype(np.int64) - 53).tolist()
+    E = min((ei for ki, ei in zip(k, e) if ki), default=0)
+    return [ki << (ei - E) if ki else 0 for ki, ei in zip(k, e)], E
+
+
+def _frac(k: int, E: int) -> Fraction:
+    return Fraction(k << E) if E >= 0 else Fraction(k, 1 << -E)
+
+
+def _fmpz(x) -> tuple[object, int]:
+    """``x (r, s)`` as a ``flint.fmpz_mat`` ``K`` and ``E`` with ``x = K·2^E`` exactly."""
+    import flint
+
+    k, E = _ints(x)
+    r, s = np.shape(x)
+    return flint.fmpz_mat(r, s, k), E
+
+
+def _exact_det_positive_minors(M: list[list[Fraction]]) -> bool:
+    """Whether the symmetric rational ``M`` is positive definite (every leading minor > 0, exactly)."""
+    import flint
+
+    d = len(M)
+    for k in range(1, d + 1):
+        sub = flint.fmpq_mat(k, k, [flint.fmpq(v.numerator, v.denominator) for row in M[:k] for v in row[:k]])
+        if not sub.det() > 0:
+            return False
+    return True
+
+
+def _norm_up(x: np.ndarray) -> float:
+    """An upper bound on ``‖x‖_2`` for a float64 array (its sums' rounding covered)."""
+    total = math.fsum((x.ravel() ** 2).tolist()) * (1 + 4 * _U) + x.size * _ETA
+    return math.sqrt(total) * (1 + 4 * _U) + _ETA
+
+
+def _gamma(k: int) -> float:
+    return k * _U / (1 - k * _U)
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks
+
+
+def _slope(act: str | None) -> Fraction | None:
+    """The odd slope ``c`` (``σ(z) − σ(−z) = c z``): 1 without a name, else the declared one."""
+    return Fraction(1) if act is None else activations.get(act).odd_slope
+
+
+def _miss_of_set(U, D, A, S, c: Fraction, miss_bound: float, budget: int) -> Step:
+    """``‖c·W_down[:,S] W_up[S,:] + A‖_F ≤ miss_bound``: exact up to :data:`EXACT_MAX` multiply-adds,
+    else float64 with an a priori bound."""
+    d = U.shape[1]
+    u, dd = np.asarray(U[S], np.float64), np.asarray(D[:, S], np.float64)
+    if d * d * max(len(S), 1) <= 32 * budget:
+        import flint
+
+        (Ku, eu), (Kd, ed), (ka, ea) = (
+            _fmpz(u) if len(S) else (flint.fmpz_mat(0, d), 0),
+            _fmpz(dd) if len(S) else (flint.fmpz_mat(d, 0), 0),
+            _ints(A),
+        )
+        P = [int(v) for v in (Kd * Ku).entries()] if len(S) else [0] * (d * d)
+        total = sum((c * _frac(p, ed + eu) + _frac(a, ea)) ** 2 for p, a in zip(P, ka))
+        ok = miss_bound >= 0 and total <= Fraction(miss_bound) ** 2
+        return Step(
+            "miss of S", ok, f"‖c·W_down[:,S] W_up[S,:] + A‖_F² = {float(total):.6g} (exact), bound {miss_bound!r}²"
+        )
+    with np.errstate(all="ignore"):
+        cf = float(c)
+        M = cf * (dd @ u) + A
+        mag = np.abs(dd) @ np.abs(u)
+        k = len(S)
+        err = (_gamma(k + 4) * (abs(cf) + 1) * mag * (1 + _gamma(k)) + 2 * _U * np.abs(A)) * (1 + 4 * _U)
+        err += (k + 4) * _ETA * (abs(cf) + 2)
+        up = _norm_up((np.abs(M) + err) * (1 + 2 * _U))
+    if not math.isfinite(up):
+        return Step("miss of S", None, "float64 overflowed and the exact product is beyond EXACT_MAX")
+    return Step("miss of S", up <= miss_bound, f"‖M_S‖_F <= {up:.6g} (float64, a priori bound), bound {miss_bound!r}")
+
+
+def _sigma_min_at_least(A, s: Fraction) -> Step:
+    """``σ_min(A) ≥ s``: ``AᵀA − s² I`` positive semidefinite (leading minors of ``AᵀA − (s²−0) I`` with
+    ``s`` lowered to ``0`` when ``s = 0``), exactly, for ``d ≤ 64``."""
+    d = A.shape[0]
+    if s == 0:
+        return Step("rule (E)", True, "miss_bound = 0: nothing to bound")
+    if np.array_equal(A, np.eye(d)):
+        return Step("rule (E)", s <= 1, f"σ_min(I) = 1 >= miss_bound/skip_rtol = {float(s):.6g}")
+    if d > 64:
+        return Step("rule (E)", None, f"σ_min(A) >= {float(s):.6g} not checked (d = {d} > 64)")
+    k, E = _ints(A)
+    F = [[_frac(k[i * d + j], E) for j in range(d)] for i in range(d)]
+    G = [[sum(F[r][i] * F[r][j] for r in range(d)) - (s * s if i == j else 0) for j in range(d)] for i in range(d)]
+    # positive definite at s(1 - 2^-40) implies semidefinite... use s itself: PD of AᵀA − s²I ⇒ σ_min > s
+    ok = _exact_det_positive_minors(G)
+    return Step(
+        "rule (E)", ok, f"AᵀA − s² I positive definite for s = miss_bound/skip_rtol = {float(s):.6g} (exact minors)"
+    )
+
+
+def _offset(D, S, bias, out_bias, c: Fraction, offset_bound, budget: int) -> Step:
+    """The absorber's output bias ``e = c_out + c·W_down[:,S] b[S]``, rounded to float64, is within
+    ``offset_bound`` of the exact one."""
+    d = D.shape[0]
+    b = np.zeros(D.shape[1]) if bias is None else np.asarray(bias, np.float64)
+    e0 = np.zeros(d) if out_bias is None else np.asarray(out_bias, np.float64)
+    if d * len(S) > budget:
+        return Step("offset", None, f"the exact output bias needs d·|S| = {d * len(S)} > EXACT_MAX products")
+    kd, ed = _ints(np.asarray(D[:, S], np.float64))
+    kb, eb = _ints(b[S])
+    k0, e00 = _ints(e0)
+    err2 = Fraction(0)
+    for r in range(d):
+        exact = _frac(k0[r], e00) + c * _frac(sum(kd[r * len(S) + j] * kb[j] for j in range(len(S))), ed + eb)
+        err2 += (Fraction(float(exact)) - exact) ** 2  # float(Fraction) rounds correctly
+    bound = Fraction(offset_bound if offset_bound is not None else 0.0)
+    return Step(
+        "offset", err2 <= bound * bound, f"‖round(e) − e‖² = {float(err2):.3g} (exact), offset_bound {offset_bound!r}"
+    )
+
+
+def _line(U, D, A, act, ln) -> list[Step]:
+    """The line theorem's absorber (``d = 1``): ``max |g(±1) − f(±1)| ≤ miss_bound``, exactly."""
+    c = _slope(act)
+    entry = None if act is None else activations.get(act)
+    if entry is None or not (entry.kink and entry.builtin) or c is None:
+        return [Step("line theorem", False, f"{act!r} is not a built-in kink activation (relu, leaky_relu)")]
+    p, q = Fraction(1), c - 1
+    ku, eu = _ints(U)
+    kd, ed = _ints(D)
+    (ka,), ea = _ints(A)
+
+    def f(sign: int) -> Fraction:
+        tot = sign * _frac(ka, ea)
+        for ui, vi in zip(ku, kd):
+            z = sign * _frac(ui, eu)
+            tot += _frac(vi, ed) * (p * z if z >= 0 else q * z)
+        return tot
+
+    a1, a2 = (Fraction(x) for x in ln["alpha"])
+    miss = max(abs(a1 * p - a2 * q - f(1)), abs(-a1 * q + a2 * p - f(-1)))
+    ok = miss <= Fraction(ln["miss_bound"]) and U.shape[0] >= 2
+    return [Step("line theorem", ok, f"max |g(±1) − f(±1)| = {float(miss):.3g} (exact), bound {ln['miss_bound']!r}")]
+
+
+def _witness(U, D, A, c: Fraction, Z, claimed: float | None, threshold: float, budget: int) -> Step:
+    """Bound (D) at the witness ``Z (d, d)``: every ``m ∈ [0,1]^n`` has ``‖Σ m_i M_i + A/c‖_F ≥
+    (⟨Z, A/c⟩ + Σ_i min(0, W_down[:,i]ᵀ Z W_up[i,:]ᵀ)) / ‖Z‖_F``; checked against the claimed value
+    (for ``c = 1``) and above the threshold of rule (★) and 0."""
+    n, d = U.shape
+    Z = np.asarray(Z, np.float64)
+    kz, ez = _ints(Z)
+    ka, ea = _ints(A)
+    za = sum(_frac(x * y, ez + ea) for x, y in zip(kz, ka)) / c
+    zz = sum(_frac(x * x, 2 * ez) for x in kz)
+    if n * d * d <= budget:
+        import flint
+
+        Kz = flint.fmpz_mat(d, d, kz)
+        Ku, eu = _fmpz(np.asarray(U, np.float64))
+        kd, ed = _ints(np.asarray(D, np.float64))
+        P = [int(v) for v in (Kz * Ku.transpose()).entries()]  # Z W_upᵀ (d, n), exponent ez + eu
+        zi = [sum(kd[a * n + i] * P[a * n + i] for a in range(d)) for i in range(n)]
+        low = _frac(sum(min(0, v) for v in zi), ed + ez + eu)
+        how = "exact"
+    else:
+        low, how = _float_low(U, D, Z), "float64, a priori bound"
+        if low is None:
+            return Step("no S (witness)", None, "bound (D) overflowed float64 and n·d² exceeds EXACT_MAX")
+    num = za + low
+    if num <= 0:
+        return Step("no S (witness)", False, f"bound (D) at the witness is not positive ({how})")
+    value = math.sqrt(num * num / zz)  # for the message only
+    need = max(Fraction(threshold), Fraction(claimed) if claimed is not None and c == 1 else Fraction(0))
+    ok = num * num >= need * need * zz and (need > 0 or num > 0)
+    return Step(
+        "no S (witness)",
+        ok,
+        f"bound (D) at Z: every S misses by >= {value:.6g} ({how}); claimed {claimed!r}, threshold {threshold!r}",
+    )
+
+
+def _float_low(U, D, Z) -> Fraction | None:
+    """A rigorous lower bound on ``Σ_i min(0, W_down[:,i]ᵀ Z W_up[i,:]ᵀ)`` in float64, in blocks of units."""
+    n, d = U.shape
+    total = Fraction(0)
+    with np.errstate(all="ignore"):
+        for s in range(0, n, _BLOCK):
+            u, dd = np.asarray(U[s : s + _BLOCK], np.float64), np.asarray(D[:, s : s + _BLOCK], np.float64)
+            z = np.einsum("ai,ai->i", dd, Z @ u.T)
+            mag = np.einsum("ai,ai->i", np.abs(dd), np.abs(Z) @ np.abs(u).T)
+            err = _gamma(2 * d + 4) * mag * (1 + 4 * _U) + 4 * d * _ETA * (1 + np.abs(dd).sum(0))
+            lo = np.minimum(z - err * (1 + 2 * _U), 0.0)
+            if not np.all(np.isfinite(lo)):
+                return None
+            part = math.fsum(lo.tolist())
+            total += Fraction(part) - Fraction(abs(part) * _U + _ETA)
+    return total
+
+
+def _solve(U, D, A, c: Fraction, budget: int) -> Step | None:
+    """Whether ``Σ m_i M_i = −A/c`` has a 0/1 solution, by exact row reduction of the ``d² × n`` system
+    and enumeration of its free variables (``None`` when too large for :data:`EXACT_MAX`, :data:`FREE_MAX`)."""
+    import flint
+
+    n, d = U.shape
+    if d * d * n * (n + 1) > budget:
+        return None
+    ku, eu = _ints(U)
+    kd, ed = _ints(D)
+    ka, ea = _ints(A)
+    scale = _frac(1, ed + eu)
+    rows = []
+    for a in range(d):
+        for b in range(d):
+            coef = [flint.fmpq(kd[a * n + i] * ku[i * d + b]) for i in range(n)]
+            rhs = -_frac(ka[a * d + b], ea) / c / scale
+            rows += coef + [flint.fmpq(rhs.numerator, rhs.denominator)]
+    R, rank = flint.fmpq_mat(d * d, n + 1, rows).rref()
+    pivots = []
+    for r in range(rank):
+        j = next(j for j in range(n + 1) if R[r, j] != 0)
+        if j == n:
+            return Step("no S (exact solve)", True, "Σ m_i M_i = −A/c has no real solution (exact row reduction)")
+        pivots.append(j)
+    free = [j for j in range(n) if j not in pivots]
+    if len(free) > FREE_MAX:
+        return None
+    for bits in itertools.product((0, 1), repeat=len(free)):
+        if all(
+            (v := R[r, n] - sum((R[r, f] for f, x in zip(free, bits) if x), flint.fmpq(0))) == 0 or v == 1
+            for r in range(rank)
+        ):
+            S = sorted(
+                pivots[r]
+                for r in range(rank)
+                if R[r, n] - sum((R[r, f] for f, x in zip(free, bits) if x), flint.fmpq(0)) == 1
+            )
+            S += [f for f, x in zip(free, bits) if x]
+            return Step("no S (exact solve)", False, f"S = {sorted(S)} solves Σ_(i∈S) M_i = −A/c exactly")
+    return Step(
+        "no S (exact solve)", True, f"no 0/1 solution: rank {rank}, 2^{len(free)} free assignments enumerated (exact)"
+    )
+
+
+def _canonical(rows: list[list[int]]) -> list[tuple | None]:
+    """Each integer row divided by the gcd of its entries, the first nonzero entry made positive
+    (``None`` for a zero row): two rows are parallel exactly when their forms are equal."""
+    out = []
+    for r in rows:
+        g = math.gcd(*r)
+        if g == 0:
+            out.append(None)
+            continue
+        first = next(v for v in r if v)
+        g = g if first > 0 else -g
+        out.append(tuple(v // g for v in r))
+    return out
+
+
+def _hypotheses(U, D, bias, budget: int) -> tuple[list[str], bool] | None:
+    """The hypotheses of Thm 8/10, exactly: ``(failures, distinct)``, ``distinct`` whether every
+    parallel pair has distinct kink hyperplanes (``(w_i, b_i)`` non-proportional) with a bias; ``None``
+    when ``n·d`` exceeds :data:`EXACT_MAX`."""
+    n, d = U.shape
+    if n * d > budget:
+        return None
+    ku, _ = _ints(U)
+    rows = [ku[i * d : (i + 1) * d] for i in range(n)]
+    forms = _canonical(rows)
+    fails = [f"row {i} of W_up is zero" for i, f in enumerate(forms) if f is None]
+    Dz = np.asarray(D, np.float64)
+    fails += [f"column {i} of W_down is zero" for i in np.flatnonzero(~np.any(Dz != 0, axis=0)).tolist()]
+    seen: dict[tuple, int] = {}
+    pairs = []
+    for i, f in enumerate(forms):
+        if f is not None:
+            if f in seen:
+                pairs.append((seen[f], i))
+            seen.setdefault(f, i)
+    fails += [f"rows {i} and {j} of W_up are parallel" for i, j in pairs]
+    distinct = False
+    if pairs and bias is not None:
+        kb, _ = _ints(np.concatenate([np.asarray(U, np.float64), np.asarray(bias, np.float64)[:, None]], axis=1))
+        wb = _canonical([kb[i * (d + 1) : (i + 1) * (d + 1)] for i in range(n)])
+        distinct = len({f for f in wb if f is not None}) == sum(f is not None for f in wb)
+    return fails, distinct
+
+
+def _theorems(act: str | None, biased: bool, paper: bool, parallel: bool) -> set[str]:
+    """The theorems that turn "no S" into "no absorber" for this block: ``paper`` whether the paper's
+    theorems' frame holds (``n ≥ d ≥ 2``, ``A`` invertible); ``parallel`` whether rows are parallel
+    (with distinct kink hyperplanes, only the kink theorem covers that)."""
+    if act is None:
+        out = {_UNNAMED_KINK} | ({_UNNAMED_RAY} if paper else set())
+        return out | ({_UNNAMED_PAPER} if paper and not biased else set())
+    e = activations.get(act)
+    if e.gated or e.family == "homogeneous" or e.odd_slope is None:
+        return set()
+    if parallel:
+        return {KINK_THEOREM} if e.kink and biased else set()
+    out = {KINK_THEOREM} if e.kink else set()
+    out |= {RAY_LIMIT_KINK_THEOREM} if e.ray_limit is not None else set()
+    if paper and not biased and e.paper_theorem is not None:
+        out.add(e.paper_theorem)
+    if paper and e.ray_limit == "relu":
+        out.add(RAY_LIMIT_THEOREM)
+    return out
+
+
+def _invertible(A) -> bool | None:
+    """``det A ≠ 0`` exactly (``None`` for ``d > 512``)."""
+    d = A.shape[0]
+    if np.array_equal(A, np.eye(d)):
+        return True
+    if d > 512:
+        return None
+    K, _ = _fmpz(A)
+    return K.det() != 0
+
+
+def _absence(U, D, A, get, c: Fraction, hyp, budget: int) -> list[Step]:
+    """ "No exact S", the hypotheses and the theorem, for ``not_absorbable`` and ``degenerate``."""
+    n, d = U.shape
+    status, ev = get("status"), get("evidence") or {}
+    steps = []
+    if get("method") == "rank":
+        if d > 512:
+            steps.append(Step("no S (rank)", None, f"the exact rank of A needs d <= 512 (d = {d})"))
+        else:
+            r = _fmpz(A)[0].rank()
+            steps.append(
+                Step(
+                    "no S (rank)",
+                    r > n,
+                    f"rank A = {r} (exact) against n = {n}: rank c·W_down[:,S] W_up[S,:] <= |S| <= n",
+                )
+            )
+    elif ev.get("witness") is not None:
+        steps.append(_witness(U, D, A, c, ev["witness"], ev.get("witness_bound"), get("threshold"), budget))
+    else:
+        solved = _solve(U, D, A, c, budget)
+        why = "no witness in the certificate and the exact system is too large"
+        steps.append(solved if solved is not None else Step("no S", None, why))
+    if hyp is None:
+        steps.append(Step("hypotheses", None, f"n·d = {n * d} > EXACT_MAX for the exact parallel-row test"))
+        return steps
+    fails, distinct = hyp
+    if status == "degenerate":
+        steps.append(
+            Step("hypotheses", bool(fails), "fail: " + "; ".join(fails[:3]) if fails else "all hold: not degenerate")
+        )
+        return steps
+    only_parallel = bool(fails) and all("parallel" in f for f in fails)
+    if fails and not (only_parallel and distinct):
+        return steps + [Step("hypotheses", False, "fail: " + "; ".join(fails[:3]))]
+    steps.append(Step("hypotheses", True, "hold (exact)" if not fails else "parallel rows, distinct kink hyperplanes"))
+    inv = _invertible(A)
+    if inv is None:
+        return steps + [Step("theorem", None, f"invertibility of A not checked (d = {d} > 512)")]
+    paper = n >= d >= 2 and inv
+    cited = (get("theorem") or "").split(_DECLARED)[0]
+    valid = _theorems(get("activation"), get("biased"), paper, bool(fails))
+    steps.append(Step("theorem", cited in valid, f"{cited!r} cited; valid here: {sorted(valid)}"))
+    return steps
+
+
+def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: int = EXACT_MAX) -> Verification:
+    """Check a certificate of :func:`absorbjax.find_absorbing_set` against the block, independently.
+
+    Args:
+      certificate: a :class:`~absorbjax.condition.Certificate`, or its ``to_dict()`` (the JSON).
+      params: the block's ``MLPParams`` (``up`` = ``W_up (n, d)``, ``down`` = ``W_down (d, n)``), any
+        real dtype, memory maps read in blocks; or a pair ``(up, down)``.
+      skip, bias, out_bias: the skip ``A (d, d)``, hidden bias ``(n,)`` and output bias ``(d,)`` given to
+        the decision (``None``: ``I``, none, none).
+      budget: multiply-adds done in exact arithmetic (default :data:`EXACT_MAX`); beyond it float64
+        with a priori bounds, or the step is ``unchecked``.
+
+    Returns:
+      a :class:`Verification`: ``"verified"``, ``"refuted"`` (``.failed`` is the step) or
+      ``"unchecked"`` (a needed step was beyond the checker's budget or had no evidence).
+
+    Examples:
+      >>> import numpy as np
+      >>> from absorbjax import condition, models, verify
+      >>> U = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+      >>> D = np.array([[-1.0, 0.0, 0.5], [0.0, -1.0, 0.25]])
+      >>> cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
+      >>> cert.status, verify(cert, models.MLPParams(U, D)).verdict
+      ('absorbable', 'verified')
+    """
+    get = certificate.get if isinstance(certificate, Mapping) else lambda k: getattr(certificate, k, None)
+    ev = get("evidence")
+    if ev is not None and not isinstance(ev, Mapping):
+        ev = dataclasses.asdict(ev)
+    up, down = (params.up, params.down) if hasattr(params, "up") else params
+    U, D = np.asarray(up), np.asarray(down)
+    n, d = U.shape
+    status = str(get("status"))
+    A = np.eye(d) if skip is None else np.asarray(skip, np.float64)
+    bias = None if bias is None or not np.any(np.asarray(bias) != 0) else np.asarray(bias, np.float64)
+    steps = [_shape_step(get, n, d)]
+    if ev and ev.get("fingerprint"):
+        fp = fingerprint(U, D, skip, bias, out_bias)
+        steps.append(
+            Step(
+                "fingerprint",
+                fp == ev["fingerprint"],
+                "the weights are the ones decided"
+                if fp == ev["fingerprint"]
+                else "these weights are not the ones the certificate was made for",
+            )
+        )
+    else:
+        steps.append(Step("fingerprint", None, "no fingerprint in the certificate"))
+    c = _slope(get("activation"))
+    if status == "undecided":
+        steps.append(Step("status", True, "undecided claims nothing"))
+    elif c is None:
+        steps.append(Step("odd slope", False, f"{get('activation')} declares no odd slope: no status but undecided"))
+    elif status == "absorbable" and get("line") is not None:
+        ln = get("line")
+        ln = ln if isinstance(ln, Mapping) else dataclasses.asdict(ln)
+        steps += (
+            _line(U, D, A, get("activation"), ln)
+            if d == 1 and bias is None
+            else [Step("line theorem", False, "needs d = 1 and no hidden bias")]
+        )
+    elif status == "absorbable":
+        S = np.asarray(get("S") if get("S") is not None else [], np.int64)
+        if S.size != np.unique(S).size or (S.size and not (0 <= S.min() and S.max() < n)):
+            steps.append(Step("S", False, f"S is not a set of units 0..{n - 1}"))
+        else:
+            mb, sr = get("miss_bound"), get("skip_rtol")
+            steps.append(_miss_of_set(U, D, A, S, c, mb, budget))
+            steps.append(
+                _sigma_min_at_least(A, Fraction(mb) / Fraction(sr))
+                if sr
+                else Step("rule (E)", mb == 0, f"skip_rtol 0 needs miss_bound 0, got {mb!r}")
+            )
+            if bias is not None or out_bias is not None:
+                steps.append(_offset(np.asarray(D, np.float64), S, bias, out_bias, c, get("offset_bound"), budget))
+    elif status in ("not_absorbable", "degenerate"):
+        steps += _absence(
+            np.asarray(U),
+            np.asarray(D),
+            A,
+            lambda k: ev if k == "evidence" else get(k),
+            c,
+            _hypotheses(U, D, bias, budget),
+            budget,
+        )
+    else:
+        steps.append(Step("status", False, f"unknown status {status!r}"))
+    oks = [s.ok for s in steps if s.name != "fingerprint" or s.ok is not None]
+    verdict = REFUTED if False in oks else VERIFIED if all(oks) else UNCHECKED
+    return Verification(verdict, status, tuple(steps))
+
+
+def _shape_step(get, n: int, d: int) -> Step:
+    ok = (get("n"), get("d")) == (n, d)
+    return Step("shape", ok, f"certificate for d = {get('d')}, n = {get('n')}; block d = {d}, n = {n}")

@@ -1,0 +1,200 @@
+"""absorbjax.verify: an independent check of certificates. Untouched certificates are verified,
+tampered ones refuted at the step that fails, and the checker shares no code with the decision."""
+
+import ast
+import dataclasses
+import json
+import pathlib
+
+import jax
+import numpy as np
+import pytest
+
+from absorbjax import condition, models, verify
+from absorbjax._verify import fingerprint
+from absorbjax.condition import _decide
+
+pytestmark = pytest.mark.x64
+
+
+def _planted(act="relu", d=3, n=9, seed=0):
+    params, _ = models.planted(act, d, n, key=jax.random.key(seed))
+    return models.MLPParams(np.asarray(params.up), np.asarray(params.down))
+
+
+def _generic(d=3, n=9, seed=1):
+    params = models.init("relu", d, n, key=jax.random.key(seed))
+    return models.MLPParams(np.asarray(params.up), np.asarray(params.down))
+
+
+def test_the_checker_imports_nothing_from_the_decision_and_is_short():
+    path = pathlib.Path(__file__).parents[1] / "absorbjax" / "_verify.py"
+    tree = ast.parse(path.read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {
+        m for m in imported if m and m.split(".")[:2] in (["absorbjax", x] for x in ("condition", "dimension", "fit"))
+    }
+    assert not any(
+        m and m.startswith(("absorbjax.condition", "absorbjax.dimension", "absorbjax.fit")) for m in imported
+    )
+    assert len(path.read_text().splitlines()) <= 600
+
+
+@pytest.mark.parametrize(
+    "make, act, kw",
+    [
+        (lambda: _planted("relu", 3, 9), "relu", {}),
+        (lambda: _planted("gelu", 4, 16, seed=2), "gelu", {}),
+        (lambda: _planted("relu", 2, 20, seed=3), None, {}),
+        (lambda: _generic(3, 9), "relu", {}),
+        (lambda: _generic(4, 16, seed=4), "gelu", {}),
+        (lambda: _generic(8, 32, seed=5), "relu", {}),
+        (lambda: _generic(2, 20, seed=6), "relu", {}),
+        (lambda: _generic(3, 9, seed=7), "relu", {"bias": np.linspace(-1, 1, 9)}),
+        (lambda: _generic(3, 9, seed=8), "relu", {"skip": np.array([[2.0, 1, 0], [0, 1, 0], [0, 0, 3]])}),
+        (lambda: _generic(3, 9, seed=9), "leaky_relu(0.1)", {}),
+    ],
+)
+def test_untouched_certificates_are_verified(make, act, kw):
+    params = make()
+    cert = condition.find_absorbing_set(params, act, **kw)
+    assert cert.status in ("absorbable", "not_absorbable")
+    check = verify(cert, params, skip=kw.get("skip"), bias=kw.get("bias"))
+    assert check.verdict == "verified", str(check)
+    again = verify(json.loads(json.dumps(cert.to_dict())), params, skip=kw.get("skip"), bias=kw.get("bias"))
+    assert again.verdict == "verified", str(again)  # the JSON carries the same evidence
+
+
+def test_every_kind_of_certificate_is_verified():
+    line = models.MLPParams(np.array([[0.5], [-2.0]]), np.array([[1.5, 0.25]]))
+    rng = np.random.default_rng(0)
+    rank = models.MLPParams(rng.standard_normal((2, 4)), rng.standard_normal((4, 2)))  # rank A = 4 > n = 2
+    parallel = models.MLPParams(
+        np.array([[1.0, 2.0], [2.0, 4.0], [0.0, 1.0]]), np.array([[1.0, 1.0, 1.0], [0.5, 0.0, 1.0]])
+    )
+    cases = [
+        (line, "relu", {}, "absorbable", "line"),
+        (rank, "relu", {"skip": np.eye(4), "narrow": True}, "not_absorbable", "rank"),
+        (parallel, "relu", {}, "degenerate", None),
+    ]
+    for params, act, kw, status, method in cases:
+        cert = condition.find_absorbing_set(params, act, **kw)
+        assert cert.status == status and (method is None or cert.method == method), cert
+        check = verify(cert, params, skip=kw.get("skip"))
+        assert check.verdict == "verified", str(check)
+
+
+def _tampered(cert, **changes):
+    out = cert.to_dict()
+    for key, value in changes.items():
+        if key.startswith("evidence."):
+            out["evidence"][key.split(".")[1]] = value
+        else:
+            out[key] = value
+    return out
+
+
+def test_tampered_certificates_are_refuted_at_their_step():
+    planted, generic = _planted("relu", 3, 9), _generic(3, 9)
+    yes, no = condition.find_absorbing_set(planted, "relu"), condition.find_absorbing_set(generic, "relu")
+    assert yes.status == "absorbable" and no.status == "not_absorbable" and no.evidence.witness is not None
+    other = [i for i in range(9) if i not in yes.S.tolist()][0]
+    cases = [
+        (yes, planted, {"S": sorted(yes.S.tolist()[1:] + [other])}, "miss of S"),
+        (yes, planted, {"miss_bound": -1.0}, "miss of S"),
+        (no, generic, {"evidence.witness_bound": 2 * no.evidence.witness_bound}, "no S (witness)"),
+        (no, generic, {"evidence.witness": (-np.asarray(no.evidence.witness)).tolist()}, "no S (witness)"),
+        (no, generic, {"theorem": "Thm 10"}, "theorem"),
+        (no, generic, {"status": "degenerate"}, "hypotheses"),
+        (no, generic, {"n": 8}, "shape"),
+    ]
+    for cert, params, change, step in cases:
+        check = verify(_tampered(cert, **change), params)
+        assert check.verdict == "refuted" and check.failed.name == step, (change, str(check))
+    # an exact absorber (S = {0, 1} gives −I exactly), its status swapped: the checker's exact solve
+    # finds the set. (The planted float block above has no exact S: its stored numbers miss −I by
+    # about 1e-15, so "no exact S" would be true of it.)
+    exact = models.MLPParams(
+        np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.array([[-1.0, 0.0, 0.5], [0.0, -1.0, 0.25]])
+    )
+    cert = condition.find_absorbing_set(exact, "relu")
+    swapped = _tampered(cert, status="not_absorbable", theorem="Thm 8", **{"evidence.witness": None})
+    check = verify(swapped, exact)
+    assert check.failed.name == "no S (exact solve)" and "[0, 1]" in check.failed.detail, str(check)
+
+
+def test_one_weight_moved_by_one_ulp_is_refuted():
+    U = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    D = np.array([[-1.0, 0.0, 0.5], [0.0, -1.0, 0.25]])
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
+    assert cert.status == "absorbable"
+    moved = D.copy()
+    moved[0, 0] = np.nextafter(-1.0, 0.0)
+    check = verify(cert, models.MLPParams(U, moved))
+    assert check.failed.name == "fingerprint"
+    # without the fingerprint, and claiming an exact miss 0 (true for U, D): the exact miss refutes it
+    bare = _tampered(cert, miss_bound=0.0, **{"evidence.fingerprint": ""})
+    assert verify(bare, models.MLPParams(U, moved)).failed.name == "miss of S"
+    assert verify(bare, models.MLPParams(U, D)).verdict == "verified"
+
+
+def test_a_line_certificate_with_a_changed_absorber_is_refuted():
+    line = models.MLPParams(np.array([[0.5], [-2.0]]), np.array([[1.5, 0.25]]))
+    cert = condition.find_absorbing_set(line, "relu")
+    changed = cert.to_dict()
+    changed["line"]["alpha"] = [cert.line.alpha[0], np.nextafter(cert.line.alpha[1], 1.0)]
+    assert verify(changed, line).failed.name == "line theorem"
+
+
+def test_a_refuted_certificate_becomes_undecided_or_raises_in_the_suite(monkeypatch):
+    params = _planted("relu", 3, 9)
+    cert = condition.find_absorbing_set(params, "relu")
+    wrong = dataclasses.replace(cert, miss_bound=-1.0, evidence=None)
+    U, D = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
+    context = condition._block.read_block(params, "relu", condition.Decision())[3]
+    with pytest.raises(AssertionError, match="refuted"):
+        _decide._evidenced(wrong, None, U, D, np.eye(3), context)
+    monkeypatch.delenv("ABSORBJAX_STRICT_VERIFY")
+    out = _decide._evidenced(wrong, None, U, D, np.eye(3), context)
+    assert out.status == "undecided" and "miss of S" in out.reason and out.S is None
+
+
+def test_the_fingerprint_reads_values_not_storage():
+    U = np.arange(6, dtype=np.float32).reshape(3, 2) + 1
+    D = np.ones((2, 3), np.float32)
+    assert fingerprint(U, D) == fingerprint(U.astype(np.float64), D.astype(np.float64))
+    assert fingerprint(U, D) == fingerprint(U, D, bias=np.zeros(3))  # an all-zero bias is none
+    assert fingerprint(U, D) != fingerprint(U, D, skip=np.eye(2))
+
+
+def test_the_command_verifies_what_check_wrote_and_refutes_a_changed_file(tmp_path, capsys):
+    from absorbjax import cli
+
+    rng = np.random.default_rng(0)
+    t = {}
+    for i in range(3):
+        t[f"encoder.layer.{i}.intermediate.dense.weight"] = rng.normal(size=(12, 3))
+        t[f"encoder.layer.{i}.output.dense.weight"] = rng.normal(size=(3, 12))
+        t[f"encoder.layer.{i}.intermediate.dense.bias"] = rng.normal(size=12)
+    planted = _planted("relu", 3, 12, seed=5)  # layer 1 absorbs
+    t["encoder.layer.1.intermediate.dense.weight"], t["encoder.layer.1.output.dense.weight"] = planted
+    t["encoder.layer.1.intermediate.dense.bias"] = np.zeros(12)
+    path = tmp_path / "model.npz"
+    np.savez(path, **t)
+    assert cli.main(["check", str(path), "--activation", "relu", "--json"]) == 0
+    certs = tmp_path / "certs.json"
+    certs.write_text(capsys.readouterr().out)
+    assert [b["status"] for b in json.loads(certs.read_text())["blocks"]] == [
+        "not_absorbable",
+        "absorbable",
+        "not_absorbable",
+    ]
+    assert cli.main(["verify", str(certs), str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[1].split()[0] for line in lines] == ["verified"] * 3, lines
+    t["encoder.layer.2.output.dense.weight"] = t["encoder.layer.2.output.dense.weight"] * 1.5  # another block
+    np.savez(path, **t)
+    assert cli.main(["verify", str(certs), str(path)]) == 1
+    assert "refuted (not_absorbable) at fingerprint" in capsys.readouterr().out.splitlines()[2]
+    assert cli.main(["verify", str(tmp_path / "none.json"), str(path)]) == 2
