@@ -159,3 +159,23 @@ def test_float_edge_families_never_lie(family):
     out = soundness.audit(family, 12, seed=0, time_limit=10.0)
     wrong = [(r["note"], r["status"], r["wrong"]) for r in out["rows"] if r["wrong"]]
     assert not wrong, wrong
+
+
+def test_a_margin_within_rounding_is_said():
+    """Issue 56: biased relu with two kink hyperplanes one ulp apart was `not_absorbable` with nothing
+    saying how close to the theorem's boundary it is; the answer (true for the stored numbers) now
+    says that the hypotheses hold by no more than the rounding, and the margin is in the evidence."""
+    rng = np.random.default_rng(0)
+    U, D, b = rng.standard_normal((6, 3)), rng.standard_normal((3, 6)), rng.standard_normal(6)
+    U[1], b[1] = U[0], np.nextafter(b[0], 2.0)
+    cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu", bias=b)
+    assert cert.status == "not_absorbable" and cert.relaxation.min_plane_sin < 1e-15
+    assert "hold by no more than the storage's rounding" in cert.reason and "kink hyperplanes" in cert.reason
+    near = rng.standard_normal((6, 3)).astype(np.float32)  # float32 rows 1e-8 apart in angle: within 2u
+    near[1] = near[0] + np.float32(1e-8) * np.abs(near[0]).max() * np.array([0, 0, 1], np.float32)
+    near[1, 2] = np.nextafter(near[0, 2], np.float32(10))
+    cert = condition.find_absorbing_set(models.MLPParams(near, D.astype(np.float32)), "relu")
+    assert cert.status == "not_absorbable" and "rows of W_up" in cert.reason, cert.reason
+    generic = condition.find_absorbing_set(models.MLPParams(rng.standard_normal((6, 3)), D), "relu")
+    assert generic.status == "not_absorbable" and "storage's rounding" not in generic.reason
+    assert generic.relaxation.min_row_sin > 1e-3

@@ -14,7 +14,7 @@ import numpy as np
 from absorbjax.condition._arith import miss_bound, output_bias, sigma_min_lower
 from absorbjax.condition._block import BlockContext
 from absorbjax.condition._certificate import Certificate, RelaxationEvidence, Status, WithinRounding
-from absorbjax.condition._inputs import Rule, storage_rtol_pair
+from absorbjax.condition._inputs import Rule, margin_note, storage_rtol_pair
 from absorbjax.condition._text import few, fmt
 from absorbjax.condition._verdict import absence, found_theorem
 
@@ -76,6 +76,11 @@ def certificate(res: Answer, rule: Rule, context: BlockContext, *, shape, skip_r
             S = res.S
     else:
         status, why, theorem = absence(res, res.failed, context, res.hyper, narrow=every)
+        rel = res.relaxation
+        if status == Status.NOT_ABSORBABLE and rel is not None:  # how far the hypotheses hold
+            plane = rel.min_plane_sin is not None
+            what = "kink hyperplanes (w_i, b_i)" if plane else "rows of W_up"
+            why += margin_note(rel.min_plane_sin if plane else rel.min_row_sin, context.dtypes[0], d, what)
     extra = storage_rtol_pair(*context.dtypes)
     if extra == 0:
         rounding = Rounding(WithinRounding.NOT_APPLICABLE, None, None, "float64 or integer storage")

@@ -56,7 +56,13 @@ class RelaxationEvidence:
       dist01: ``‖c − round(c)‖_∞``, the real solution's distance from ``{0,1}^n``.
       radius: ``δ``: every accepted ``m`` has ``‖m − c‖_2 ≤ δ`` (``None`` without a proved
         ``λ_min(G) > 0``).
-      min_row_sin: smallest ``|sin|`` of the angle between two nonzero rows of ``W_up``.
+      min_row_sin: smallest ``|sin|`` of the angle between two nonzero rows of ``W_up`` (near-parallel
+        pairs from the chord, accurate to about ``d·eps``): how far the hypothesis "pairwise
+        non-parallel" holds.
+      min_plane_sin: for a biased block with parallel rows (the kink theorem's case), the smallest
+        ``|sin|`` between two of the rows ``(W_up[i,:], b_i)``: how far the kink hyperplanes are
+        distinct; ``None`` otherwise. A ``not_absorbable`` whose margin is within the storage's rounding
+        says so in its reason.
     """
 
     rank: int
@@ -64,6 +70,7 @@ class RelaxationEvidence:
     dist01: float
     radius: float | None
     min_row_sin: float | None
+    min_plane_sin: float | None = None
 
 
 WITNESS_JSON_MAX_D = 256  # to_dict() writes the witness Z (d × d numbers) up to this d

@@ -345,12 +345,17 @@ def _gram(
             return Rounding(WithinRounding.UNDECIDED, rtol, None, why)
         return Rounding(WithinRounding.NO, rtol, None, f"{again.why} [{again.method}]")
 
+    plane_sin = None
+    if context.bias is not None and failed and all(getattr(f, "kind", "") == "parallel" for f in failed):
+        V = balance(np.concatenate([U0, context.bias[:, None]], axis=1), np.ones((1, U0.shape[0])))[0]
+        plane_sin = hypotheses(V, np.ones((1, V.shape[0])), V @ V.T, np.float64)[1]  # rows (w_i, b_i)
     evidence = RelaxationEvidence(
         rank=rel.rank,
         residual=rel.rho,
         dist01=float(np.max(np.abs(rel.c - np.clip(np.round(rel.c), 0, 1)), initial=0.0)),
         radius=rel.radius(threshold),
         min_row_sin=min_sin,
+        min_plane_sin=plane_sin,
     )
     res = Answer(
         S=None if out.found is None else np.flatnonzero(out.found),

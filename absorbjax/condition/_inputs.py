@@ -354,7 +354,37 @@ def _pairs(U, UUt, dtype) -> tuple[list, float | None]:
     min_sin = math.sqrt(max((1.0 - top) * (1.0 + top), 0.0))
     i, j = np.nonzero(np.triu(~(cos < 1.0 - 1e-6), 1))  # NaN (out of range) is checked exactly
     pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j) if exactly_parallel(U[live[a]], U[live[b]])]
+    if i.size:  # near-parallel pairs: their sines from the chord, accurate where 1 − cos is not
+        min_sin = min(
+            [min_sin if top < 1.0 - 1e-6 else 1.0] + [chord_sin(U[live[a]], U[live[b]]) for a, b in zip(i, j)]
+        )
     return pairs, min_sin
+
+
+def chord_sin(u: np.ndarray, v: np.ndarray) -> float:
+    """``|sin|`` of the angle between two nonzero rows, from the chord ``c = ‖û ∓ v̂‖ = 2 sin(θ/2)``
+    (``sin θ = c √(1 − c²/4)``) of the rows rescaled into range: accurate to about ``d·eps`` in
+    absolute terms, also for nearly parallel rows, where ``1 − cos²`` loses every digit."""
+    a, b = (np.ldexp(x, -np.frexp(np.max(np.abs(x)))[1]) for x in (u, v))  # max |·| in [1/2, 1): exact
+    a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
+    c = float(np.linalg.norm(a - np.sign(a @ b or 1.0) * b))
+    return c * math.sqrt(max(1.0 - c * c / 4, 0.0))
+
+
+def margin_note(margin: float | None, dtype, d: int, what: str) -> str:
+    """The reason's addition for ``not_absorbable`` when the hypotheses hold for the stored numbers
+    by no more than their rounding: ``margin`` (the smallest ``|sin|`` between two rows, or between
+    two kink hyperplanes ``(w_i, b_i)``) at most ``2u + 8(d + 1)·eps`` (``u`` the storage's unit
+    roundoff, at least float64's: the rows' rounding turns their angle by up to about ``2u``; the rest
+    covers the sine's own rounding); ``""`` otherwise."""
+    u = max(float(finfo(dtype).eps) / 2 if is_float(dtype) else 0.0, EPS / 2)
+    if margin is None or margin > 2 * u + 8 * (d + 1) * EPS:
+        return ""
+    return (
+        f"; but the hypotheses hold by no more than the storage's rounding: the smallest |sin| between two {what} is "
+        f"{margin:.3g} <= 2u + 8(d + 1)·eps ({2 * u + 8 * (d + 1) * EPS:.3g}), so the weights these numbers round may be "
+        "degenerate, where the theorem says nothing"
+    )
 
 
 def parallel_pairs(U, UUt, dtype) -> list:
