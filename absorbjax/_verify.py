@@ -40,6 +40,7 @@ from fractions import Fraction
 import numpy as np
 
 from absorbjax import activations
+from absorbjax._resident import release
 from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
 
 VERIFIED, REFUTED, UNCHECKED = "verified", "refuted", "unchecked"
@@ -96,8 +97,9 @@ class Verification:
 
 def fingerprint(up, down, skip=None, bias=None, out_bias=None) -> str:
     """A hash of a block's values (``W_up (n, d)``, ``W_down (d, n)``, and the skip ``A``, hidden bias
-    and output bias when given; an all-zero bias counts as none): the values in float64, so the same
-    numbers stored as float32 or float64 hash alike. Read in blocks of rows (memory maps stay maps)."""
+    and output bias when given; an all-zero bias counts as none): of the values, not the storage, so the
+    same numbers stored as float16, float32 or float64 hash alike. Read in windows of about 2^19
+    entries (memory maps stay maps, their pages released)."""
     h = hashlib.blake2b(digest_size=16)
     for name, x in (("up", up), ("down", down), ("skip", skip), ("bias", bias), ("out_bias", out_bias)):
         if x is None or (name != "skip" and not np.any(np.asarray(x) != 0)):
@@ -107,8 +109,22 @@ def fingerprint(up, down, skip=None, bias=None, out_bias=None) -> str:
         step = max(1, 2**19 // max(1, np.shape(x)[0] if wide else int(np.prod(np.shape(x)[1:]))))
         for s in range(0, max(np.shape(x)[1 if wide else 0], 1), step):
             part = x[:, s : s + step] if wide else x[s : s + step]
-            h.update(np.ascontiguousarray(np.asarray(part), dtype="<f8").tobytes())
+            h.update(_canonical_bytes(np.asarray(part)))
+            release(part)
     return h.hexdigest()
+
+
+def _canonical_bytes(x: np.ndarray) -> bytes:
+    """The values of ``x`` as bytes, the same for the same numbers in any float dtype: float32 when
+    every value is one (float16, bfloat16, float32 storage: half the bytes of float64), else float64."""
+    if x.dtype.itemsize <= 4 and x.dtype.kind == "f" or str(x.dtype) == "bfloat16":
+        return b"4" + np.ascontiguousarray(x, dtype="<f4").tobytes()
+    x64 = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # out of float32's range: hashed as float64
+        x32 = x64.astype(np.float32)
+    if np.array_equal(x32.astype(np.float64), x64):  # NaN never equal: hashed as float64
+        return b"4" + np.ascontiguousarray(x32, dtype="<f4").tobytes()
+    return b"8" + np.ascontiguousarray(x64, dtype="<f8").tobytes()
 
 
 def _ints(x) -> tuple[list[int], int]:
@@ -306,6 +322,7 @@ def _float_low(U, D, Z) -> Fraction | None:
     with np.errstate(all="ignore"):
         for s in range(0, n, _BLOCK):
             u, dd = np.asarray(U[s : s + _BLOCK], np.float64), np.asarray(D[:, s : s + _BLOCK], np.float64)
+            release(U[s : s + _BLOCK]), release(D[:, s : s + _BLOCK])
             z = np.einsum("ai,ai->i", dd, Z @ u.T)
             mag = np.einsum("ai,ai->i", np.abs(dd), np.abs(Z) @ np.abs(u).T)
             err = _gamma(2 * d + 4) * mag * (1 + 4 * _U) + 4 * d * _ETA * (1 + np.abs(dd).sum(0))

@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from absorbjax._resident import mapped, release
+
 SWAP_BLOCK = 256  # units per side of one block of swaps
 CHUNK = 2**20  # entries of W_up (and of W_down) per chunk of a pass over all units (4 MiB in float32)
 _CHUNK_ENTRIES = 2**30  # multiply-adds per chunk of units in the O(n d²) pass of scores
@@ -84,7 +86,11 @@ def _work(X) -> np.ndarray:
     """``X`` (a slice of the weights) in a dtype NumPy computes with: float32/float64 as they are,
     narrower ones (float16, bfloat16) upcast to float32."""
     X = np.asarray(X)
-    return X if X.dtype in (np.float32, np.float64) else X.astype(np.float32)
+    if X.dtype in (np.float32, np.float64) and not mapped(X):
+        return X
+    out = X.astype(np.float32 if X.dtype not in (np.float32, np.float64) else X.dtype)  # a copy
+    release(X)  # a memory map's pages: read, not kept resident
+    return out
 
 
 def _chunks(U, D):

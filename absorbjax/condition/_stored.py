@@ -11,6 +11,8 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
+from absorbjax._resident import release
+
 BLOCK = 512  # units per block: small enough for malloc to reuse (no page faults), ≈ 3 · BLOCK · d float64 numbers
 SAFE = 400  # binary exponents within ±SAFE: squares and products neither over- nor underflow
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -23,13 +25,18 @@ def blocks(n: int, block: int):
 
 
 def as_float64(x) -> np.ndarray:
-    """A float64 copy of ``x`` (any real dtype; ``bfloat16`` through its bits, exactly and fast)."""
+    """A float64 copy of ``x`` (any real dtype; ``bfloat16`` through its bits, exactly and fast); a
+    memory-mapped ``x`` is released once copied (:func:`absorbjax._resident.release`), so reading a
+    map window by window keeps one window resident, not the map."""
     x = np.asarray(x)
     if x.dtype == _BF16 and sys.byteorder == "little":  # the bf16 bits are the high half of a float32
         bits = np.zeros((*x.shape, 2), np.uint16)
         bits[..., 1] = x.view(np.uint16)
-        return bits.view(np.float32)[..., 0].astype(np.float64)
-    return x.astype(np.float64)
+        out = bits.view(np.float32)[..., 0].astype(np.float64)
+    else:
+        out = x.astype(np.float64)
+    release(x)
+    return out
 
 
 def _times(x: np.ndarray, k: np.ndarray, axis: int) -> np.ndarray:

@@ -28,7 +28,9 @@ the link, never read. The names of an index are canonicalised (:func:`relative_n
 names at most :data:`MAX_SHARD_FILES` files.
 
 Memory maps (safetensors tensors, unquantised GGUF floats) are not allocations: the pages they make
-resident are the file's own bytes. A sparse file's holes are the exception, pages that are on no
+resident are the file's own bytes, and every reader of a map (the finite check, the decision, the
+distance's search, ``absorbjax.verify``) reads it in windows and releases each window's pages once
+copied (:func:`absorbjax._resident.release`), so about one window stays resident, not the map. A sparse file's holes are the exception, pages that are on no
 disk, so the holes under the mapped tensors of one checkpoint count against ``B``
 (:func:`holes`). Tensors that are read rather than mapped are read in bounded windows
 (:func:`read_range`), a file that ends early (truncated while being read) being a one-line

@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 
+from absorbjax._resident import release
 from absorbjax._shorthand import with_shorthand
 from absorbjax.weights import _activation, _conventions as conventions, _formats as formats, _limits as limits
 from absorbjax.weights._conventions import printable
@@ -139,7 +140,7 @@ class Block:
 
 def _finite(a: np.ndarray, watch=None, rows: int = 256) -> bool:
     """Every entry finite, read in chunks of ``rows`` along the first axis (a memory-mapped matrix is
-    never copied whole); ``watch`` (:func:`formats.watch`, for a map) runs before each chunk of a
+    never copied whole, nor kept resident: :func:`absorbjax._resident.release`); ``watch`` (:func:`formats.watch`, for a map) runs before each chunk of a
     matrix of several, so that a file truncated meanwhile is a ``ValueError``, not ``SIGBUS`` (one
     chunk is read just after the map was made, which checked the file's size)."""
     if a.ndim < 2 or a.shape[0] <= rows:
@@ -147,7 +148,9 @@ def _finite(a: np.ndarray, watch=None, rows: int = 256) -> bool:
     for s in range(0, a.shape[0], rows):
         if watch is not None:
             watch()
-        if not np.all(np.isfinite(a[s : s + rows])):
+        ok = np.all(np.isfinite(a[s : s + rows]))
+        release(a[s : s + rows])  # a map's pages read: not kept resident
+        if not ok:
             return False
     return True
 
