@@ -150,18 +150,6 @@ def _fmpz(x) -> tuple[object, int]:
     return flint.fmpz_mat(r, s, k), E
 
 
-def _exact_det_positive_minors(M: list[list[Fraction]]) -> bool:
-    """Whether the symmetric rational ``M`` is positive definite (every leading minor > 0, exactly)."""
-    import flint
-
-    d = len(M)
-    for k in range(1, d + 1):
-        sub = flint.fmpq_mat(k, k, [flint.fmpq(v.numerator, v.denominator) for row in M[:k] for v in row[:k]])
-        if not sub.det() > 0:
-            return False
-    return True
-
-
 def _norm_up(x: np.ndarray) -> float:
     """An upper bound on ``‖x‖_2`` for a float64 array (its sums' rounding covered)."""
     total = math.fsum((x.ravel() ** 2).tolist()) * (1 + 4 * _U) + x.size * _ETA
@@ -214,8 +202,7 @@ def _miss_of_set(U, D, A, S, c: Fraction, miss_bound: float, budget: int) -> Ste
 
 
 def _sigma_min_at_least(A, s: Fraction) -> Step:
-    """``σ_min(A) ≥ s``: ``AᵀA − s² I`` positive semidefinite (leading minors of ``AᵀA − (s²−0) I`` with
-    ``s`` lowered to ``0`` when ``s = 0``), exactly, for ``d ≤ 64``."""
+    """``σ_min(A) > s``: ``AᵀA − s² I`` positive definite (every leading minor positive, exactly), ``d ≤ 64``."""
     d = A.shape[0]
     if s == 0:
         return Step("rule (E)", True, "miss_bound = 0: nothing to bound")
@@ -223,11 +210,15 @@ def _sigma_min_at_least(A, s: Fraction) -> Step:
         return Step("rule (E)", s <= 1, f"σ_min(I) = 1 >= miss_bound/skip_rtol = {float(s):.6g}")
     if d > 64:
         return Step("rule (E)", None, f"σ_min(A) >= {float(s):.6g} not checked (d = {d} > 64)")
-    k, E = _ints(A)
-    F = [[_frac(k[i * d + j], E) for j in range(d)] for i in range(d)]
-    G = [[sum(F[r][i] * F[r][j] for r in range(d)) - (s * s if i == j else 0) for j in range(d)] for i in range(d)]
-    # positive definite at s(1 - 2^-40) implies semidefinite... use s itself: PD of AᵀA − s²I ⇒ σ_min > s
-    ok = _exact_det_positive_minors(G)
+    import flint
+
+    K, E = _fmpz(A)
+    scale, s2 = _frac(1, 2 * E), s * s
+    G = flint.fmpq_mat(K.transpose() * K) * flint.fmpq(scale.numerator, scale.denominator)
+    for i in range(d):  # AᵀA − s² I
+        G[i, i] -= flint.fmpq(s2.numerator, s2.denominator)
+    minors = (flint.fmpq_mat(k, k, [G[i, j] for i in range(k) for j in range(k)]).det() for k in range(1, d + 1))
+    ok = all(m > 0 for m in minors)
     return Step(
         "rule (E)", ok, f"AᵀA − s² I positive definite for s = miss_bound/skip_rtol = {float(s):.6g} (exact minors)"
     )
@@ -306,8 +297,8 @@ def _witness(U, D, A, c: Fraction, Z, claimed: float | None, threshold: float, b
     if num <= 0:
         return Step("no S (witness)", False, f"bound (D) at the witness is not positive ({how})")
     value = math.sqrt(num * num / zz)  # for the message only
-    need = max(Fraction(threshold), Fraction(claimed) if claimed is not None and c == 1 else Fraction(0))
-    ok = num * num >= need * need * zz and (need > 0 or num > 0)
+    claim = Fraction(claimed) if claimed is not None and c == 1 else Fraction(0)  # c ≠ 1: A/c was rounded
+    ok = num * num > Fraction(threshold) ** 2 * zz and num * num >= claim * claim * zz
     return Step(
         "no S (witness)",
         ok,
@@ -325,8 +316,10 @@ def _float_low(U, D, Z) -> Fraction | None:
             release(U[s : s + _BLOCK]), release(D[:, s : s + _BLOCK])
             z = np.einsum("ai,ai->i", dd, Z @ u.T)
             mag = np.einsum("ai,ai->i", np.abs(dd), np.abs(Z) @ np.abs(u).T)
-            err = _gamma(2 * d + 4) * mag * (1 + 4 * _U) + 4 * d * _ETA * (1 + np.abs(dd).sum(0))
-            lo = np.minimum(z - err * (1 + 2 * _U), 0.0)
+            err = _gamma(2 * d + 4) * mag * (1 + _gamma(2 * d + 4)) * (1 + 4 * _U) + 4 * d * _ETA * (
+                1 + np.abs(dd).sum(0)
+            )
+            lo = np.minimum(z - err * (1 + 2 * _U), 0.0) * (1 + 4 * _U)  # the subtraction's rounding covered
             if not np.all(np.isfinite(lo)):
                 return None
             part = math.fsum(lo.tolist())

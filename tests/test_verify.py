@@ -198,3 +198,18 @@ def test_the_command_verifies_what_check_wrote_and_refutes_a_changed_file(tmp_pa
     assert cli.main(["verify", str(certs), str(path)]) == 1
     assert "refuted (not_absorbable) at fingerprint" in capsys.readouterr().out.splitlines()[2]
     assert cli.main(["verify", str(tmp_path / "none.json"), str(path)]) == 2
+
+
+def test_rule_e_is_checked_against_the_skip_exactly():
+    """A skip A with σ_min(A) = 0.874…: an exact absorber (W_down[:,S] W_up[S,:] = −A, S = {0, 1, 2});
+    a miss bound whose rule (E) needs σ_min(A) > 0.1 holds, one that needs σ_min(A) > 0.9 is refuted."""
+    A = np.array([[2.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 3.0]])
+    rng = np.random.default_rng(0)
+    U, D = np.vstack([np.eye(3), rng.standard_normal((5, 3))]), np.hstack([-A, rng.standard_normal((3, 5))])
+    params = models.MLPParams(U, D)
+    cert = condition.find_absorbing_set(params, "relu", skip=A)
+    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1, 2]
+    assert verify(cert, params, skip=A).verdict == "verified"
+    assert verify(_tampered(cert, miss_bound=1e-7), params, skip=A).verdict == "verified"
+    assert verify(_tampered(cert, miss_bound=9e-7), params, skip=A).failed.name == "rule (E)"
+    assert verify(cert, params).failed.name == "fingerprint"  # decided with A, checked with I
