@@ -8,20 +8,9 @@ multiply-adds), in float64 with an a priori error bound derived here. The activa
 from :mod:`absorbjax.activations` (declarations; a certificate for a user's activation rests on them
 and says so in ``assumes``).
 
-What is checked, by status (``docs/theory/certificates.md``, "Checking a certificate"):
-
-- every status: the weights are the ones decided (``evidence.fingerprint``, a hash of the values);
-- ``absorbable`` with a set ``S``: ``‖c·W_down[:,S] W_up[S,:] + A‖_F ≤ miss_bound`` exactly, rule (E)
-  (``miss_bound ≤ skip_rtol·σ_min(A)``, ``σ_min`` checked by exact leading minors) and the output
-  bias's rounding ``≤ offset_bound``; with the line theorem (``d = 1``): ``f(±1)`` of the block and of
-  the absorber, exactly;
-- ``not_absorbable`` and ``degenerate``: that no exact ``S`` exists, by the certificate's witness ``Z``
-  (bound (D): ``‖c Σ m_i M_i + A‖_F ≥ (⟨Z, A⟩ + c Σ_i min(0, ⟨M_i, Z⟩)) / ‖Z‖_F`` for every
-  ``m ∈ [0,1]^n``), by ``rank A > n`` exactly, or by solving ``Σ m_i M_i = −A/c`` exactly and
-  enumerating its free 0/1 variables; the hypotheses (rows of ``W_up`` nonzero and pairwise
-  non-parallel, columns of ``W_down`` nonzero, kink hyperplanes distinct) exactly; and that the
-  cited theorem covers the block (width, skip invertible, bias, activation);
-- ``undecided`` claims nothing.
+What is checked, status by status, is tabled in ``docs/theory/certificates.md`` ("Checking a
+certificate"): the fingerprint; a found set's exact miss and rule (E); the line absorber at ``x = ±1``;
+"no S" by the witness of bound (D), ``rank A > n`` or an exact solve; the hypotheses; the theorem.
 
 A step the checker cannot afford or has no evidence for is ``unchecked`` and says why; the verdict is
 ``refuted`` when any step fails, else ``verified`` when every step that the status needs passed, else
@@ -95,36 +84,54 @@ class Verification:
 # Stored floats as integers
 
 
-def fingerprint(up, down, skip=None, bias=None, out_bias=None) -> str:
-    """A hash of a block's values (``W_up (n, d)``, ``W_down (d, n)``, and the skip ``A``, hidden bias
-    and output bias when given; an all-zero bias counts as none): of the values, not the storage, so the
-    same numbers stored as float16, float32 or float64 hash alike. Read in windows of about 2^19
-    entries (memory maps stay maps, their pages released)."""
+def fingerprint(up, down, skip=None, bias=None, out_bias=None, *, dtypes=None) -> str:
+    """A hash of a block's stored numbers: ``W_up (n, d)`` and ``W_down (d, n)`` as the bytes of their
+    stored dtypes (``dtypes = (up, down)``; ``None``: as given), so that float64 copies of float32
+    weights hash as the float32 weights they are, and a value that dtype cannot hold hashes as no stored
+    value; the skip ``A``, hidden bias and output bias (when given; an all-zero bias counts as none) in
+    float64. Read in windows of about ``2^19`` entries (memory maps stay maps, their pages released)."""
     h = hashlib.blake2b(digest_size=16)
-    for name, x in (("up", up), ("down", down), ("skip", skip), ("bias", bias), ("out_bias", out_bias)):
+    up_dt, down_dt = dtypes if dtypes is not None else (None, None)
+    for name, x, dt in (
+        ("up", up, up_dt),
+        ("down", down, down_dt),
+        ("skip", skip, np.float64),
+        ("bias", bias, np.float64),
+        ("out_bias", out_bias, np.float64),
+    ):
         if x is None or (name != "skip" and not np.any(np.asarray(x) != 0)):
             continue
-        h.update(f"{name}{tuple(np.shape(x))}".encode())
+        dt = np.dtype(x.dtype if dt is None else dt)
+        h.update(f"{name}{tuple(np.shape(x))}{dt}".encode())
         wide = np.ndim(x) == 2 and np.shape(x)[1] > np.shape(x)[0]  # W_down (d, n): blocks of columns
         step = max(1, 2**19 // max(1, np.shape(x)[0] if wide else int(np.prod(np.shape(x)[1:]))))
         for s in range(0, max(np.shape(x)[1 if wide else 0], 1), step):
             part = x[:, s : s + step] if wide else x[s : s + step]
-            h.update(_canonical_bytes(np.asarray(part)))
+            h.update(_stored_bytes(np.asarray(part), dt))
             release(part)
     return h.hexdigest()
 
 
-def _canonical_bytes(x: np.ndarray) -> bytes:
-    """The values of ``x`` as bytes, the same for the same numbers in any float dtype: float32 when
-    every value is one (float16, bfloat16, float32 storage: half the bytes of float64), else float64."""
-    if x.dtype.itemsize <= 4 and x.dtype.kind == "f" or str(x.dtype) == "bfloat16":
-        return b"4" + np.ascontiguousarray(x, dtype="<f4").tobytes()
-    x64 = np.asarray(x, np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):  # out of float32's range: hashed as float64
-        x32 = x64.astype(np.float32)
-    if np.array_equal(x32.astype(np.float64), x64):  # NaN never equal: hashed as float64
-        return b"4" + np.ascontiguousarray(x32, dtype="<f4").tobytes()
-    return b"8" + np.ascontiguousarray(x64, dtype="<f8").tobytes()
+def _stored_bytes(x: np.ndarray, dt: np.dtype) -> bytes:
+    """The bytes of ``x`` stored as ``dt`` (``b"?"`` when some value is not one of ``dt``'s)."""
+    if x.dtype == dt:
+        return np.ascontiguousarray(x).tobytes()
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = x.astype(dt)
+        if not np.array_equal(np.asarray(y, np.float64), np.asarray(x, np.float64)):
+            return b"?"
+    return np.ascontiguousarray(y).tobytes()
+
+
+def _dtypes(stored: str | None) -> tuple | None:
+    """``(up, down)`` from a certificate's ``stored_dtype`` (``"float32"``, ``"float16/float32"``), or ``None``."""
+    import ml_dtypes
+
+    try:
+        parts = [np.dtype(ml_dtypes.bfloat16 if p == "bfloat16" else p) for p in str(stored).split("/")]
+    except TypeError:
+        return None
+    return (parts[0], parts[-1]) if 1 <= len(parts) <= 2 else None
 
 
 def _ints(x) -> tuple[list[int], int]:
@@ -531,7 +538,7 @@ def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: 
     bias = None if bias is None or not np.any(np.asarray(bias) != 0) else np.asarray(bias, np.float64)
     steps = [_shape_step(get, n, d)]
     if ev and ev.get("fingerprint"):
-        fp = fingerprint(U, D, skip, bias, out_bias)
+        fp = fingerprint(U, D, skip, bias, out_bias, dtypes=_dtypes(get("stored_dtype")))
         steps.append(
             Step(
                 "fingerprint",

@@ -162,10 +162,14 @@ def test_a_refuted_certificate_becomes_undecided_or_raises_in_the_suite(monkeypa
     assert out.status == "undecided" and "miss of S" in out.reason and out.S is None
 
 
-def test_the_fingerprint_reads_values_not_storage():
+def test_the_fingerprint_reads_the_stored_numbers_in_any_dtype():
     U = np.arange(6, dtype=np.float32).reshape(3, 2) + 1
     D = np.ones((2, 3), np.float32)
-    assert fingerprint(U, D) == fingerprint(U.astype(np.float64), D.astype(np.float64))
+    stored = (np.dtype(np.float32), np.dtype(np.float32))
+    assert fingerprint(U, D) == fingerprint(U.astype(np.float64), D.astype(np.float64), dtypes=stored)
+    moved = U.astype(np.float64)
+    moved[0, 0] += 2.0**-30  # no float32 holds it: not the stored numbers
+    assert fingerprint(U, D) != fingerprint(moved, D.astype(np.float64), dtypes=stored)
     assert fingerprint(U, D) == fingerprint(U, D, bias=np.zeros(3))  # an all-zero bias is none
     assert fingerprint(U, D) != fingerprint(U, D, skip=np.eye(2))
 

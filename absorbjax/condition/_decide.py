@@ -213,7 +213,7 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
         found = res.witness()
         if found is not None and found[1] > cert.threshold:
             Z, bound = found
-    evidence = Evidence(fingerprint(U, D, skip, context.bias, context.out_bias), Z, bound)
+    evidence = Evidence(fingerprint(U, D, skip, context.bias, context.out_bias, dtypes=context.dtypes), Z, bound)
     lower = cert.lower_bound if bound is None else max(cert.lower_bound, bound)  # the witness is certified too
     cert = dataclasses.replace(cert, evidence=evidence, lower_bound=lower)
     n, d = U.shape
