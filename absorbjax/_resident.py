@@ -38,7 +38,9 @@ def release(x) -> None:
     """Drop the pages under ``x`` (a memory-mapped array or a view of one, already read) from this
     process's resident set; nothing for arrays that are not mapped, or where ``madvise`` is missing.
     The range is widened to whole pages, which may drop pages of neighbouring data too: they are read
-    again from the page cache when next touched."""
+    again from the page cache when next touched. A window of columns of a row-major matrix spans every
+    row, so it is released only when it completes a page in its first row (one ``madvise`` over the
+    span per page of columns, not per window)."""
     if _DONTNEED is None or not isinstance(x, np.ndarray) or x.size == 0:
         return
     mm = _mapping(x)
@@ -49,6 +51,11 @@ def release(x) -> None:
     except (TypeError, ValueError, BufferError):
         return
     low, high = byte_bounds(x)
+    if x.ndim == 2 and not (x.flags.c_contiguous or x.flags.f_contiguous) and x.strides[1] == x.itemsize:
+        # a window of columns of a row-major matrix
+        row = x.shape[1] * x.itemsize  # its bytes in each row: release once a page of them is done
+        if (low - origin) // _PAGE == (low - origin + row) // _PAGE:
+            return  # the window ends inside the page it began in: the next windows need that page
     start = max((low - origin) // _PAGE * _PAGE, 0)
     end = min(-(-(high - origin) // _PAGE) * _PAGE, len(mm))
     if end > start:
