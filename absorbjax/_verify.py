@@ -37,7 +37,7 @@ EXACT_MAX = 2**22  # multiply-adds the checker does in exact arithmetic; beyond,
 FREE_MAX = 12  # free 0/1 variables the exact solve enumerates (2^12 assignments)
 _U = 2.0**-53  # float64 unit roundoff
 _ETA = 2.0**-1074  # the absolute rounding of one float64 operation in the subnormal range
-_BLOCK = 4096  # rows hashed or read at a time
+_WINDOW = 2**18  # entries read at a time (2 MiB of float64)
 # the theorems cited for an unnamed activation (the five of Thm 8/10 and the ray limit)
 _UNNAMED_KINK = f"{KINK_THEOREM} for relu, {RAY_LIMIT_KINK_THEOREM} for gelu, gelu_tanh, silu, softplus"
 _UNNAMED_RAY = RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
@@ -89,8 +89,8 @@ def fingerprint(up, down, skip=None, bias=None, out_bias=None, *, dtypes=None) -
     stored dtypes (``dtypes = (up, down)``; ``None``: as given), so that float64 copies of float32
     weights hash as the float32 weights they are, and a value that dtype cannot hold hashes as no stored
     value; the skip ``A``, hidden bias and output bias (when given; an all-zero bias counts as none) in
-    float64. Read in windows of about ``2^19`` entries (memory maps stay maps, their pages released)."""
-    h = hashlib.blake2b(digest_size=16)
+    float64. Read in windows of about ``2^18`` entries (memory maps stay maps, their pages released)."""
+    h = hashlib.sha256()  # SHA-NI where the CPU has it: 1.3 GB/s here, blake2b 0.9
     up_dt, down_dt = dtypes if dtypes is not None else (None, None)
     for name, x, dt in (
         ("up", up, up_dt),
@@ -104,12 +104,12 @@ def fingerprint(up, down, skip=None, bias=None, out_bias=None, *, dtypes=None) -
         dt = np.dtype(x.dtype if dt is None else dt)
         h.update(f"{name}{tuple(np.shape(x))}{dt}".encode())
         wide = np.ndim(x) == 2 and np.shape(x)[1] > np.shape(x)[0]  # W_down (d, n): blocks of columns
-        step = max(1, 2**19 // max(1, np.shape(x)[0] if wide else int(np.prod(np.shape(x)[1:]))))
+        step = max(1, _WINDOW // max(1, np.shape(x)[0] if wide else int(np.prod(np.shape(x)[1:]))))
         for s in range(0, max(np.shape(x)[1 if wide else 0], 1), step):
             part = x[:, s : s + step] if wide else x[s : s + step]
             h.update(_stored_bytes(np.asarray(part), dt))
             release(part)
-    return h.hexdigest()
+    return h.hexdigest()[:32]
 
 
 def _stored_bytes(x: np.ndarray, dt: np.dtype) -> bytes:
@@ -318,9 +318,10 @@ def _float_low(U, D, Z) -> Fraction | None:
     n, d = U.shape
     total = Fraction(0)
     with np.errstate(all="ignore"):
-        for s in range(0, n, _BLOCK):
-            u, dd = np.asarray(U[s : s + _BLOCK], np.float64), np.asarray(D[:, s : s + _BLOCK], np.float64)
-            release(U[s : s + _BLOCK]), release(D[:, s : s + _BLOCK])
+        step = max(1, _WINDOW // d)
+        for s in range(0, n, step):
+            u, dd = np.asarray(U[s : s + step], np.float64), np.asarray(D[:, s : s + step], np.float64)
+            release(U[s : s + step]), release(D[:, s : s + step])
             z = np.einsum("ai,ai->i", dd, Z @ u.T)
             mag = np.einsum("ai,ai->i", np.abs(dd), np.abs(Z) @ np.abs(u).T)
             err = _gamma(2 * d + 4) * mag * (1 + _gamma(2 * d + 4)) * (1 + 4 * _U) + 4 * d * _ETA * (

@@ -205,7 +205,9 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
     when its bound (D) clears the threshold of rule (★), which also raises ``lower_bound`` where it is
     larger), checked by :func:`absorbjax.verify` when
     ``n d² ≤`` :data:`SELF_CHECK_MAX`: a refuted certificate becomes ``undecided`` saying which step
-    failed (with ``ABSORBJAX_STRICT_VERIFY`` set, as the test suite does, it raises instead).
+    failed. With ``ABSORBJAX_STRICT_VERIFY`` set, as the test suite does, every certificate is checked,
+    whatever its size (exactly up to ``SELF_CHECK_MAX`` multiply-adds, float64 with a priori bounds
+    beyond), and a refuted one raises.
     ``U, D``: the block as given to :func:`decide` (float64 copies or the stored arrays)."""
     skip = None if context.skip_kind == "identity" else A
     Z, bound = None, None
@@ -217,12 +219,13 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
     lower = cert.lower_bound if bound is None else max(cert.lower_bound, bound)  # the witness is certified too
     cert = dataclasses.replace(cert, evidence=evidence, lower_bound=lower)
     n, d = U.shape
-    if n * d * d > SELF_CHECK_MAX:
+    strict = bool(os.environ.get("ABSORBJAX_STRICT_VERIFY"))
+    if n * d * d > SELF_CHECK_MAX and not strict:
         return cert
     check = verify(cert, (U, D), skip=skip, bias=context.bias, out_bias=context.out_bias, budget=SELF_CHECK_MAX)
     if check.verdict != REFUTED:
         return cert
-    if os.environ.get("ABSORBJAX_STRICT_VERIFY"):
+    if strict:
         raise AssertionError(f"a certificate refuted by its own check:\n{check}\n{cert.summary()}")
     why = f"the decision's own check refuted its {cert.status} certificate at '{check.failed.name}' ({check.failed.detail}); it said: {cert.reason}"
     return dataclasses.replace(cert, status=Status.UNDECIDED, S=None, line=None, theorem=None, reason=why)
