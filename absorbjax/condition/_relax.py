@@ -140,11 +140,6 @@ def relax(U, D, A, UUt, timings) -> Relaxation:
     return Relaxation(G, b, c, rank, tau, lam_low, rho, lower, err, eps_perp, eig)
 
 
-def box_lower(U, D, A, rel: Relaxation, *, target: float = math.inf, iters: int = 3000) -> float:
-    """Certified ``min_{c ∈ [0,1]^n} ‖Σ c_i M_i + A‖_F ≥`` this (see :func:`box_relaxation`)."""
-    return box_relaxation(U, D, A, rel, target=target, iters=iters)[0]
-
-
 def box_relaxation(
     U, D, A, rel: Relaxation, *, target: float = math.inf, iters: int = 3000, rtol: float = 1e-6
 ) -> tuple[float, np.ndarray]:
