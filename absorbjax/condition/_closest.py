@@ -111,14 +111,14 @@ def distance(
             return Distance(0.0, 0.0, np.zeros(0, np.int64), "exact", 0.0, 0.0, cert)
         rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
         if rel is None:  # decided by the O(n d²) screen of condition._large
-            dist = _wide(U, D, A, rule, cert, deadline)
+            dist = _wide_distance(U, D, A, rule, cert, deadline)
         else:
             U, D = balance(U, D)  # exact; the same M_i as the decision's
-            dist = _gram(U, D, rule, cert, rel, deadline)
+            dist = _gram_distance(U, D, rule, cert, rel, deadline)
         return _searched(U, D, rule, dist, work, deadline) if search else dist
 
 
-def _wide(U, D, A, rule: Rule, cert, deadline: float) -> Distance:
+def _wide_distance(U, D, A, rule: Rule, cert, deadline: float) -> Distance:
     """The distance of a block the ``O(n d²)`` screen decided (:func:`large.distance_bounds`): past
     ``deadline`` no Frank–Wolfe step (where one would be taken), the trace test's bound."""
     n, d = U.shape
@@ -134,7 +134,7 @@ def _wide(U, D, A, rule: Rule, cert, deadline: float) -> Distance:
     return dataclasses.replace(dist, stopped="time_limit") if late else dist
 
 
-def _gram(U, D, rule: Rule, cert, rel, deadline: float) -> Distance:
+def _gram_distance(U, D, rule: Rule, cert, rel, deadline: float) -> Distance:
     """The distance on the Gram path (``U, D`` balanced float64): the box relaxation, then the set
     (the decision's, the exact minimum for ``n ≤ 16``, or the best local search), each stage only on
     the time left before ``deadline``."""
