@@ -20,7 +20,6 @@ A step the checker cannot afford or has no evidence for is ``unchecked`` and say
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import math
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ from fractions import Fraction
 import numpy as np
 
 from absorbjax import activations
+from absorbjax._fingerprint import dtypes_of, fingerprint
 from absorbjax._resident import release
 from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
 
@@ -82,56 +82,6 @@ class Verification:
 
 # ---------------------------------------------------------------------------------------------
 # Stored floats as integers
-
-
-def fingerprint(up, down, skip=None, bias=None, out_bias=None, *, dtypes=None) -> str:
-    """A hash of a block's stored numbers: ``W_up (n, d)`` and ``W_down (d, n)`` as the bytes of their
-    stored dtypes (``dtypes = (up, down)``; ``None``: as given), so that float64 copies of float32
-    weights hash as the float32 weights they are, and a value that dtype cannot hold hashes as no stored
-    value; the skip ``A``, hidden bias and output bias (when given; an all-zero bias counts as none) in
-    float64. Read in windows of about ``2^18`` entries (memory maps stay maps, their pages released)."""
-    h = hashlib.sha256()  # SHA-NI where the CPU has it: 1.3 GB/s here, blake2b 0.9
-    up_dt, down_dt = dtypes if dtypes is not None else (None, None)
-    for name, x, dt in (
-        ("up", up, up_dt),
-        ("down", down, down_dt),
-        ("skip", skip, np.float64),
-        ("bias", bias, np.float64),
-        ("out_bias", out_bias, np.float64),
-    ):
-        if x is None or (name != "skip" and not np.any(np.asarray(x) != 0)):
-            continue
-        dt = np.dtype(x.dtype if dt is None else dt)
-        h.update(f"{name}{tuple(np.shape(x))}{dt}".encode())
-        wide = np.ndim(x) == 2 and np.shape(x)[1] > np.shape(x)[0]  # W_down (d, n): blocks of columns
-        step = max(1, _WINDOW // max(1, np.shape(x)[0] if wide else int(np.prod(np.shape(x)[1:]))))
-        for s in range(0, max(np.shape(x)[1 if wide else 0], 1), step):
-            part = x[:, s : s + step] if wide else x[s : s + step]
-            h.update(_stored_bytes(np.asarray(part), dt))
-            release(part)
-    return h.hexdigest()[:32]
-
-
-def _stored_bytes(x: np.ndarray, dt: np.dtype) -> bytes:
-    """The bytes of ``x`` stored as ``dt`` (``b"?"`` when some value is not one of ``dt``'s)."""
-    if x.dtype == dt:
-        return np.ascontiguousarray(x).tobytes()
-    with np.errstate(over="ignore", invalid="ignore"):
-        y = x.astype(dt)
-        if not np.array_equal(np.asarray(y, np.float64), np.asarray(x, np.float64)):
-            return b"?"
-    return np.ascontiguousarray(y).tobytes()
-
-
-def _dtypes(stored: str | None) -> tuple | None:
-    """``(up, down)`` from a certificate's ``stored_dtype`` (``"float32"``, ``"float16/float32"``), or ``None``."""
-    import ml_dtypes
-
-    try:
-        parts = [np.dtype(ml_dtypes.bfloat16 if p == "bfloat16" else p) for p in str(stored).split("/")]
-    except TypeError:
-        return None
-    return (parts[0], parts[-1]) if 1 <= len(parts) <= 2 else None
 
 
 def _ints(x) -> tuple[list[int], int]:
@@ -313,6 +263,19 @@ def _witness(U, D, A, c: Fraction, Z, claimed: float | None, threshold: float, b
     )
 
 
+def _rebuilt(U, D, A, point) -> np.ndarray:
+    """The test matrix ``A + Σ_i c_i W_down[:,i] W_up[i,:]`` for the box point ``c = point`` ``(n,)``,
+    in float64 (any matrix is a valid test for bound (D); its rounding only moves the bound)."""
+    n, d = U.shape
+    Z, c = np.array(A, np.float64), np.asarray(point, np.float64)
+    with np.errstate(all="ignore"):
+        for s in range(0, n, max(1, _WINDOW // d)):
+            w = slice(s, s + max(1, _WINDOW // d))
+            Z += (np.asarray(D[:, w], np.float64) * c[w]) @ np.asarray(U[w], np.float64)
+            release(U[w]), release(D[:, w])
+    return Z
+
+
 def _float_low(U, D, Z) -> Fraction | None:
     """A rigorous lower bound on ``Σ_i min(0, W_down[:,i]ᵀ Z W_up[i,:]ᵀ)`` in float64, in blocks of units."""
     n, d = U.shape
@@ -475,6 +438,10 @@ def _absence(U, D, A, get, c: Fraction, hyp, budget: int) -> list[Step]:
             )
     elif ev.get("witness") is not None:
         steps.append(_witness(U, D, A, c, ev["witness"], ev.get("witness_bound"), get("threshold"), budget))
+    elif ev.get("witness_point") is not None and len(ev["witness_point"]) == n:  # any Z is a test: no claim
+        steps.append(
+            _witness(U, D, A, c, _rebuilt(U, D, A / float(c), ev["witness_point"]), None, get("threshold"), budget)
+        )
     else:
         solved = _solve(U, D, A, c, budget)
         why = "no witness in the certificate and the exact system is too large"
@@ -539,7 +506,7 @@ def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: 
     bias = None if bias is None or not np.any(np.asarray(bias) != 0) else np.asarray(bias, np.float64)
     steps = [_shape_step(get, n, d)]
     if ev and ev.get("fingerprint"):
-        fp = fingerprint(U, D, skip, bias, out_bias, dtypes=_dtypes(get("stored_dtype")))
+        fp = fingerprint(U, D, skip, bias, out_bias, dtypes=dtypes_of(get("stored_dtype")))
         steps.append(
             Step(
                 "fingerprint",

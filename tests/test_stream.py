@@ -162,7 +162,7 @@ def test_a_map_read_window_by_window_stays_out_of_the_resident_set(tmp_path):
     window by window, as the decision, the finite check and the fingerprint do, now keeps about one
     window resident; without the release the whole map stays."""
     from absorbjax import _resident
-    from absorbjax._verify import fingerprint
+    from absorbjax._fingerprint import fingerprint
     from absorbjax.condition._stored import as_float64
     from absorbjax.weights._model import _finite
 

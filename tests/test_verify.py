@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from absorbjax import condition, models, verify
-from absorbjax._verify import fingerprint
+from absorbjax._fingerprint import fingerprint
 from absorbjax.condition import _decide
 
 pytestmark = pytest.mark.x64
@@ -219,3 +219,17 @@ def test_rule_e_is_checked_against_the_skip_exactly():
     assert verify(_tampered(cert, miss_bound=1e-7), params, skip=A).verdict == "verified"
     assert verify(_tampered(cert, miss_bound=9e-7), params, skip=A).failed.name == "rule (E)"
     assert verify(cert, params).failed.name == "fingerprint"  # decided with A, checked with I
+
+
+def test_a_wide_input_certificate_carries_its_witness_as_a_point():
+    """Beyond d = 256 the JSON carries the witness's box point (n numbers), not Z (d² numbers):
+    ``verify`` rebuilds a test matrix from it and checks its bound (MiniLM's d = 384 blocks were
+    all unchecked before)."""
+    params = _generic(260, 300, seed=11)
+    cert = condition.find_absorbing_set(params, "gelu")
+    assert cert.status == "not_absorbable" and cert.evidence.witness_point is not None
+    record = json.loads(json.dumps(cert.to_dict()))
+    assert record["evidence"]["witness"] is None and len(record["evidence"]["witness_point"]) == 300
+    check = verify(record, params)
+    assert check.verdict == "verified", str(check)
+    assert verify(cert, params).verdict == "verified"  # in memory: Z itself

@@ -41,8 +41,8 @@ class Answer(NamedTuple):
     that fail; ``hyper``: :func:`verdict.hyperplanes`; ``units(S)``: ``(W_up[S,:], W_down[:,S])``
     balanced in float64 and the stored ``W_down[:,S]`` in float64 (``O(|S| d)``: all a found set
     needs); ``loose(rtol)``: the storage-rounding answer with the looser ``rtol`` when no set
-    passes; ``witness()``: the strategy's best test matrix ``Z`` for bound (D) and its certified
-    bound (:class:`Evidence`), or ``None``; ``found_by``: what a found set's reason adds; ``relaxation``: the strategy's own
+    passes; ``witness()``: the strategy's best test matrix ``Z`` for bound (D), its box point and its
+    certified bound (:class:`Evidence`), or ``None``; ``found_by``: what a found set's reason adds; ``relaxation``: the strategy's own
     evidence (``None`` for the screen); ``timings``: seconds per phase."""
 
     S: np.ndarray | None
@@ -56,7 +56,7 @@ class Answer(NamedTuple):
     hyper: tuple[str, bool]
     units: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
     loose: Callable[[float], Rounding]
-    witness: Callable[[], tuple[np.ndarray, float] | None]
+    witness: Callable[[], tuple[np.ndarray, np.ndarray, float] | None]
     found_by: str
     relaxation: RelaxationEvidence | None
     timings: dict

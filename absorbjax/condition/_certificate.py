@@ -90,20 +90,24 @@ class Evidence:
         then solves the system exactly where it is small), or for the rank argument.
       witness_bound: the bound (D) at ``witness`` as the decision certified it in float64 (``verify``
         recomputes it exactly, or with its own a priori error bound, and checks it is not larger).
+      witness_point: the box point ``c`` ``(n,)`` with ``witness = A/c_σ + Σ c_i M_i``: what the JSON
+        carries instead of ``witness`` beyond ``d =`` :data:`WITNESS_JSON_MAX_D` (``verify`` rebuilds a
+        test matrix from it; any matrix is a valid test, so only its bound is compared, not the claim).
     """
 
     fingerprint: str
     witness: np.ndarray | None = None
     witness_bound: float | None = None
+    witness_point: np.ndarray | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready; the witness as nested lists up to ``d =`` :data:`WITNESS_JSON_MAX_D` (each float
-        written exactly: JSON keeps ``repr``), beyond that ``None`` with ``witness_omitted``."""
+        written exactly: JSON keeps ``repr``), beyond that its point (``n`` numbers)."""
         out = {"fingerprint": self.fingerprint, "witness": None, "witness_bound": self.witness_bound}
         if self.witness is not None and self.witness.shape[0] <= WITNESS_JSON_MAX_D:
             out["witness"] = np.asarray(self.witness, np.float64).tolist()
-        elif self.witness is not None:
-            out["witness_omitted"] = f"d = {self.witness.shape[0]} > {WITNESS_JSON_MAX_D}"
+        elif self.witness_point is not None:
+            out["witness_point"] = np.asarray(self.witness_point, np.float64).tolist()
         return out
 
 

@@ -10,8 +10,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from absorbjax._fingerprint import fingerprint
 from absorbjax._shorthand import with_shorthand
-from absorbjax._verify import REFUTED, fingerprint, verify
+from absorbjax._verify import REFUTED, verify
 from absorbjax.condition import _large as large, _line as line, _scale as scale, _stored as stored
 from absorbjax.condition._arith import ETA, ONE, balance, rank_lower, sigma_min_lower
 from absorbjax.condition._assemble import Answer, Rounding, certificate
@@ -210,12 +211,13 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
     beyond), and a refuted one raises.
     ``U, D``: the block as given to :func:`decide` (float64 copies or the stored arrays)."""
     skip = None if context.skip_kind == "identity" else A
-    Z, bound = None, None
+    Z, point, bound = None, None, None
     if res is not None and cert.status in (Status.NOT_ABSORBABLE, Status.DEGENERATE) and cert.method != "rank":
         found = res.witness()
-        if found is not None and found[1] > cert.threshold:
-            Z, bound = found
-    evidence = Evidence(fingerprint(U, D, skip, context.bias, context.out_bias, dtypes=context.dtypes), Z, bound)
+        if found is not None and found[2] > cert.threshold:
+            Z, point, bound = found
+    fp = fingerprint(U, D, skip, context.bias, context.out_bias, dtypes=context.dtypes)
+    evidence = Evidence(fp, Z, bound, point)
     lower = cert.lower_bound if bound is None else max(cert.lower_bound, bound)  # the witness is certified too
     cert = dataclasses.replace(cert, evidence=evidence, lower_bound=lower)
     n, d = U.shape
@@ -373,10 +375,7 @@ def _gram(
         units=lambda S: (U[S], D[:, S], D0[:, S]),
         loose=loose,
         witness=lambda: scale.best_witness(
-            U,
-            D,
-            rule.Ac,
-            [rule.Ac + (D * c) @ U for c in (0 * rel.c, np.clip(rel.c, 0, 1), out.point) if c is not None],
+            U, D, rule.Ac, [c for c in (0 * rel.c, np.clip(rel.c, 0, 1), out.point) if c is not None]
         ),
         found_by="",
         relaxation=evidence,
@@ -419,7 +418,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
         hyper=hyperplanes(U, context.bias, scr.failed, wide=True) if scr.status == "absent" else ("", False),
         units=units,
         loose=loose,
-        witness=lambda: None if scr.witness is None else (scr.witness, scr.lower),
+        witness=lambda: None if scr.witness is None else (*scr.witness, scr.lower),
         found_by=f"; S found by the O(n d²) screen ({scr.method})",
         relaxation=None,
         timings=dict(scr.timings),

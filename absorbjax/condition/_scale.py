@@ -136,8 +136,9 @@ class Screen:
       S, check: the accepted set and its :class:`SetCheck` (``"found"`` only).
       failed: the hypotheses of Thm 8/10 that fail, in words; ``hypotheses``: what was checked.
       steps: Frank–Wolfe steps taken; ``seconds``, ``timings``: wall time, total and per phase.
-      witness: the test matrix ``Z (d, d)`` whose bound (D) gave ``lower`` (``"absent"`` only): the
-        evidence :func:`absorbjax.verify` checks.
+      witness: ``(Z, c)``: the test matrix ``Z = A + Σ c_i M_i`` ``(d, d)`` whose bound (D) gave
+        ``lower``, and its box point ``c`` ``(n,)`` (``"absent"`` only): the evidence
+        :func:`absorbjax.verify` checks.
     """
 
     status: str
@@ -154,7 +155,7 @@ class Screen:
     steps: int
     seconds: float
     timings: dict
-    witness: np.ndarray | None = None
+    witness: tuple[np.ndarray, np.ndarray] | None = None
 
     __bool__ = _nonbool("status")
 
@@ -251,12 +252,14 @@ def dual_lower(U, D, A, Z, *, block: int = BLOCK, scales=None) -> float:
     return best
 
 
-def best_witness(U, D, A, Zs: list) -> tuple[np.ndarray, float]:
-    """The test matrix of ``Zs`` (each ``(d, d)``) with the largest bound (D) (:func:`dual_lower`), and
-    that bound: the evidence of "no S" that :func:`absorbjax.verify` checks."""
+def best_witness(U, D, A, points: list) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(Z, c, bound)``: of the box points ``c`` ``(n,)`` in ``points``, the one whose residual
+    ``Z = A + Σ c_i M_i`` (float64, ``U, D`` as given) has the largest bound (D) (:func:`dual_lower`),
+    and that bound: the evidence of "no S" that :func:`absorbjax.verify` checks."""
+    Zs = [A + (D * c) @ U for c in points]
     bounds = [dual_lower(U, D, A, Z) for Z in Zs]
     k = int(np.argmax(bounds))
-    return Zs[k], bounds[k]
+    return Zs[k], points[k], bounds[k]
 
 
 def _miss_upper(R: np.ndarray, nu_sum: float, norm_a: float, m_size: int) -> float:
@@ -281,8 +284,8 @@ def box_bounds(
 ) -> tuple[float, float, np.ndarray, int, np.ndarray]:
     """Frank–Wolfe on ``min_{c∈[0,1]^n} ‖Σ c_i M_i + A‖_F`` from ``c = 0``: certified bounds.
 
-    Returns ``(lower, upper, S, steps_taken, Z)``: ``lower`` certified by (D) at the best iterate
-    ``Z = Σ c_i M_i + A`` (step 0 is ``Z = A``, the trace test), the witness; ``upper`` a certified
+    Returns ``(lower, upper, S, steps_taken, (Z, c))``: ``lower`` certified by (D) at the best iterate
+    ``Z = Σ c_i M_i + A`` (step 0 is ``Z = A``, the trace test), the witness with its point ``c``; ``upper`` a certified
     ``‖W_down[:,S] W_up[S,:] + A‖_F`` of the best set met (``∅``, the first sign set ``{z_i < 0}``,
     the final ``{c_i > 1/2}``). Each step costs two or three ``O(n d²)`` products. Stops once
     ``lower > target``.
@@ -303,12 +306,12 @@ def box_bounds(
         return up
 
     R, c = A, np.zeros(n)  # R = Σ c_i M_i + A at the current c (never written in place)
-    lower, taken, witness = 0.0, 0, A
+    lower, taken, witness = 0.0, 0, (A, np.zeros(n))
     with threadpool_limits(_THREADS):
         for step in range(steps + 1):
             here = dual_lower(U, D, A, R, block=block, scales=k)
             if here > lower:
-                lower, witness = here, R
+                lower, witness = here, (R, c)
             if lower > target or step == steps:
                 break
             m = _zvals(U, D, k, R, block)[0] < 0
@@ -607,7 +610,9 @@ def screen(
             if chk.accepted:
                 found.append(chk)
 
-    def done(status, reason, method, bounds, steps_taken=0, witness=None):  # bounds: (lower, upper, upper_S)
+    def done(
+        status, reason, method, bounds, steps_taken=0, witness=None
+    ):  # witness: (Z, c)  # bounds: (lower, upper, upper_S)
         chk = found[0] if found else None
         S, elapsed = None if chk is None else chk.S, time.perf_counter() - t0
         args = (S, chk, failed, checked, steps_taken, elapsed, timings, witness)
@@ -620,7 +625,7 @@ def screen(
     empty = np.zeros(0, np.int64)
     if lower > tau:
         reason = _absent_reason("trace test (Z = A, bound (D))", lower, tau)
-        return done("absent", reason, "trace", (lower, norm_a, empty), witness=A)
+        return done("absent", reason, "trace", (lower, norm_a, empty), witness=(A, np.zeros(U.shape[0])))
     if find:
         t = time.perf_counter()
         chk = _verified_planted(U, D, A, rtol, block, verify, e)
@@ -635,7 +640,7 @@ def screen(
         U, D, A, steps=steps, target=tau, block=block, scales=k, on_set=consider
     )
     timings["frank-wolfe"] = time.perf_counter() - t
-    witness = Z if lower2 >= lower else A
+    witness = Z if lower2 >= lower else (A, np.zeros(U.shape[0]))
     lower = max(lower, lower2)
     if found:
         reason = "a Frank–Wolfe sign set {z_i < 0} verified"
