@@ -92,7 +92,7 @@ def test_lower_bound_below_the_best_set(size):
         best = min(sets, key=lambda m: np.linalg.norm(D[:, m] @ U[m] + A))  # float64 argmin ...
         assert lower <= exact_miss(U, D, A, best) <= upper  # ... its miss exact
         assert exact_miss(U, D, A, S) <= upper
-        assert scale.dual_lower(U, D, A, witness) == lower  # the witness returned is the one that bounds
+        assert scale.dual_lower(U, D, A, witness[0]) == lower  # the witness (Z, c) returned is the one that bounds
 
 
 def test_frank_wolfe_decides_when_the_trace_test_cannot():

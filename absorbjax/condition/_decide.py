@@ -15,7 +15,7 @@ from absorbjax._shorthand import with_shorthand
 from absorbjax._verify import REFUTED, verify
 from absorbjax.condition import _large as large, _line as line, _scale as scale, _stored as stored
 from absorbjax.condition._arith import ETA, ONE, balance, rank_lower, sigma_min_lower
-from absorbjax.condition._assemble import Answer, Rounding, certificate
+from absorbjax.condition._assemble import Answer, Rounding, best_witness, certificate
 from absorbjax.condition._block import BlockContext, per_draw, read_block
 from absorbjax.condition._certificate import Certificate, Evidence, RelaxationEvidence, Status, WithinRounding
 from absorbjax.condition._inputs import Rule, absolute_rounding, float_weights, hypotheses, storage_rtol
@@ -374,7 +374,7 @@ def _gram(
         hyper=hyperplanes(U0, context.bias, failed) if out.found is None else ("", False),
         units=lambda S: (U[S], D[:, S], D0[:, S]),
         loose=loose,
-        witness=lambda: scale.best_witness(
+        witness=lambda: best_witness(
             U, D, rule.Ac, [c for c in (0 * rel.c, np.clip(rel.c, 0, 1), out.point) if c is not None]
         ),
         found_by="",

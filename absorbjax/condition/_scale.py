@@ -252,16 +252,6 @@ def dual_lower(U, D, A, Z, *, block: int = BLOCK, scales=None) -> float:
     return best
 
 
-def best_witness(U, D, A, points: list) -> tuple[np.ndarray, np.ndarray, float]:
-    """``(Z, c, bound)``: of the box points ``c`` ``(n,)`` in ``points``, the one whose residual
-    ``Z = A + Σ c_i M_i`` (float64, ``U, D`` as given) has the largest bound (D) (:func:`dual_lower`),
-    and that bound: the evidence of "no S" that :func:`absorbjax.verify` checks."""
-    Zs = [A + (D * c) @ U for c in points]
-    bounds = [dual_lower(U, D, A, Z) for Z in Zs]
-    k = int(np.argmax(bounds))
-    return Zs[k], points[k], bounds[k]
-
-
 def _miss_upper(R: np.ndarray, nu_sum: float, norm_a: float, m_size: int) -> float:
     """Certified ``‖W_down[:,S] W_up[S,:] + A‖_F`` from its computed value ``R``: the product's
     rounding is at most ``γ_{|S|+1}(Σ_{i∈S} ν_i + ‖A‖_F)`` in Frobenius norm."""
