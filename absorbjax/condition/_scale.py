@@ -44,6 +44,7 @@ OpenBLAS at 4096×16384 came from one multithreaded ``n×n`` product, which this
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -71,7 +72,8 @@ from absorbjax.condition._stored import (
 
 _U = EPS / 2  # unit roundoff of float64
 _ETA = ETA  # smallest subnormal: the absolute error of one underflowing operation
-_THREADS = 2  # BLAS threads while this module multiplies
+_THREADS = 2  # BLAS threads while this module multiplies (products of at least _THREADS_MIN multiply-adds)
+_THREADS_MIN = 2**20  # below this, setting the BLAS threads (reading /proc/self/maps, ~1 ms) costs more
 _gamma = gamma  # the one γ_k of the package (condition._arith)
 
 
@@ -233,7 +235,8 @@ def dual_lower(U, D, A, Z, *, block: int = BLOCK, scales=None) -> float:
     the bound is not positive; never more than the exact value of (D) (float64 with error bounds).
     """
     k = unit_scales(U, D) if scales is None else scales
-    with threadpool_limits(_THREADS):
+    small = U.shape[0] * Z.shape[0] ** 2 < _THREADS_MIN  # thousands of small blocks: the limit would dominate
+    with contextlib.nullcontext() if small else threadpool_limits(_THREADS):
         z, e = _zvals(U, D, k, Z, block)
     if not (np.all(np.isfinite(z)) and np.all(np.isfinite(e))):
         return 0.0
