@@ -272,7 +272,8 @@ def _rebuilt(U, D, A, point) -> np.ndarray:
         for s in range(0, n, max(1, _WINDOW // d)):
             w = slice(s, s + max(1, _WINDOW // d))
             Z += (np.asarray(D[:, w], np.float64) * c[w]) @ np.asarray(U[w], np.float64)
-            release(U[w]), release(D[:, w])
+            release(U[w])
+            release(D[:, w])
     return Z
 
 
@@ -284,7 +285,8 @@ def _float_low(U, D, Z) -> Fraction | None:
         step = max(1, _WINDOW // d)
         for s in range(0, n, step):
             u, dd = np.asarray(U[s : s + step], np.float64), np.asarray(D[:, s : s + step], np.float64)
-            release(U[s : s + step]), release(D[:, s : s + step])
+            release(U[s : s + step])
+            release(D[:, s : s + step])
             z = np.einsum("ai,ai->i", dd, Z @ u.T)
             mag = np.einsum("ai,ai->i", np.abs(dd), np.abs(Z) @ np.abs(u).T)
             err = _gamma(2 * d + 4) * mag * (1 + _gamma(2 * d + 4)) * (1 + 4 * _U) + 4 * d * _ETA * (

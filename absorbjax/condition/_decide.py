@@ -216,15 +216,16 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
         found = res.witness()
         if found is not None and found[2] > cert.threshold:
             Z, point, bound = found
-    fp = fingerprint(U, D, skip, context.bias, context.out_bias, dtypes=context.dtypes)
-    evidence = Evidence(fp, Z, bound, point)
     lower = cert.lower_bound if bound is None else max(cert.lower_bound, bound)  # the witness is certified too
-    cert = dataclasses.replace(cert, evidence=evidence, lower_bound=lower)
+    fp = fingerprint(U, D, skip, context.bias, context.out_bias, dtypes=context.dtypes)
+    cert = dataclasses.replace(cert, evidence=Evidence(fp, Z, bound, point), lower_bound=lower)
     n, d = U.shape
     strict = bool(os.environ.get("ABSORBJAX_STRICT_VERIFY"))
     if n * d * d > SELF_CHECK_MAX and not strict:
         return cert
-    check = verify(cert, (U, D), skip=skip, bias=context.bias, out_bias=context.out_bias, budget=SELF_CHECK_MAX)
+    # the weights are the ones just hashed: checked without the fingerprint, so they are not hashed twice
+    bare = dataclasses.replace(cert, evidence=Evidence("", Z, bound, point))
+    check = verify(bare, (U, D), skip=skip, bias=context.bias, out_bias=context.out_bias, budget=SELF_CHECK_MAX)
     if check.verdict != REFUTED:
         return cert
     if strict:
