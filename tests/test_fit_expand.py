@@ -185,9 +185,12 @@ def test_expand_search_on_a_stack_keeps_the_better_block():
     """Depth 2: the expansion runs layer by layer and never returns a worse block than the
     first search (what it finds is judged by the final block's loss only)."""
     W = models.sample("relu", 2, 3, key=KEY, draws=2, depth=2)
+    # Few inputs (256, and the wide round and line step on as many, dense=1): what is checked is
+    # the flow and the record, not what the line fits find; their run time scales with the inputs.
     kw = dict(restarts=4, steps=30, method="adam", polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
+    kw["inputs"] = fit.Inputs(num=256)
     first = fit.search(W, "relu", key=KEY, depth=2, progress=False, **kw)
-    wide = fit.Wide(factor=2, proposals=2, rounds=1)
+    wide = fit.Wide(factor=2, proposals=2, rounds=1, dense=1)
     r = fit.expand_search(W, "relu", key=KEY, depth=2, wide=wide, line_step=fit.LineStep(restarts=4), **kw)
     rec = r.config.expand
     assert rec.unsolved == 2 and rec.improved <= rec.proposed <= 6  # 2 line rounds, 1 wide round
