@@ -502,13 +502,13 @@ def planted_candidates(U, D, A, *, tol: float = 1e-4, block: int = BLOCK, max_si
     for _ in range(2 * d):  # best single swap on ‖C_SS + I‖_F², until none helps
         S = np.asarray(chosen)
         fits = ok[:, S].sum(axis=1)  # how many chosen units each candidate is compatible with
-        cost_in = sym[:, S].sum(axis=1)  # cross cost of each candidate against all of S
         best, move = 0.0, None
         for p, i in enumerate(chosen):
             alt = np.flatnonzero((fits - ok[:, i] == d - 1) & ~np.isin(np.arange(K.size), S))
             if alt.size == 0:
                 continue
-            gain = diag[alt] + cost_in[alt] - sym[alt, i] - (diag[i] + cost_in[i])
+            rest = np.delete(S, p)  # summed without i: a copy's cost against i (≈ 2) would cancel the rest
+            gain = diag[alt] + sym[np.ix_(alt, rest)].sum(axis=1) - (diag[i] + sym[i, rest].sum())
             k = int(np.argmin(gain))
             if gain[k] < best:
                 best, move = float(gain[k]), (p, int(alt[k]))
