@@ -161,15 +161,15 @@ def _check_file(args) -> int:
 
     from tqdm.auto import tqdm
 
-    from absorbjax import weights
+    from absorbjax import condition, weights
     from absorbjax.weights._check import reads_weights
     from absorbjax.weights._conventions import printable
 
     rows, gaussian = [], {}
     try:
-        model = weights.scan(
-            args.model, args.activation, transpose=args.transpose, allow_narrow=args.allow_narrow, fused=args.fused
-        )
+        layout = weights.Layout(transpose=args.transpose, allow_narrow=args.allow_narrow, fused=args.fused)
+        model = weights.scan(args.model, args.activation, layout=layout)
+        decision = condition.Decision(time_limit=args.time_limit)
         found = _select(model, args.layer)
         skip = weights.load_skip(args.skip) if args.skip else None
         # one block read at a time: its memory maps are dropped before the next is read
@@ -177,7 +177,7 @@ def _check_file(args) -> int:
         for block in bar:
             what = f"{printable(block.name, 80) or block.layer} ({block.d} × {block.n}, {printable(block.dtype, 40)})"
             bar.set_postfix_str(what, refresh=True)
-            rows.append(weights.check(block, skip=skip, time_limit=args.time_limit))
+            rows.append(weights.check(block, skip=skip, decision=decision))
             if args.plot and rows[-1].lower is not None:  # the norm-matched Gaussian reference
                 read = block.load()
                 ref = dataclasses.replace(
@@ -187,7 +187,7 @@ def _check_file(args) -> int:
                     tensors={k: v for k, v in read.tensors.items() if not k.endswith("_bias")},
                     unread=(),
                 )
-                gaussian[block.layer] = weights.check(ref, skip=skip, time_limit=args.time_limit)
+                gaussian[block.layer] = weights.check(ref, skip=skip, decision=decision)
                 del read, ref
             elif args.json:  # kept as printed: a row's objects take 3× its record (60,000 rows: 1.5 GB)
                 rows[-1] = _json_row(rows[-1], reads_weights(block))
@@ -410,7 +410,9 @@ def _verify(args) -> int:
             if not rows:
                 raise ValueError(f"{args.certificates}: no certificates (write one with `absorbjax check --json`)")
             act = args.activation or rows[0].get("activation")  # the one check used, as the record says
-            model = weights.scan(args.model, act, transpose=args.transpose, fused=args.fused, allow_narrow=True)
+            model = weights.scan(
+                args.model, act, layout=weights.Layout(transpose=args.transpose, fused=args.fused, allow_narrow=True)
+            )
             skip = weights.load_skip(args.skip) if args.skip else None
             refuted = 0
             for row in rows:

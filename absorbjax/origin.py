@@ -37,11 +37,8 @@ def origin_searches(
             models.sample(name, d, n, key=subkey(key, i, 0), draws=draws),
             name,
             key=subkey(key, i, 1),
-            restarts=restarts,
-            steps=steps,
-            polish=polish,
-            method="adam",
-            progress=False,
+            solver=fit.Solver(restarts=restarts, steps=steps, polish=polish, method="adam"),
+            run=fit.Run(progress=False),
         )
         for i, name in enumerate(names)
     }

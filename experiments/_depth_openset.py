@@ -59,7 +59,14 @@ def study(config, key):
         W = models.MLPParams(up=jnp.asarray(np.stack(ups)), down=jnp.asarray(np.stack(downs)))
         start = time.perf_counter()
         solver = fit.Solver(restarts=cfg.get("restarts", fit.Solver().restarts))
-        r = fit.search(W, "relu", key=jax.random.fold_in(key, d * 1000 + n), depth=depth, solver=solver, progress=False)
+        r = fit.search(
+            W,
+            "relu",
+            key=jax.random.fold_in(key, d * 1000 + n),
+            problem=fit.Problem(depth=depth),
+            run=fit.Run(progress=False),
+            solver=solver,
+        )
         seconds = time.perf_counter() - start
         solved, c = r.solved(), cfg["controls"]
         rows.append(

@@ -80,12 +80,8 @@ def search_step_time(
             target,
             ACT,
             key=jax.random.key(SEED),
-            restarts=restarts,
-            steps=s,
-            polish=False,
-            method="adam",
-            batch_size=batch_size,
-            progress=False,
+            solver=fit.Solver(restarts=restarts, steps=s, polish=False, method="adam"),
+            run=fit.Run(batch_size=batch_size, progress=False),
         )
         config = run().config  # compile
         times.append(timed(run))
@@ -260,12 +256,8 @@ def scaling_child(draws: int, steps: int, batch_size: int) -> dict:
     target = f32(models.sample(ACT, d, n, key=jax.random.key(SEED), draws=draws))
     kw = dict(
         key=jax.random.key(SEED),
-        restarts=restarts,
-        steps=steps,
-        polish=False,
-        method="adam",
-        batch_size=batch_size,
-        progress=False,
+        solver=fit.Solver(restarts=restarts, steps=steps, polish=False, method="adam"),
+        run=fit.Run(batch_size=batch_size, progress=False),
     )
     fit.search(jax.tree.map(lambda a: a[:batch_size], target), ACT, **kw)  # compile
     t = time.perf_counter()
@@ -351,7 +343,7 @@ def claims(draws: int) -> dict:
                 models.sample(act, d, n, key=jax.random.fold_in(base, 100 + 10 * i + d), draws=few),
                 act,
                 key=jax.random.key(7),
-                progress=False,
+                run=fit.Run(progress=False),
             )
             row = out["near_origin"][f"{act} ({d},{n})"] = {
                 "smallest_decade_min": float(g.profile[:, 0].min()),
@@ -410,13 +402,13 @@ def recall_by_size(
                 act, d, n, key=jax.random.fold_in(k, 2000), draws=generic, **({"depth": depth} if depth > 1 else {})
             )
             for strategy in strategies:
-                search, method = fit.search, {"method": "adam"} if strategy == "adam" else {}
+                search, solver = fit.search, fit.Solver(method="adam") if strategy == "adam" else fit.Solver()
                 if strategy == "expand":
                     search = fit.expand_search
                     if rounds is not None:
                         search = functools.partial(search, wide=fit.Wide(rounds=rounds))
                 measure = lambda target: fit.recall(
-                    target, act, key=jax.random.key(7), depth=depth, search=search, **method
+                    target, act, key=jax.random.key(7), problem=fit.Problem(depth=depth), search=search, solver=solver
                 )
                 r = measure(planted)
                 name = f"{strategy} {act} ({d},{n})" + (f" depth {depth}" if depth > 1 else "")

@@ -92,7 +92,9 @@ def run_case(case):
         cert = dist.certificate
         out = {"lower": dist.lower, "upper": dist.upper, "S_size": int(dist.S.size), "how": dist.method}
     else:
-        cert = condition.find_absorbing_set(params, act, method="relaxation" if task == "gram" else "auto")
+        cert = condition.find_absorbing_set(
+            params, act, decision=condition.Decision(method="relaxation" if task == "gram" else "auto")
+        )
         out = {"lower": cert.lower_bound / math.sqrt(d)}
     out.update(
         code=str(Path(condition.__file__).parents[1]),

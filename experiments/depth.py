@@ -27,6 +27,7 @@ and from random starts (the honest search), (3) generic stacks against the absor
 search is evidence only: it decides nothing the certificates do not.
 """
 
+import dataclasses
 import json
 import sys
 import time
@@ -314,14 +315,7 @@ def calibration(cfg, key):
     ladder = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), ladder)  # (eps · draws, L, ...)
     generic = models.sample(ACTIVATION_FIT, d, n, key=jax.random.fold_in(key, 2), draws=draws, depth=L)
     R = cfg["restarts"]
-    kw = {
-        "depth": L,
-        "restarts": R,
-        "steps": cfg["steps"],
-        "progress": False,
-        "method": "adam",
-        "polish": fit.Polish(**cfg["polish"]),
-    }
+    solver = fit.Solver(restarts=R, steps=cfg["steps"], method="adam", polish=fit.Polish(**cfg["polish"]))
     # One search call (one compilation) for everything, with the starts given explicitly:
     # random starts (Gaussian, variance 1/fan_in, as the search's own) for the absorbable, ladder
     # and generic targets, and for the ladder once more every restart at the blockwise absorber of
@@ -334,7 +328,14 @@ def calibration(cfg, key):
         lambda a: jnp.repeat(jnp.tile(a, (len(eps),) + (1,) * (a.ndim - 1))[:, None], R, axis=1), V_abs
     )
     starts = jax.tree.map(lambda r, v: jnp.concatenate([r, v]), rand, local)
-    res = fit.search(targets, ACTIVATION_FIT, key=jax.random.fold_in(key, 4), init=starts, **kw)
+    res = fit.search(
+        targets,
+        ACTIVATION_FIT,
+        key=jax.random.fold_in(key, 4),
+        problem=fit.Problem(depth=L),
+        solver=dataclasses.replace(solver, init=starts),
+        run=fit.Run(progress=False),
+    )
     best, solved = res.best_loss, res.solved()
     ratio = res.weight_norms / res.target_norms
     g = slice(draws + m, 2 * draws + m)

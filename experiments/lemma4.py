@@ -93,7 +93,7 @@ def singular_skips(seed, d, n, draws):
         m = d - 2
         B = np.round(rng.normal(size=(d, d - 1)) * 8) / 8 @ (np.round(rng.normal(size=(d - 1, d)) * 8) / 8)
         p = models.MLPParams(rng.normal(size=(m, d)), rng.normal(size=(d, m)))
-        cert = condition.find_absorbing_set(p, ACTIVATION, skip=B, narrow=True)
+        cert = condition.find_absorbing_set(p, ACTIVATION, skip=B, decision=condition.Decision(narrow=True))
         refused += cert.status == "not_absorbable" and cert.method == "rank"
     return flipped, draws, refused, draws
 

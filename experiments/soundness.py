@@ -298,7 +298,7 @@ def _distance(rng, i):
     return {
         "params": params,
         "activation": "relu",
-        "call": lambda: condition.distance(params, "relu", time_limit=5.0),
+        "call": lambda: condition.distance(params, "relu", decision=condition.Decision(time_limit=5.0)),
         "note": f"distance {kind} d={d} n={n}",
     }
 
@@ -456,10 +456,9 @@ def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
                 cert = result = condition.find_absorbing_set(
                     params,
                     activation,
-                    time_limit=time_limit,
                     bias=case.get("bias"),
                     out_bias=case.get("out_bias"),
-                    **case.get("options", {}),
+                    decision=condition.Decision(time_limit=time_limit, **case.get("options", {})),
                 )
         except ValueError as err:  # a refusal in one clear line is allowed and counted
             rows.append(
@@ -492,7 +491,7 @@ def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
             wrong = check(result, case)
         except Exception as err:  # noqa: BLE001  a judge that fails on a certificate counts against it
             wrong = f"judge failed: {err!r}"
-        skip = case.get("options", {}).get("skip")
+        skip = case.get("skip")
         checked = absorbjax.verify(cert, params, skip=skip, bias=case.get("bias"), out_bias=case.get("out_bias"))
         rows.append(
             {

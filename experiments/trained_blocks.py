@@ -78,7 +78,7 @@ MODELS = {
     "fracast": (
         "Fracast-0",
         lambda: weights.checkpoint_file("fracast", "model.safetensors"),
-        {"activation": "swiglu", "fused": "gate-value"},
+        {"activation": "swiglu", "layout": weights.Layout(fused="gate-value")},
         "",
     ),
 }
@@ -107,7 +107,9 @@ def _f64(params):
 
 def _reference(params, activation: str) -> dict:
     """Distance bounds and structure of a reference (Gaussian or initialised) block, no bias."""
-    dist = condition.distance(params, activation)
+    dist = condition.distance(
+        params, activation, decision=condition.Decision(time_limit=10.0)
+    )  # as before the one default
     return {"lower": dist.lower, "upper": dist.upper, "S_size": int(dist.S.size), **structure(*_f64(params))}
 
 
@@ -119,7 +121,11 @@ def _layer(block, config, seed: int, m: int) -> dict:
     res = weights.check(read)
     # the same call as weights.check's, without the search over S: the upper bound before it
     before = condition.distance(
-        read.params, block.activation, bias=read.hidden_bias, time_limit=60.0, narrow=True, search=False
+        read.params,
+        block.activation,
+        bias=read.hidden_bias,
+        decision=condition.Decision(time_limit=60.0, narrow=True),
+        search=False,
     )
     trained = {
         "lower": res.lower,

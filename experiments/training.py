@@ -208,7 +208,7 @@ def _train(graphdef, states, decays, keys, tasks, loss_fn, cfg, measure):
 def measure_block(params: models.MLPParams) -> dict:
     """Distance bounds, best ``|S|``, certified status, spectrum of ``W_down W_up`` and norms of one block."""
     p = models.MLPParams(np.asarray(params.up, np.float64), np.asarray(params.down, np.float64))
-    dist = condition.distance(p)
+    dist = condition.distance(p, decision=condition.Decision(time_limit=10.0))  # as before the one default
     keep = ("eig_real", "eig_imag", "min_eig_gap", "all_units", "norm_up", "norm_down")
     structure = stats.block_structure(p)
     return {
@@ -223,7 +223,9 @@ def measure_block(params: models.MLPParams) -> dict:
 
 def norm_matched_distance(params: models.MLPParams, key) -> float:
     """Distance (upper) of Gaussian weights of ``params``' shapes rescaled to its Frobenius norms."""
-    return condition.distance(stats.norm_matched_gaussian(params, key=key)).upper
+    return condition.distance(
+        stats.norm_matched_gaussian(params, key=key), decision=condition.Decision(time_limit=10.0)
+    ).upper
 
 
 def _blocks(graphdef, states, run, get):

@@ -80,8 +80,8 @@ def cut(weights, d, dist, draws):
 RAY = ("gelu_tanh", "silu", "softplus")  # Thm 8 via the ray limit: the ReLU k* is a lower bound
 
 
-def decide(up, down, activation="relu", **kwargs):
-    cert = condition.min_extra_width(models.MLPParams(up, down), activation, **kwargs)
+def decide(up, down, activation="relu", skip=None):
+    cert = condition.min_extra_width(models.MLPParams(up, down), activation, skip=skip)
     return {
         "status": cert.status,
         "k": cert.k,
@@ -96,7 +96,7 @@ def decide(up, down, activation="relu", **kwargs):
 
 def _searches(key, config, gauss):
     """At widths n + k* − 1 and n + k*: random-init searches on Gaussian draws (k* certified first)."""
-    options = {k: config[k] for k in ("restarts", "steps") if config[k] is not None}
+    solver = fit.Solver(**{k: config[k] for k in ("restarts", "steps") if config[k] is not None})
     search = {}
     searched = tuple(w[config["skip_draws"] :] for w in gauss)
     for j, (d, n) in enumerate(config["search_sizes"]):
@@ -109,7 +109,12 @@ def _searches(key, config, gauss):
         k = ks[0]
         for offset in config["offsets"]:
             r = fit.search(
-                params, "relu", key=jax.random.fold_in(sub, 1 + offset), width=n + k + offset, progress=False, **options
+                params,
+                "relu",
+                key=jax.random.fold_in(sub, 1 + offset),
+                problem=fit.Problem(width=n + k + offset),
+                solver=solver,
+                run=fit.Run(progress=False),
             )
             search[(d, n, offset)] = {
                 "k": k,

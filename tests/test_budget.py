@@ -53,7 +53,7 @@ def test_the_time_limit_bounds_the_whole_decision(monkeypatch):
 
     monkeypatch.setattr(_decide, "milp", recording)
     limit = 3.0
-    cert = condition.find_absorbing_set(_planted32(8, 512), "relu", time_limit=limit)
+    cert = condition.find_absorbing_set(_planted32(8, 512), "relu", decision=condition.Decision(time_limit=limit))
     assert given and sum(given) <= limit, given
     assert cert.status == "undecided" and cert.within_rounding == "undecided"
     assert "time limit" in cert.reason and "time limit" in cert.rounding_reason
@@ -68,7 +68,7 @@ def test_no_time_left_gives_undecided_never_a_guess():
 
     params = _planted32(4, 20)
     decision = condition.Decision()
-    U, D, A, context = read_block(params, "relu", decision)
+    U, D, A, context = read_block(params, "relu")
     cert, _ = decide(U, D, A, context, decision, deadline=time.perf_counter() - 1)
     if cert.status == "undecided":  # the relaxations did not decide it
         assert "time limit" in cert.reason or "no time left" in cert.reason
@@ -115,7 +115,7 @@ def test_distance_is_reproducible_under_load(monkeypatch):
     the limit, so no stage is cut): a second run on a clock that runs four times faster, with every
     Gram column slowed down, gives the same numbers."""
     params = _gaussian(8, 256)
-    first = condition.distance(params, "relu", time_limit=30.0)
+    first = condition.distance(params, "relu", decision=condition.Decision(time_limit=30.0))
     assert first.stopped == "" and first.method == "greedy"  # the search moved and converged
     real, t0 = time.perf_counter, time.perf_counter()
     fast = types.SimpleNamespace(perf_counter=lambda: t0 + 4 * (real() - t0))
@@ -123,7 +123,7 @@ def test_distance_is_reproducible_under_load(monkeypatch):
     monkeypatch.setattr(_closest, "time", fast)
     column = _search._column
     monkeypatch.setattr(_search, "_column", lambda *a: (time.sleep(1e-4), column(*a))[1])
-    second = condition.distance(params, "relu", time_limit=30.0)
+    second = condition.distance(params, "relu", decision=condition.Decision(time_limit=30.0))
     assert _same(first, second), (first, second)
 
 
@@ -131,14 +131,16 @@ def test_distance_budget_and_safety_stop_are_reported(monkeypatch):
     """A small ``work`` stops the search on the budget (reproducibly); the wall-clock safety stop,
     when it is what ends the search, is reported as such."""
     params = _gaussian(8, 256)
-    full = condition.distance(params, "relu", time_limit=5.0)
+    full = condition.distance(params, "relu", decision=condition.Decision(time_limit=5.0))
     assert full.stopped == "" and full.method == "greedy"
-    small = [condition.distance(params, "relu", work=2e5, time_limit=5.0) for _ in range(2)]
+    small = [
+        condition.distance(params, "relu", work=2e5, decision=condition.Decision(time_limit=5.0)) for _ in range(2)
+    ]
     assert small[0].stopped == "budget" and _same(*small)
     assert small[0].upper >= full.upper
     clock, base = iter(range(0, 10**9, 1000)), time.perf_counter()  # the search's clock: 1000 s a reading
     monkeypatch.setattr(_search, "time", types.SimpleNamespace(perf_counter=lambda: base + float(next(clock))))
-    late = condition.distance(params, "relu", time_limit=5.0)
+    late = condition.distance(params, "relu", decision=condition.Decision(time_limit=5.0))
     assert late.stopped == "time_limit" and "time limit" in repr(late)
     assert late.lower == full.lower  # the certified bound does not depend on the search
     with pytest.raises(ValueError, match="work"):

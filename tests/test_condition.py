@@ -15,6 +15,7 @@ from absorbjax import activations, condition, models
 from absorbjax.models import GatedParams, MLPParams
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
+MILP, EXHAUSTIVE, RELAXATION = (condition.Decision(method=m) for m in ("milp", "exhaustive", "relaxation"))
 
 KEY = jax.random.key(0)
 
@@ -112,7 +113,7 @@ def test_perturbed_absorbable_is_not():
     cert = condition.find_absorbing_set(MLPParams(params.up, down))
     assert (cert.status, cert.method) == ("not_absorbable", "rounding") and cert.S is None
     assert cert.relaxation.radius < 0.5 and cert.residual > 1e-9  # round(c) = S is the only candidate
-    exhaustive = condition.find_absorbing_set(MLPParams(params.up, down), method="exhaustive")
+    exhaustive = condition.find_absorbing_set(MLPParams(params.up, down), decision=EXHAUSTIVE)
     assert exhaustive.status == "not_absorbable"
     down = np.asarray(params.down).copy()
     down[:, S[0]] += 1e-8 * np.random.default_rng(0).normal(size=4)  # n < d²: no real solution
@@ -134,8 +135,8 @@ def test_gaussian_not_absorbable_agrees_with_exhaustive(d, n):
         assert cert.reason.startswith("no S exists")
         if cert.method == "relaxation":
             assert cert.lower_bound > cert.threshold
-        for method in ("exhaustive", "milp"):
-            assert condition.find_absorbing_set(p, method=method).status == "not_absorbable"
+        for decision in (EXHAUSTIVE, MILP):
+            assert condition.find_absorbing_set(p, decision=decision).status == "not_absorbable"
         if n <= 9:
             assert not brute_force(p)
 
@@ -143,7 +144,7 @@ def test_gaussian_not_absorbable_agrees_with_exhaustive(d, n):
 @pytest.mark.slow
 def test_gaussian_wide_milp():
     p = gaussian(5, 2, 20)
-    cert = condition.find_absorbing_set(p, method="milp")  # HiGHS's "infeasible", then enumeration
+    cert = condition.find_absorbing_set(p, decision=MILP)  # HiGHS's "infeasible", then enumeration
     assert (cert.status, cert.method, cert.relaxation.rank) == ("not_absorbable", "exhaustive", 4)
     assert "none of the 2^20 subsets passes" in cert.reason and "HiGHS" in cert.reason
     cert = condition.find_absorbing_set(p)  # auto: the box relaxation already excludes it
@@ -155,8 +156,7 @@ def test_gaussian_wide_milp():
 def test_ternary_draws_agree_with_exhaustive(n):
     draws = MLPParams(TERNARY.up[:, :n], TERNARY.down[:, :, :n])
     auto = condition.find_absorbing_sets(draws)
-    exhaustive = condition.find_absorbing_sets(draws, method="exhaustive")
-    milp = condition.find_absorbing_sets(draws, method="milp")
+    exhaustive, milp = (condition.find_absorbing_sets(draws, decision=dec) for dec in (EXHAUSTIVE, MILP))
     found = 0
     for k, (a, e, m) in enumerate(zip(auto, exhaustive, milp)):
         assert a.status == e.status == m.status, k
@@ -192,7 +192,7 @@ def test_find_absorbing_sets_forwards_the_options():
     with pytest.raises(TypeError, match="unexpected keyword argument 'tol'"):
         condition.find_absorbing_sets(GAUSS, progress=False, tol=1e-3)
     with pytest.raises(ValueError, match="method must be one of"):
-        condition.find_absorbing_sets(GAUSS, progress=False, method="guess")
+        condition.find_absorbing_sets(GAUSS, progress=False, decision=condition.Decision(method="guess"))
     with pytest.raises(ValueError, match="bias must have shape"):
         condition.find_absorbing_sets(GAUSS, progress=False, bias=np.ones(3))
 
@@ -208,10 +208,10 @@ def test_find_absorbing_sets_progress_bar(capsys):
 def test_compressed_milp_formulation(monkeypatch):
     monkeypatch.setattr(condition._integer, "_MILP_DENSE_MAX", 0)
     params, S = planted(2, 12, 5)
-    cert = condition.find_absorbing_set(params, method="milp")
+    cert = condition.find_absorbing_set(params, decision=MILP)
     assert cert.status == "absorbable"
     np.testing.assert_array_equal(cert.S, S)
-    cert = condition.find_absorbing_set(gaussian(6, 3, 14), method="milp")
+    cert = condition.find_absorbing_set(gaussian(6, 3, 14), decision=MILP)
     assert cert.status == "not_absorbable" and "compressed constraints" in cert.reason
 
 
@@ -226,22 +226,22 @@ def test_milp_verifies_solutions_and_reports_time_limits(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(condition._integer.optimize, "milp", wrong_first)
-    cert = condition.find_absorbing_set(params, method="milp")
+    cert = condition.find_absorbing_set(params, decision=MILP)
     assert cert.status == "absorbable" and len(calls) == 2
 
     def timed_out(*args, **kwargs):
         return types.SimpleNamespace(status=1, x=None, message="Time limit reached")
 
     monkeypatch.setattr(condition._integer.optimize, "milp", timed_out)
-    cert = condition.find_absorbing_set(params, method="milp")  # n = 12: enumeration still decides
+    cert = condition.find_absorbing_set(params, decision=MILP)  # n = 12: enumeration still decides
     assert cert.status == "absorbable" and cert.method == "exhaustive"
     wide = MLPParams(np.asarray(GAUSS.up[0, :30, :2]), np.asarray(GAUSS.down[0, :2, :30]))
-    cert = condition.find_absorbing_set(wide, method="milp")  # n = 30: too many subsets to enumerate
+    cert = condition.find_absorbing_set(wide, decision=MILP)  # n = 30: too many subsets to enumerate
     assert cert.status == "undecided" and cert.S is None and "Time limit" in cert.reason
 
 
 def test_relaxation_only_can_be_undecided():
-    cert = condition.find_absorbing_set(planted(2, 12, 2)[0], method="relaxation")
+    cert = condition.find_absorbing_set(planted(2, 12, 2)[0], decision=RELAXATION)
     assert cert.status == "undecided" and cert.relaxation.rank == 4
 
 
@@ -301,8 +301,9 @@ def test_bad_input_gives_one_line_errors(bad, kwargs, match, decision):
         "huge": MLPParams(p.up * 1e200, p.down),
         "tiny": MLPParams(p.up * 1e-200, p.down),
     }[bad]
-    with pytest.raises(ValueError, match=match) as err:
-        decision(p, **kwargs)
+    fields = {k: v for k, v in kwargs.items() if k in ("rtol", "time_limit", "method", "skip_rtol")}
+    with pytest.raises(ValueError, match=match) as err:  # a bad field is refused when the Decision is built
+        decision(p, **{k: kwargs[k] for k in kwargs.keys() - fields.keys()}, decision=condition.Decision(**fields))
     assert "\n" not in str(err.value)
 
 
@@ -415,11 +416,11 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="NaN"):
         condition.find_absorbing_set(MLPParams(nan, p.down))
     with pytest.raises(ValueError, match="method"):
-        condition.find_absorbing_set(p, method="sat")
+        condition.find_absorbing_set(p, decision=condition.Decision(method="sat"))
     with pytest.raises(ValueError, match="tol"):
-        condition.find_absorbing_set(p, rtol=-1.0)
+        condition.find_absorbing_set(p, decision=condition.Decision(rtol=-1.0))
     with pytest.raises(ValueError, match="2\\^n"):
-        condition.find_absorbing_set(gaussian(0, 2, 25), method="exhaustive")
+        condition.find_absorbing_set(gaussian(0, 2, 25), decision=EXHAUSTIVE)
     with pytest.raises(ValueError, match="ungated"):
         condition.absorber(GatedParams(p.up, p.up, p.down), [0])
 
@@ -642,7 +643,7 @@ def test_certificate_text_says_what_is_not_there():
     "every S misses by >= 0" or "rtol n/a: n/a" (issue 58, the front door)."""
     up = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]])  # c = (0.5, 1, 1) in the box, no 0/1 point
     down = np.array([[-0.4, -0.4, 0.0], [0.0, 0.0, -1.0]])
-    cert = condition.find_absorbing_set(models.MLPParams(up, down), "gelu", method="relaxation")
+    cert = condition.find_absorbing_set(models.MLPParams(up, down), "gelu", decision=RELAXATION)
     assert cert.status == "undecided" and cert.lower_bound == 0
     text = str(cert) + repr(cert)
     assert "misses by >= 0 " not in text and "n/a: n/a" not in text and "n/a" not in text.split("stored as")[1]

@@ -104,7 +104,9 @@ def test_line_batched_wide_and_biases():
     beta, e = condition.absorber_biases(wide, cert, None, np.array([0.5]))  # the output bias carries over
     assert np.all(beta == 0) and e.tolist() == [0.5]
     with pytest.raises(ValueError, match="holds no absorber"):
-        condition.absorber(wide, condition.find_absorbing_set(wide, "gelu", time_limit=1.0))
+        condition.absorber(
+            wide, condition.find_absorbing_set(wide, "gelu", decision=condition.Decision(time_limit=1.0))
+        )
 
 
 def test_line_n1_is_decided_by_the_rule():
@@ -177,7 +179,7 @@ def test_rank_one_skip_generic_and_planted():
     check_absorber(planted, cert, "relu", A)
     # a singular A with an inexact miss is undecided, never absorbable on rule (E)'s σ_min(A) = 0
     near = MLPParams(U, D * (1 + 2.0**-40))
-    cert = condition.find_absorbing_set(near, "relu", skip=A, rtol=1e-9)
+    cert = condition.find_absorbing_set(near, "relu", skip=A, decision=condition.Decision(rtol=1e-9))
     assert cert.status == "undecided" and "singular" in cert.reason
 
 
@@ -186,7 +188,7 @@ def test_rank_above_width_is_not_absorbable():
     params = MLPParams(rng.normal(size=(2, 4)), rng.normal(size=(4, 2)))
     A = np.diag([1.0, 1.0, 1.0, 0.0])  # rank 3 > n = 2
     for act, theorem in (("relu", activations.KINK_THEOREM), ("gelu", activations.RAY_LIMIT_KINK_THEOREM)):
-        cert = condition.find_absorbing_set(params, act, skip=A, narrow=True)
+        cert = condition.find_absorbing_set(params, act, skip=A, decision=condition.Decision(narrow=True))
         assert cert.status == "not_absorbable" and cert.method == "rank" and cert.theorem == theorem
         assert "rank A >= 3 > n = 2" in cert.reason
 

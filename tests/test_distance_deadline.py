@@ -71,7 +71,7 @@ def test_a_past_deadline_runs_no_late_stage_and_the_bounds_hold(no_late_stages, 
     relaxation nor a local search nor a search step runs; ``box = 0``, the call says it was cut,
     and the bounds still hold against all ``2^n`` sets (``n ≤ 16``: the exact minimum all the same)."""
     params = _gaussian(d, n)
-    dist = condition.distance(params, "relu", time_limit=1e-9)
+    dist = condition.distance(params, "relu", decision=condition.Decision(time_limit=1e-9))
     assert dist.stopped == "time_limit" and "time limit" in repr(dist)
     assert dist.box == 0.0 and dist.lower == dist.relaxation
     assert dist.method == ("exhaustive" if n <= 16 else "local")
@@ -84,7 +84,7 @@ def test_a_cut_search_keeps_the_best_start():
     """With no local search run, ``S`` is the best of ``∅`` and the roundings of the real
     relaxation's solution on the Gram form: never worse than ``∅`` (which attains 1)."""
     params = _gaussian(4, 18, seed=1)
-    dist = condition.distance(params, "relu", time_limit=1e-9)
+    dist = condition.distance(params, "relu", decision=condition.Decision(time_limit=1e-9))
     assert dist.stopped == "time_limit" and dist.upper <= 1 + 1e-12
     _sound(dist, params)
 
@@ -94,7 +94,7 @@ def test_the_stages_after_the_decision_share_its_deadline(monkeypatch):
     jumps past the deadline once it returns cuts the box relaxation, the local searches and the
     search, which all read that one deadline (none gets a fresh ``time_limit``)."""
     params = _gaussian(5, 18)
-    full = condition.distance(params, "relu", time_limit=30.0)
+    full = condition.distance(params, "relu", decision=condition.Decision(time_limit=30.0))
     assert full.stopped == "" and full.box > full.relaxation > 0
     real, shift = time.perf_counter, [0.0]
     clock = types.SimpleNamespace(perf_counter=lambda: real() + shift[0])
@@ -111,7 +111,7 @@ def test_the_stages_after_the_decision_share_its_deadline(monkeypatch):
     for stage in ("box_relaxation", "local_search"):
         monkeypatch.setattr(_closest, stage, _refuse(stage))
     monkeypatch.setattr(_search, "_per_unit", _refuse("the search"))
-    cut = condition.distance(params, "relu", time_limit=30.0)
+    cut = condition.distance(params, "relu", decision=condition.Decision(time_limit=30.0))
     assert cut.certificate.status == full.certificate.status == "not_absorbable"
     assert cut.stopped == "time_limit" and cut.box == 0.0
     assert cut.relaxation == full.relaxation and cut.lower == full.relaxation < full.lower  # weaker, still certified
@@ -185,6 +185,6 @@ def test_the_wide_path_takes_no_frank_wolfe_step_past_the_deadline(monkeypatch):
     full = condition.distance(params, "relu")
     assert steps == [None] and full.stopped == "" and full.certificate.status == "not_absorbable"
     monkeypatch.setattr(_search, "_per_unit", _refuse("the search"))
-    late = condition.distance(params, "relu", time_limit=1e-9)
+    late = condition.distance(params, "relu", decision=condition.Decision(time_limit=1e-9))
     assert steps[-1] == 0 and late.stopped == "time_limit"
     assert 0.0 <= late.lower <= 1.0 <= late.upper * (1 + 1e-12)  # ∅ is the closest set: exactly 1

@@ -262,7 +262,13 @@ def test_every_result_prints_short_and_keeps_everything(tmp_path):
         "width": absorbjax.min_extra_width(models.init("relu", 3, 6, key=jax.random.key(0)), "relu"),
         "depth": dimension.certify("gelu", 2, 4, 2, key=jax.random.key(0), float_check=False),
         "block": weights.check(weights.scan(tmp_path / "block.npz", "relu").blocks[0]),
-        "search": absorbjax.search(targets, "relu", key=jax.random.key(1), restarts=2, steps=20, progress=False),
+        "search": absorbjax.search(
+            targets,
+            "relu",
+            key=jax.random.key(1),
+            solver=absorbjax.fit.Solver(restarts=2, steps=20),
+            run=absorbjax.fit.Run(progress=False),
+        ),
     }
     for name, result in found.items():
         assert isinstance(result, results.Result), name

@@ -4,6 +4,7 @@ Statistical claims state their sample size; every search uses a fixed key, so ea
 deterministic.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -21,9 +22,8 @@ from absorbjax import fit, io, models
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
 KEY = jax.random.key(0)
-SMALL = dict(
-    restarts=4, steps=50, method="adam", polish=fit.Polish(steps=20, screen=5, top=2), batch_size=2, progress=False
-)
+SMALL = fit.Solver(restarts=4, steps=50, method="adam", polish=fit.Polish(steps=20, screen=5, top=2))
+QUIET = fit.Run(batch_size=2, progress=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ def test_inputs_shapes_and_radii():
 
 def test_bad_arguments():
     W = models.sample("relu", 2, 4, key=KEY, draws=3)
-    kw = dict(key=KEY, progress=False)
+    kw = dict(key=KEY, run=fit.Run(progress=False))
     with pytest.raises(ValueError, match="unknown activation"):
         fit.search(W, "nope", **kw)
     with pytest.raises(ValueError, match="needs params GatedParams"):
@@ -83,34 +83,40 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match=r"params.up must have shape"):
         fit.search(W._replace(up=W.up[:, :3]), "relu", **kw)
     with pytest.raises(ValueError, match="width must be an integer >= n = 4"):
-        fit.search(W, "relu", width=3, **kw)
+        fit.search(W, "relu", problem=fit.Problem(width=3), **kw)
     with pytest.raises(ValueError, match="float32 can resolve"):
-        fit.search(jax.tree.map(lambda a: a.astype(jnp.float32), W), "relu", tol=1e-20, **kw)
+        fit.search(jax.tree.map(lambda a: a.astype(jnp.float32), W), "relu", solver=fit.Solver(tol=1e-20), **kw)
     with pytest.raises(ValueError, match="NaN or Inf"):
         fit.search(W._replace(down=W.down.at[0, 0, 0].set(jnp.nan)), "relu", **kw)
     with pytest.raises(ValueError, match="init must be one of"):
-        fit.search(W, "relu", init="zeros", **kw)
+        fit.search(W, "relu", solver=fit.Solver(init="zeros"), **kw)
     with pytest.raises(ValueError, match="skip must have shape"):
-        fit.search(W, "relu", skip=jnp.eye(3), **kw)
+        fit.search(W, "relu", problem=fit.Problem(skip=jnp.eye(3)), **kw)
     with pytest.raises(ValueError, match="depth"):
-        fit.search(W, "relu", depth=2, **kw)
+        fit.search(W, "relu", problem=fit.Problem(depth=2), **kw)
     with pytest.raises(ValueError, match="polish.method"):
-        fit.search(W, "relu", method="adam", polish=fit.Polish(method="newton"), **kw)
+        fit.search(W, "relu", solver=fit.Solver(method="adam", polish=fit.Polish(method="newton")), **kw)
     with pytest.raises(ValueError, match="init.down must have shape"):
-        fit.search(W, "relu", init=models.sample("relu", 2, 4, key=KEY, draws=5), restarts=3, **kw)
+        fit.search(W, "relu", solver=fit.Solver(init=models.sample("relu", 2, 4, key=KEY, draws=5), restarts=3), **kw)
     with pytest.raises(ValueError, match="linear must be True or False"):
-        fit.search(W, "relu", linear=1, **kw)
+        fit.search(W, "relu", problem=fit.Problem(linear=1), **kw)
     lin = fit.Linear(models.sample("relu", 2, 4, key=KEY, draws=3), jnp.zeros((3, 2, 2)))
     with pytest.raises(ValueError, match="pass linear=True"):
-        fit.search(W, "relu", init=lin, restarts=3, **kw)
+        fit.search(W, "relu", solver=fit.Solver(init=lin, restarts=3), **kw)
     with pytest.raises(ValueError, match="init.linear must have shape"):
-        fit.search(W, "relu", init=lin._replace(linear=jnp.zeros((3, 2, 3))), restarts=3, linear=True, **kw)
+        fit.search(
+            W,
+            "relu",
+            problem=fit.Problem(linear=True),
+            solver=fit.Solver(init=lin._replace(linear=jnp.zeros((3, 2, 3))), restarts=3),
+            **kw,
+        )
 
 
 @pytest.mark.slow
 def test_float32_runs_with_its_own_tolerance():
     W = jax.tree.map(lambda a: a.astype(jnp.float32), models.sample("gelu", 2, 4, key=KEY, draws=2))
-    r = fit.search(W, "gelu", key=KEY, **SMALL)
+    r = fit.search(W, "gelu", key=KEY, solver=SMALL, run=QUIET)
     assert r.config.dtype == "float32" and r.config.tol == 1e-10
     assert r.best_params.down.dtype == jnp.float32 and np.all(np.isfinite(r.best_loss))
 
@@ -122,7 +128,7 @@ def test_float32_runs_with_its_own_tolerance():
 @pytest.mark.slow
 def test_result_shapes_and_record(tmp_path, capsys):
     W = models.sample("gelu", 2, 4, key=KEY, draws=3)
-    r = fit.search(W, "gelu", key=KEY, **SMALL)
+    r = fit.search(W, "gelu", key=KEY, solver=SMALL, run=QUIET)
     assert r.best_loss.shape == (3,) and r.losses.shape == r.failed.shape == (3, 4)
     assert r.best_params.up.shape == (3, 4, 2) and r.best_params.down.shape == (3, 2, 4)
     assert r.profile.shape == (3, 4) and len(r.edges) == 5
@@ -136,7 +142,9 @@ def test_result_shapes_and_record(tmp_path, capsys):
     assert "3 draws x 4 restarts" in r.summary()
     path = io.save_record(tmp_path / "r.json", name="fit", seed=0, config=r.config, results=r.to_dict())
     assert io.load_record(path)["results"]["best_params"]["type"] == "MLPParams"
-    single = fit.search(jax.tree.map(lambda a: a[0], W), "gelu", key=KEY, **{**SMALL, "progress": True})
+    single = fit.search(
+        jax.tree.map(lambda a: a[0], W), "gelu", key=KEY, solver=SMALL, run=dataclasses.replace(QUIET, progress=True)
+    )
     assert single.losses.shape == single.failed.shape == (4,) and np.shape(single.best_loss) == ()
     assert single.best_params.up.shape == (4, 2) and single.profile.shape == (4,) and single.config.single
     np.testing.assert_array_equal(single.losses, r.losses[0])
@@ -151,7 +159,9 @@ def test_result_shapes_and_record(tmp_path, capsys):
 
 def test_deterministic_across_chunk_sizes():
     W = models.sample("gelu", 2, 4, key=KEY, draws=7)
-    runs = [fit.search(W, "gelu", key=KEY, chunk_size=c, **SMALL) for c in (8, 4, 2)]
+    runs = [
+        fit.search(W, "gelu", key=KEY, solver=SMALL, run=dataclasses.replace(QUIET, chunk_size=c)) for c in (8, 4, 2)
+    ]
     for r in runs[1:]:
         chex.assert_trees_all_equal(
             (r.losses, r.profile, r.best_params), (runs[0].losses, runs[0].profile, runs[0].best_params)
@@ -167,10 +177,12 @@ def test_batch_step_is_traced_once_across_chunks(monkeypatch):
     real = fit._drawmap.compiled
     monkeypatch.setattr(fit._drawmap, "compiled", lambda *a: steps.append(real(*a)) or steps[-1])
     W = models.sample("gelu", 2, 4, key=KEY, draws=7)
-    r = fit.search(W, "gelu", key=KEY, chunk_size=2, **SMALL)
+    r = fit.search(W, "gelu", key=KEY, solver=SMALL, run=dataclasses.replace(QUIET, chunk_size=2))
     assert r.config.chunk_size == 2 and len(steps) == 1
     assert steps[0]._cache_size() == 1
-    fit.search(W, "gelu", key=jax.random.key(3), chunk_size=4, **SMALL)  # another key, same compile
+    fit.search(
+        W, "gelu", key=jax.random.key(3), solver=SMALL, run=dataclasses.replace(QUIET, chunk_size=4)
+    )  # another key, same compile
     assert steps[1] is steps[0] and steps[0]._cache_size() == 1
 
 
@@ -186,8 +198,9 @@ from absorbjax import condition, fit, models
 assert jax.device_count() == 4 and jax.process_count() == processes, (jax.devices(), jax.process_count())
 key = jax.random.key(0)
 W = models.sample("gelu", 2, 4, key=key, draws=7)
-r = fit.search(W, "gelu", key=key, batch_size=2, restarts=4, steps=50,
-               method="adam", polish=fit.Polish(steps=20, screen=5, top=2), progress=False, checkpoint=out + ".ckpt")
+r = fit.search(W, "gelu", key=key,
+               solver=fit.Solver(restarts=4, steps=50, method="adam", polish=fit.Polish(steps=20, screen=5, top=2)),
+               run=fit.Run(batch_size=2, progress=False, checkpoint=out + ".ckpt"))
 assert r.config.devices == 4 and r.config.chunk_size % 8 == 0
 np.savez(out, losses=r.losses, profile=r.profile, up=np.asarray(r.best_params.up))
 """
@@ -229,7 +242,7 @@ def test_deterministic_across_device_and_process_counts(tmp_path, processes):
         assert p.returncode == 0, err[-3000:]
     assert jax.device_count() == 1
     W = models.sample("gelu", 2, 4, key=KEY, draws=7)
-    r = fit.search(W, "gelu", key=KEY, **SMALL)
+    r = fit.search(W, "gelu", key=KEY, solver=SMALL, run=QUIET)
     for out in outs:
         got = np.load(out)
         np.testing.assert_array_equal(got["losses"], r.losses)
@@ -246,9 +259,10 @@ def test_nan_restart_is_marked_failed_and_isolated():
     init = jax.vmap(lambda k: models.init("relu", 2, 4, key=k))(jax.random.split(KEY, 4))
     bad = init._replace(up=init.up.at[1, 0, 0].set(jnp.nan))
     pol = fit.Polish(steps=10, screen=10)  # every restart polished: no selection couples them
-    kw = dict(key=KEY, restarts=4, steps=30, method="adam", polish=pol, progress=False)
-    clean = fit.search(W, "relu", init=init, **kw)
-    r = fit.search(W, "relu", init=bad, **kw)
+    solver = fit.Solver(restarts=4, steps=30, method="adam", polish=pol)
+    kw = dict(key=KEY, run=fit.Run(progress=False))
+    clean = fit.search(W, "relu", solver=dataclasses.replace(solver, init=init), **kw)
+    r = fit.search(W, "relu", solver=dataclasses.replace(solver, init=bad), **kw)
     assert not clean.failed.any()
     np.testing.assert_array_equal(r.failed[:, 1], True)
     np.testing.assert_array_equal(r.failed[:, [0, 2, 3]], False)
@@ -258,7 +272,7 @@ def test_nan_restart_is_marked_failed_and_isolated():
     # A draw whose restarts all fail reports inf, and leaves the other draws alone.
     all_bad = jnp.broadcast_to(bad.up, (3,) + bad.up.shape).at[0].set(jnp.nan)
     init3 = bad._replace(up=all_bad, down=jnp.broadcast_to(bad.down, (3,) + bad.down.shape))
-    r3 = fit.search(W, "relu", init=init3, **kw)
+    r3 = fit.search(W, "relu", solver=dataclasses.replace(solver, init=init3), **kw)
     assert r3.best_loss[0] == np.inf and r3.failed[0].all()
     np.testing.assert_array_equal(r3.losses[1:], r.losses[1:])
 
@@ -267,15 +281,20 @@ def test_nan_restart_is_marked_failed_and_isolated():
 def test_diverging_optimizer_fails_cleanly():
     W = models.sample("gelu", 2, 4, key=KEY, draws=2)
     r = fit.search(
-        W, "gelu", key=KEY, restarts=3, steps=40, optimizer=optax.sgd(1e9), method="adam", polish=False, progress=False
+        W,
+        "gelu",
+        key=KEY,
+        solver=fit.Solver(restarts=3, steps=40, optimizer=optax.sgd(1e9), method="adam", polish=False),
+        run=fit.Run(progress=False),
     )
     assert r.failed.all() and np.all(r.best_loss == np.inf)
 
 
 def test_resume_gives_the_same_result(tmp_path, monkeypatch):
     W = models.sample("gelu", 2, 4, key=KEY, draws=7)
-    kw = dict(key=KEY, chunk_size=2, **SMALL)
-    fresh = fit.search(W, "gelu", **kw)
+    kw = dict(key=KEY, solver=SMALL)
+    run = dataclasses.replace(QUIET, chunk_size=2)
+    fresh = fit.search(W, "gelu", run=run, **kw)
 
     saves = []
     real_save = fit._drawmap.atomic_save
@@ -288,7 +307,7 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fit._drawmap, "atomic_save", interrupt_after_two)
     with pytest.raises(KeyboardInterrupt):
-        fit.search(W, "gelu", checkpoint=tmp_path, **kw)
+        fit.search(W, "gelu", run=dataclasses.replace(run, checkpoint=tmp_path), **kw)
     monkeypatch.setattr(fit._drawmap, "atomic_save", real_save)
     assert len(list(tmp_path.glob("chunk_*.npz"))) == 2 and not list(tmp_path.glob("*.tmp"))
 
@@ -300,13 +319,19 @@ def test_resume_gives_the_same_result(tmp_path, monkeypatch):
         return lambda *a: computed.append(1) or f(*a)
 
     monkeypatch.setattr(fit._drawmap, "compiled", counting)
-    resumed = fit.search(W, "gelu", checkpoint=tmp_path, **kw)
+    resumed = fit.search(W, "gelu", run=dataclasses.replace(run, checkpoint=tmp_path), **kw)
     assert len(computed) == 2  # 4 chunks of one batch each, 2 loaded from the checkpoint
     for field in ("best_loss", "losses", "failed", "profile", "weight_norms", "holdout_loss"):
         np.testing.assert_array_equal(getattr(resumed, field), getattr(fresh, field))
     chex.assert_trees_all_equal(resumed.best_params, fresh.best_params)
     with pytest.raises(ValueError, match="different search"):
-        fit.search(W, "gelu", checkpoint=tmp_path, **{**kw, "steps": 51})
+        fit.search(
+            W,
+            "gelu",
+            key=KEY,
+            solver=dataclasses.replace(SMALL, steps=51),
+            run=dataclasses.replace(run, checkpoint=tmp_path),
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,7 +344,14 @@ def test_linear_skip_target_is_absorbed():
     W, _ = models.planted_sample("relu", 2, 4, key=KEY, draws=2)
     A = jnp.array([[2.0, 0.5], [-0.3, 1.5]])
     target = W._replace(down=A @ W.down)
-    r = fit.search(target, "relu", key=KEY, skip=A, init="warm", progress=False)
+    r = fit.search(
+        target,
+        "relu",
+        key=KEY,
+        problem=fit.Problem(skip=A),
+        solver=fit.Solver(init="warm"),
+        run=fit.Run(progress=False),
+    )
     assert r.config.method == "varpro" and r.config.skip  # the default search, with a skip A
     assert np.all(r.best_loss < 1e-20)
 
@@ -333,7 +365,7 @@ def test_d_extra_units_absorb_gaussian_relu_blocks():
     at width n no Gaussian draw gets below 1e-12 (test_separation_on_gaussian_draws)."""
     d, n = 2, 3
     W = models.sample("relu", d, n, key=jax.random.fold_in(KEY, 7), draws=10)
-    r = fit.search(W, "relu", key=KEY, width=n + d, progress=False)
+    r = fit.search(W, "relu", key=KEY, problem=fit.Problem(width=n + d), run=fit.Run(progress=False))
     assert r.best_params.up.shape == (10, n + d, d) and np.isfinite(r.best_loss).all()
     assert r.solved().mean() >= 0.7, r.summary()
 
@@ -347,10 +379,9 @@ def test_free_linear_term_fits_every_orientation():
     W = models.sample("gelu", 2, 4, key=jax.random.fold_in(KEY, 3), draws=2)
     signs = jnp.array([[1.0, -1, -1, 1], [-1, 1, 1, 1]])[:, None, :, None]  # (draws, restarts=1, n, 1)
     start = jax.tree.map(lambda a: a[:, None], W)._replace(up=W.up[:, None] * signs)
-    kw = dict(
-        key=KEY, restarts=1, steps=0, method="adam", polish=fit.Polish(steps=30, screen=30, top=1), progress=False
-    )
-    r = fit.search(W, "gelu", init=start, linear=True, **kw)
+    solver = fit.Solver(restarts=1, steps=0, method="adam", polish=fit.Polish(steps=30, screen=30, top=1))
+    kw = dict(key=KEY, run=fit.Run(progress=False))
+    r = fit.search(W, "gelu", problem=fit.Problem(linear=True), solver=dataclasses.replace(solver, init=start), **kw)
     V, A = r.best_params
     assert isinstance(r.best_params, fit.Linear) and A.shape == (2, 2, 2) and np.all(r.solved()), r.summary()
     # The fit keeps the target's units up to sign (the polish may turn a small one over), and L
@@ -364,17 +395,21 @@ def test_free_linear_term_fits_every_orientation():
     assert record["best_params"]["type"] == "MLPParams" and np.shape(record["best_linear"]) == (2, 2, 2)
     assert list(record)[list(record).index("config") + 1] == "best_linear"
     single = fit.search(
-        jax.tree.map(lambda a: a[0], W), "gelu", init=jax.tree.map(lambda a: a[0], start), linear=True, **kw
+        jax.tree.map(lambda a: a[0], W),
+        "gelu",
+        problem=fit.Problem(linear=True),
+        solver=dataclasses.replace(solver, init=jax.tree.map(lambda a: a[0], start)),
+        **kw,
     )
     assert single.best_params.linear.shape == (2, 2) and single.batched().best_params.linear.shape == (1, 2, 2)
-    plain = fit.search(W, "gelu", init=start, **kw)
+    plain = fit.search(W, "gelu", solver=dataclasses.replace(solver, init=start), **kw)
     assert np.all(plain.best_loss > 1e-6)
 
 
 @pytest.mark.slow
 def test_depth_two_stack_runs():
     W = models.sample("gelu", 2, 3, key=KEY, draws=2, depth=2)
-    r = fit.search(W, "gelu", depth=2, key=KEY, **SMALL)
+    r = fit.search(W, "gelu", problem=fit.Problem(depth=2), key=KEY, solver=SMALL, run=QUIET)
     assert r.best_params.up.shape == (2, 2, 3, 2) and np.all(np.isfinite(r.best_loss))
     assert np.all(r.best_loss > 1e-12)
 
@@ -386,13 +421,15 @@ def test_lbfgs_polish_and_custom_optimizer():
         W,
         "gelu",
         key=KEY,
-        init="warm",
-        restarts=8,
-        steps=100,
-        optimizer=optax.adam(1e-3),
-        method="adam",
-        polish=fit.Polish(method="lbfgs", steps=300, screen=0, top=2),
-        progress=False,
+        solver=fit.Solver(
+            init="warm",
+            restarts=8,
+            steps=100,
+            optimizer=optax.adam(1e-3),
+            method="adam",
+            polish=fit.Polish(method="lbfgs", steps=300, screen=0, top=2),
+        ),
+        run=fit.Run(progress=False),
     )
     assert r.config.polish.method == "lbfgs" and r.config.optimizer == "custom"
     # init and the polish method are str enums in the config and plain strings in the JSON record
@@ -443,7 +480,7 @@ def test_near_origin_error_of_gated_and_homogeneous_blocks(activation):
     by much: the best loss stays above 0.1. The default search (varpro) runs on these activations,
     without a declared odd part or gated, and gives finite losses."""
     W = models.sample(activation, 2, 4, key=KEY, draws=4)
-    r = fit.search(W, activation, key=KEY, progress=False)
+    r = fit.search(W, activation, key=KEY, run=fit.Run(progress=False))
     assert r.config.method == "varpro" and np.isfinite(r.best_loss).all()
     assert r.profile[:, 0].min() >= 0.5, r.summary()
     assert r.best_loss.min() > 0.1

@@ -187,11 +187,12 @@ def test_expand_search_on_a_stack_keeps_the_better_block():
     W = models.sample("relu", 2, 3, key=KEY, draws=2, depth=2)
     # Few inputs (256, and the wide round and line step on as many, dense=1): what is checked is
     # the flow and the record, not what the line fits find; their run time scales with the inputs.
-    kw = dict(restarts=4, steps=30, method="adam", polish=fit.Polish(steps=10, screen=5, top=2), batch_size=2)
-    kw["inputs"] = fit.Inputs(num=256)
-    first = fit.search(W, "relu", key=KEY, depth=2, progress=False, **kw)
+    problem = fit.Problem(depth=2, inputs=fit.Inputs(num=256))
+    solver = fit.Solver(restarts=4, steps=30, method="adam", polish=fit.Polish(steps=10, screen=5, top=2))
+    kw = dict(key=KEY, problem=problem, solver=solver)
+    first = fit.search(W, "relu", run=fit.Run(batch_size=2, progress=False), **kw)
     wide = fit.Wide(factor=2, proposals=2, rounds=1, dense=1)
-    r = fit.expand_search(W, "relu", key=KEY, depth=2, wide=wide, line_step=fit.LineStep(restarts=4), **kw)
+    r = fit.expand_search(W, "relu", wide=wide, line_step=fit.LineStep(restarts=4), run=fit.Run(batch_size=2), **kw)
     rec = r.config.expand
     assert rec.unsolved == 2 and rec.improved <= rec.proposed <= 6  # 2 line rounds, 1 wide round
     assert rec.line_step == fit.LineStep(restarts=4) and rec.lines_improved <= rec.lines_proposed <= 4
@@ -334,10 +335,10 @@ def test_fit_with_lines_makes_an_absorbable_block_exact():
 @pytest.mark.slow
 def test_expand_search_shows_one_bar_and_nothing_when_asked(capsys):
     W, _ = models.planted_sample("relu", 2, 2, key=jax.random.key(4), draws=1, dtype=jnp.float64)
-    kw = dict(key=jax.random.key(1), restarts=4, steps=20, wide=fit.Wide(rounds=1), line_step=None)
+    kw = dict(key=jax.random.key(1), solver=fit.Solver(restarts=4, steps=20), wide=fit.Wide(rounds=1), line_step=None)
     fit.expand_search(W, "relu", **kw)
     err = capsys.readouterr().err
     assert "expand_search relu" in err and "unsolved=0" in err
     assert "search relu" not in err.replace("expand_search relu", "")  # the inner searches show none
-    fit.expand_search(W, "relu", progress=False, **kw)
+    fit.expand_search(W, "relu", run=fit.Run(progress=False), **kw)
     assert capsys.readouterr().err == ""

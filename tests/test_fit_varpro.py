@@ -52,7 +52,7 @@ def test_the_default_search_runs_with_the_condition_poisoned(monkeypatch):
         if callable(getattr(condition, name)):
             monkeypatch.setattr(condition, name, lambda *a, **k: pytest.fail("the default search called condition"))
     W, _ = models.planted_sample("relu", 2, 8, key=jax.random.key(40), draws=2, dtype=jnp.float64)
-    r = fit.search(W, "relu", key=KEY, restarts=8, progress=False)
+    r = fit.search(W, "relu", key=KEY, solver=fit.Solver(restarts=8), run=fit.Run(progress=False))
     assert r.solved().all(), r.best_loss
 
 
@@ -111,8 +111,8 @@ def test_default_search_solves_planted_blocks_at_n_4d_and_no_gaussian_one(activa
     # by 1e-9 (a kink between two training directions; the benchmark records the rates).
     planted, _ = models.planted_sample(activation, 2, 8, key=jax.random.key(41), draws=4, dtype=jnp.float64)
     gaussian = models.sample(activation, 2, 8, key=jax.random.key(42), draws=3, dtype=jnp.float64)
-    yes = fit.search(planted, activation, key=KEY, progress=False)
-    no = fit.search(gaussian, activation, key=KEY, progress=False)
+    yes = fit.search(planted, activation, key=KEY, run=fit.Run(progress=False))
+    no = fit.search(gaussian, activation, key=KEY, run=fit.Run(progress=False))
     assert yes.solved()[[0, 1, 2]].all() and not no.solved().any()
     assert yes.config.method == "varpro" and yes.config.to_dict()["method"] == "varpro"
     # a reader tells solved and Gaussian draws apart from the losses alone: ten orders between them
@@ -132,14 +132,14 @@ def test_varpro_refuses_the_adam_options_and_covers_the_free_linear_class():
     (relu2) and gated ones (swiglu, geglu, reglu) in
     ``test_fit.py::test_near_origin_error_of_gated_and_homogeneous_blocks``."""
     W = models.sample("gelu", 2, 4, key=jax.random.key(0), draws=1, dtype=jnp.float64)
-    kw = dict(key=KEY, restarts=2, steps=3, progress=False)
+    kw = dict(key=KEY, run=fit.Run(progress=False))
     with pytest.raises(ValueError, match="configure method='adam'"):
-        fit.search(W, "gelu", polish=False, **kw)
+        fit.search(W, "gelu", solver=fit.Solver(restarts=2, steps=3, polish=False), **kw)
     with pytest.raises(ValueError, match="configure method='adam'"):
-        fit.search(W, "gelu", optimizer=optax.sgd(1e-3), **kw)
+        fit.search(W, "gelu", solver=fit.Solver(restarts=2, steps=3, optimizer=optax.sgd(1e-3)), **kw)
     with pytest.raises(ValueError, match="method must be one of"):
-        fit.search(W, "gelu", method="newton", **kw)
-    r = fit.search(W, "gelu", linear=True, **kw)
+        fit.search(W, "gelu", solver=fit.Solver(restarts=2, steps=3, method="newton"), **kw)
+    r = fit.search(W, "gelu", problem=fit.Problem(linear=True), solver=fit.Solver(restarts=2, steps=3), **kw)
     assert r.config.method == "varpro" and isinstance(r.best_params, fit.Linear)
     assert np.isfinite(r.best_loss).all()
 
@@ -149,8 +149,8 @@ def test_default_search_solves_planted_gelu_stacks_and_refuses_gaussian_ones():
     # depth 2: the free-linear stack fit, the negations in each layer, the residual-free polish
     planted, _ = models.planted_sample("gelu", 2, 4, key=jax.random.key(10), draws=3, dtype=jnp.float64, depth=2)
     gaussian = models.sample("gelu", 2, 4, key=jax.random.key(11), draws=2, dtype=jnp.float64, depth=2)
-    yes = fit.search(planted, "gelu", key=jax.random.key(2), depth=2, progress=False)
-    no = fit.search(gaussian, "gelu", key=jax.random.key(2), depth=2, progress=False)
+    yes = fit.search(planted, "gelu", key=jax.random.key(2), problem=fit.Problem(depth=2), run=fit.Run(progress=False))
+    no = fit.search(gaussian, "gelu", key=jax.random.key(2), problem=fit.Problem(depth=2), run=fit.Run(progress=False))
     assert yes.solved().all() and not no.solved().any()
     assert float(no.best_loss.min()) > 1e10 * float(yes.best_loss.max())
 
@@ -176,4 +176,4 @@ def test_hops_bring_a_fit_one_unit_off_back_to_the_block():
         got = fit._projected.hop(dataclasses.replace(cfg, hops=hops), xs, ys, p, losses, loss_fn, jax.random.key(2))
         assert (float(got[1].min()) <= 1e-20) is solved, (hops, got[1])
     with pytest.raises(ValueError, match="method='adam' takes none"):
-        fit.search(planted, "relu", key=KEY, method="adam", hops=2, progress=False)
+        fit.search(planted, "relu", key=KEY, solver=fit.Solver(method="adam", hops=2), run=fit.Run(progress=False))

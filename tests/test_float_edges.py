@@ -111,7 +111,9 @@ def test_find_absorbing_set(make, n, method):
     if n is not None:
         U, D = pad(U, D, n)
     p = models.MLPParams(U, D)
-    cert = condition.find_absorbing_set(p, "relu", method=method)  # never an exception (finding 4)
+    cert = condition.find_absorbing_set(
+        p, "relu", decision=condition.Decision(method=method)
+    )  # never an exception (finding 4)
     _right(cert, p, S, brute=U.shape[0] <= 18)
     if S is not None and cert.status == "absorbable":
         assert frobenius(exact_miss(p, cert.S)) <= cert.miss_bound
@@ -138,7 +140,9 @@ def test_wide_path(make):
     U, D, S = make()
     U, D = pad(U, D, large.SCREEN_MIN_N)
     p = models.MLPParams(U, D)
-    cert = condition.find_absorbing_set(p, "relu", time_limit=3)  # the MILP may stop: undecided is right
+    cert = condition.find_absorbing_set(
+        p, "relu", decision=condition.Decision(time_limit=3)
+    )  # the MILP may stop: undecided is right
     _right(cert, p, S, brute=False)
     if cert.status == "absorbable":
         assert frobenius(exact_miss(p, cert.S)) <= cert.miss_bound

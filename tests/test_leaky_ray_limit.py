@@ -121,7 +121,7 @@ def test_a_narrow_block_is_not_absorbable_by_the_same_theorem(act):
     d, n = 4, 2
     params = MLPParams(rng.standard_normal((n, d)), rng.standard_normal((d, n)))
     b = rng.standard_normal(n)
-    cert = condition.find_absorbing_set(params, NAME, bias=b, narrow=True)
+    cert = condition.find_absorbing_set(params, NAME, bias=b, decision=condition.Decision(narrow=True))
     assert cert.status == "not_absorbable", cert
     assert cert.theorem.startswith(activations.RAY_LIMIT_KINK_THEOREM) and cert.assumes == act.assumes
     assert testing.judge(cert, params, NAME, bias=b) == ""

@@ -472,7 +472,7 @@ def test_every_public_decision_warns_on_a_narrow_block_unless_meant():
             call()
         with warnings.catch_warnings():
             warnings.simplefilter("error", models.NarrowBlockWarning)
-            call(narrow=True)
+            call(decision=condition.Decision(narrow=True))
     with warnings.catch_warnings():
         warnings.simplefilter("error", models.NarrowBlockWarning)
         cert = condition.find_absorbing_set(models.MLPParams.from_flax(kernels.up, kernels.down), "relu")

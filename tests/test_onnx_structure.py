@@ -15,7 +15,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from absorbjax import cli, weights  # noqa: E402
+from absorbjax import cli, condition, weights  # noqa: E402
 
 f32 = np.float32
 D, N = 4, 8
@@ -461,7 +461,7 @@ def test_matmulinteger_blocks_are_decided_on_dequantised_weights(tmp_path, per_c
     np.testing.assert_array_equal(block.params.up, want_up)
     np.testing.assert_array_equal(block.params.down, want_down)
     np.testing.assert_array_equal(block.hidden_bias, B_UP)
-    result = weights.check(block, time_limit=5)
+    result = weights.check(block, decision=condition.Decision(time_limit=5))
     assert result.status in ("absorbable", "not_absorbable", "undecided") and result.dtype == block.dtype
     code, out, err = run(path)
     assert code == 0 and "dequantised from int8" in out and "not part of the block" in out, err

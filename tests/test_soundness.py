@@ -26,7 +26,7 @@ def test_no_wrong_certificate(family, seed, index):
     params, activation, planted, note, *bias = testing.FAMILIES[family](np.random.default_rng(seed), index)
     bias = bias[0] if bias else None
     try:
-        cert = condition.find_absorbing_set(params, activation, time_limit=3.0, bias=bias)
+        cert = condition.find_absorbing_set(params, activation, decision=condition.Decision(time_limit=3.0), bias=bias)
     except ValueError as err:
         assert "float64" in str(err) and "\n" not in str(err), note
         return
@@ -104,7 +104,7 @@ def test_planted_sets_survive_a_coordinate_change(seed):
     stored numbers, and is certified so (float64 ``P`` would break the set by ``~ε cond(P)``)."""
     params, activation, planted, note = testing.coordinate_change(np.random.default_rng(seed), 2 * seed + 1)
     assert testing.frobenius(testing.exact_miss(params, planted)) == 0, note
-    cert = condition.find_absorbing_set(params, activation, time_limit=30.0)
+    cert = condition.find_absorbing_set(params, activation, decision=condition.Decision(time_limit=30.0))
     assert cert.status == "absorbable" and testing.judge(cert, params, activation, planted) == "", (note, str(cert))
 
 
@@ -197,12 +197,15 @@ def test_narrow_blocks_cite_an_every_width_theorem():
     rng = np.random.default_rng(4)
     p = models.MLPParams(rng.normal(size=(3, 5)), rng.normal(size=(5, 3)))
     for name in ("relu", "leaky_relu(0.3)"):
-        cert = condition.find_absorbing_set(p, name, narrow=True)
+        cert = condition.find_absorbing_set(p, name, decision=condition.Decision(narrow=True))
         assert cert.status == "not_absorbable" and cert.theorem == activations.KINK_THEOREM
-    assert condition.find_absorbing_set(p, "gelu", narrow=True).theorem == activations.RAY_LIMIT_KINK_THEOREM
+    assert (
+        condition.find_absorbing_set(p, "gelu", decision=condition.Decision(narrow=True)).theorem
+        == activations.RAY_LIMIT_KINK_THEOREM
+    )
     activations.register("_odd_only", lambda z: z / 2 + z * z, odd_slope=1, overwrite=True)
     try:
-        cert = condition.find_absorbing_set(p, "_odd_only", narrow=True)
+        cert = condition.find_absorbing_set(p, "_odd_only", decision=condition.Decision(narrow=True))
         assert cert.status == "undecided" and "n >= d" in cert.reason
     finally:
         activations.unregister("_odd_only")

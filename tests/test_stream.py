@@ -100,8 +100,10 @@ def test_bf16_and_float64_storage_give_the_same_bounds():
     """The same values stored as bf16 (read in blocks) and as float64: the same status, the same certified
     bound and threshold; only the storage-rounding answer differs (bf16 rounding is covered)."""
     U, D = gaussian(96, 2048, 2)
-    a = condition.find_absorbing_set(MLPParams(U, D), "gelu", narrow=True)
-    b = condition.find_absorbing_set(MLPParams(U.astype(np.float64), D.astype(np.float64)), "gelu", narrow=True)
+    a = condition.find_absorbing_set(MLPParams(U, D), "gelu", decision=condition.Decision(narrow=True))
+    b = condition.find_absorbing_set(
+        MLPParams(U.astype(np.float64), D.astype(np.float64)), "gelu", decision=condition.Decision(narrow=True)
+    )
     assert (a.status, a.method, a.lower_bound, a.threshold) == (b.status, b.method, b.lower_bound, b.threshold)
     assert (a.stored_dtype, a.within_rounding, b.within_rounding) == ("bfloat16", "no", "n/a")
 

@@ -77,7 +77,7 @@ def test_every_kind_of_certificate_is_verified():
     )
     cases = [
         (line, "relu", {}, "absorbable", "line"),
-        (rank, "relu", {"skip": np.eye(4), "narrow": True}, "not_absorbable", "rank"),
+        (rank, "relu", {"skip": np.eye(4), "decision": condition.Decision(narrow=True)}, "not_absorbable", "rank"),
         (parallel, "relu", {}, "degenerate", None),
     ]
     for params, act, kw, status, method in cases:
@@ -154,7 +154,7 @@ def test_a_refuted_certificate_becomes_undecided_or_raises_in_the_suite(monkeypa
     cert = condition.find_absorbing_set(params, "relu")
     wrong = dataclasses.replace(cert, miss_bound=-1.0, evidence=None)
     U, D = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
-    context = condition._block.read_block(params, "relu", condition.Decision())[3]
+    context = condition._block.read_block(params, "relu")[3]
     with pytest.raises(AssertionError, match="refuted"):
         _decide._evidenced(wrong, None, U, D, np.eye(3), context)
     monkeypatch.delenv("ABSORBJAX_STRICT_VERIFY")

@@ -179,14 +179,14 @@ def test_transposed_files_are_refused_then_read_with_transpose(tmp_path):
     with pytest.raises(ValueError, match=r"n = 4 < d = 32.*--transpose") as err:
         weights.blocks(path, "relu")
     assert str(path) in one_line(err)
-    block = weights.load_block(path, "relu", transpose=True)
+    block = weights.load_block(path, "relu", layout=weights.Layout(transpose=True))
     np.testing.assert_array_equal(block.params.up, UP)
     narrow = save(tmp_path / "narrow.npz", {"up": DOWN, "down": UP})  # a genuinely narrow block
-    assert weights.load_block(narrow, "relu", allow_narrow=True).n == D
+    assert weights.load_block(narrow, "relu", layout=weights.Layout(allow_narrow=True)).n == D
     gpt2 = save(tmp_path / "gpt2.npz", {"h.0.mlp.c_fc.weight": UP, "h.0.mlp.c_proj.weight": DOWN})
     with pytest.raises(ValueError, match="--transpose"):  # stored the PyTorch way, not as Conv1D
         weights.blocks(gpt2, "gelu")
-    assert weights.load_block(gpt2, "gelu", transpose=True).params.up.shape == (N, D)
+    assert weights.load_block(gpt2, "gelu", layout=weights.Layout(transpose=True)).params.up.shape == (N, D)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,7 +441,7 @@ def test_fused_gate_value(tmp_path):
     plain = save(tmp_path / "fused.npz", {"up": np.concatenate([VALUE, GATE]), "down": DOWN})
     with pytest.raises(ValueError, match="--fused gate-value or value-gate"):
         weights.blocks(plain, "relu")
-    block = weights.load_block(plain, "swiglu", fused="value-gate")
+    block = weights.load_block(plain, "swiglu", layout=weights.Layout(fused="value-gate"))
     assert block.gated and block.fused == "value-gate"
     np.testing.assert_array_equal(block.params.gate, GATE)
     np.testing.assert_array_equal(block.params.value, VALUE)
@@ -590,15 +590,17 @@ def test_packaged_onnx_and_ctranslate2():
 
 def test_the_reading_options_are_one_checked_layout(tmp_path):
     """``weights.scan``, ``blocks`` and ``load_block`` take one :class:`weights.Layout` (shown by
-    ``help()``), its fields by keyword as a shorthand; any other keyword is a ``TypeError``."""
+    ``help()``), no field by keyword (Python's own ``TypeError``) and no ``**`` in the signature."""
     import dataclasses
     import inspect
 
     assert [f.name for f in dataclasses.fields(weights.Layout)] == ["transpose", "allow_narrow", "fused"]
     for f in (weights.scan, weights.blocks, weights.load_block):
-        assert inspect.signature(f).parameters["layout"].default == weights.Layout()
-        with pytest.raises(TypeError, match=f"{f.__name__}\\(\\) got an unexpected keyword argument 'transposed'"):
-            f(tmp_path / "none.npz", transposed=True)
+        params = inspect.signature(f).parameters
+        assert params["layout"].default == weights.Layout()
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        with pytest.raises(TypeError, match=f"{f.__name__}\\(\\) got an unexpected keyword argument 'transpose'"):
+            f(tmp_path / "none.npz", transpose=True)
     with pytest.raises(ValueError, match="fused must be one of gate-value, value-gate"):
         weights.Layout(fused="gate-up")
     with pytest.raises(ValueError, match="transpose must be True or False"):

@@ -161,7 +161,7 @@ def test_gelu_and_a_skip_matrix():
 def test_fewer_units_than_d():
     """n < d: rank Ŵ = n, so the bound is 2d − n (G = all rows, d − n free pairs)."""
     for p in draws("gaussian", 3, 4, 2):
-        cert = condition.min_extra_width(p, "relu", narrow=True)
+        cert = condition.min_extra_width(p, "relu", decision=condition.Decision(narrow=True))
         assert (cert.status, cert.k, cert.pairs) == ("certified", 2 * 4 - 2, 4 - 2)
         assert gap(p, cert.absorber) <= 1e-12
 
@@ -362,7 +362,14 @@ def test_search_below_k_star_never_solves():
     k = {condition.min_extra_width(p, "relu").k for p in params}
     assert k == {d}
     stacked = MLPParams(np.stack([p.up for p in params]), np.stack([p.down for p in params]))
-    below = fit.search(stacked, "relu", key=jax.random.key(1), width=n + d - 1, restarts=8, progress=False)
+    below = fit.search(
+        stacked,
+        "relu",
+        key=jax.random.key(1),
+        problem=fit.Problem(width=n + d - 1),
+        solver=fit.Solver(restarts=8),
+        run=fit.Run(progress=False),
+    )
     assert not below.solved().any() and np.all(below.best_loss > 1e-12)
 
 

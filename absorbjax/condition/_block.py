@@ -13,7 +13,6 @@ from absorbjax import activations
 from absorbjax.condition import _large as large, _stored as stored
 from absorbjax.condition._arith import ONE
 from absorbjax.condition._inputs import decidable_activation, float_weights, skip_matrix, storage_dtypes
-from absorbjax.condition._options import Decision
 from absorbjax.models import MLPParams
 
 
@@ -40,12 +39,11 @@ class BlockContext(NamedTuple):
         return core if self.slope in (None, 1) else f"{core}/c (c = {float(self.slope):.6g})"
 
 
-def read_block(params: MLPParams, activation: str | None, decision: Decision):
+def read_block(params: MLPParams, activation: str | None, skip=None, bias=None, out_bias=None):
     """One ungated block as the decision reads it: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)`` in
     float64 (from ``n = large.SCREEN_MIN_N`` on: as stored, float16/32/64 or bfloat16, often
     memory-mapped; :func:`_decide.decide` reads them in blocks), ``A`` ``(d, d)`` and the :class:`BlockContext`,
-    each argument (and ``decision``'s ``skip``, ``bias``, ``out_bias``) checked (ValueError)."""
-    skip, bias, out_bias = decision.skip, decision.bias, decision.out_bias
+    each argument checked (ValueError)."""
     act = decidable_activation(activation)
     U, D, _ = float_weights(params, batched=False, stream=large.SCREEN_MIN_N)
     A = stored.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])

@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 
-from absorbjax._shorthand import with_shorthand
 from absorbjax.condition import _large as large, _stored as stored
 from absorbjax.condition._arith import EPS, ONE, balance, miss_bound
 from absorbjax.condition._certificate import Distance
@@ -31,10 +30,12 @@ def distance(
     params: MLPParams,
     activation: str | None = None,
     *,
+    skip=None,
+    bias=None,
+    out_bias=None,
+    decision: Decision = Decision(),
     search: bool = True,
     work: float = SEARCH_WORK,
-    decision: Decision = Decision(time_limit=10.0),
-    **shorthand,
 ) -> Distance:
     """Place a block between "exactly absorbable" (0) and "as far as the zero map" (1).
 
@@ -68,9 +69,8 @@ def distance(
     Higham's error bound, or rational arithmetic when cancellation makes that bound loose), so the
     set ``S`` attains at most ``upper`` on the stored values.
 
-    ``decision`` (a :class:`Decision`, or its fields by keyword: ``skip``, ``rtol``, ``method``,
-    ``bias``, ``skip_rtol``, ``out_bias``, ``narrow`` and ``time_limit``, here 10 s by default) is the
-    decision's, as for :func:`find_absorbing_set`; its certificate is ``certificate``.
+    ``skip``, ``bias``, ``out_bias`` (the block) and ``decision`` (how to decide, a
+    :class:`Decision`) are as for :func:`find_absorbing_set`, whose certificate is ``certificate``.
 
     ``time_limit`` is one deadline for the whole call, taken once the weights have been read: the
     decision (its MILPs get the seconds left of its share, :data:`DECIDE_SHARE` of the limit, so
@@ -98,11 +98,10 @@ def distance(
     ``(n,)``) changes only the certificate's theorem (Thm 8 via the ray limit), not the numbers; so
     does ``activation``.
     """
-    decision = with_shorthand((decision,), shorthand, "distance")[0]
     if isinstance(work, bool) or not isinstance(work, (int, float, np.integer, np.floating)) or not work > 0:
         raise ValueError(f"work must be a positive number of multiply-adds, got {work!r}")
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # out-of-range values are bounded, never trusted
-        U, D, A, context = read_block(params, activation, decision)
+        U, D, A, context = read_block(params, activation, skip, bias, out_bias)
         check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
         start = time.perf_counter()  # one deadline for all that follows; the decision gets a share
         deadline = start + decision.time_limit

@@ -11,7 +11,6 @@ from typing import NamedTuple
 import numpy as np
 
 from absorbjax._fingerprint import fingerprint
-from absorbjax._shorthand import with_shorthand
 from absorbjax._verify import REFUTED, verify
 from absorbjax.condition import _large as large, _line as line, _scale as scale, _stored as stored
 from absorbjax.condition._arith import ETA, ONE, balance, rank_lower, sigma_min_lower
@@ -441,14 +440,20 @@ def _float64(X) -> np.ndarray:
 
 
 def find_absorbing_set(
-    params: MLPParams, activation: str | None = None, *, decision: Decision = Decision(), **shorthand
+    params: MLPParams,
+    activation: str | None = None,
+    *,
+    skip=None,
+    bias=None,
+    out_bias=None,
+    decision: Decision = Decision(),
 ) -> Certificate:
     """Decide whether some ``S`` has ``W_down[:,S] W_up[S,:] = −A`` (Thm 8/10, Lemma 4, and
     Thm 8 via the ray limit for biased blocks and gelu_tanh, silu, softplus).
 
-    The options beside the weights are one :class:`Decision`, ``decision``, whose fields (``skip``
-    to ``narrow`` below) may also be passed by keyword as a shorthand that replaces that field
-    (``find_absorbing_set(params, "relu", method="milp")``); any other keyword is a ``TypeError``.
+    The block is ``params`` with its ``skip`` and biases; how to decide is one :class:`Decision`,
+    ``decision`` (``find_absorbing_set(params, "relu", decision=Decision(method="milp"))``), the
+    same object every entry point that decides takes.
 
     Args:
       params: one ungated block, ``up`` = ``W_up`` ``(n, d)``, ``down`` = ``W_down`` ``(d, n)``
@@ -461,24 +466,12 @@ def find_absorbing_set(
         ray limit when ``n < d``); an activation with no declared odd slope, or neither a ray limit
         nor a kink, gets ``undecided``; a user's declared facts are listed in ``cert.assumes``.
         Without a name, "no S" is read with these theorems (the five activations).
-      decision: the options, a :class:`Decision`; its fields:
       skip: ``A`` ``(d, d)``; ``None`` is ``I``. Any finite ``A`` (singular, ill-conditioned, zero):
         the kink theorem allows every skip. ``rank A > n`` (exact for ``d ≤ 512``) proves "no S"
         (method ``"rank"``); a skip not proved invertible is read with the every-width theorems
         (the kink theorem, or it via the ray limit), never the paper's Thm 8/10; rule (E) needs
         ``σ_min(A) > 0`` certified, else an exact miss 0 (``A = 0``: ``S = ∅``, the block is
         residual-free), else ``undecided``.
-      rtol: the slack of rule (★) (module docstring), in ``[0, 0.5)``; default ``1e3·eps64``.
-      time_limit: seconds for the whole decision, the storage-rounding search of ``within_rounding``
-        included: one deadline, taken when the weights have been read, that each search stage (the
-        MILP, the enumeration after it, then the search with storage rounding's ``rtol``) gets what is
-        left of; reaching it gives ``"undecided"`` (or ``within_rounding = "undecided"``), never a
-        guess. Outside it: reading the weights, the relaxations (``O(n² d + n³)``, bounded work), an
-        enumeration once begun (``n ≤ 24``) and the certificate's assembly, so the call returns
-        within ``time_limit`` plus these (about 2.5 s at ``d = 8, n = 2048`` on two cores).
-      method: ``"auto"`` (relaxations, rounding, then enumeration or MILP), ``"relaxation"``
-        (relaxations and rounding only), ``"milp"`` (straight to the MILP; an infeasible verdict is
-        confirmed by enumeration for ``n ≤ 24``) or ``"exhaustive"`` (all ``2^n`` subsets, ``n ≤ 24``).
       bias: the hidden bias ``b`` ``(n,)`` of ``σ(W_up x + b)``, if the block has one (an all-zero
         ``b`` is bias-free). An ``S`` gives the absorber (flip ``(w_i, b_i)`` for ``i ∈ S``; the
         output bias ``c`` becomes ``c + W_down[:,S] b[S]``: :func:`absorber_biases`); "no S" is
@@ -486,16 +479,29 @@ def find_absorbing_set(
         absorber). Parallel rows are ``degenerate``, except for kink activations (relu,
         leaky_relu) whose biases keep the kink hyperplanes distinct: the kink theorem
         (``docs/theory/kink.md``). The output bias ``c`` never changes the answer.
-      skip_rtol: rule (E): ``absorbable`` promises ``‖absorber(x) − block(x)‖ ≤ ‖M_S‖_2 ‖x‖`` with
-        ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)`` (default ``1e-6``), ``M_S`` the exact miss; a set that
-        passes rule (★) but not this is ``undecided`` (cancellation float64 cannot resolve).
       out_bias: the output bias ``c`` ``(d,)`` (``None``: 0). It never changes the status; an
         ``absorbable`` certificate's ``offset_bound`` bounds ``‖absorber(0) − block(0)‖``, the
         rounding of the output bias ``e = c + W_down[:,S] b[S]`` that :func:`absorber_biases` returns
         (0 where ``e`` is exact), so ``‖absorber(x) − block(x)‖ ≤ miss_bound·‖x‖ + offset_bound``.
-      narrow: a block narrower than its input (``n < d``) is decided either way (the kink theorem
-        holds at every width), but warns (:class:`models.NarrowBlockWarning`: flax kernels are
-        ``(in, out)``, use ``MLPParams.from_flax``) unless ``narrow=True`` says it is meant.
+      decision: how to decide, a :class:`Decision`; its fields:
+
+        - ``rtol``: the slack of rule (★) (module docstring), in ``[0, 0.5)``; default ``1e3·eps64``.
+        - ``time_limit``: seconds for the whole decision, the storage-rounding search of ``within_rounding``
+          included: one deadline, taken when the weights have been read, that each search stage (the
+          MILP, the enumeration after it, then the search with storage rounding's ``rtol``) gets what is
+          left of; reaching it gives ``"undecided"`` (or ``within_rounding = "undecided"``), never a
+          guess. Outside it: reading the weights, the relaxations (``O(n² d + n³)``, bounded work), an
+          enumeration once begun (``n ≤ 24``) and the certificate's assembly, so the call returns
+          within ``time_limit`` plus these (about 2.5 s at ``d = 8, n = 2048`` on two cores).
+        - ``method``: ``"auto"`` (relaxations, rounding, then enumeration or MILP), ``"relaxation"``
+          (relaxations and rounding only), ``"milp"`` (straight to the MILP; an infeasible verdict is
+          confirmed by enumeration for ``n ≤ 24``) or ``"exhaustive"`` (all ``2^n`` subsets, ``n ≤ 24``).
+        - ``skip_rtol``: rule (E): ``absorbable`` promises ``‖absorber(x) − block(x)‖ ≤ ‖M_S‖_2 ‖x‖`` with
+          ``‖M_S‖_2 ≤ skip_rtol · σ_min(A)`` (default ``1e-6``), ``M_S`` the exact miss; a set that
+          passes rule (★) but not this is ``undecided`` (cancellation float64 cannot resolve).
+        - ``narrow``: a block narrower than its input (``n < d``) is decided either way (the kink theorem
+          holds at every width), but warns (:class:`models.NarrowBlockWarning`: flax kernels are
+          ``(in, out)``, use ``MLPParams.from_flax``) unless ``narrow=True`` says it is meant.
 
     Returns:
       a :class:`Certificate`; ``str(cert)`` is a readable summary, ``cert.to_dict()`` is JSON.
@@ -523,8 +529,7 @@ def find_absorbing_set(
     References:
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
-    decision = with_shorthand((decision,), shorthand, "find_absorbing_set")[0]
-    U, D, A, context = read_block(params, activation, decision)
+    U, D, A, context = read_block(params, activation, skip, bias, out_bias)
     check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
     return decide(U, D, A, context, decision)[0]
 
@@ -533,15 +538,16 @@ def find_absorbing_sets(
     params: MLPParams,
     activation: str | None = None,
     *,
-    progress: bool = True,
+    skip=None,
+    bias=None,
+    out_bias=None,
     decision: Decision = Decision(),
-    **shorthand,
+    progress: bool = True,
 ) -> list[Certificate]:
     """:func:`find_absorbing_set` for each block along a leading draws axis (``models.sample``).
 
-    ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. The options are
-    :func:`find_absorbing_set`'s (a :class:`Decision`, or its fields by keyword), except that
-    ``skip`` is ``None``, one ``(d, d)`` matrix for all draws or ``(draws, d, d)``, ``bias`` one
+    ``params.up`` ``(draws, n, d)``, ``params.down`` ``(draws, d, n)``. The arguments are
+    :func:`find_absorbing_set`'s, except that ``skip`` is ``None``, one ``(d, d)`` matrix for all draws or ``(draws, d, d)``, ``bias`` one
     ``(n,)`` or ``(draws, n)``, and ``out_bias`` one ``(d,)`` or ``(draws, d)``; ``narrow`` warns
     once for all draws.
     A plain loop: small blocks take about a millisecond each (``d = 3, n = 12``: over a thousand
@@ -549,20 +555,22 @@ def find_absorbing_sets(
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
     ``progress`` shows a tqdm bar over the draws (the MILP can take up to ``time_limit`` each).
     """
-    decision = with_shorthand((decision,), shorthand, "find_absorbing_sets")[0]
     U, _, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
     check_layout(params, narrow=decision.narrow)  # warned once, here, for all draws
-    skips = per_draw(decision.skip, (d, d), draws, "skip")
-    biases = per_draw(decision.bias, (n,), draws, "bias")
-    outs = per_draw(decision.out_bias, (d,), draws, "out_bias")
+    skips = per_draw(skip, (d, d), draws, "skip")
+    biases = per_draw(bias, (n,), draws, "bias")
+    outs = per_draw(out_bias, (d,), draws, "out_bias")
     from absorbjax._progress import tqdm
 
     return [
         find_absorbing_set(
             MLPParams(params.up[k], params.down[k]),
             activation,
-            decision=dataclasses.replace(decision, skip=skips[k], bias=biases[k], out_bias=outs[k], narrow=True),
+            skip=skips[k],
+            bias=biases[k],
+            out_bias=outs[k],
+            decision=dataclasses.replace(decision, narrow=True),
         )
         for k in tqdm(range(draws), desc="find_absorbing_sets", unit="draw", disable=not progress)
     ]

@@ -1,7 +1,8 @@
-"""The decision's options as one typed object: :class:`Decision`, taken by
-:func:`~absorbjax.condition.find_absorbing_set`, :func:`~absorbjax.condition.find_absorbing_sets` and
-:func:`~absorbjax.condition.distance`; its fields also work as keyword shorthand
-(``find_absorbing_set(params, "relu", rtol=1e-9)``, through ``absorbjax._shorthand``)."""
+"""How to decide, as one typed object: :class:`Decision`, taken by every entry point that decides
+(:func:`~absorbjax.condition.find_absorbing_set`, :func:`~absorbjax.condition.find_absorbing_sets`,
+:func:`~absorbjax.condition.distance`, :func:`~absorbjax.condition.min_extra_width`,
+:func:`absorbjax.weights.check`). What describes the block (its skip and biases) is not here: those
+are the functions' own parameters."""
 
 from __future__ import annotations
 
@@ -13,25 +14,24 @@ import numpy as np
 from absorbjax.condition._certificate import METHODS
 from absorbjax.condition._inputs import DEFAULT_RTOL, SKIP_RTOL, check_rtol, check_skip_rtol
 
+TIME_LIMIT = 60.0  # seconds: every entry point's default deadline
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class Decision:
-    """What the decision is asked besides the weights and the activation, and how it answers: the
-    options of :func:`~absorbjax.condition.find_absorbing_set` (whose docstring says what each one
-    means), :func:`~absorbjax.condition.find_absorbing_sets` and :func:`~absorbjax.condition.distance`.
-
-    Built by keyword and checked when built (``ValueError``); each of those calls also takes the
-    fields by keyword as a shorthand that replaces them (``find_absorbing_set(params, "relu",
-    method="milp")`` is ``find_absorbing_set(params, "relu", decision=Decision(method="milp"))``).
+    """How the decision answers: the one options object of every entry point that decides
+    (``find_absorbing_set(params, "relu", decision=Decision(method="milp"))``); the block's skip
+    and biases are those functions' own parameters. Built by keyword, checked when built
+    (``ValueError``); change one field with ``dataclasses.replace``.
 
     Attributes:
-      skip: ``A`` ``(d, d)``; ``None`` is ``I`` (``find_absorbing_sets``: also ``(draws, d, d)``).
-      bias: the hidden bias ``b`` ``(n,)`` of ``σ(W_up x + b)``, or ``None`` (also ``(draws, n)``).
-      out_bias: the output bias ``c`` ``(d,)``, or ``None`` (also ``(draws, d)``).
       rtol: the slack of rule (★) in ``[0, 0.5)`` (``None``: :data:`DEFAULT_RTOL`, ``1e3·eps64``).
       skip_rtol: rule (E)'s bound on the miss relative to ``σ_min(A)``, in ``[0, 1)`` (``None``: ``1e-6``).
-      method: one of :data:`METHODS`.
-      time_limit: seconds for the MILP (:func:`~absorbjax.condition.distance`'s default: 10).
+      method: one of :data:`METHODS` (:func:`~absorbjax.condition.find_absorbing_set` says what
+        each does; the other entry points decide with it too).
+      time_limit: seconds for the whole call, the same default (60) everywhere: one deadline,
+        taken once the weights have been read (each entry point's docstring says what runs
+        inside it).
       narrow: a block narrower than its input (``n < d``) is meant (no ``NarrowBlockWarning``).
 
     Examples:
@@ -43,13 +43,10 @@ class Decision:
       ValueError: method must be one of ('auto', 'relaxation', 'milp', 'exhaustive'), got 'simplex'
     """
 
-    skip: np.ndarray | None = None
-    bias: np.ndarray | None = None
-    out_bias: np.ndarray | None = None
     rtol: float = DEFAULT_RTOL
     skip_rtol: float = SKIP_RTOL
     method: str = "auto"
-    time_limit: float = 60.0
+    time_limit: float = TIME_LIMIT
     narrow: bool = False
 
     def __post_init__(self):

@@ -20,8 +20,8 @@ gated and homogeneous blocks. The weight norm of the best ``V`` shows errors tha
 
 What is searched for is a :class:`Problem` (``skip``, ``depth``, ``width``, ``linear``,
 :class:`Inputs`), how each draw is searched a :class:`Solver` and how the search executes a
-:class:`Run`, all three frozen and built by keyword (their fields also work as keyword shorthand:
-``depth=2, restarts=8``).
+:class:`Run`, all three frozen and built by keyword (``problem=Problem(depth=2),
+solver=Solver(restarts=8)``).
 
 One draw runs ``restarts`` independent initialisations. The default (``Solver(method="varpro")``,
 :mod:`absorbjax.fit._projected`): variable-projection Levenberg–Marquardt fits the candidate with

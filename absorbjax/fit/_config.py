@@ -20,7 +20,6 @@ import optax
 from jax.sharding import Mesh
 
 from absorbjax import activations, models
-from absorbjax._shorthand import with_shorthand
 from absorbjax.models import GatedParams, MLPParams, Params
 from absorbjax.results import Word
 
@@ -84,7 +83,7 @@ class Inputs(NamedTuple):
 class Linear(NamedTuple):
     """A candidate with a free linear term: ``g(x) = A x + V_down σ(V_up x)`` (per layer in a stack).
 
-    ``search(..., linear=True)`` fits this wider class. Since ``σ(z) − σ(−z) = z`` for ReLU and
+    ``search(..., problem=Problem(linear=True))`` fits this wider class. Since ``σ(z) − σ(−z) = z`` for ReLU and
     GELU, negating unit ``i`` only moves ``V_down[:,i] V_up[i,:]`` into ``A``: every unit's
     orientation fits equally well, and a block found here absorbs exactly when
     :func:`absorbjax.condition.find_absorbing_set` finds ``S`` with
@@ -303,15 +302,12 @@ class Run:
     checkpoint: str | os.PathLike | None = None
 
 
-def options(
-    problem: Problem, solver: Solver, run: Run, shorthand: dict, where: str = "search"
-) -> tuple[Problem, Solver, Run]:
-    """``(problem, solver, run)`` with the fields named in ``shorthand`` replaced (``search(...,
-    depth=2, restarts=8, progress=False)``); any other keyword is a ``TypeError`` naming the fields."""
+def check_options(problem: Problem, solver: Solver, run: Run) -> None:
+    """``ValueError`` unless ``problem``, ``solver`` and ``run`` are a :class:`Problem`, a
+    :class:`Solver` and a :class:`Run` (a search's options are these three objects, nothing else)."""
     for name, value, kind in (("problem", problem, Problem), ("solver", solver, Solver), ("run", run, Run)):
         if not isinstance(value, kind):
             raise ValueError(f"{name} must be an absorbjax.fit.{kind.__name__}, got {type(value).__name__}")
-    return with_shorthand((problem, solver, run), shorthand, where)
 
 
 @functools.lru_cache(maxsize=32)

@@ -38,7 +38,7 @@ def absorber_from_units(
     for units, skip in ((MLPParams(U, D), A), (MLPParams(-U, D), A + D @ U)):
         try:
             cert = condition.find_absorbing_set(
-                units, activation, skip=skip, rtol=tol, time_limit=time_limit, narrow=True
+                units, activation, skip=skip, decision=condition.Decision(rtol=tol, time_limit=time_limit, narrow=True)
             )
         except ValueError:  # singular skip or degenerate units
             continue

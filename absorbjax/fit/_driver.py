@@ -20,17 +20,14 @@ def search(
     problem: Problem = Problem(),
     solver: Solver = Solver(),
     run: Run = Run(),
-    **shorthand,
 ) -> SearchResult:
     """Search for residual-free blocks ``g_V`` that reproduce residual blocks ``f_W``.
 
     What is searched for comes as a :class:`Problem` (skip, depth, width, linear, inputs), how each
     draw is searched as a :class:`Solver` (restarts, steps, init, optimizer, polish, tol, hops) and how
     the search executes as a :class:`Run` (batch_size, chunk_size, mesh, progress, checkpoint).
-    Any of their fields may also be passed by keyword as a shorthand that replaces that field:
-    ``search(W, "relu", key=k, depth=2, restarts=8, progress=False)`` is ``search(W, "relu",
-    key=k, problem=Problem(depth=2), solver=Solver(restarts=8), run=Run(progress=False))``
-    (:func:`absorbjax.fit._config.options`; any other keyword is a ``TypeError``).
+    Each is one object, built by keyword: ``search(W, "relu", key=k, problem=Problem(depth=2),
+    solver=Solver(restarts=8), run=Run(progress=False))``.
 
     Args:
       params: residual block weights ``W`` (``MLPParams`` ``(W_up (n,d), W_down (d,n))`` or
@@ -43,8 +40,6 @@ def search(
         ``L`` axis in ``params``).
       solver: a :class:`Solver` (its fields are documented there).
       run: a :class:`Run` (its fields are documented there).
-      shorthand: fields of :class:`Problem`, :class:`Solver` or :class:`Run` by keyword, each
-        replacing that field.
 
     Returns a :class:`SearchResult`. Thm 8 (ReLU) and Thm 10 (GELU) say when an exact absorber
     exists; Props 5 and 6 and Cor 11 when none does.
@@ -56,11 +51,13 @@ def search(
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
       ...     W, _ = models.planted_sample("relu", 2, 4, key=jax.random.key(0), draws=2)
-      ...     r = fit.search(W, "relu", key=jax.random.key(1), restarts=8, progress=False)
+      ...     r = fit.search(
+      ...         W, "relu", key=jax.random.key(1), solver=fit.Solver(restarts=8), run=fit.Run(progress=False)
+      ...     )
       >>> r.solved().tolist(), bool(r.best_loss.max() < 1e-20)
       ([True, True], True)
     """
-    problem, solver, run = _config.options(problem, solver, run, shorthand)
+    _config.check_options(problem, solver, run)
     return _run(_config.validate(params, activation, problem=problem, solver=solver), key, run)
 
 

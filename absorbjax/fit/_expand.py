@@ -14,7 +14,7 @@ first layer or through the first layer read from the second layer's kinks, and t
 first layer is residual-free, ``A₁ = 0``); on the draws still unsolved,
 
 1. searches ``A x + V_down σ(V_up x)`` at width ``m = wide.factor · n`` from random init
-   (``search(..., linear=True)``; the wide block knows nothing of the target but its values);
+   (``search(..., problem=Problem(linear=True))``; the wide block knows nothing of the target but its values);
 2. merges the wide units by line (ReLU: ``u`` and ``c u``, ``c ≠ 0``; GELU: ``±u``) into ``n`` units
    several ways (:func:`proposals`: the ``n`` largest clusters of the line tree cut at several
    heights), the negated members' terms going into ``A``;
@@ -71,7 +71,7 @@ from absorbjax.fit._config import (
     Run,
     Solver,
     Wide,
-    options,
+    check_options,
 )
 from absorbjax.fit._convert import decided, fold_stack, layer_image, unstack
 from absorbjax.fit._driver import search
@@ -92,13 +92,12 @@ def expand_search(
     problem: Problem = Problem(),
     solver: Solver = Solver(),
     run: Run = Run(),
-    **shorthand,
 ) -> SearchResult:
     """:func:`absorbjax.fit.search`, then expand–merge–decide–polish on the draws it leaves unsolved.
 
     The steps, the line step and what happens in a stack are described in the module docstring.
     Its own settings (``wide``, ``line_step``) come first, then the options it shares with
-    :func:`search` (``problem``, ``solver``, ``run`` and their shorthand).
+    :func:`search` (``problem``, ``solver``, ``run``).
 
     Args:
       params: residual blocks ``W`` (``MLPParams``, optional leading draws axis; with a layer
@@ -122,8 +121,6 @@ def expand_search(
       run: every search's :class:`~absorbjax.fit.Run`; ``progress`` shows one bar for the whole
         search (the first search, then each round, with the draws still unsolved and a time
         estimate), the searches inside it show none; ``progress=False`` prints nothing.
-      shorthand: fields of ``Problem``, ``Solver`` or ``Run`` by keyword, each replacing that
-        field (as in :func:`search`).
 
     Returns:
       A :class:`SearchResult` over all draws: where the final block beats the first search, its
@@ -139,7 +136,9 @@ def expand_search(
       >>> from absorbjax import fit, models
       >>> with jax.enable_x64(True):
       ...     W, _ = models.planted_sample("relu", 2, 8, key=jax.random.key(0), draws=2)
-      ...     r = fit.expand_search(W, "relu", key=jax.random.key(1), restarts=8, wide=fit.Wide(rounds=1))
+      ...     r = fit.expand_search(
+      ...         W, "relu", key=jax.random.key(1), solver=fit.Solver(restarts=8), wide=fit.Wide(rounds=1)
+      ...     )
       >>> e = r.config.expand
       >>> e.unsolved, e.improved, r.solved().tolist()
       (2, 2, [True, True])
@@ -147,7 +146,7 @@ def expand_search(
     check_activation(activation)
     if not isinstance(wide, Wide) or not (line_step is None or isinstance(line_step, LineStep)):
         raise ValueError(f"wide must be a fit.Wide and line_step a fit.LineStep or None, got {wide!r}, {line_step!r}")
-    problem, solver, run = options(problem, solver, run, shorthand, where="expand_search")
+    check_options(problem, solver, run)
     if problem.linear or (problem.width is not None and problem.width != dims(params)[1]):
         raise ValueError(
             "expand_search searches residual-free blocks of the target's width n (problem.width None or n, "

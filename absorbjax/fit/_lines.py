@@ -116,10 +116,17 @@ def kinks(
 
 
 def first_layer_lines(
-    f: Callable[[jax.Array], jax.Array], d: int, *, key: jax.Array, tol: float = 1e-8, **kw
+    f: Callable[[jax.Array], jax.Array],
+    d: int,
+    *,
+    key: jax.Array,
+    tol: float = 1e-8,
+    segments: int = 128,
+    grid: int = 65,
+    bisect: int = 60,
 ) -> np.ndarray:
     """Unit normals ``(k, d)`` of the first-layer kink hyperplanes of a ReLU stack ``f: ℝ^d → ℝ^d``:
-    the antipodal :func:`kinks` (``kw``: its settings), normals within ``1 − |cos| ≤ tol`` of
+    the antipodal :func:`kinks` (``segments``, ``grid``, ``bisect``: its settings), normals within ``1 − |cos| ≤ tol`` of
     one already kept being the same line (:func:`lines_of`).
 
     Returns:
@@ -135,7 +142,7 @@ def first_layer_lines(
       >>> len(lines), bool(np.allclose(np.abs(lines @ u.T).max(1), 1.0))
       (4, True)
     """
-    return lines_of(kinks(f, d, key=key, **kw), tol=tol)
+    return lines_of(kinks(f, d, key=key, segments=segments, grid=grid, bisect=bisect), tol=tol)
 
 
 def lines_of(found: Kinks, *, tol: float = 1e-8) -> np.ndarray:

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from absorbjax import io
-from absorbjax.fit._config import Problem, Run, Solver, options
+from absorbjax.fit._config import Problem, Run, Solver, check_options
 from absorbjax.fit._driver import search
 from absorbjax.fit._result import SearchResult
 from absorbjax.results import Result
@@ -84,7 +84,6 @@ def recall(
     problem: Problem = Problem(),
     solver: Solver = Solver(),
     run: Run = Run(progress=False),
-    **shorthand,
 ) -> Recall:
     """Search every draw of ``params`` and count the solved ones.
 
@@ -97,8 +96,6 @@ def recall(
       problem: the :class:`~absorbjax.fit.Problem`, as :func:`absorbjax.fit.search` takes it.
       solver: the :class:`~absorbjax.fit.Solver` (``solver.tol`` is the threshold counted).
       run: the :class:`~absorbjax.fit.Run` (no progress bar by default).
-      shorthand: fields of ``Problem``, ``Solver`` or ``Run`` by keyword, each replacing that
-        field (as in :func:`absorbjax.fit.search`).
 
     Examples:
       >>> import jax
@@ -109,7 +106,7 @@ def recall(
       >>> r.count, r.solved.size
       (2, 2)
     """
-    problem, solver, run = options(problem, solver, run, shorthand, where="recall")
+    check_options(problem, solver, run)
     t = time.perf_counter()
     result = search(params, activation, key=key, problem=problem, solver=solver, run=run)
     seconds = time.perf_counter() - t

@@ -155,7 +155,7 @@ class SearchResult(_SearchFields, Result):
       best_loss: ``(draws,)`` lowest relative loss ``ℓ`` over the restarts that did not fail
         (``inf`` when all failed).
       best_params: the best candidate ``V`` per draw, leading draws axis (same type as the target);
-        for ``search(..., linear=True)`` a :class:`~absorbjax.fit.Linear` of that ``V`` and its free
+        for ``search(..., problem=Problem(linear=True))`` a :class:`~absorbjax.fit.Linear` of that ``V`` and its free
         linear term ``A`` (``(draws, d, d)``, ``(draws, depth, d, d)`` for stacks), the candidate
         as one object, as ``init`` takes it.
       losses: ``(draws, restarts)`` final ``ℓ`` of every restart (after polishing, for the

@@ -183,7 +183,7 @@ def check_layout(params: Params, *, narrow: bool = False, stacklevel: int = 3) -
             f"PyTorch layout (out, in); flax nnx.Linear kernels are (in, out): for layers nnx.Linear({n}, {d}) "
             f"and nnx.Linear({d}, {n}) (a block of width {d} on inputs of dimension {n}) use "
             f"{kind}.from_flax(...) with the layers or kernels ({fields}). If the narrow block is meant, "
-            "pass narrow=True.",
+            "pass decision=condition.Decision(narrow=True).",
             NarrowBlockWarning,
             stacklevel=stacklevel,
         )

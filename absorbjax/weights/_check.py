@@ -42,7 +42,7 @@ from absorbjax.weights._conventions import printable
 from absorbjax.weights._model import INTEGERS, Block, integer_message
 
 if TYPE_CHECKING:
-    from absorbjax.condition import Certificate, Status, WithinRounding
+    from absorbjax.condition import Certificate, Decision, Status, WithinRounding
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -143,21 +143,18 @@ def _working_bytes(block: Block) -> int:
     return limits.array_bytes((16 * n * d + 32 * n * n,), 1, f"deciding {printable(block.name, 80)} (n = {n}, d = {d})")
 
 
-def _condition(block: Block, skip, time_limit: float, distance: bool) -> dict:
+def _condition(block: Block, skip, decision: Decision | None, distance: bool) -> dict:
     from absorbjax import activations, condition
 
     _working_bytes(block)
     bias = block.hidden_bias
+    decision = dataclasses.replace(decision or condition.Decision(), narrow=True)  # the reader fixed the layout
     if distance:
-        dist = condition.distance(
-            block.params, block.activation, skip=skip, bias=bias, time_limit=time_limit, narrow=True
-        )  # the reader fixed the layout
+        dist = condition.distance(block.params, block.activation, skip=skip, bias=bias, decision=decision)
         cert = dist.certificate
         out = {"lower": dist.lower, "upper": dist.upper, "S": dist.S.tolist(), "S_method": dist.method}
     else:
-        cert = condition.find_absorbing_set(
-            block.params, block.activation, skip=skip, bias=bias, time_limit=time_limit, narrow=True
-        )
+        cert = condition.find_absorbing_set(block.params, block.activation, skip=skip, bias=bias, decision=decision)
         out = {"S": None if cert.S is None else cert.S.tolist()}
     out.update(
         status=cert.status,
@@ -212,17 +209,19 @@ def _names(names) -> str:
     return ", ".join(printable(n, 120) for n in names)
 
 
-def check(block: Block, *, skip=None, time_limit: float = 60.0, distance: bool = True) -> BlockCheck:
+def check(block: Block, *, skip=None, decision: Decision | None = None, distance: bool = True) -> BlockCheck:
     """Decide one block of a checkpoint (:func:`absorbjax.weights.scan`), reading it if needed.
 
     Args:
       block: a :class:`~absorbjax.weights.Block`, read or not (gated blocks without a hidden bias
         are decided by Prop 6 without reading a weight: :func:`reads_weights`).
       skip: ``A`` ``(d, d)``; ``None`` is ``I``.
-      time_limit: seconds for the block, passed to :func:`absorbjax.condition.distance` (or
-        ``find_absorbing_set``): one deadline for the decision's search stages (MILP, enumeration,
-        storage rounding) and the distance's box relaxation and search; reading the weights and the
-        Gram relaxation run outside it (docs/guides/checkpoints.md, "Time").
+      decision: how to decide, a :class:`absorbjax.condition.Decision` (``None``: ``Decision()``,
+        left out of the signature so that importing ``weights`` does not import ``condition``),
+        passed to :func:`absorbjax.condition.distance` (or ``find_absorbing_set``); its
+        ``time_limit`` is one deadline for the block's search stages (MILP, enumeration, storage
+        rounding) and the distance's box relaxation and search; reading the weights and the Gram
+        relaxation run outside it (docs/guides/checkpoints.md, "Time").
       distance: also bound ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` (ungated blocks).
 
     Returns a :class:`BlockCheck` (names made printable); see the module docstring for how biases
@@ -244,7 +243,7 @@ def check(block: Block, *, skip=None, time_limit: float = 60.0, distance: bool =
         if block.gated or act.family != "ungated" or (act.never_absorbs and not nonzero):
             found = _theorem(block, act, nonzero)
         else:
-            found = _condition(block, skip, time_limit, distance)
+            found = _condition(block, skip, decision, distance)
     except ValueError as err:
         where = f"{printable(block.path)}: layer {block.layer} ({printable(block.name, 120) or 'block'})"
         raise ValueError(f"{where}: {err}") from None

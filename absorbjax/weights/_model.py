@@ -11,7 +11,6 @@ import re
 import numpy as np
 
 from absorbjax._resident import release
-from absorbjax._shorthand import with_shorthand
 from absorbjax.weights import _activation, _conventions as conventions, _formats as formats, _limits as limits
 from absorbjax.weights._conventions import printable
 
@@ -19,9 +18,7 @@ from absorbjax.weights._conventions import printable
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Layout:
     """How a checkpoint stores its MLP matrices, where the file does not say: the options of
-    :func:`scan`, :func:`blocks` and :func:`load_block`, each of which also takes these fields by
-    keyword as a shorthand that replaces them (``scan(path, transpose=True)`` is
-    ``scan(path, layout=Layout(transpose=True))``; any other keyword is a ``TypeError``).
+    :func:`scan`, :func:`blocks` and :func:`load_block` (``scan(path, layout=Layout(transpose=True))``).
 
     Attributes:
       transpose: read every matrix the other way round from its convention's layout (Flax/JAX
@@ -384,7 +381,7 @@ def _graph_activations(ckpt, groups, gated: bool, activation: str | None) -> lis
     return [(name, source)] * len(groups)
 
 
-def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **shorthand) -> Model:
+def scan(path, activation: str | None = None, *, layout: Layout = Layout()) -> Model:
     """Every MLP block in ``path`` (a file or model directory, see :mod:`~absorbjax.weights._formats`),
     weights not yet read, and the tensors no block uses.
 
@@ -393,7 +390,8 @@ def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **sh
       activation: registered name; else from ``config.json`` beside the file, GGUF metadata, an
         ONNX graph, a CTranslate2 scalar or an ``activation`` entry
         (:func:`absorbjax.weights._activation.resolve`); else ``ValueError``.
-      layout: a :class:`Layout` (``transpose``, ``allow_narrow``, ``fused``), or its fields by keyword.
+      layout: how the file lays its blocks out, a :class:`Layout` (``transpose``, ``allow_narrow``,
+        ``fused``): ``scan(path, layout=Layout(transpose=True))``.
 
     Raises ``ValueError`` naming the file: no block, an incomplete block, quantised MLP weights,
     a weight or bias stored as integers (naming it; ONNX integers with their scale and GGUF block
@@ -402,7 +400,6 @@ def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **sh
     outside the checkpoint's folder, more tensors or blocks than the budget allows
     (:func:`~absorbjax.weights._limits.max_tensors`, :func:`~absorbjax.weights._limits.max_blocks`).
     """
-    layout = with_shorthand((layout,), shorthand, "scan")[0]
     ckpt = formats.read(path)
     if activation is None:  # config.json will be read: it must be the folder's own
         formats.config_inside(ckpt.path)
@@ -449,17 +446,15 @@ def scan(path, activation: str | None = None, *, layout: Layout = Layout(), **sh
     return Model(ckpt.path, ckpt.format, out, unused)
 
 
-def blocks(path, activation: str | None = None, *, layout: Layout = Layout(), **shorthand) -> list[Block]:
+def blocks(path, activation: str | None = None, *, layout: Layout = Layout()) -> list[Block]:
     """Every MLP block in ``path``, weights not yet read: :func:`scan`'s ``blocks``, with its arguments."""
-    return scan(path, activation, layout=with_shorthand((layout,), shorthand, "blocks")[0]).blocks
+    return scan(path, activation, layout=layout).blocks
 
 
-def load_block(
-    path, activation: str | None = None, *, layer: int | None = None, layout: Layout = Layout(), **shorthand
-) -> Block:
+def load_block(path, activation: str | None = None, *, layer: int | None = None, layout: Layout = Layout()) -> Block:
     """One block, read: the only one in ``path``, or ``layer`` (its position, see :func:`blocks`);
-    ``layout`` (or its fields by keyword) as for :func:`scan`."""
-    found = blocks(path, activation, layout=with_shorthand((layout,), shorthand, "load_block")[0])
+    ``layout`` as for :func:`scan`."""
+    found = blocks(path, activation, layout=layout)
     if layer is None:
         if len(found) > 1:
             raise ValueError(

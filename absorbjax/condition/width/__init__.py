@@ -65,6 +65,7 @@ from absorbjax.condition._inputs import (
     skip_matrix,
     threshold_of,
 )
+from absorbjax.condition._options import Decision
 from absorbjax.condition._text import fmt
 from absorbjax.condition.width._parts import (
     CHUNK,
@@ -279,7 +280,7 @@ def _check_budget(**budgets) -> None:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
 
 
-def _ray_lower(params, act, proof, **kwargs) -> int:
+def _ray_lower(params, act, proof, *, skip, decision: Decision, max_bits: int, max_flats: int) -> int:
     """The ReLU lower bound on ``k*`` of the same weights: a lower bound for ``act`` by the ray limit
     (the limit of a width ``n + k`` absorber is a ReLU one); 0 without a declared ray limit relu (a
     ``leaky_relu(α)`` limit maps absorbers to leaky ones, whose ``k*`` bound is not proved)."""
@@ -291,7 +292,7 @@ def _ray_lower(params, act, proof, **kwargs) -> int:
             else f"no lower bound: {act}'s declared ray limit is {limit}, not relu (no {limit} width bound is proved)"
         )
         return 0
-    relu = min_extra_width(params, "relu", **kwargs)
+    relu = min_extra_width(params, "relu", skip=skip, decision=decision, max_bits=max_bits, max_flats=max_flats)
     proof.append(
         f"k* >= {relu.lower}: the ReLU bound on the same (W_up, W_down) ({relu.status}); by the ray "
         f"limit a width n + k absorber for {act} gives a ReLU one (proved, beyond the paper)"
@@ -304,11 +305,9 @@ def min_extra_width(
     activation: str,
     *,
     skip=None,
-    rtol: float | None = None,
+    decision: Decision = Decision(),
     max_bits: int = 20,
     max_flats: int = 20000,
-    time_limit: float = 60.0,
-    narrow: bool = False,
 ) -> WidthCertificate:
     """The smallest ``k`` such that some ``V_down σ(V_up x)`` of width ``n + k`` equals
     ``A x + W_down σ(W_up x)``, with a verified absorber and a proof that ``n + k − 1`` fails.
@@ -322,15 +321,16 @@ def min_extra_width(
         the construction the upper bound; ``k*`` where they meet, else an interval. Gated and
         homogeneous activations raise: Props 5, 6 rule out every width.
       skip: ``A (d, d)``; ``None`` is ``I``.
-      rtol: the slack of rule (★) (:func:`find_absorbing_set`); the linear part must match within
-        ``tol``, the Frobenius bound of every miss that rule accepts.
+      decision: how to decide, a :class:`Decision`: its ``rtol`` is the slack of rule (★) (the
+        linear part must match within ``tol``, the Frobenius bound of every miss that rule
+        accepts), its ``time_limit`` the seconds for :func:`find_absorbing_set` (nondegenerate
+        weights, ``k = 0``; the width search runs on ``max_bits`` and ``max_flats``, not the
+        clock), its ``narrow`` says a block narrower than its input (``n < d``) is meant
+        (otherwise it warns: :class:`models.NarrowBlockWarning`, flax's ``(in, out)`` kernels).
       max_bits: enumerate all ``2^L`` sets ``S`` of the ``L`` atoms when ``L ≤ max_bits``; beyond,
         the ``2^max_bits`` prefixes over the atoms of largest ``‖ũ_a‖‖ŵ_a‖``, the rest bounded by
         Weyl's inequality (often too weak: then undecided).
       max_flats: flats ``P`` examined per row space of a singular ``M_S``; beyond, undecided.
-      time_limit: seconds for :func:`find_absorbing_set` (nondegenerate weights, ``k = 0``).
-      narrow: ``True`` when a block narrower than its input (``n < d``) is meant; otherwise it
-        warns (:class:`models.NarrowBlockWarning`, flax's ``(in, out)`` kernels).
 
     Returns:
       a :class:`WidthCertificate` (``str(cert)`` readable, ``cert.to_dict()`` JSON).
@@ -349,12 +349,12 @@ def min_extra_width(
       0
     """
     t0 = time.perf_counter()
-    check_layout(params, narrow=narrow)
+    check_layout(params, narrow=decision.narrow)
     act = _check_width_activation(activation)
     _check_budget(max_bits=max_bits, max_flats=max_flats)
-    w = _prepare(params, act, skip, rtol, max_flats)
+    w = _prepare(params, act, skip, decision.rtol, max_flats)
     best, lower, proof, info = _bounds(
-        params, w, act, skip=skip, max_bits=max_bits, max_flats=max_flats, time_limit=time_limit
+        params, w, act, skip=skip, max_bits=max_bits, max_flats=max_flats, decision=decision
     )
     return _conclude(w, act, best, lower=lower, proof=proof, info=info, t0=t0)
 
@@ -407,7 +407,7 @@ def _prepare(params: MLPParams, act: str, skip, rtol: float | None, max_flats: i
 
 
 def _bounds(
-    params: MLPParams, w: _Prepared, act: str, *, skip, max_bits: int, max_flats: int, time_limit: float
+    params: MLPParams, w: _Prepared, act: str, *, skip, max_bits: int, max_flats: int, decision: Decision
 ) -> tuple[tuple, int, list[str], dict]:
     """The bounds on ``k*``: ``(best (cost, S, G, p) found (the upper bound), the proved lower bound, the proof
     lines, the certificate's bookkeeping fields)``."""
@@ -421,7 +421,7 @@ def _bounds(
     lower_red = 0
     if w.nondegenerate:
         cond_cert = find_absorbing_set(
-            params, skip=skip, rtol=w.rtol, activation=act if proved else None, time_limit=time_limit, narrow=True
+            params, act if proved else None, skip=skip, decision=dataclasses.replace(decision, narrow=True)
         )  # the layout was checked on entry
         if cond_cert.absorbable and cond_cert.S is not None:
             best = (0, cond_cert.S, np.zeros(0, int), 0)
@@ -450,9 +450,7 @@ def _bounds(
     ray_lower = (
         0
         if proved
-        else _ray_lower(
-            params, act, proof, skip=skip, rtol=w.rtol, max_bits=max_bits, max_flats=max_flats, time_limit=time_limit
-        )
+        else _ray_lower(params, act, proof, skip=skip, decision=decision, max_bits=max_bits, max_flats=max_flats)
     )
     info = dict(
         d=d,
