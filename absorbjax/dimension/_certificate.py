@@ -71,6 +71,10 @@ class DepthCertificate(Verdict):
       free_stack: with ``status == "reproduced"``, the free stack (``MLPParams``, float64 arrays ``up``
         ``(L, n, 1)``, ``down`` ``(L, 1, n)``) that equals the residual stack; ``None`` otherwise. Its
         weights are ``±1``, ``0`` and the exact values ``f(1)``, ``f(−1)`` (given exactly in ``reason``).
+      minor: the evidence of ``rank``: ``(rows, cols)`` of a ``rank × rank`` submatrix of the probe
+        Jacobian that is nonsingular mod ``prime`` (:class:`ExactRank`'s ``minor``: rows ``(k, a, j)``,
+        columns parameter indices); ``None`` with a ``subfamily``. :func:`absorbjax.verify` recomputes
+        those rows from ``point`` and the determinant mod ``prime``.
     """
 
     status: DepthStatus
@@ -97,6 +101,7 @@ class DepthCertificate(Verdict):
     seconds: float = 0.0
     bias: bool = False
     free_stack: models.MLPParams | None = None
+    minor: tuple | None = None
 
     def __post_init__(self):  # a status outside the vocabulary is refused (ValueError)
         object.__setattr__(self, "status", DepthStatus(self.status))
@@ -445,5 +450,6 @@ def certify(
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
     return DepthCertificate(
-        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias, free_stack
+        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias, free_stack,
+        minor=best.minor,
     )
