@@ -471,13 +471,17 @@ def _absence(U, D, A, get, c: Fraction, hyp, budget: int) -> list[Step]:
     return steps
 
 
-def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: int = EXACT_MAX) -> Verification:
-    """Check a certificate of :func:`absorbjax.find_absorbing_set` against the block, independently.
+def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, budget: int = EXACT_MAX) -> Verification:
+    """Check a certificate of :func:`absorbjax.find_absorbing_set`, :func:`absorbjax.condition.min_extra_width`
+    (``absorbjax/_verify_width.py``) or :func:`absorbjax.dimension.certify` (``absorbjax/_verify_depth.py``),
+    independently.
 
     Args:
-      certificate: a :class:`~absorbjax.condition.Certificate`, or its ``to_dict()`` (the JSON).
+      certificate: a :class:`~absorbjax.condition.Certificate`, ``WidthCertificate`` or
+        ``DepthCertificate``, or its ``to_dict()`` (the JSON).
       params: the block's ``MLPParams`` (``up`` = ``W_up (n, d)``, ``down`` = ``W_down (d, n)``), any
-        real dtype, memory maps read in blocks; or a pair ``(up, down)``.
+        real dtype, memory maps read in blocks; or a pair ``(up, down)``. ``None`` for a depth
+        certificate (its rational point is in it).
       skip, bias, out_bias: the skip ``A (d, d)``, hidden bias ``(n,)`` and output bias ``(d,)`` given to
         the decision (``None``: ``I``, none, none).
       budget: multiply-adds done in exact arithmetic (default :data:`EXACT_MAX`); beyond it float64
@@ -497,6 +501,18 @@ def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: 
       ('absorbable', 'verified')
     """
     get = certificate.get if isinstance(certificate, Mapping) else lambda k: getattr(certificate, k, None)
+    if get("free_bound") is not None:  # a depth certificate: the point is in it
+        from absorbjax._verify_depth import check_depth
+
+        return _conclude(str(get("status")), check_depth(get))
+    if params is None:
+        raise ValueError("verify needs the block's params for a block or width certificate")
+    if get("absorber") is not None:  # a width certificate
+        from absorbjax._verify_width import check_width
+
+        U, D = (np.asarray(x) for x in ((params.up, params.down) if hasattr(params, "up") else params))
+        again = lambda c: verify(c, (U, D), skip=skip, budget=budget)  # noqa: E731 (the cited block certificate)
+        return _conclude(str(get("status")), check_width(get, U, D, skip, budget, again))
     ev = get("evidence")
     if ev is not None and not isinstance(ev, Mapping):
         ev = dataclasses.asdict(ev)
@@ -559,6 +575,11 @@ def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: 
         )
     else:
         steps.append(Step("status", False, f"unknown status {status!r}"))
+    return _conclude(status, steps)
+
+
+def _conclude(status: str, steps: list[Step]) -> Verification:
+    """Refuted when a step failed, verified when every step (a missing fingerprint aside) passed."""
     oks = [s.ok for s in steps if s.name != "fingerprint" or s.ok is not None]
     verdict = REFUTED if False in oks else VERIFIED if all(oks) else UNCHECKED
     return Verification(verdict, status, tuple(steps))
