@@ -511,8 +511,8 @@ def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, bud
         from absorbjax._verify_width import check_width
 
         U, D = (np.asarray(x) for x in ((params.up, params.down) if hasattr(params, "up") else params))
-        again = lambda c: verify(c, (U, D), skip=skip, budget=budget)  # noqa: E731 (the cited block certificate)
-        return _conclude(str(get("status")), check_width(get, U, D, skip, budget, again))
+        steps = check_width(get, U, D, skip, budget, lambda c: verify(c, (U, D), skip=skip, budget=budget))
+        return _conclude(str(get("status")), steps)
     ev = get("evidence")
     if ev is not None and not isinstance(ev, Mapping):
         ev = dataclasses.asdict(ev)
@@ -523,19 +523,12 @@ def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, bud
     A = np.eye(d) if skip is None else np.asarray(skip, np.float64)
     bias = None if bias is None or not np.any(np.asarray(bias) != 0) else np.asarray(bias, np.float64)
     steps = [_shape_step(get, n, d)]
-    if ev and ev.get("fingerprint"):
-        fp = fingerprint(U, D, skip, bias, out_bias, dtypes=dtypes_of(get("stored_dtype")))
-        steps.append(
-            Step(
-                "fingerprint",
-                fp == ev["fingerprint"],
-                "the weights are the ones decided"
-                if fp == ev["fingerprint"]
-                else "these weights are not the ones the certificate was made for",
-            )
+    claimed = (ev or {}).get("fingerprint")
+    steps.append(
+        fingerprint_step(
+            claimed and fingerprint(U, D, skip, bias, out_bias, dtypes=dtypes_of(get("stored_dtype"))), claimed
         )
-    else:
-        steps.append(Step("fingerprint", None, "no fingerprint in the certificate"))
+    )
     c = _slope(get("activation"))
     if status == "undecided":
         steps.append(Step("status", True, "undecided claims nothing"))
@@ -576,6 +569,16 @@ def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, bud
     else:
         steps.append(Step("status", False, f"unknown status {status!r}"))
     return _conclude(status, steps)
+
+
+def fingerprint_step(computed: str | None, claimed: str | None) -> Step:
+    """The weights against the certificate's fingerprint (``unchecked`` without one)."""
+    if not claimed:
+        return Step("fingerprint", None, "no fingerprint in the certificate")
+    same = computed == claimed
+    return Step(
+        "fingerprint", same, "the weights are the ones decided" if same else "these weights are not the ones decided"
+    )
 
 
 def _conclude(status: str, steps: list[Step]) -> Verification:

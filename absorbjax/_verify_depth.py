@@ -118,7 +118,9 @@ def _relu_pattern(pt: dict, k: int) -> list[np.ndarray] | None:
         out.append(np.array([hi > 0 for hi in h]))
         a = [max(hi, 0) for hi in h]
         g = [0] * len(z) if pt["gamma"] is None else [Fraction(int(v), q) for v in pt["gamma"][l]]
-        z = [zj + sum(Fraction(int(v), q) * ai for v, ai in zip(row, a)) + gj for zj, row, gj in zip(z, pt["down"][l], g)]
+        z = [
+            zj + sum(Fraction(int(v), q) * ai for v, ai in zip(row, a)) + gj for zj, row, gj in zip(z, pt["down"][l], g)
+        ]
     return out
 
 
@@ -220,7 +222,10 @@ def _dets_nonzero(pt: dict, half: bool) -> tuple[bool | None, str]:
     if not half and n > NARROW_MAX:
         return None, f"n = {n} > {NARROW_MAX}: the 2^n determinants are not enumerated"
     for l in range(L):
-        outer = [flint.fmpz_mat(d, d, [int(a) * int(b) for a in pt["down"][l][:, i] for b in pt["up"][l][i]]) for i in range(n)]
+        outer = [
+            flint.fmpz_mat(d, d, [int(a) * int(b) for a in pt["down"][l][:, i] for b in pt["up"][l][i]])
+            for i in range(n)
+        ]
         eye = flint.fmpz_mat(d, d, [q2 if i == j else 0 for i in range(d) for j in range(d)])
         sets = [range(n)] if half else (S for size in range(1, n + 1) for S in itertools.combinations(range(n), size))
         for S in sets:
@@ -229,12 +234,18 @@ def _dets_nonzero(pt: dict, half: bool) -> tuple[bool | None, str]:
                 m = m + outer[i]
             if m.det() == 0:
                 return False, f"layer {l}: det(I + {'½ D U' if half else 'D[:,S] U[S,:]'}) = 0 for S = {list(S)}"
-    return True, "det(I + ½ D_l U_l) != 0 for every layer" if half else f"det(I + D_l[:,S] U_l[S,:]) != 0 for every layer and all 2^{n} S"
+    return (
+        True,
+        "det(I + ½ D_l U_l) != 0 for every layer"
+        if half
+        else f"det(I + D_l[:,S] U_l[S,:]) != 0 for every layer and all 2^{n} S",
+    )
 
 
 def _line_values(ups, downs, q: int | None, residual: bool) -> tuple[Fraction, Fraction]:
     """``(f(1), f(−1))`` of a bias-free ReLU stack on the line (``d = 1``): numerators over ``q``, or
     floats (``q = None``), exactly."""
+
     def val(v):
         return Fraction(int(v), q) if q else Fraction(float(v))
 
@@ -288,8 +299,12 @@ def check_depth(get) -> list[Step]:
         return steps + [Step("status", False, f"unknown status {status!r}")]
     if method == "rank":
         steps.append(_prime_step(get("prime"), int(get("order")), act))
+        if not steps[-1].ok:
+            return steps
         if get("params") != P:
-            return steps + [Step("minor", None, f"a subfamily of {get('params')} parameters: its B is not in the certificate")]
+            return steps + [
+                Step("minor", None, f"a subfamily of {get('params')} parameters: its B is not in the certificate")
+            ]
         steps.append(_minor_step(get, pt, act, P))
         return steps + [Step("bound", get("rank") > b, f"rank {get('rank')} against the free bound {b}")]
     if method == "narrow":
@@ -304,7 +319,9 @@ def check_depth(get) -> list[Step]:
         f1, fm = _line_values(pt["up"], pt["down"], pt["q"], True)
         return steps + [Step("line (§10)", f1 * fm != 0, f"f(1) = {f1}, f(-1) = {fm} (exact): f(1) f(-1) != 0")]
     if method == "kink":
-        ok, why = _kink_hypotheses(pt, act) if L == 1 and bias else (False, "the kink argument needs depth 1 with biases")
+        ok, why = (
+            _kink_hypotheses(pt, act) if L == 1 and bias else (False, "the kink argument needs depth 1 with biases")
+        )
         return steps + [Step("kink hypotheses", ok, why)]
     return steps + [Step("status", False, f"unknown method {method!r}")]
 
@@ -315,7 +332,9 @@ def _reproduced(get, pt: dict, act: str, d: int, bias: bool, method) -> list[Ste
     floats; both are positively homogeneous, so ``g`` is ``f`` up to that rounding)."""
     fs = get("free_stack")
     if method != "line" or act != "relu" or d != 1 or bias or fs is None:
-        return [Step("free stack", False, "reproduced is claimed on the line only (relu, d = 1, no biases, a free stack)")]
+        return [
+            Step("free stack", False, "reproduced is claimed on the line only (relu, d = 1, no biases, a free stack)")
+        ]
     n = pt["up"].shape[1]
     f = _line_values(pt["up"], pt["down"], pt["q"], True)
     steps = [Step("line (§10)", n >= 2 or f[0] * f[1] == 0, f"n = {n}, f(1) = {f[0]}, f(-1) = {f[1]} (exact)")]
@@ -326,4 +345,6 @@ def _reproduced(get, pt: dict, act: str, d: int, bias: bool, method) -> list[Ste
     g = _line_values(V_up, V_down, None, False)
     rounded = tuple(Fraction(float(v)) for v in f)
     how = "exactly" if g == f else "up to the rounding of f(±1) to float64"
-    return steps + [Step("free stack", g == rounded, f"free stack g(±1) = ({float(g[0])!r}, {float(g[1])!r}): f(±1) {how}")]
+    return steps + [
+        Step("free stack", g == rounded, f"free stack g(±1) = ({float(g[0])!r}, {float(g[1])!r}): f(±1) {how}")
+    ]

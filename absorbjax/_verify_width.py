@@ -35,10 +35,10 @@ import numpy as np
 
 from absorbjax import activations
 from absorbjax._fingerprint import fingerprint
-from absorbjax._verify import Step
+from absorbjax._verify import Step, fingerprint_step
 
 _U = 2.0**-53
-LOWER_MAX = 2**16  # sets S (times the G refinement) the lower bound enumerates
+LOWER_MAX = 2**12  # sets S the lower bound enumerates (beyond: unchecked)
 
 
 def _frac_rows(X) -> list[list[Fraction]]:
@@ -144,7 +144,10 @@ def _upper(U, D, A, V, act: str, width: int, tol: float) -> Step:
     d = U.shape[1]
     if Vu.shape != (width, d) or Vd.shape != (d, width) or not (np.all(np.isfinite(Vu)) and np.all(np.isfinite(Vd))):
         return Step("upper (absorber)", False, f"the absorber is {Vu.shape}, {Vd.shape}, not width n + upper = {width}")
-    R = _mat(_frac_rows(A)) + (_mat(_frac_rows(D)) * _mat(_frac_rows(U)) - _mat(_frac_rows(Vd)) * _mat(_frac_rows(Vu))) / 2
+    R = (
+        _mat(_frac_rows(A))
+        + (_mat(_frac_rows(D)) * _mat(_frac_rows(U)) - _mat(_frac_rows(Vd)) * _mat(_frac_rows(Vu))) / 2
+    )
     lin = sum((Fraction(int(v.p), int(v.q)) ** 2 for v in R.entries()), Fraction(0))
     f, g = _even(U, D, act), _even(Vu, Vd, act)
     misses = []
@@ -156,7 +159,9 @@ def _upper(U, D, A, V, act: str, width: int, tol: float) -> Step:
         if e2:
             misses.append(_sqrt_up(e2) * _sqrt_up(sum(v * v for v in r)) / 2)
     if act not in ("relu", "gelu") and misses:
-        return Step("upper (absorber)", None, f"{len(misses)} even parts differ; |E(z)| <= |z|/2 is used for relu, gelu only")
+        return Step(
+            "upper (absorber)", None, f"{len(misses)} even parts differ; |E(z)| <= |z|/2 is used for relu, gelu only"
+        )
     bound = _sqrt_up(lin) + sum(misses, Fraction(0))
     return Step(
         "upper (absorber)",
@@ -173,8 +178,8 @@ def _lower(U, D, A, act: str, lower: int, thr: Fraction, budget: int) -> Step:
     need = lower + n - L  # the reduced cost every S, G must reach
     if lower <= 0 or need <= 0:
         return Step("lower", True, f"k* >= {lower}: trivially ({L} live atoms of {n} units)")
-    if 2**L * d**3 > budget * 64:
-        return Step("lower", None, f"2^{L} sets S exceed the checker's budget")
+    if 2**L > LOWER_MAX:
+        return Step("lower", None, f"2^{L} sets S: more than the checker enumerates ({LOWER_MAX})")
     base, outer = _mat(Ap), [_mat([[u * w for w in W[a]] for u in Uc[a]]) for a in range(L)]
     rank_W = _mat(W).rank() if thr == 0 else min(L, d)
     tried = 0
@@ -213,41 +218,51 @@ def _complement(WG: list[list[Fraction]]):
     return eye - B.transpose() * (B * B.transpose()).inv() * B
 
 
+def _claim_steps(get, U, D, A, fp: str | None) -> list[Step]:
+    """The certificate's frame: its size, fingerprint (``fp``: the block's), the claim and ``tol``."""
+    n, d = U.shape
+    status, lower, upper, k, tol = str(get("status")), get("lower"), get("upper"), get("k"), float(get("tol"))
+    claim = (k == lower == upper) if status == "certified" else (status == "undecided" and k is None)
+    sizes = f"certificate for d = {get('d')}, n = {get('n')}; block d = {d}, n = {n}"
+    return [
+        Step("shape", (get("n"), get("d")) == (n, d), sizes),
+        fingerprint_step(fp, get("fingerprint")),
+        Step("claim", claim and 0 <= lower <= upper, f"{status}: k = {k}, {lower} <= k* <= {upper}"),
+        Step("tol", 0 <= tol <= _tol_bound(U, D, A, float(get("rtol"))), f"tol {tol:.3g}: rule (★)'s bound at rtol"),
+    ]
+
+
 def check_width(get, U, D, skip, budget: int, verify_block) -> list[Step]:
     """The steps of a width certificate (``get(field)`` reads it) for ``W_up = U (n, d)``, ``W_down = D
-    (d, n)``, ``A = skip``: fingerprint, claim, tol, atoms, upper, lower (``verify_block`` checks the
-    embedded block certificate)."""
+    (d, n)``, ``A = skip`` (``None``: ``I``): its frame, the absorber (upper), the atoms and the lower
+    bound; ``verify_block`` checks the block certificate it cites."""
     n, d = U.shape
     A = np.eye(d) if skip is None else np.asarray(skip, np.float64)
-    act, status = get("activation"), str(get("status"))
-    lower, upper, k, tol = get("lower"), get("upper"), get("k"), float(get("tol"))
-    steps = [Step("shape", (get("n"), get("d")) == (n, d), f"certificate for d = {get('d')}, n = {get('n')}; block d = {d}, n = {n}")]
-    if get("fingerprint"):
-        fp = fingerprint(U, D, None if skip is None else A)
-        steps.append(Step("fingerprint", fp == get("fingerprint"), "the weights are the ones decided" if fp == get("fingerprint") else "these weights are not the ones the certificate was made for"))
-    claim = (k == lower == upper) if status == "certified" else (status == "undecided" and k is None and 0 <= lower <= upper)
-    steps.append(Step("claim", claim, f"{status}: k = {k}, {lower} <= k* <= {upper}"))
-    steps.append(Step("tol", 0 <= tol <= _tol_bound(U, D, A, float(get("rtol"))), f"tol {tol:.3g} within rule (★)'s bound at rtol {get('rtol')!r}"))
-    U64, D64 = np.asarray(U, np.float64), np.asarray(D, np.float64)
+    act, lower, tol = get("activation"), get("lower"), float(get("tol"))
+    fp = get("fingerprint") and fingerprint(U, D, None if skip is None else A)
+    U, D = np.asarray(U, np.float64), np.asarray(D, np.float64)
+    steps = _claim_steps(get, U, D, A, fp)
     V = get("absorber")
-    steps.append(_upper(U64, D64, A, V._asdict() if hasattr(V, "_asdict") else V, act, n + upper, tol))
-    basis = get("basis") or {}
+    steps.append(_upper(U, D, A, V._asdict() if hasattr(V, "_asdict") else V, act, n + get("upper"), tol))
     if act in ("relu", "gelu"):
-        groups = _atoms(U64, D64, A, act)[0]
+        groups = _atoms(U, D, A, act)[0]
         same = sorted(map(sorted, groups)) == sorted(sorted(int(i) for i in g) for g in get("atoms"))
-        steps.append(Step("atoms", same, f"{len(groups)} live atoms (exact)" + ("" if same else f"; the certificate lists {len(get('atoms'))}")))
-        thr = basis.get("threshold")
+        steps.append(
+            Step("atoms", same, f"{len(groups)} live atoms (exact); the certificate lists {len(get('atoms'))}")
+        )
+        thr = (get("basis") or {}).get("threshold")
         if thr is None or thr not in (0.0, tol) or (thr == 0) != bool(get("exact")):
-            return steps + [Step("lower", False if thr is not None else None, f"threshold {thr!r}: must be 0 (exact) or tol")]
-        steps.append(_lower(U64, D64, A, act, lower, Fraction(thr), budget))
-    else:
-        limit = activations.get(act).ray_limit
+            return steps + [Step("lower", None if thr is None else False, f"threshold {thr!r}: 0 (exact) or tol")]
+    else:  # by the declared ray limit: the ReLU bound on the same weights
+        limit, thr = activations.get(act).ray_limit, tol
         if limit != "relu" and lower > 0:
             return steps + [Step("lower", False, f"{act} declares ray limit {limit!r}, not relu: no lower bound")]
-        integer = all(np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= 2**20 for X in (U64, D64, A))
-        steps.append(_lower(U64, D64, A, "relu", lower, Fraction(0.0 if integer else tol), budget))
+        if all(np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= 2**20 for X in (U, D, A)):
+            thr = 0.0  # integer weights: exact ranks
+    steps.append(_lower(U, D, A, act if act == "gelu" else "relu", lower, Fraction(thr), budget))
     cond = get("condition")
     if cond is not None and cond.get("status") in ("absorbable", "not_absorbable"):
         v = verify_block(cond)
-        steps.append(Step("condition", {"verified": True, "refuted": False}.get(v.verdict), f"the block certificate cited: {v.verdict}"))
+        ok = {"verified": True, "refuted": False}.get(v.verdict)
+        steps.append(Step("condition", ok, f"the block certificate it cites: {v.verdict}"))
     return steps

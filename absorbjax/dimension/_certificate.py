@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from typing import Any
 
@@ -449,7 +450,26 @@ def certify(
     probes = _probes(name, bias, best.order)
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
-    return DepthCertificate(
-        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias, free_stack,
+    cert = DepthCertificate(
+        *verdict,
+        name,
+        d,
+        n,
+        depth,
+        residual,
+        P,
+        *exact,
+        point,
+        *floats,
+        time.perf_counter() - start,
+        bias,
+        free_stack,
         minor=best.minor,
     )
+    if os.environ.get("ABSORBJAX_STRICT_VERIFY"):  # the test suite: every certificate checked, a refutation raises
+        from absorbjax import verify
+
+        check = verify(cert)
+        if check.verdict == "refuted":
+            raise AssertionError(f"certify's certificate is refuted by absorbjax.verify:\n{check}")
+    return cert

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from typing import Any, NamedTuple
 
@@ -366,7 +367,14 @@ def min_extra_width(
     best, lower, proof, info = _bounds(
         params, w, act, skip=skip, max_bits=max_bits, max_flats=max_flats, time_limit=time_limit
     )
-    return _conclude(w, act, best, lower=lower, proof=proof, info=info, t0=t0)
+    cert = _conclude(w, act, best, lower=lower, proof=proof, info=info, t0=t0)
+    if os.environ.get("ABSORBJAX_STRICT_VERIFY"):  # the test suite: every certificate checked, a refutation raises
+        from absorbjax import verify
+
+        check = verify(cert, params, skip=skip)
+        if check.verdict == "refuted":
+            raise AssertionError(f"min_extra_width's certificate is refuted by absorbjax.verify:\n{check}")
+    return cert
 
 
 class _Prepared(NamedTuple):
