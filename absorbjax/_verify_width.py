@@ -152,9 +152,8 @@ def _upper(U, D, A, V, act: str, width: int, tol: float) -> Step:
     f, g = _even(U, D, act), _even(Vu, Vd, act)
     misses = []
     for key in set(f) | set(g):
-        r, cf = f.get(key, g.get(key))
-        cg = g[key][1] if key in g else [0] * d
-        cf = f[key][1] if key in f else [0] * d
+        r = (f.get(key) or g[key])[0]
+        cf, cg = (h[key][1] if key in h else [0] * d for h in (f, g))
         e2 = sum((a - b) ** 2 for a, b in zip(cf, cg))
         if e2:
             misses.append(_sqrt_up(e2) * _sqrt_up(sum(v * v for v in r)) / 2)

@@ -354,6 +354,18 @@ def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | N
     return order, max_order
 
 
+def _self_checked(cert: DepthCertificate) -> DepthCertificate:
+    """``cert``; with ``ABSORBJAX_STRICT_VERIFY`` set (the test suite) checked by :func:`absorbjax.verify`
+    first, a refutation raising."""
+    if os.environ.get("ABSORBJAX_STRICT_VERIFY"):
+        from absorbjax import verify
+
+        check = verify(cert)
+        if check.verdict == "refuted":
+            raise AssertionError(f"certify's certificate is refuted by absorbjax.verify:\n{check}")
+    return cert
+
+
 def certify(
     activation: str,
     d: int,
@@ -450,26 +462,5 @@ def certify(
     probes = _probes(name, bias, best.order)
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
-    cert = DepthCertificate(
-        *verdict,
-        name,
-        d,
-        n,
-        depth,
-        residual,
-        P,
-        *exact,
-        point,
-        *floats,
-        time.perf_counter() - start,
-        bias,
-        free_stack,
-        minor=best.minor,
-    )
-    if os.environ.get("ABSORBJAX_STRICT_VERIFY"):  # the test suite: every certificate checked, a refutation raises
-        from absorbjax import verify
-
-        check = verify(cert)
-        if check.verdict == "refuted":
-            raise AssertionError(f"certify's certificate is refuted by absorbjax.verify:\n{check}")
-    return cert
+    fields = (*verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias)
+    return _self_checked(DepthCertificate(*fields, free_stack, minor=best.minor))

@@ -291,15 +291,18 @@ def _pivots(M: flint.nmod_mat) -> list[int]:
     return cols
 
 
-def _modular_minor(M: np.ndarray, p: int) -> tuple[int, list[int], list[int]]:
-    """``(rank, rows, cols)`` of ``M`` mod ``p``: ``M[rows][:, cols]`` is ``rank × rank`` and nonsingular
-    mod ``p`` (the pivot columns, then the pivot rows of those columns)."""
+def _modular_minor(M: np.ndarray, p: int, kept: np.ndarray, d: int, first: int) -> tuple[int, tuple]:
+    """``(rank, (rows, cols))`` of ``M`` mod ``p``: ``M[rows][:, cols]`` is ``rank × rank`` and nonsingular
+    mod ``p`` (the pivot columns, then the pivot rows of those columns); rows as ``(k, a, j)`` (input
+    ``kept[·]``, output ``a``, power ``t^j``) for the layout ``(K, d, orders)`` of :func:`forward_jacobian`."""
     if M.size == 0:
-        return 0, [], []
+        return 0, ([], [])
     cols = _pivots(flint.nmod_mat(M.shape[0], M.shape[1], (M % p).ravel().tolist(), p))
     sub = (M[:, cols] % p).T
     rows = _pivots(flint.nmod_mat(sub.shape[0], sub.shape[1], sub.ravel().tolist(), p))
-    return len(cols), rows, cols
+    orders = M.shape[0] // (len(kept) * d)
+    triples = [[int(kept[r // (d * orders)]), r % (d * orders) // orders, first + r % orders] for r in rows]
+    return len(cols), (triples, [int(c) for c in cols])
 
 
 def exact_rank(
@@ -385,13 +388,9 @@ def exact_rank(
         cols = subfamily.shape[1]
         minor = None
     else:
-        rank, rows, minor_cols = _modular_minor(M, p)
-        cols, per = P, M.shape[0] // max(1, int(point.inputs.shape[0]))  # rows per input: d · orders
-        first = 0 if name == "relu" or point.bias else 1
-        minor = (
-            [[int(kept[r // per]), int(r % per) // (per // d), first + int(r % per) % (per // d)] for r in rows],
-            [int(c) for c in minor_cols],
-        )
+        first = 0 if name == "relu" or point.bias else 1  # the t-power of each input's first row
+        rank, minor = _modular_minor(M, p, kept, d, first)
+        cols = P
     return ExactRank(
         int(rank),
         M.shape[0],
