@@ -182,11 +182,13 @@ def _lower(U, D, A, act: str, lower: int, thr: Fraction, budget: int) -> Step:
     base, outer = _mat(Ap), [_mat([[u * w for w in W[a]] for u in Uc[a]]) for a in range(L)]
     rank_W = _mat(W).rank() if thr == 0 else min(L, d)
     tried = 0
-    for bits in range(2**L):
+    M = base
+    for step in range(2**L):  # Gray code: one atom enters or leaves S at each step
+        if step:
+            a = (step & -step).bit_length() - 1
+            M = M - outer[a] if (step ^ step >> 1) >> a & 1 == 0 else M + outer[a]
+        bits = step ^ step >> 1
         S = [a for a in range(L) if bits >> a & 1]
-        M = base
-        for a in S:
-            M = M + outer[a]
         rho = _rank_above(M, thr)
         if (rho if rho <= rank_W else 2 * rho - rank_W) >= need:
             continue
