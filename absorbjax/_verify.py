@@ -11,6 +11,7 @@ and says so in ``assumes``).
 What is checked, status by status, is tabled in ``docs/theory/certificates.md`` ("Checking a
 certificate"): the fingerprint; a found set's exact miss and rule (E); the line absorber at ``x = ±1``;
 "no S" by the witness of bound (D), ``rank A > n`` or an exact solve; the hypotheses; the theorem.
+Width and depth certificates: :mod:`absorbjax._verify_width`, :mod:`absorbjax._verify_depth` (same rule).
 
 A step the checker cannot afford or has no evidence for is ``unchecked`` and says why; the verdict is
 ``refuted`` when any step fails, else ``verified`` when every step that the status needs passed, else
@@ -480,7 +481,7 @@ def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, bud
       certificate: a :class:`~absorbjax.condition.Certificate`, ``WidthCertificate`` or
         ``DepthCertificate``, or its ``to_dict()`` (the JSON).
       params: the block's ``MLPParams`` (``up`` = ``W_up (n, d)``, ``down`` = ``W_down (d, n)``), any
-        real dtype, memory maps read in blocks; or a pair ``(up, down)``. ``None`` for a depth
+        real dtype, memory maps read in blocks; or a pair ``(up, down)``. Not read for a depth
         certificate (its rational point is in it).
       skip, bias, out_bias: the skip ``A (d, d)``, hidden bias ``(n,)`` and output bias ``(d,)`` given to
         the decision (``None``: ``I``, none, none).
