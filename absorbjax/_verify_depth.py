@@ -62,7 +62,8 @@ def _point(get) -> dict:
 def _prime_step(p, order: int, act: str) -> Step:
     import flint
 
-    ok = isinstance(p, int) and 3 <= p < 2**26 and bool(flint.fmpz(p).is_prime()) and (act != "gelu" or p > order)
+    ok = isinstance(p, (int, np.integer)) and not isinstance(p, bool) and 3 <= p < 2**26
+    ok = ok and bool(flint.fmpz(int(p)).is_prime()) and (act != "gelu" or p > order)
     why = f"p = {p!r}: an odd prime below 2^26" + (f" above the jet order {order}" if act == "gelu" else "")
     return Step("prime", ok, why if ok else f"{why} is required")
 
