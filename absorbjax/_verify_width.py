@@ -61,11 +61,12 @@ def _direction(w: list[Fraction], act: str) -> tuple[tuple, list[Fraction], Frac
 
 
 def _groups(U, D, act: str) -> dict:
-    """Units grouped by atom, in order of first unit: ``key -> (r, units, t's)``; zero rows left out."""
+    """Units grouped by atom, in order of first unit: ``key -> (r, units, t's)``; zero rows left out
+    where ``σ(0) = 0`` (all but softplus, whose zero rows are the constant ``E(0)``: key ``()``)."""
     out: dict = {}
     for i, w in enumerate(_frac_rows(U)):
-        if any(w):
-            key, r, t = _direction(w, act)
+        if any(w) or act == "softplus":
+            key, r, t = _direction(w, act) if any(w) else ((), w, Fraction(1))
             out.setdefault(key, (r, [], []))
             out[key][1].append(i)
             out[key][2].append(t)

@@ -88,6 +88,25 @@ def test_a_ray_limit_width_certificate_rests_on_the_relu_bound():
     _refuted_at(dict(_json(cert), activation="leaky_relu(0.1)"), params, "lower")  # no ray limit relu
 
 
+def test_a_softplus_absorber_must_keep_the_constant_of_a_zero_row():
+    """softplus(0) = log 2: a zero row of W_up is the constant W_down[:,i] log 2, which the absorber
+    keeps; dropping its output is refuted (a ReLU or GELU zero row contributes nothing)."""
+    rng = np.random.default_rng(3)
+    up, down = rng.normal(size=(5, 2)), rng.normal(size=(2, 5))
+    up[4] = 0.0
+    params = models.MLPParams(up, down)
+    cert = condition.min_extra_width(params, "softplus")
+    assert verify(cert, params).verdict == "verified", str(verify(cert, params))
+    record = _json(cert)
+    V = record["absorber"]
+    zero = [i for i, row in enumerate(V["up"]) if not any(row) and any(r[i] for r in V["down"])]
+    assert zero, V
+    for r in V["down"]:
+        r[zero[0]] = 0.0
+    check = _refuted_at(record, params, "upper (absorber)")
+    assert "+ 0.75" in check.failed.detail  # E0 ‖W_down[:,4]‖ (E0 = 0.7 > log 2): the constant that is gone
+
+
 def test_tampered_width_certificates_are_refuted_at_their_step():
     params = _gaussian(3, 6)
     cert = condition.min_extra_width(params, "relu")
