@@ -11,6 +11,7 @@ and says so in ``assumes``).
 What is checked, status by status, is tabled in ``docs/theory/certificates.md`` ("Checking a
 certificate"): the fingerprint; a found set's exact miss and rule (E); the line absorber at ``x = ±1``;
 "no S" by the witness of bound (D), ``rank A > n`` or an exact solve; the hypotheses; the theorem.
+Width and depth certificates: :mod:`absorbjax._verify_width`, :mod:`absorbjax._verify_depth` (same rule).
 
 A step the checker cannot afford or has no evidence for is ``unchecked`` and says why; the verdict is
 ``refuted`` when any step fails, else ``verified`` when every step that the status needs passed, else
@@ -471,13 +472,17 @@ def _absence(U, D, A, get, c: Fraction, hyp, budget: int) -> list[Step]:
     return steps
 
 
-def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: int = EXACT_MAX) -> Verification:
-    """Check a certificate of :func:`absorbjax.find_absorbing_set` against the block, independently.
+def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, budget: int = EXACT_MAX) -> Verification:
+    """Check a certificate of :func:`absorbjax.find_absorbing_set`, :func:`absorbjax.condition.min_extra_width`
+    (``absorbjax/_verify_width.py``) or :func:`absorbjax.dimension.certify` (``absorbjax/_verify_depth.py``),
+    independently.
 
     Args:
-      certificate: a :class:`~absorbjax.condition.Certificate`, or its ``to_dict()`` (the JSON).
+      certificate: a :class:`~absorbjax.condition.Certificate`, ``WidthCertificate`` or
+        ``DepthCertificate``, or its ``to_dict()`` (the JSON).
       params: the block's ``MLPParams`` (``up`` = ``W_up (n, d)``, ``down`` = ``W_down (d, n)``), any
-        real dtype, memory maps read in blocks; or a pair ``(up, down)``.
+        real dtype, memory maps read in blocks; or a pair ``(up, down)``. Not read for a depth
+        certificate (its rational point is in it).
       skip, bias, out_bias: the skip ``A (d, d)``, hidden bias ``(n,)`` and output bias ``(d,)`` given to
         the decision (``None``: ``I``, none, none).
       budget: multiply-adds done in exact arithmetic (default :data:`EXACT_MAX`); beyond it float64
@@ -497,6 +502,18 @@ def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: 
       ('absorbable', 'verified')
     """
     get = certificate.get if isinstance(certificate, Mapping) else lambda k: getattr(certificate, k, None)
+    if get("free_bound") is not None:  # a depth certificate: the point is in it
+        from absorbjax._verify_depth import check_depth
+
+        return _conclude(str(get("status")), check_depth(get))
+    if params is None:
+        raise ValueError("verify needs the block's params for a block or width certificate")
+    if get("absorber") is not None:  # a width certificate
+        from absorbjax._verify_width import check_width
+
+        U, D = (np.asarray(x) for x in ((params.up, params.down) if hasattr(params, "up") else params))
+        steps = check_width(get, U, D, skip, budget, lambda c: verify(c, (U, D), skip=skip, budget=budget))
+        return _conclude(str(get("status")), steps)
     ev = get("evidence")
     if ev is not None and not isinstance(ev, Mapping):
         ev = dataclasses.asdict(ev)
@@ -507,19 +524,12 @@ def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: 
     A = np.eye(d) if skip is None else np.asarray(skip, np.float64)
     bias = None if bias is None or not np.any(np.asarray(bias) != 0) else np.asarray(bias, np.float64)
     steps = [_shape_step(get, n, d)]
-    if ev and ev.get("fingerprint"):
-        fp = fingerprint(U, D, skip, bias, out_bias, dtypes=dtypes_of(get("stored_dtype")))
-        steps.append(
-            Step(
-                "fingerprint",
-                fp == ev["fingerprint"],
-                "the weights are the ones decided"
-                if fp == ev["fingerprint"]
-                else "these weights are not the ones the certificate was made for",
-            )
+    claimed = (ev or {}).get("fingerprint")
+    steps.append(
+        fingerprint_step(
+            claimed and fingerprint(U, D, skip, bias, out_bias, dtypes=dtypes_of(get("stored_dtype"))), claimed
         )
-    else:
-        steps.append(Step("fingerprint", None, "no fingerprint in the certificate"))
+    )
     c = _slope(get("activation"))
     if status == "undecided":
         steps.append(Step("status", True, "undecided claims nothing"))
@@ -559,6 +569,21 @@ def verify(certificate, params, *, skip=None, bias=None, out_bias=None, budget: 
         )
     else:
         steps.append(Step("status", False, f"unknown status {status!r}"))
+    return _conclude(status, steps)
+
+
+def fingerprint_step(computed: str | None, claimed: str | None) -> Step:
+    """The weights against the certificate's fingerprint (``unchecked`` without one)."""
+    if not claimed:
+        return Step("fingerprint", None, "no fingerprint in the certificate")
+    same = computed == claimed
+    return Step(
+        "fingerprint", same, "the weights are the ones decided" if same else "these weights are not the ones decided"
+    )
+
+
+def _conclude(status: str, steps: list[Step]) -> Verification:
+    """Refuted when a step failed, verified when every step (a missing fingerprint aside) passed."""
     oks = [s.ok for s in steps if s.name != "fingerprint" or s.ok is not None]
     verdict = REFUTED if False in oks else VERIFIED if all(oks) else UNCHECKED
     return Verification(verdict, status, tuple(steps))

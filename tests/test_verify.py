@@ -29,16 +29,19 @@ def _generic(d=3, n=9, seed=1):
     return models.MLPParams(np.asarray(params.up), np.asarray(params.down))
 
 
-def test_the_checker_imports_nothing_from_the_decision_and_is_short():
-    path = pathlib.Path(__file__).parents[1] / "absorbjax" / "_verify.py"
+@pytest.mark.parametrize("module", ["_verify", "_verify_width", "_verify_depth"])
+def test_the_checker_imports_nothing_from_the_decision_and_is_short(module):
+    path = pathlib.Path(__file__).parents[1] / "absorbjax" / f"{module}.py"
     tree = ast.parse(path.read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     decision = ("absorbjax.condition", "absorbjax.dimension", "absorbjax.fit")
     assert not any(m and m.startswith(decision) for m in imported), imported
     assert len(path.read_text().splitlines()) <= 600
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    assert all(f.end_lineno - f.lineno < 100 for f in functions), [f.name for f in functions]
     # nor does anything it imports: a fresh interpreter that imports it has loaded none of them
-    code = "import sys, absorbjax._verify; print(sorted(m for m in sys.modules if m.startswith(%r)))" % (decision,)
+    code = f"import sys, absorbjax.{module}; print(sorted(m for m in sys.modules if m.startswith({decision!r})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from typing import Any
 
@@ -71,6 +72,10 @@ class DepthCertificate(Verdict):
       free_stack: with ``status == "reproduced"``, the free stack (``MLPParams``, float64 arrays ``up``
         ``(L, n, 1)``, ``down`` ``(L, 1, n)``) that equals the residual stack; ``None`` otherwise. Its
         weights are ``±1``, ``0`` and the exact values ``f(1)``, ``f(−1)`` (given exactly in ``reason``).
+      minor: the evidence of ``rank``: ``(rows, cols)`` of a ``rank × rank`` submatrix of the probe
+        Jacobian that is nonsingular mod ``prime`` (:class:`ExactRank`'s ``minor``: rows ``(k, a, j)``,
+        columns parameter indices); ``None`` with a ``subfamily``. :func:`absorbjax.verify` recomputes
+        those rows from ``point`` and the determinant mod ``prime``.
     """
 
     status: DepthStatus
@@ -97,6 +102,7 @@ class DepthCertificate(Verdict):
     seconds: float = 0.0
     bias: bool = False
     free_stack: models.MLPParams | None = None
+    minor: tuple | None = None
 
     def __post_init__(self):  # a status outside the vocabulary is refused (ValueError)
         object.__setattr__(self, "status", DepthStatus(self.status))
@@ -348,6 +354,18 @@ def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | N
     return order, max_order
 
 
+def _self_checked(cert: DepthCertificate) -> DepthCertificate:
+    """``cert``; with ``ABSORBJAX_STRICT_VERIFY`` set (the test suite) checked by :func:`absorbjax.verify`
+    first, a refutation raising."""
+    if os.environ.get("ABSORBJAX_STRICT_VERIFY"):
+        from absorbjax import verify
+
+        check = verify(cert)
+        if check.verdict == "refuted":
+            raise AssertionError(f"certify's certificate is refuted by absorbjax.verify:\n{check}")
+    return cert
+
+
 def certify(
     activation: str,
     d: int,
@@ -444,6 +462,5 @@ def certify(
     probes = _probes(name, bias, best.order)
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
-    return DepthCertificate(
-        *verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias, free_stack
-    )
+    fields = (*verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias)
+    return _self_checked(DepthCertificate(*fields, free_stack, minor=best.minor))

@@ -260,6 +260,12 @@ class ExactRank(NamedTuple):
       order: jet order ``k`` (GELU), ``1`` for ReLU values.
       inputs: probe inputs used; ``dropped``: inputs discarded because they sit on a kink (ReLU).
       seconds: wall time.
+      minor: ``(rows, cols)`` of an ``r × r`` submatrix nonsingular mod ``prime`` (``r = rank``), the
+        evidence that :func:`absorbjax.verify` checks: each row a triple ``(k, a, j)``, output ``a`` of
+        input ``k`` of the point (before kink inputs are dropped), coefficient of ``t^j`` of
+        ``f(t x_k)`` (GELU; ReLU: ``j = 0``, the value ``f(x_k)``); each column a parameter index in
+        the order of ``ravel_pytree(MLPParams(up, down))``, then ``β``, ``γ``. ``None`` with a
+        ``subfamily`` (its columns are combinations).
     """
 
     rank: int
@@ -271,12 +277,32 @@ class ExactRank(NamedTuple):
     inputs: int
     dropped: int
     seconds: float
+    minor: tuple | None = None
 
 
-def _modular_rank(M: np.ndarray, p: int) -> int:
+def _pivots(M: flint.nmod_mat) -> list[int]:
+    """The pivot columns of ``M``'s reduced row echelon form (independent columns, first ones first)."""
+    R, rank = M.rref()
+    cols, j = [], 0
+    for i in range(rank):
+        while R[i, j] == 0:
+            j += 1
+        cols.append(j)
+    return cols
+
+
+def _modular_minor(M: np.ndarray, p: int, kept: np.ndarray, d: int, first: int) -> tuple[int, tuple]:
+    """``(rank, (rows, cols))`` of ``M`` mod ``p``: ``M[rows][:, cols]`` is ``rank × rank`` and nonsingular
+    mod ``p`` (the pivot columns, then the pivot rows of those columns); rows as ``(k, a, j)`` (input
+    ``kept[·]``, output ``a``, power ``t^j``) for the layout ``(K, d, orders)`` of :func:`forward_jacobian`."""
     if M.size == 0:
-        return 0
-    return flint.nmod_mat(M.shape[0], M.shape[1], (M % p).ravel().tolist(), p).rank()
+        return 0, ([], [])
+    cols = _pivots(flint.nmod_mat(M.shape[0], M.shape[1], (M % p).ravel().tolist(), p))
+    sub = (M[:, cols] % p).T
+    rows = _pivots(flint.nmod_mat(sub.shape[0], sub.shape[1], sub.ravel().tolist(), p))
+    orders = M.shape[0] // (len(kept) * d)
+    triples = [[int(kept[r // (d * orders)]), r % (d * orders) // orders, first + r % orders] for r in rows]
+    return len(cols), (triples, [int(c) for c in cols])
 
 
 def exact_rank(
@@ -333,6 +359,7 @@ def exact_rank(
             )
     p = int(prime)
     dropped = 0
+    kept = np.arange(point.inputs.shape[0])  # the point's inputs that rows come from
     if name == "gelu":
         order = 4 if order is None else order
         if not isinstance(order, (int, np.integer)) or order < 1:
@@ -350,6 +377,7 @@ def exact_rank(
         masks, on_kink = relu_masks(point, residual)
         dropped = int(on_kink.sum())
         keep = ~on_kink
+        kept = np.flatnonzero(keep)
         point = point._replace(inputs=point.inputs[keep])
         masks = [m[keep] for m in masks]
         M = forward_jacobian(point, residual, 1, p, 0, masks, chunk)
@@ -358,8 +386,11 @@ def exact_rank(
         Bf = flint.nmod_mat(P, subfamily.shape[1], (subfamily % p).ravel().tolist(), p)
         rank = (Mf * Bf).rank()
         cols = subfamily.shape[1]
+        minor = None
     else:
-        rank, cols = _modular_rank(M, p), P
+        first = 0 if name == "relu" or point.bias else 1  # the t-power of each input's first row
+        rank, minor = _modular_minor(M, p, kept, d, first)
+        cols = P
     return ExactRank(
         int(rank),
         M.shape[0],
@@ -370,6 +401,7 @@ def exact_rank(
         int(point.inputs.shape[0]),
         dropped,
         time.perf_counter() - start,
+        minor,
     )
 
 

@@ -48,12 +48,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from absorbjax import activations
+from absorbjax._fingerprint import fingerprint
 from absorbjax.condition._arith import EPS
 from absorbjax.condition._certificate import Status
 from absorbjax.condition._decide import find_absorbing_set
@@ -136,6 +138,13 @@ class WidthCertificate(Verdict):
         the linear part.
       activation, skip, rtol, input_dtype, seconds: as in :class:`Certificate`.
       condition: :func:`find_absorbing_set`'s certificate (nondegenerate weights), as a dict.
+      fingerprint: the hash of the stored ``W_up``, ``W_down`` (and ``A`` when given) that
+        :func:`absorbjax.verify` compares (``absorbjax._fingerprint``).
+      basis: what ``lower`` rests on, for :func:`absorbjax.verify`: ``L`` (live atoms), ``k_red``
+        (the proved lower bound on ``min_{S,G} |G| + 2 rank(M_S (I − Π_G))``; ``lower = max(0, L +
+        k_red − n)``), ``rank_bound`` (the bound on ``rank Ŵ`` in ``ρ ↦ 2ρ − rank Ŵ``), ``threshold``
+        (a rank counts singular values above it: 0 for exact weights, ``tol`` otherwise) and
+        ``ray_limit_lower`` (gelu_tanh, silu, softplus: the ReLU bound on the same weights).
     """
 
     status: WidthStatus
@@ -165,6 +174,8 @@ class WidthCertificate(Verdict):
     input_dtype: str
     seconds: float = 0.0
     condition: dict | None = None
+    fingerprint: str = ""
+    basis: dict | None = None
 
     def __post_init__(self):  # a status outside the vocabulary is refused (ValueError)
         object.__setattr__(self, "status", WidthStatus(self.status))
@@ -356,7 +367,14 @@ def min_extra_width(
     best, lower, proof, info = _bounds(
         params, w, act, skip=skip, max_bits=max_bits, max_flats=max_flats, decision=decision
     )
-    return _conclude(w, act, best, lower=lower, proof=proof, info=info, t0=t0)
+    cert = _conclude(w, act, best, lower=lower, proof=proof, info=info, t0=t0)
+    if os.environ.get("ABSORBJAX_STRICT_VERIFY"):  # the test suite: every certificate checked, a refutation raises
+        from absorbjax import verify
+
+        check = verify(cert, params, skip=skip)
+        if check.verdict == "refuted":
+            raise AssertionError(f"min_extra_width's certificate is refuted by absorbjax.verify:\n{check}")
+    return cert
 
 
 class _Prepared(NamedTuple):
@@ -465,6 +483,14 @@ def _bounds(
         rtol=w.rtol,
         input_dtype=str(w.dtype),
         condition=None if cond_cert is None else cond_cert.to_dict(),
+        fingerprint=fingerprint(np.asarray(params.up), np.asarray(params.down), None if skip is None else w.A),
+        basis=dict(
+            L=L,
+            k_red=lower_red if proved else None,
+            rank_bound=w.rank_hi,
+            threshold=w.thr,
+            ray_limit_lower=None if proved else ray_lower,
+        ),
     )
     return best, max(0, L + lower_red - n) if proved else ray_lower, proof, info
 

@@ -1,0 +1,224 @@
+"""absorbjax.verify on width (min_extra_width) and depth (dimension.certify) certificates: untouched
+ones verified (in memory and from their JSON), tampered ones refuted at the step that fails."""
+
+import copy
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from absorbjax import condition, dimension, models, verify
+
+pytestmark = pytest.mark.x64
+
+
+def _json(cert) -> dict:
+    return json.loads(json.dumps(cert.to_dict()))
+
+
+def _gaussian(d=3, n=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return models.MLPParams(rng.normal(size=(n, d)), rng.normal(size=(d, n)) / 2)
+
+
+def _integer(d=2, n=5, seed=0):
+    rng = np.random.default_rng(seed)
+    return models.MLPParams(
+        rng.integers(-3, 4, size=(n, d)).astype(float), rng.integers(-3, 4, size=(d, n)).astype(float)
+    )
+
+
+def _refuted_at(record, params, step, **kw):
+    check = verify(record, params, **kw)
+    assert check.verdict == "refuted" and check.failed.name == step, str(check)
+    return check
+
+
+# ---------------------------------------------------------------------------------------------
+# Width
+
+
+@pytest.mark.parametrize(
+    "params, act, kw, k",
+    [
+        (_gaussian(3, 6), "relu", {}, 3),  # generic: k* = d, float weights (robust ranks)
+        (_integer(2, 5), "relu", {}, 1),  # integer weights (a unit merges): exact ranks
+        (_gaussian(3, 6, seed=1), "gelu", {}, 3),
+        (_gaussian(2, 5, seed=2), "relu", {"skip": np.array([[2.0, 1.0], [0.0, 1.0]])}, 2),
+        (
+            models.MLPParams(
+                np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.array([[-1.0, 0.0, 0.5], [0.0, -1.0, 0.25]])
+            ),
+            "relu",
+            {},
+            0,
+        ),
+        # parallel rows merge into one atom for relu (rows 0 and 1 on one line)
+        (
+            models.MLPParams(
+                np.array([[1.0, 2.0], [-2.0, -4.0], [0.0, 1.0], [1.0, -1.0]]),
+                np.array([[1.0, 0.5, 1.0, -1.0], [0.0, 1.0, 2.0, 1.0]]),
+            ),
+            "relu",
+            {},
+            None,
+        ),
+    ],
+)
+def test_width_certificates_are_verified(params, act, kw, k):
+    cert = condition.min_extra_width(params, act, **kw)
+    assert cert.status == "certified" and (k is None or cert.k == k), str(cert)
+    for record in (cert, _json(cert)):
+        check = verify(record, params, skip=kw.get("skip"))
+        assert check.verdict == "verified", str(check)
+    names = [s.name for s in verify(cert, params, skip=kw.get("skip")).steps]
+    assert {"fingerprint", "upper (absorber)", "atoms", "lower"} <= set(names), names
+
+
+def test_a_ray_limit_width_certificate_rests_on_the_relu_bound():
+    params = _gaussian(2, 4, seed=3)
+    cert = condition.min_extra_width(params, "silu")
+    assert cert.status == "certified" and cert.basis["ray_limit_lower"] == cert.lower == 2
+    check = verify(cert, params)
+    steps = {s.name: s for s in check.steps}
+    assert steps["lower"].ok is True and check.verdict != "refuted", str(check)
+    # silu's even part is not bounded by |z|/2 in the checker: the construction's rounding is unchecked
+    assert steps["upper (absorber)"].ok in (True, None)
+    _refuted_at(dict(_json(cert), activation="leaky_relu(0.1)"), params, "lower")  # no ray limit relu
+
+
+def test_a_softplus_absorber_must_keep_the_constant_of_a_zero_row():
+    """softplus(0) = log 2: a zero row of W_up is the constant W_down[:,i] log 2, which the absorber
+    keeps; dropping its output is refuted (a ReLU or GELU zero row contributes nothing)."""
+    rng = np.random.default_rng(3)
+    up, down = rng.normal(size=(5, 2)), rng.normal(size=(2, 5))
+    up[4] = 0.0
+    params = models.MLPParams(up, down)
+    cert = condition.min_extra_width(params, "softplus")
+    assert verify(cert, params).verdict == "verified", str(verify(cert, params))
+    record = _json(cert)
+    V = record["absorber"]
+    zero = [i for i, row in enumerate(V["up"]) if not any(row) and any(r[i] for r in V["down"])]
+    assert zero, V
+    for r in V["down"]:
+        r[zero[0]] = 0.0
+    check = _refuted_at(record, params, "upper (absorber)")
+    assert "+ 0.75" in check.failed.detail  # E0 ‖W_down[:,4]‖ (E0 = 0.7 > log 2): the constant that is gone
+
+
+def test_tampered_width_certificates_are_refuted_at_their_step():
+    params = _gaussian(3, 6)
+    cert = condition.min_extra_width(params, "relu")
+    good = _json(cert)
+    assert verify(good, params).verdict == "verified"
+    cases = [
+        ({"k": 2}, "claim"),  # k alone changed
+        ({"k": 2, "lower": 2, "upper": 2}, "upper (absorber)"),  # the absorber has width n + 3
+        ({"tol": 10 * cert.tol}, "tol"),  # a looser slack than rule (★) allows
+        ({"atoms": [[0, 1], [2], [3], [4], [5]]}, "atoms"),
+        ({"basis": dict(good["basis"], threshold=1e-3)}, "lower"),  # ranks counted above another threshold
+    ]
+    for change, step in cases:
+        _refuted_at(dict(copy.deepcopy(good), **change), params, step)
+    moved = copy.deepcopy(good)
+    moved["absorber"]["down"][0][0] += 1e-6  # the absorber no longer reproduces the block
+    _refuted_at(moved, params, "upper (absorber)")
+    up = np.array(params.up)
+    up[0, 0] = np.nextafter(up[0, 0], np.inf)  # one weight one ulp away: not the block decided
+    _refuted_at(good, models.MLPParams(up, params.down), "fingerprint")
+
+
+def test_a_raised_lower_bound_is_refuted_by_a_smaller_construction():
+    """Integer weights, exact ranks: claiming k* one above the exact one, with the absorber padded by a
+    dead unit (a valid absorber of that width), is refuted by the lower bound's own enumeration (a set
+    S, G of the smaller width)."""
+    params = _integer(2, 5, seed=4)
+    cert = condition.min_extra_width(params, "relu")
+    assert cert.k >= 1 and cert.exact, str(cert)
+    raised = _json(cert)
+    raised.update(k=cert.k + 1, lower=cert.k + 1, upper=cert.k + 1)
+    raised["absorber"]["up"].append([0.0, 0.0])
+    for row in raised["absorber"]["down"]:
+        row.append(0.0)
+    check = _refuted_at(raised, params, "lower")
+    assert "width" in check.failed.detail
+    assert {s.name: s.ok for s in check.steps}["upper (absorber)"] is True  # the padded absorber is fine
+
+
+# ---------------------------------------------------------------------------------------------
+# Depth
+
+
+def _depth(act, d, n, depth, **kw):
+    return dimension.certify(act, d, n, depth, key=jax.random.key(0), float_check=False, **kw)
+
+
+@pytest.mark.parametrize(
+    "act, d, n, depth, kw, status, method",
+    [
+        ("gelu", 2, 2, 2, {}, "certified_disjoint", "rank"),
+        ("relu", 2, 4, 2, {}, "certified_disjoint", "rank"),
+        ("gelu", 2, 2, 2, {"bias": True}, "certified_disjoint", "rank"),
+        ("relu", 2, 2, 2, {"bias": True}, "certified_disjoint", "rank"),
+        ("relu", 3, 3, 2, {}, "certified_disjoint", "rank"),
+        ("gelu", 3, 1, 2, {}, "certified_disjoint", "narrow_jacobian"),
+        ("relu", 1, 1, 2, {}, "certified_disjoint", "line"),
+        ("relu", 1, 2, 3, {}, "reproduced", "line"),
+        ("gelu", 2, 4, 1, {}, "undecided", "none"),
+        ("gelu", 2, 2, 2, {"residual": False}, "undecided", "none"),
+    ],
+)
+def test_depth_certificates_are_verified(act, d, n, depth, kw, status, method):
+    cert = _depth(act, d, n, depth, **kw)
+    assert (cert.status, cert.method) == (status, method), str(cert)
+    for record in (cert, _json(cert)):
+        check = verify(record)
+        assert check.verdict == "verified", str(check)
+    if method == "rank":
+        assert cert.minor is not None and len(cert.minor[0]) == cert.rank
+        assert "minor" in [s.name for s in verify(cert).steps]
+
+
+def test_tampered_depth_certificates_are_refuted_at_their_step():
+    cert = _depth("gelu", 2, 2, 2)
+    good = _json(cert)
+    rows, cols = good["minor"]
+    zero_row = [rows[0][0], rows[0][1], 0]  # the t^0 coefficient of f(t x) is f(0) = 0 for every W
+    cases = [
+        ({"rank": cert.rank + 1}, "minor"),  # a rank the minor does not reach
+        ({"minor": [rows[:-1], cols[:-1]]}, "minor"),  # a smaller minor than the rank claimed
+        ({"minor": [[zero_row] + rows[1:], cols]}, "minor"),  # a singular minor
+        ({"minor": [rows, [cols[0]] + cols[:-1]]}, "minor"),  # a column twice
+        ({"prime": cert.prime + 2}, "prime"),  # 2097145 = 5 · 419429: no prime
+        ({"prime": 5}, "prime"),  # a prime below the jet order: Taylor denominators vanish mod p
+        ({"free_bound": cert.rank}, "counts"),
+        ({"method": "narrow"}, "narrow (step 6)"),  # d <= n < 2d holds, but a determinant's claim is separate
+        ({"method": "line"}, "line (§10)"),  # the theorem swapped: the line needs d = n = 1, relu
+        ({"method": "kink"}, "kink hypotheses"),  # depth 1 with biases only
+    ]
+    for change, step in cases:
+        record = dict(copy.deepcopy(good), **change)
+        check = verify(record)
+        if step == "narrow (step 6)":  # step 6 holds at this point: a swap to a true theorem stays true
+            assert check.verdict == "verified", str(check)
+            continue
+        assert check.verdict == "refuted" and check.failed.name == step, (change, str(check))
+    control = _json(_depth("gelu", 2, 2, 2, residual=False))
+    assert verify(dict(control, status="certified_disjoint", method="rank")).failed.name == "status"
+    small = _json(_depth("gelu", 2, 4, 1))  # undecided: rank 16 <= b = 16
+    claimed = dict(small, status="certified_disjoint", method="rank")
+    assert verify(claimed).failed.name == "bound"
+
+
+def test_a_moved_point_weight_is_refuted_where_the_claim_is_about_that_point():
+    """The line's ``reproduced`` rests on f(±1) at the point: one numerator moved by one (the smallest
+    step of the point's grid) and the free stack no longer equals the stack."""
+    good = _json(_depth("relu", 1, 2, 3))
+    moved = copy.deepcopy(good)
+    moved["point"]["down"][0][0][0] += 1
+    _refuted_at(moved, None, "free stack")
+    # a rank certificate is about its own point: a moved point with the same minor is checked afresh
+    rank = _json(_depth("relu", 2, 4, 2))
+    rank["point"]["inputs"][rank["minor"][0][0][0]] = [0, 0]  # that input now lies on every kink
+    _refuted_at(rank, None, "minor")
