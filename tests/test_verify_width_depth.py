@@ -2,6 +2,7 @@
 ones verified (in memory and from their JSON), tampered ones refuted at the step that fails."""
 
 import copy
+import dataclasses
 import json
 
 import jax
@@ -222,3 +223,19 @@ def test_a_moved_point_weight_is_refuted_where_the_claim_is_about_that_point():
     rank = _json(_depth("relu", 2, 4, 2))
     rank["point"]["inputs"][rank["minor"][0][0][0]] = [0, 0]  # that input now lies on every kink
     _refuted_at(rank, None, "minor")
+
+
+def test_an_undecided_width_certificate_does_not_claim_a_float_absorber_that_misses():
+    """softplus at weights scaled by 2^-30: the rounding of a duplicated atom becomes a constant
+    offset (softplus's even part at 0 is log 2), the certificate is undecided with its error above
+    1e-6, and its absorber is not claimed; ``verify`` leaves that step unchecked instead of refuting
+    a claim the certificate does not make (the same absorber in a certified one is refuted)."""
+    rng = np.random.default_rng(0)
+    params = models.MLPParams(rng.standard_normal((4, 2)) * 2.0**-30, rng.standard_normal((2, 4)) * 2.0**30)
+    cert = condition.min_extra_width(params, "softplus")
+    assert cert.status == "undecided" and cert.error > 1e-6
+    check = verify(cert, params)
+    (upper,) = [s for s in check.steps if s.name == "upper (absorber)"]
+    assert check.verdict == "unchecked" and upper.ok is None and "not claimed" in upper.detail
+    claimed = dataclasses.replace(cert, status="certified", k=cert.upper, lower=cert.upper)
+    assert verify(claimed, params).verdict == "refuted"

@@ -111,7 +111,10 @@ class WidthCertificate(Verdict):
       status: a :class:`WidthStatus`, ``"certified"`` (``k`` is exact: a verified absorber of width ``n + k`` and a proof
         that ``n + k − 1`` is impossible) or ``"undecided"`` (``lower ≤ k* ≤ upper``, ``reason``).
       k: the minimal extra width ``k*`` (``None`` when undecided).
-      lower, upper: proved bounds on ``k*`` (``upper`` is attained by ``absorber``).
+      lower, upper: proved bounds on ``k*``; ``upper`` is attained by the exact construction, and by
+        its float64 rounding ``absorber`` when ``error ≤ 1e-6`` (beyond that the certificate is
+        undecided and its absorber is not claimed: softplus at weights scaled by ``2^±30``, whose
+        even part turns the rounding of a duplicated atom into a constant offset).
       d, n: input dimension and width of the block.
       atoms: live atoms (lists of hidden-unit indices merged into one unit; ``[[i], …]`` for
         nondegenerate weights); ``L = len(atoms)``.
