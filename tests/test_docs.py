@@ -29,7 +29,7 @@ EXAMPLES = {
     "absorbjax.activations": 1,
     "absorbjax.condition._absorber": 1,
     "absorbjax.condition._decide": 1,
-    "absorbjax.condition.width": 5,
+    "absorbjax.condition.width._extra": 5,
     "absorbjax.dimension._counts": 1,
     "absorbjax.dimension._points": 4,
     "absorbjax.dimension._ranks": 8,
