@@ -37,14 +37,11 @@ _NAMESPACES = (
     "dimension",
     "fit",
     "io",
+    "lab",
     "models",
     "nn",
-    "origin",
-    "plotting",
     "probes",
-    "reproduce",
     "results",
-    "stats",
     "weights",
 )
 _NAMES = {  # the flat API: name -> the module that defines it

@@ -19,7 +19,7 @@ def _reproduce(args) -> int:
     import jax
 
     # inline on the CPU, a precaution: two batched LAPACK calls side by side can deadlock XLA's pool
-    # (absorbjax.stall); programs dispatched asynchronously were not seen to overlap (research log,
+    # (absorbjax.lab.stall); programs dispatched asynchronously were not seen to overlap (research log,
     # 2026-12-03 late night), but inline costs nothing measured. JAX does not read this variable.
     asked = os.environ.get("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")
     asynchronous = _TRUTH.get(asked.strip().lower())
@@ -30,7 +30,7 @@ def _reproduce(args) -> int:
         )
         return 2
     jax.config.update("jax_cpu_enable_async_dispatch", asynchronous)  # before the CPU client
-    from absorbjax import reproduce, stall  # reproduce: each experiment with float64 for that run
+    from absorbjax.lab import reproduce, stall  # reproduce: each experiment with float64 for that run
 
     try:
         everything = reproduce.discover(args.experiments)

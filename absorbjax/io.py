@@ -119,7 +119,7 @@ def save_record(
     """Write ``{name, seed, config, results, environment}`` as JSON atomically; returns the path.
 
     ``config`` and ``results`` go through :func:`to_jsonable`; ``environment`` is ``env``, by
-    default :func:`environment` at the time of writing (:mod:`absorbjax.reproduce` passes it without
+    default :func:`environment` at the time of writing (:mod:`absorbjax.lab.reproduce` passes it without
     ``time`` and keeps when and how long each run took in a separate record).
 
     Examples:

@@ -51,7 +51,7 @@ def outcome(row: dict) -> str:
     holds = row.get("holds")
     return {True: "held", False: "**NOT HELD**", None: "not decided"}[
         holds
-    ]  # as absorbjax.reproduce.outcome (this script does not import JAX)
+    ]  # as absorbjax.lab.reproduce.outcome (this script does not import JAX)
 
 
 def machine(record: dict) -> str:

@@ -7,7 +7,7 @@ Not an experiment (``reproduce.discover`` skips modules whose names start with `
 
 import numpy as np
 
-from absorbjax import figstyle
+from absorbjax.lab import figstyle
 
 __all__ = ["STYLE", "grid", "atlas", "ladder", "search", "coverage"]
 

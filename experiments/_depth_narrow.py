@@ -9,7 +9,8 @@ Not an experiment (``reproduce.discover`` skips modules whose names start with `
 import jax
 import numpy as np
 
-from absorbjax import dimension, io, models, reproduce
+from absorbjax import dimension, io, models
+from absorbjax.lab import reproduce
 
 __all__ = ["narrow", "line_stack", "line", "claims"]
 

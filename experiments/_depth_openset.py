@@ -22,7 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import fit, models, reproduce
+from absorbjax import fit, models
+from absorbjax.lab import reproduce
 
 __all__ = ["draw", "study", "claims"]
 

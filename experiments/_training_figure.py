@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from absorbjax import figstyle
+from absorbjax.lab import figstyle
 
 __all__ = ["TEACHER", "figure"]
 

@@ -19,8 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import activations, condition, figstyle, fit, models, reproduce
+from absorbjax import activations, condition, fit, models
 from absorbjax.io import subkey
+from absorbjax.lab import figstyle, reproduce
 
 NAME = "absorber"
 TITLE = "The sign-flip absorber (Thm 8/10)"

@@ -14,7 +14,8 @@ import sys
 import jax
 import numpy as np
 
-from absorbjax import condition, figstyle, models, reproduce
+from absorbjax import condition, models
+from absorbjax.lab import figstyle, reproduce
 
 NAME = "cor11"
 TITLE = "Cor 11: generic disjointness vs quantised weights"

@@ -38,7 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from absorbjax import condition, dimension, figstyle, fit, io, models, reproduce
+from absorbjax import condition, dimension, fit, io, models
+from absorbjax.lab import figstyle, reproduce
 
 panels = reproduce.load_script(Path(__file__).with_name("_depth_figure.py"))
 narrow_studies = reproduce.load_script(Path(__file__).with_name("_depth_narrow.py"))  # §8 (n < d) and §10 (the line)

@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import condition, figstyle, models, reproduce
+from absorbjax import condition, models
+from absorbjax.lab import figstyle, reproduce
 
 NAME = "lemma4"
 TITLE = "Lemma 4: invertible skips"

@@ -14,8 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import figstyle, models, origin, plotting, probes, reproduce
+from absorbjax import models, probes
 from absorbjax.io import subkey
+from absorbjax.lab import figstyle, origin, plotting, reproduce
 
 NAME = "prop5"
 TITLE = "Prop 5: homogeneous blocks (ReLU², ReGLU)"
@@ -83,7 +84,7 @@ def _quantiles(res, free) -> dict:
 def figure(results):
     """Left: local scaling exponents ``d log‖f(t x)‖ / d log t`` against ``t`` (median over draws,
     5–95 % band) of residual (solid) and residual-free (dashed) blocks; right: the best search
-    error per radius decade (:func:`absorbjax.plotting.plot_profiles`). From a record's
+    error per radius decade (:func:`absorbjax.lab.plotting.plot_profiles`). From a record's
     ``results``; two columns wide."""
     ts = np.asarray(results["scales"])
     mid = np.sqrt(ts[1:] * ts[:-1])

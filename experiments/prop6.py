@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from absorbjax import activations, figstyle, models, origin, plotting, probes, reproduce
+from absorbjax import activations, models, probes
 from absorbjax.io import subkey
+from absorbjax.lab import figstyle, origin, plotting, reproduce
 
 NAME = "prop6"
 TITLE = "Prop 6 / Cor 7: gated blocks (SwiGLU, GeGLU; sigmoid GLU control)"

@@ -23,7 +23,8 @@ import time
 import jax
 import numpy as np
 
-from absorbjax import condition, figstyle, models, reproduce, stats, weights
+from absorbjax import condition, models, weights
+from absorbjax.lab import figstyle, reproduce, stats
 
 NAME = "real_weights"
 TITLE = "Real checkpoints: trained MLP blocks vs Gaussian and initialised blocks"
@@ -50,7 +51,7 @@ def _distance(U, D):
     return dist, time.perf_counter() - start
 
 
-# The fields of :func:`absorbjax.stats.block_structure` the record keeps (not the eigenvalues, gap or norms).
+# The fields of :func:`absorbjax.lab.stats.block_structure` the record keeps (not the eigenvalues, gap or norms).
 STRUCTURE = (
     "trace_over_d",
     "frac_units_a_negative",

@@ -50,7 +50,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import absorbjax
-from absorbjax import activations, condition, figstyle, models, reproduce, testing
+from absorbjax import activations, condition, models, testing
+from absorbjax.lab import figstyle, reproduce
 
 NAME = "soundness"
 TITLE = "Certificates on adversarial weights (soundness)"

@@ -15,7 +15,8 @@ import jax
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from absorbjax import activations, condition, figstyle, fit, models, reproduce
+from absorbjax import activations, condition, fit, models
+from absorbjax.lab import figstyle, reproduce
 
 NAME = "thm8_10"
 TITLE = "Thm 8 / Thm 10: ReLU and GELU"

@@ -32,7 +32,8 @@ import sys
 
 import numpy as np
 
-from absorbjax import condition, figstyle, models, reproduce, weights
+from absorbjax import condition, models, weights
+from absorbjax.lab import figstyle, reproduce
 
 NAME = "trained_blocks"
 TITLE = "Trained MLP blocks across models vs Gaussian and initialised blocks"

@@ -34,7 +34,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from absorbjax import condition, models, nn, reproduce, stats
+from absorbjax import condition, models, nn
+from absorbjax.lab import reproduce, stats
 
 NAME = "training"
 TITLE = "Beyond the paper: trained residual blocks and the absorbing condition (flax + optax)"

@@ -15,7 +15,8 @@ import sys
 import jax
 import numpy as np
 
-from absorbjax import condition, figstyle, fit, models, reproduce
+from absorbjax import condition, fit, models
+from absorbjax.lab import figstyle, reproduce
 
 NAME = "width"
 TITLE = "Beyond the paper: minimal extra width"

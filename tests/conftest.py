@@ -32,7 +32,7 @@ import jax.monitoring  # noqa: E402
 import pytest  # noqa: E402
 
 # The suite dispatches inline on the CPU, as `absorbjax reproduce` does, a precaution: two batched
-# LAPACK calls side by side can deadlock XLA's CPU pool (absorbjax.stall; research log, 2026-12-03
+# LAPACK calls side by side can deadlock XLA's CPU pool (absorbjax.lab.stall; research log, 2026-12-03
 # night and late night), and one stalled test would hold CI until its limit. Set here, before any
 # computation makes the CPU client; the scripts that tests start as subprocesses (benchmarks, the
 # notebook) keep JAX's default.

@@ -31,7 +31,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "api_snapshot.txt"
-EXTRA = ("absorbjax.testing", "absorbjax.figstyle", "absorbjax.stall", "absorbjax.condition.width")  # public, not flat
+EXTRA = (  # public, not flat
+    "absorbjax.testing",
+    "absorbjax.condition.width",
+    *(f"absorbjax.lab.{m}" for m in ("figstyle", "origin", "plotting", "reproduce", "stall", "stats")),
+)
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 

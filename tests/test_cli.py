@@ -232,13 +232,14 @@ def test_reproduce_names_missing_data_packages_before_running(tmp_path, capsys):
 def test_reproduce_replot_redraws_figures_from_the_records_only(tmp_path, capsys):
     """``reproduce --replot``: figure(results) of each record saved at the figure's own size; run()
     is never called; experiments without figure(results) or without a record are skipped in one line."""
-    from absorbjax import io, plotting
+    from absorbjax import io
+    from absorbjax.lab import plotting
 
     folder, out = tmp_path / "experiments", tmp_path / "out"
     folder.mkdir()
     head = 'TITLE = "t"\nPRESETS = {"quick": {}}\ndef run(config, out, seed):\n    raise AssertionError("computed")\n'
     (folder / "drawn.py").write_text(
-        'NAME = "drawn"\n' + head + "from absorbjax import figstyle\n"
+        'NAME = "drawn"\n' + head + "from absorbjax.lab import figstyle\n"
         "def figure(results):\n"
         "    with figstyle.context():\n"
         "        fig, ax = figstyle.subplots(width=figstyle.SINGLE, height=2.0)\n"

@@ -45,9 +45,9 @@ EXAMPLES = {
     "absorbjax.models._draws": 1,
     "absorbjax.nn": 3,
     "absorbjax.probes": 1,
-    "absorbjax.reproduce": 1,
+    "absorbjax.lab.reproduce": 1,
     "absorbjax.results": 1,
-    "absorbjax.stall": 1,
+    "absorbjax.lab.stall": 1,
 }
 
 
@@ -317,7 +317,7 @@ def test_checkpoints_are_findable_by_name_or_path(tmp_path, capsys):
 
 def gen_pages():
     """docs/gen_pages.py loaded as a module."""
-    from absorbjax import reproduce
+    from absorbjax.lab import reproduce
 
     return reproduce.load_script(DOCS / "gen_pages.py")
 
@@ -346,7 +346,7 @@ def test_figures_summary_is_what_the_records_give(tmp_path):
     """figures/README.md is what ``reproduce.write_summary`` makes of the committed records."""
     import shutil
 
-    from absorbjax import reproduce
+    from absorbjax.lab import reproduce
 
     for record in (ROOT / "figures").glob("*.json"):
         shutil.copy(record, tmp_path / record.name)
@@ -359,7 +359,7 @@ def test_every_committed_record_is_at_the_preset_the_main_job_runs():
     what is committed: every experiment record in figures/ is at that preset, seed 0."""
     import json
 
-    from absorbjax import reproduce
+    from absorbjax.lab import reproduce
 
     records = {name: ROOT / "figures" / f"{name}.json" for name in reproduce.discover()}
     made = {name: json.loads(path.read_text()) for name, path in records.items() if path.is_file()}

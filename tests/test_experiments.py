@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from absorbjax import cli, figstyle, reproduce
+from absorbjax import cli
+from absorbjax.lab import figstyle, reproduce
 
 pytestmark = pytest.mark.integration  # smoke runs of the experiments
 
@@ -179,7 +180,7 @@ def test_importing_everything_and_discovering_changes_no_global_state(tmp_path):
         import importlib, json, pkgutil, sys
         import jax, matplotlib
         import absorbjax
-        from absorbjax import reproduce
+        from absorbjax.lab import reproduce
         names = [m.name for m in pkgutil.walk_packages(absorbjax.__path__, "absorbjax.")]
         for name in names:
             importlib.import_module(name)
@@ -190,7 +191,7 @@ def test_importing_everything_and_discovering_changes_no_global_state(tmp_path):
     proc = _python(code, tmp_path, MPLBACKEND="svg", PYTHONPATH=str(ROOT))
     assert proc.returncode == 0, proc.stderr[-3000:]
     state = json.loads(proc.stdout.splitlines()[-1])
-    assert {"absorbjax.models", "absorbjax.reproduce", "absorbjax.cli"} <= set(state["modules"])
+    assert {"absorbjax.models", "absorbjax.lab.reproduce", "absorbjax.cli"} <= set(state["modules"])
     assert EXPECTED <= set(state["experiments"])
     assert state["x64"] is False
     assert state["backend"] == "svg"

@@ -17,7 +17,7 @@ from pathlib import Path
 import matplotlib.text
 import pytest
 
-from absorbjax import figstyle, plotting
+from absorbjax.lab import figstyle, plotting
 from absorbjax.weights import BlockCheck
 from absorbjax.weights._plot import distance_figure
 

@@ -364,7 +364,8 @@ _MANY_ORTHOGONAL_SAMPLES = """
 import jax
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_cpu_enable_async_dispatch", False)  # as absorbjax reproduce runs
-from absorbjax import models, stall
+from absorbjax import models
+from absorbjax.lab import stall
 with stall.watch(20, poll=1):
     for i in range(100):
         for d, n in [(2, 4), (2, 12), (3, 9), (4, 32)]:

@@ -1,6 +1,6 @@
-"""absorbjax.stall: a process that stops using the CPU is stopped with its stacks and exit code 3;
+"""absorbjax.lab.stall: a process that stops using the CPU is stopped with its stacks and exit code 3;
 one that computes is left alone; `absorbjax reproduce` keeps what finished before a stall and
-dispatches inline on the CPU (a precaution, see absorbjax.stall)."""
+dispatches inline on the CPU (a precaution, see absorbjax.lab.stall)."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from absorbjax import stall
+from absorbjax.lab import stall
 
 pytestmark = pytest.mark.integration  # child processes
 
@@ -32,7 +32,7 @@ def test_an_idle_process_is_stopped_with_its_stacks():
     out = _python(
         """
         import time
-        from absorbjax import stall
+        from absorbjax.lab import stall
         def waiting_forever():
             time.sleep(60)
         with stall.watch(1.0, message="what to do next", poll=0.1):

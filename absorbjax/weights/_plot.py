@@ -1,5 +1,5 @@
 """The per-layer figure of ``absorbjax check --plot``: certified distances of the trained blocks
-against norm-matched Gaussian blocks, in the project's figure style (:mod:`absorbjax.figstyle`)."""
+against norm-matched Gaussian blocks, in the project's figure style (:mod:`absorbjax.lab.figstyle`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def short_names(names: list[str]) -> list[str]:
 
 
 def plot_distances(rows, gaussian, path, *, title: str = ""):
-    """Save the figure to ``path`` in the project style (:mod:`absorbjax.figstyle`): for each
+    """Save the figure to ``path`` in the project style (:mod:`absorbjax.lab.figstyle`): for each
     decided layer, the trained block's ``[lower, upper]`` (▼ certified lower, ▲ attained) over the
     band ``[lower, upper]`` of the norm-matched Gaussian block. One column (3.5 in) wide up to 8
     layers, two columns (7 in) beyond.
@@ -32,7 +32,7 @@ def plot_distances(rows, gaussian, path, *, title: str = ""):
 
 def distance_figure(rows, gaussian, *, title: str = ""):
     """The figure of :func:`plot_distances`, not saved (a backend-free ``Figure``)."""
-    from absorbjax import figstyle
+    from absorbjax.lab import figstyle
 
     rows = [r for r in rows if r.lower is not None]
     xs = list(range(len(rows)))
@@ -61,7 +61,7 @@ def distance_figure(rows, gaussian, *, title: str = ""):
 
 
 def _save(fig, path):
-    from absorbjax import figstyle
+    from absorbjax.lab import figstyle
 
     with figstyle.context():
         fig.savefig(path, metadata={"Software": None} if str(path).endswith(".png") else None)

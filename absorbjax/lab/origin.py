@@ -3,7 +3,7 @@
 No residual-free homogeneous (degree ≠ 1) or gated (``g(0) = 0``) block reproduces the residual
 block near the origin (Prop 5, Prop 6), so the best relative error a search reaches there stays of
 order 1: :func:`origin_searches` runs the searches, :func:`near_origin_error` reads the gap, and
-:func:`absorbjax.plotting.plot_profiles` draws it.
+:func:`absorbjax.lab.plotting.plot_profiles` draws it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def origin_searches(
     For activation ``names[i]``: ``draws`` targets ``models.sample(name, d, n, key=subkey(key, i,
     0), draws=draws)``, searched with key ``subkey(key, i, 1)``. Returns ``{name: SearchResult}``;
     read the near-origin gap with :func:`near_origin_error` and draw it with
-    :func:`absorbjax.plotting.plot_profiles`.
+    :func:`absorbjax.lab.plotting.plot_profiles`.
 
     References:
       Prop 5 and Prop 6: no residual-free homogeneous (degree ≠ 1) or gated (``g(0) = 0``)

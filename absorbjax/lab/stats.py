@@ -10,7 +10,8 @@ Frobenius norms (:func:`norm_matched_gaussian`); what makes it small is read fro
 
 Examples:
   >>> import jax, numpy as np
-  >>> from absorbjax import models, stats
+  >>> from absorbjax import models
+  >>> from absorbjax.lab import stats
   >>> W = models.MLPParams(np.ones((6, 2)), -np.ones((2, 6)))
   >>> G = stats.norm_matched_gaussian(W, key=jax.random.key(0))
   >>> bool(np.isclose(np.linalg.norm(G.up), np.linalg.norm(W.up))), G.down.shape

@@ -8,7 +8,7 @@ it is drawn, so draw and save inside :func:`context` (or after :func:`use`).
 parts that do not fit in it: the legibility checks of ``tests/test_figures.py``.
 
 Examples:
-  >>> from absorbjax import figstyle
+  >>> from absorbjax.lab import figstyle
   >>> with figstyle.context():
   ...     fig, ax = figstyle.subplots(width=figstyle.SINGLE, height=2.4)
   ...     _ = ax.plot([0, 1], [0, 1], label="a line")

@@ -19,23 +19,23 @@ record (config, seed, versions, device) under ``out/NAME.json``, when and how lo
 in the separate record ``out/timings.json`` (so that a rerun changes a record only where the
 machine shows in the numbers themselves), and then saves
 ``figure`` of the record just written as ``out/NAME.png`` and ``out/NAME.pdf``
-(:func:`absorbjax.plotting.save_figure`): the figure of a run and the one :func:`replot` redraws
+(:func:`absorbjax.lab.plotting.save_figure`): the figure of a run and the one :func:`replot` redraws
 from its record later are drawn by the same code from the same numbers. A rerun with the
 same preset and seed is skipped unless ``force``. :func:`write_summary` regenerates
 ``out/README.md`` from the records; :func:`replot` redraws the figures from them. Importing
 this module changes no global state (matplotlib's backend included): figures are drawn on
-``matplotlib.figure.Figure`` objects, which need no backend (:mod:`absorbjax.plotting`). :func:`missing_packages` names the data packages the chosen
+``matplotlib.figure.Figure`` objects, which need no backend (:mod:`absorbjax.lab.plotting`). :func:`missing_packages` names the data packages the chosen
 experiments need and lack, so a run can stop before its first experiment with the pip command.
 
-The scripts take their plotting helpers from :mod:`absorbjax.plotting`, their keys from
-:func:`absorbjax.io.subkey` and the near-origin searches of Props 5/6 from :mod:`absorbjax.origin`.
+The scripts take their plotting helpers from :mod:`absorbjax.lab.plotting`, their keys from
+:func:`absorbjax.io.subkey` and the near-origin searches of Props 5/6 from :mod:`absorbjax.lab.origin`.
 
 Examples:
   The whole protocol on a one-claim experiment (a module object stands in for a script):
 
   >>> import tempfile, types
   >>> import jax
-  >>> from absorbjax import reproduce
+  >>> from absorbjax.lab import reproduce
   >>> demo = types.ModuleType("demo")
   >>> demo.NAME, demo.TITLE = "demo", "float64 inside run"
   >>> demo.PRESETS = {"smoke": {}, "quick": {}, "full": {}}
@@ -68,7 +68,8 @@ from typing import NamedTuple
 
 import jax
 
-from absorbjax import io, plotting
+from absorbjax import io
+from absorbjax.lab import plotting
 
 __all__ = [
     "Claim",
@@ -108,7 +109,7 @@ class Claim(NamedTuple):
       figure: the figure's name (``out/figure.png``), if any.
 
     Examples:
-      >>> from absorbjax import reproduce
+      >>> from absorbjax.lab import reproduce
       >>> error = 3e-16
       >>> reproduce.Claim("the absorber is exact", f"max error {error:.0e}", holds=error <= 1e-12,
       ...                 criterion="max error ≤ 1e-12 (float64)")
@@ -141,11 +142,11 @@ def experiments_dir() -> Path:
     Raises :class:`NoExperiments` with a one-line message saying how to get the scripts.
 
     Examples:
-      >>> from absorbjax import reproduce
+      >>> from absorbjax.lab import reproduce
       >>> reproduce.experiments_dir().name  # in a source checkout
       'experiments'
     """
-    for candidate in (Path(__file__).resolve().parents[1] / "experiments", Path.cwd() / "experiments"):
+    for candidate in (Path(__file__).resolve().parents[2] / "experiments", Path.cwd() / "experiments"):
         if _is_checkout(candidate):
             return candidate
     raise NoExperiments(
@@ -194,7 +195,7 @@ def missing_packages(modules: dict[str, ModuleType]) -> str | None:
 
     Examples:
       >>> import types
-      >>> from absorbjax import reproduce
+      >>> from absorbjax.lab import reproduce
       >>> demo = types.ModuleType("demo")
       >>> demo.PACKAGES = ("no-such-absorbjax-data",)
       >>> print(reproduce.missing_packages({"demo": demo}))
@@ -301,7 +302,7 @@ def outcome(row: dict) -> str:
     """``"held"``, ``"NOT HELD"`` or ``"not decided"`` for a claim row of a record.
 
     Examples:
-      >>> from absorbjax import reproduce
+      >>> from absorbjax.lab import reproduce
       >>> [reproduce.outcome({"holds": h}) for h in (True, False, None)]
       ['held', 'NOT HELD', 'not decided']
     """
@@ -385,13 +386,14 @@ def replot(out: str | Path, modules: dict[str, ModuleType]) -> tuple[list[str], 
 
     For each experiment of ``modules`` that defines ``figure(results)`` and has a record
     ``out/NAME.json``, the figure drawn from the record's ``results`` is saved as ``out/NAME.png``
-    and ``out/NAME.pdf`` (:func:`absorbjax.plotting.save_figure`), as :func:`run_experiment`
+    and ``out/NAME.pdf`` (:func:`absorbjax.lab.plotting.save_figure`), as :func:`run_experiment`
     saved it. Returns the names redrawn and ``{name: why skipped}`` for the others
     (``"no figure(results)"``, ``"no record"`` or ``"nothing to draw"``).
 
     Examples:
       >>> import tempfile, types
-      >>> from absorbjax import figstyle, io, reproduce
+      >>> from absorbjax import io
+      >>> from absorbjax.lab import figstyle, reproduce
       >>> demo = types.ModuleType("demo")
       >>> demo.NAME = "demo"
       >>> def figure(results):

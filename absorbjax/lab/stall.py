@@ -37,7 +37,7 @@ def watch(seconds: float, *, message: str = "", poll: float | None = None):
     ``seconds <= 0`` watches nothing. Child processes' CPU time is not counted.
 
     Examples:
-      >>> from absorbjax import stall
+      >>> from absorbjax.lab import stall
       >>> with stall.watch(600):
       ...     total = sum(range(10))
       >>> total

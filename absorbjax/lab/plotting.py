@@ -1,6 +1,6 @@
 """Figures without pyplot state: a backend-free ``Figure``, saving that reruns byte-identically,
 and the error-by-radius plot of a search. The style, its sizes and palette, and ``subplots`` are
-:mod:`absorbjax.figstyle`'s.
+:mod:`absorbjax.lab.figstyle`'s.
 
 Importing this module changes no global state (matplotlib's backend included).
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from absorbjax import figstyle
+from absorbjax.lab import figstyle
 
 __all__ = ["DPI", "figure", "save_figure", "plot_profiles"]
 
@@ -23,7 +23,7 @@ DPI = 200
 def figure(*args, **kwargs) -> Figure:
     """A matplotlib ``Figure`` (same arguments as ``plt.figure``) that uses no pyplot state or
     backend: safe to draw in notebooks and headless runs alike; save it with :func:`save_figure`.
-    For the paper's sizes and style use :func:`absorbjax.figstyle.subplots`."""
+    For the paper's sizes and style use :func:`absorbjax.lab.figstyle.subplots`."""
     return Figure(*args, **kwargs)
 
 
@@ -33,12 +33,12 @@ def save_figure(fig, out: str | Path, name: str) -> str:
 
     Nothing is cropped or padded (whatever ``savefig.bbox`` says): a figure drawn 3.5 × 2.4 in is
     saved 3.5 × 2.4 in, a PNG of ``700 × 480`` pixels, the size a paper prints it at; a constrained
-    layout (:func:`absorbjax.figstyle.subplots`) is what fits its parts inside. Rerunning gives
+    layout (:func:`absorbjax.lab.figstyle.subplots`) is what fits its parts inside. Rerunning gives
     byte-identical files.
 
     Examples:
       >>> import tempfile, pathlib
-      >>> from absorbjax import figstyle, plotting
+      >>> from absorbjax.lab import figstyle, plotting
       >>> with figstyle.context():
       ...     fig, (left, right) = figstyle.subplots(1, 2, width=figstyle.DOUBLE, height=3.0)
       ...     _ = left.plot([1, 2, 3], [1, 4, 9], color=figstyle.PALETTE[0])
