@@ -26,7 +26,8 @@ solver=Solver(restarts=8)``).
 One draw runs ``restarts`` independent initialisations. The default (``Solver(method="varpro")``,
 :mod:`absorbjax.fit._projected`): variable-projection Levenberg–Marquardt fits the candidate with
 a free linear term, solving its last layer by least squares at every step
-(:mod:`absorbjax.fit._varpro`); the units whose negation best removes that term are negated
+(:mod:`absorbjax.fit._varpro`), with up to ``3 × hops`` rounds of basin hopping over units in that
+class where the fit is not exact; the units whose negation best removes that term are negated
 (:mod:`absorbjax.fit._signs`, the activation's declared odd part); a residual-free polish
 follows, then up to ``hops`` rounds of basin hopping over units (one unit of the best candidate
 re-initialised per restart, the variants refitted; they stop once the draw is solved). It reads

@@ -251,6 +251,8 @@ class Solver:
         (:func:`absorbjax.fit._projected.hop`): each round re-initialises one unit of the draw's
         best candidate per restart and refits the ``restarts`` variants for ``steps // 2``
         iterations, keeping the best (``None``: 3; ``0`` switches it off; ``"adam"`` takes none).
+        Where the units are negated, ``3 × hops`` rounds run first in the free-linear class,
+        before the negation, and ``hops`` rounds after it; rounds stop once a draw is solved.
 
     Examples:
       >>> from absorbjax import fit

@@ -1,6 +1,6 @@
-"""The default search of one draw (``Solver(method="varpro")``): project, negate, polish, hop.
+"""The default search of one draw (``Solver(method="varpro")``): project, hop, negate, polish, hop.
 
-Four steps, all in one compiled program (vmapped over restarts, and by
+Five steps, all in one compiled program (vmapped over restarts, and by
 :func:`absorbjax.fit._drawmap.map_draws` over draws):
 
 1. **Fit with a free linear term.** Variable-projection Levenberg–Marquardt
@@ -9,25 +9,32 @@ Four steps, all in one compiled program (vmapped over restarts, and by
    step, so only the weights that enter nonlinearly are searched. A residual block is in this
    class (``A = I``) whatever its weights, so this step reaches rounding error on absorbable and
    generic targets alike: it finds the units' lines, not the absorber.
-2. **Negate units** (:mod:`absorbjax.fit._signs`): in each layer, the units whose negation best
+2. **Hop in that class** (:func:`hop`, :data:`LINEAR_HOP_FACTOR` ``× Solver.hops`` rounds):
+   re-initialise one unit of the best fit per restart, refit every variant with its free linear
+   terms, keep the best; the rounds cycle through every unit and stop once the fit is exact, so a
+   draw whose step 1 is exact (every one-block draw but a few) skips them. In a stack step 1
+   stalls mostly in the first layer (from the truth's first layer it finds the second, from the
+   truth's second not the first): these rounds are what moves it.
+3. **Negate units** (:mod:`absorbjax.fit._signs`): in each layer, the units whose negation best
    removes ``A`` (the activation's declared odd part ``σ(z) − σ(−z) = c z``), which gives a
    residual-free block or stack of the same width.
-3. **Polish** the residual-free candidate: the same projected Levenberg–Marquardt without ``A``,
-   ``steps // 2`` iterations, on the :data:`TOP` restarts with the lowest loss after step 2.
-4. **Hop** (:func:`hop`, ``Solver.hops`` rounds): re-initialise one unit of the best candidate
-   per restart, refit every variant, keep the best; the rounds cycle through every unit.
+4. **Polish** the residual-free candidate: the same projected Levenberg–Marquardt without ``A``,
+   ``steps // 2`` iterations, on the :data:`TOP` restarts with the lowest loss after step 3.
+5. **Hop** again (``Solver.hops`` rounds), now in the residual-free class.
 
-On an absorbable target the negations of step 2 remove ``A`` exactly and step 3 reaches rounding
-error; on a generic one no negation does (Cor 11) and the loss stays where step 2 left it, many
+On an absorbable target the negations of step 3 remove ``A`` exactly and step 4 reaches rounding
+error; on a generic one no negation does (Cor 11) and the loss stays where step 3 left it, many
 orders of magnitude above. Where the activation declares no odd part or is gated (no negation
-changes the block by a linear term), step 1 fits the residual-free block directly and steps 2–3
-are skipped; ``Problem(linear=True)`` returns step 1's fit (step 4 hops within the same class).
+changes the block by a linear term), step 1 fits the residual-free block directly and steps 2–4
+are skipped; ``Problem(linear=True)`` returns step 1's fit (step 5 hops within the same class).
 
 The search reads the target only through its values ``f(x_k)``, and never the condition: no
 index set, no rows of ``W``. Evidence one way only: a draw it does not solve proves nothing.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +50,11 @@ from absorbjax.models import Params
 
 TOP = 8
 FRONT_SCALE = 0.1
+LINEAR_HOP_FACTOR = 3
+"""Step 2's rounds per ``Solver.hops``. Planted gelu (2,8) stacks, the benchmark's 12 draws: 0
+solved without step 2 (benchmark record ``fit_search``), 5 with 1 (3 rounds), 8 with 3 (9
+rounds) (research log, 2026-12-06)."""
+LINEAR_HOPS = 1  # fold_in(hops key, LINEAR_HOPS): step 2's key, apart from step 5's
 
 
 def negates(cfg: Static) -> bool:
@@ -129,38 +141,42 @@ def _negate_all(cfg: Static, block: Params, linear) -> Params:
 
 
 def restarts(cfg: Static, xs, ys, p0, loss_fn, key: jax.Array):
-    """Steps 1–4 on every restart of one draw; ``p0`` the restarts' starting candidates
+    """Steps 1–5 on every restart of one draw; ``p0`` the restarts' starting candidates
     (``Params`` or :class:`~absorbjax.fit.Linear` with a leading restarts axis), ``key`` the
-    hops' (step 4, :func:`hop`).
+    hops' (steps 2 and 5, :func:`hop`).
 
     Returns ``(p, losses)``: the restarts' final candidates (as ``p0``) and their loss ``ℓ``.
     """
-    p, losses = _steps_1_to_3(cfg, xs, ys, p0, loss_fn)
-    if cfg.hops == 0:
-        return p, losses
-    return hop(cfg, xs, ys, p, losses, loss_fn, key)
-
-
-def _steps_1_to_3(cfg: Static, xs, ys, p0, loss_fn):
-    """Fit with a free linear term, negate, polish (the class's own fit alone where there is no
-    negation: ``linear=True``, gated or no odd part)."""
     Y = ys * residual_weights(xs)
     start = p0.block if isinstance(p0, Linear) else p0
     kind = type(start)
-
     if cfg.linear:  # the free-linear class itself: step 1 only
 
         def one(block, A):
             return Linear(*_fit(cfg, kind, xs, Y, block, A, cfg.steps))
 
         p = jax.vmap(one)(start, p0.linear)  # one_draw and check_init give a Linear here
-        return p, jax.vmap(loss_fn)(p)
-    if not negates(cfg):  # no odd part to use: fit the residual-free block directly
+        losses = jax.vmap(loss_fn)(p)
+    elif not negates(cfg):  # no odd part to use: fit the residual-free block directly
         p = jax.vmap(lambda b: _fit(cfg, kind, xs, Y, b, None, cfg.steps)[0])(start)
-        return p, jax.vmap(loss_fn)(p)
+        losses = jax.vmap(loss_fn)(p)
+    else:
+        start, linear = _near_identity(cfg, start)
+        p = jax.vmap(lambda b, a: Linear(*_fit(cfg, kind, xs, Y, b, a, cfg.steps)))(start, linear)
+        if cfg.hops:
+            more = dataclasses.replace(cfg, hops=cfg.hops * LINEAR_HOP_FACTOR)
+            p, _ = hop(more, xs, ys, p, jax.vmap(loss_fn)(p), loss_fn, jax.random.fold_in(key, LINEAR_HOPS))
+        p, losses = _negate_and_polish(cfg, kind, xs, Y, p, loss_fn)
+    if cfg.hops == 0:
+        return p, losses
+    return hop(cfg, xs, ys, p, losses, loss_fn, key)
 
-    start, linear = _near_identity(cfg, start)
-    p = jax.vmap(lambda b, a: _negate_all(cfg, *_fit(cfg, kind, xs, Y, b, a, cfg.steps)))(start, linear)
+
+def _negate_and_polish(cfg: Static, kind: type, xs, Y, fits: Linear, loss_fn):
+    """Steps 3–4 on every restart's free-linear fit ``fits``: negate (:func:`_negate_all`), then
+    polish the :data:`TOP` lowest residual-free candidates for ``steps // 2`` iterations, keeping
+    a polish only where it is no worse. Returns ``(p, losses)``."""
+    p = jax.vmap(lambda f: _negate_all(cfg, f.block, f.linear))(fits)
     losses = jax.vmap(loss_fn)(p)
     top = min(TOP, cfg.restarts)
     polish = max(cfg.steps // 2, 1)
@@ -173,7 +189,7 @@ def _steps_1_to_3(cfg: Static, xs, ys, p0, loss_fn):
 
 
 def hop(cfg: Static, xs, ys, p, losses: jax.Array, loss_fn, key: jax.Array):
-    """Step 4, basin hopping over units: up to ``cfg.hops`` rounds, each re-initialising one unit of
+    """Steps 2 and 5, basin hopping over units: up to ``cfg.hops`` rounds, each re-initialising one unit of
     the draw's best candidate per restart and refitting all ``cfg.restarts`` variants (``steps // 2``
     iterations, the candidate's own class); the best variant replaces the best candidate where it
     is lower. Restart ``r`` of round ``t`` re-initialises unit ``(t · restarts + r) mod (L m)``,
