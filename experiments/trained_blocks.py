@@ -110,7 +110,7 @@ def _reference(params, activation: str) -> dict:
     """Distance bounds and structure of a reference (Gaussian or initialised) block, no bias."""
     dist = condition.distance(
         params, activation, decision=condition.Decision(time_limit=10.0)
-    )  # as before the one default
+    )  # 10 s, distance's default before it became 60 s
     return {"lower": dist.lower, "upper": dist.upper, "S_size": int(dist.S.size), **structure(*_f64(params))}
 
 

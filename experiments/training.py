@@ -209,7 +209,9 @@ def _train(graphdef, states, decays, keys, tasks, loss_fn, cfg, measure):
 def measure_block(params: models.MLPParams) -> dict:
     """Distance bounds, best ``|S|``, certified status, spectrum of ``W_down W_up`` and norms of one block."""
     p = models.MLPParams(np.asarray(params.up, np.float64), np.asarray(params.down, np.float64))
-    dist = condition.distance(p, decision=condition.Decision(time_limit=10.0))  # as before the one default
+    dist = condition.distance(
+        p, decision=condition.Decision(time_limit=10.0)
+    )  # 10 s, distance's default before it became 60 s
     keep = ("eig_real", "eig_imag", "min_eig_gap", "all_units", "norm_up", "norm_down")
     structure = stats.block_structure(p)
     return {
