@@ -239,3 +239,19 @@ def test_an_undecided_width_certificate_does_not_claim_a_float_absorber_that_mis
     assert check.verdict == "unchecked" and upper.ok is None and "not claimed" in upper.detail
     claimed = dataclasses.replace(cert, status="certified", k=cert.upper, lower=cert.upper)
     assert verify(claimed, params).verdict == "refuted"
+
+
+def test_certify_checks_its_own_certificate_and_answers_undecided_on_a_refuted_step(monkeypatch):
+    """``certify`` runs ``verify`` on every certificate it makes (cheap for depth certificates): a
+    refuted one raises in the suite's strict mode and is ``undecided``, naming the step, outside it."""
+    from absorbjax.dimension import _certificate
+
+    cert = _depth("gelu", 2, 2, 2)
+    assert cert.status == "certified_disjoint"
+    wrong = dataclasses.replace(cert, rank=cert.rank + 1)  # a rank its minor does not reach
+    with pytest.raises(AssertionError, match="refuted"):
+        _certificate._self_checked(wrong)
+    monkeypatch.delenv("ABSORBJAX_STRICT_VERIFY")
+    out = _certificate._self_checked(wrong)
+    assert out.status == "undecided" and "own check failed (minor" in out.reason
+    assert _certificate._self_checked(cert) is cert  # a verified certificate is returned as it is
