@@ -4,14 +4,14 @@ promises is built in :func:`~absorbjax.condition.absorber` (``condition/_absorbe
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import NamedTuple
 
 import numpy as np
 
 from absorbjax._fingerprint import fingerprint
-from absorbjax._verify import REFUTED, verify
+from absorbjax._self_check import settle, strict
+from absorbjax._verify import verify
 from absorbjax.condition import _large as large, _line as line, _scale as scale, _stored as stored
 from absorbjax.condition._arith import ETA, ONE, balance, rank_lower, sigma_min_lower
 from absorbjax.condition._assemble import Answer, Rounding, best_witness, certificate
@@ -219,18 +219,19 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
     fp = fingerprint(U, D, skip, context.bias, context.out_bias, dtypes=context.dtypes)
     cert = dataclasses.replace(cert, evidence=Evidence(fp, Z, bound, point), lower_bound=lower)
     n, d = U.shape
-    strict = bool(os.environ.get("ABSORBJAX_STRICT_VERIFY"))
-    if n * d * d > SELF_CHECK_MAX and not strict:
+    if n * d * d > SELF_CHECK_MAX and not strict():
         return cert
     # the weights are the ones just hashed: checked without the fingerprint, so they are not hashed twice
     bare = dataclasses.replace(cert, evidence=Evidence("", Z, bound, point))
     check = verify(bare, (U, D), skip=skip, bias=context.bias, out_bias=context.out_bias, budget=SELF_CHECK_MAX)
-    if check.verdict != REFUTED:
-        return cert
-    if strict:
-        raise AssertionError(f"a certificate refuted by its own check:\n{check}\n{cert.summary()}")
-    why = f"the decision's own check refuted its {cert.status} certificate at '{check.failed.name}' ({check.failed.detail}); it said: {cert.reason}"
-    return dataclasses.replace(cert, status=Status.UNDECIDED, S=None, line=None, theorem=None, reason=why)
+    return settle(
+        cert,
+        check,
+        who="the block decision",
+        undecided=lambda why: dataclasses.replace(
+            cert, status=Status.UNDECIDED, S=None, line=None, theorem=None, reason=why
+        ),
+    )
 
 
 def every_width(A, context: BlockContext, n: int) -> bool:

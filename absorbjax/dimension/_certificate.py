@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 from typing import Any
 
@@ -17,6 +16,7 @@ import jax
 import numpy as np
 
 from absorbjax import models
+from absorbjax._self_check import settle
 from absorbjax.dimension._counts import PRIME, check_sizes, free_bound, param_count, residual_max
 from absorbjax.dimension._narrow import jacobian_argument, jacobian_undecided, line_decision, narrow_check
 from absorbjax.dimension._points import RationalPoint, rational_point
@@ -360,14 +360,12 @@ def _self_checked(cert: DepthCertificate) -> DepthCertificate:
     decision does; with ``ABSORBJAX_STRICT_VERIFY`` set (the test suite) a refutation raises."""
     from absorbjax import verify
 
-    check = verify(cert)
-    if check.verdict != "refuted":
-        return cert
-    if os.environ.get("ABSORBJAX_STRICT_VERIFY"):
-        raise AssertionError(f"certify's certificate is refuted by absorbjax.verify:\n{check}")
-    step = check.failed
-    reason = f"the certificate's own check failed ({step.name}: {step.detail}); it claimed: {cert.reason}"
-    return dataclasses.replace(cert, status=DepthStatus.UNDECIDED, reason=reason)
+    return settle(
+        cert,
+        verify(cert),
+        who="dimension.certify",
+        undecided=lambda why: dataclasses.replace(cert, status=DepthStatus.UNDECIDED, reason=why),
+    )
 
 
 def certify(
