@@ -163,6 +163,46 @@ def test_a_name_public_in_two_namespaces_is_one_object():
     assert not clashes, clashes
 
 
+PASSTHROUGH = {  # ``**kwargs`` handed on to matplotlib unchanged, as its own functions take them
+    "absorbjax.lab.figstyle.subplots",
+    "absorbjax.lab.plotting.figure",
+}
+
+
+def test_no_public_function_takes_keyword_arguments_it_does_not_name():
+    """One way to pass options: no public function or method has ``**kwargs`` (what would pass
+    through it is a parameter that ``help()``, editors and the snapshot show, or a field of an
+    options object), except matplotlib passthroughs. A class is read by the ``__init__`` and methods
+    it defines (the call signature of ``absorbjax.nn``'s Flax modules is Flax's metaclass's)."""
+    found = []
+    for space in namespaces():
+        module = importlib.import_module(space)
+        for name in module.__all__:
+            obj, qualname = getattr(module, name), f"{space}.{name}"
+            if qualname in PASSTHROUGH:
+                continue
+            if inspect.isclass(obj):
+                own = [
+                    (k, v)
+                    for klass in obj.__mro__
+                    if klass.__module__.startswith("absorbjax")
+                    for k, v in vars(klass).items()
+                ]
+                funcs = [
+                    (f"{qualname}.{k}", v) for k, v in own if inspect.isfunction(v) and (k == "__init__" or k[0] != "_")
+                ]
+            else:
+                funcs = [(qualname, obj)] if callable(obj) else []
+            for where, f in funcs:
+                try:
+                    kinds = [p.kind for p in inspect.signature(f).parameters.values()]
+                except (TypeError, ValueError):  # a builtin without a signature
+                    continue
+                if inspect.Parameter.VAR_KEYWORD in kinds:
+                    found.append(where)
+    assert not found, f"public callables taking **kwargs: {found}"
+
+
 @pytest.mark.integration  # a child process
 def test_the_snapshot_sees_signatures_and_fields():
     """The snapshot would notice a renamed argument, a changed default, a new field or method."""

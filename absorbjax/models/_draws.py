@@ -194,9 +194,21 @@ def _draw(keys, d, n, law: _Law, draws=None):
     return _matrices(entries, d, n, count, law.dist, law.dtype, draws)
 
 
-def sample(activation: str, d: int, n: int, *, key: jax.Array, draws: int, start: int = 0, **options) -> Params:
-    """``draws`` independent blocks with a leading draws axis; ``options`` (``dist``, ``dtype``,
-    ``depth``, ``bits``) as for :func:`init`.
+def sample(
+    activation: str,
+    d: int,
+    n: int,
+    *,
+    key: jax.Array,
+    draws: int,
+    start: int = 0,
+    dist: str = "gaussian",
+    dtype=None,
+    depth: int | None = None,
+    bits: int = 3,
+) -> Params:
+    """``draws`` independent blocks with a leading draws axis; ``dist``, ``dtype``, ``depth`` and
+    ``bits`` as for :func:`init`.
 
     Draw ``i`` is ``init(..., key=fold_in(key, start + i))``, so ``draws=10`` is a prefix of
     ``draws=100`` and chunks ``start=0, 100, …`` concatenate to one big sample. Counts share
@@ -216,7 +228,7 @@ def sample(activation: str, d: int, n: int, *, key: jax.Array, draws: int, start
     """
     if not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    law = _law(activation, d, n, **options)
+    law = _law(activation, d, n, dist=dist, dtype=dtype, depth=depth, bits=bits)
     keys = _keys(key, start, size_bucket(draws))
     if law.dist == "orthogonal":
         fields = _field_count(law.activation)
