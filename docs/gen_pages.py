@@ -7,7 +7,7 @@
   :func:`result_figures`); neither is kept in ``docs/``, so rerunning the experiments leaves
   ``docs/`` as it was and the site always shows what ``figures/`` holds.
 - ``docs/benchmarks/index.md`` from the benchmark records ``docs/benchmarks/records/*.json``
-  (written by ``python experiments/bench_*.py --out docs/benchmarks/records/NAME.json``): the
+  (written by ``python benchmarks/bench_*.py --out docs/benchmarks/records/NAME.json``): the
   machine, the configuration and every measured number, flattened. It is committed (the
   benchmarks are not rerun by ``absorbjax reproduce``):
 
@@ -173,9 +173,10 @@ def benchmarks_page(records: Path) -> str:
         "Every number below is read from a JSON record that the command above it wrote. Absolute",
         "times depend on the machine named with it (and on what else ran there); ratios are",
         "measured side by side in one run. To add or refresh one:",
-        "`python experiments/bench_NAME.py ... --out docs/benchmarks/records/NAME.json`, then",
-        "`python docs/gen_pages.py`. What was tried and did not help is in the",
-        "[research log](../research_log.md).",
+        "`python benchmarks/bench_NAME.py ... --out docs/benchmarks/records/NAME.json`, then",
+        "`python docs/gen_pages.py`. The scripts are in `benchmarks/`; a record made before they moved",
+        "there keeps `experiments/bench_NAME.py` in its config, the line above its table gives today's path.",
+        "What was tried and did not help is in the [research log](../research_log.md).",
         "",
     ]
     paths = sorted(records.glob("*.json")) if records.is_dir() else []
@@ -186,7 +187,7 @@ def benchmarks_page(records: Path) -> str:
         config = record.get("config", {})
         quick = " --quick" if config.get("quick") else ""
         out = f" --out docs/benchmarks/records/{path.name}"
-        command = config.get("command") or f"python experiments/{record['name']}.py{quick}{out}"
+        command = rerun(config.get("command") or f"python benchmarks/{record['name']}.py{quick}{out}")
         lines += [
             f"## {path.stem}",
             "",
@@ -200,6 +201,12 @@ def benchmarks_page(records: Path) -> str:
         lines += measured_tables(record.get("results", {}))
         lines.append("")
     return "\n".join(lines)
+
+
+def rerun(command: str) -> str:
+    """A benchmark record's command with the script's path of today: the records keep the command
+    that made them, and the scripts moved from ``experiments/`` to ``benchmarks/``."""
+    return command.replace("python experiments/bench_", "python benchmarks/bench_")
 
 
 def pages() -> dict[Path, str]:

@@ -50,7 +50,7 @@ def atlas(ax_margin, ax_time, atlas):
             ax.text(
                 0.5,
                 0.5,
-                "no atlas rows in this record:\npython experiments/bench_atlas.py,\nthen rerun depth",
+                "no atlas rows in this record:\npython benchmarks/bench_atlas.py,\nthen rerun depth",
                 ha="center",
                 va="center",
                 transform=ax.transAxes,

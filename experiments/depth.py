@@ -15,7 +15,7 @@ points, and the share of Gaussian ReLU weights in the certified open set is esti
 
 The atlas (every ``d ≤ 16``, ``n ∈ {d, 2d, 4d}`` and the narrow widths ``n ∈ {1, ⌊d/2⌋}`` below the
 input, the line ``d = 1`` for ReLU with ``n ∈ {1, 2}``, ``L ≤ 6`` within a CPU budget) is a benchmark,
-``experiments/bench_atlas.py``; its record ``figures/depth.atlas.json`` is drawn here (table
+``benchmarks/bench_atlas.py``; its record ``figures/depth.atlas.json`` is drawn here (table
 ``depth.atlas.md`` beside the figure) when present in the output folder. The results page
 ``docs/results/depth.md`` includes that table; its claims are on the generated page of every claim.
 
@@ -237,7 +237,7 @@ def coverage(config, key):
 
 
 def load_atlas(out):
-    """The atlas benchmark's record ``out/depth.atlas.json`` (``experiments/bench_atlas.py``), or ``None``."""
+    """The atlas benchmark's record ``out/depth.atlas.json`` (``benchmarks/bench_atlas.py``), or ``None``."""
     path = Path(out) / "depth.atlas.json"
     return json.loads(path.read_text()) if path.is_file() else None
 

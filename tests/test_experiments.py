@@ -228,7 +228,7 @@ def _leaves(tree):
     return [tree]
 
 
-BENCHMARKS = ROOT / "experiments"
+BENCHMARKS = ROOT / "benchmarks"
 
 
 @pytest.mark.slow

@@ -450,7 +450,7 @@ def test_lbfgs_polish_and_custom_optimizer():
 def test_recall_on_absorbable_draws(activation):
     """Thm 8/10: with random init, ≥ 90% of absorbable draws reach loss ≤ 1e-20 on training and
     held-out inputs, pooled over 20 draws at (2, 4) and 10 at (3, 6) (30 draws). The per-size
-    measurement on 100 draws each is ``experiments/bench_fit.py --claims``."""
+    measurement on 100 draws each is ``benchmarks/bench_fit.py --claims``."""
     solved = []
     for d, n, draws in [(2, 4, 20), (3, 6, 10)]:
         W, _ = models.planted_sample(activation, d, n, key=jax.random.fold_in(KEY, d), draws=draws)

@@ -1,7 +1,7 @@
 """The shape of the code: the limits the project keeps, checked on the source (ast), not by eye.
 
 - no module over 650 lines and no function over 100 (docstring included), in the package,
-  experiments, tests and docs scripts;
+  experiments, benchmarks, tests and docs scripts;
 - implementation modules are private (``_x.py``): every public module of the package is a
   namespace whose API ``tests/test_api.py`` snapshots (or the command line), and declares
   ``__all__``; a private module declares none, so each namespace's ``__all__`` is the one that
@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = sorted((ROOT / "absorbjax").rglob("*.py"))
-SOURCES = PACKAGE + sorted([*ROOT.glob("experiments/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob("docs/*.py")])
+SCRIPTS = ("experiments/**/*.py", "benchmarks/*.py", "tests/*.py", "docs/*.py")
+SOURCES = PACKAGE + sorted(path for pattern in SCRIPTS for path in ROOT.glob(pattern))
 
 
 def private(name: str) -> bool:

@@ -368,13 +368,13 @@ def test_wide_path_decides_parallel_rows_with_distinct_biases():
 
 
 def test_benchmark_case_and_table():
-    """experiments/bench_scale.py: one case in this process (its numbers are not judged here) and
+    """benchmarks/bench_scale.py: one case in this process (its numbers are not judged here) and
     the markdown table of docs/benchmarks/scale.md from its record."""
     import importlib.util
     import sys
     from pathlib import Path
 
-    folder = Path(__file__).resolve().parents[1] / "experiments"
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
     sys.path.insert(0, str(folder))
     try:
         spec = importlib.util.spec_from_file_location("bench_scale", folder / "bench_scale.py")

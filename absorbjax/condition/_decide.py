@@ -552,7 +552,7 @@ def find_absorbing_sets(
     ``(n,)`` or ``(draws, n)``, and ``out_bias`` one ``(d,)`` or ``(draws, d)``; ``narrow`` warns
     once for all draws.
     A plain loop: small blocks take about a millisecond each (``d = 3, n = 12``: over a thousand
-    draws per second on two cores, see ``experiments/bench_condition.py``), so a batched
+    draws per second on two cores, see ``benchmarks/bench_condition.py``), so a batched
     eigensolver would not change the picture; the MILP, when needed, is per draw anyway.
     ``progress`` shows a tqdm bar over the draws (the MILP can take up to ``time_limit`` each).
     """

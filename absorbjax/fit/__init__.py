@@ -14,7 +14,7 @@ and the error profile per radius decade (on held-out inputs) shows where: near t
 gated and homogeneous blocks. The weight norm of the best ``V`` shows errors that only fall as
 ``‖V‖`` grows. A search is evidence one way only: with the defaults it finds the absorber of
 92–100% of planted blocks from ``n = 2d`` to ``n = 4d`` at depth 1, ``d ≤ 8`` (12 draws a size,
-``experiments/bench_fit.py --sizes``), 83–100% of planted stacks at depth 2 with ``n = 2d``, none at
+``benchmarks/bench_fit.py --sizes``), 83–100% of planted stacks at depth 2 with ``n = 2d``, none at
 ``n = 4d``, so a failed search proves nothing;
 :func:`absorbjax.condition.find_absorbing_set` decides.
 

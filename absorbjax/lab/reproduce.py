@@ -171,7 +171,7 @@ def discover(directory: str | Path | None = None) -> dict[str, ModuleType]:
     """``{NAME: module}`` for every experiment script in ``directory``, in file order.
 
     ``directory`` defaults to :func:`experiments_dir`. Scripts whose names start with ``_``
-    (shared helpers) or ``bench`` (benchmarks) are skipped; so are modules that do not define
+    (shared helpers) are skipped; so are modules that do not define
     ``NAME``, ``TITLE``, ``PRESETS`` and ``run``. Loading a script changes no global state:
     experiments get float64 from :func:`run_experiment`, not at import.
     Raises :class:`NoExperiments` when ``directory`` is not a folder.
@@ -181,7 +181,7 @@ def discover(directory: str | Path | None = None) -> dict[str, ModuleType]:
         raise NoExperiments(f"experiments folder {str(directory)!r} does not exist")
     found = {}
     for path in sorted(directory.glob("*.py")):
-        if path.stem.startswith(("_", "bench")):
+        if path.stem.startswith("_"):
             continue
         module = load_script(path)
         if all(hasattr(module, a) for a in ("NAME", "TITLE", "PRESETS", "run")):

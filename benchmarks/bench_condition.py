@@ -5,10 +5,10 @@ absorbable ones (a hidden ``S``: "yes") up to ``d = 384, n = 1536`` in float64, 
 phase; next to it, the dense least squares on the ``d²×n`` matrix ``K`` that the Gram form avoids
 (where ``K`` fits in memory), and the throughput on many small draws.
 
-    python experiments/bench_condition.py            # full: up to d = 384, n = 1536
-    python experiments/bench_condition.py --quick    # up to d = 128, n = 512
+    python benchmarks/bench_condition.py            # full: up to d = 384, n = 1536
+    python benchmarks/bench_condition.py --quick    # up to d = 128, n = 512
     add --out results/bench_condition.json for a JSON record (seed, versions, every timing)
-    python experiments/bench_condition.py --against OTHER_TREE   # the decision cost of this tree
+    python benchmarks/bench_condition.py --against OTHER_TREE   # the decision cost of this tree
         against another checkout (e.g. `git worktree add /tmp/base main`), side by side: both run
         the same cases in alternating subprocesses (4 rounds, best of each), ratios printed
 """

@@ -9,9 +9,9 @@ sizes always run. The record (``figures/depth.atlas.json``) holds every row, the
 reached, the fit ``seconds ≈ a · P^k`` and the machine; ``absorbjax reproduce --only depth``
 draws the atlas table and figure from it (``docs/results/depth.md``).
 
-    python experiments/bench_atlas.py [--budget 900] [--max-d 16] [--out figures/depth.atlas.json]
-    python experiments/bench_atlas.py --bias [--budget 240]      # figures/depth.atlas.bias.json
-    python experiments/bench_atlas.py --check-record figures/depth.atlas.bias.json --check 8
+    python benchmarks/bench_atlas.py [--budget 900] [--max-d 16] [--out figures/depth.atlas.json]
+    python benchmarks/bench_atlas.py --bias [--budget 240]      # figures/depth.atlas.bias.json
+    python benchmarks/bench_atlas.py --check-record figures/depth.atlas.bias.json --check 8
 
 ``--bias`` certifies the same grid for stacks with biases (``docs/theory/depth.md`` §9: hidden and
 output biases in both families; ``P_b = L(2nd + n + d)``, free bound ``P_b − (L−1)(d² + d)``). Its

@@ -21,13 +21,13 @@ recall on absorbable draws as n/d grows and on depth-2 stacks (``--strategy`` re
 expand–merge–decide–polish search of :mod:`absorbjax.fit._expand`, ``--rounds R`` its rounds;
 ``--size D N`` and ``--stack D N`` pick sizes).
 
-    python experiments/bench_fit.py [--quick] [--out results/bench_fit.json]
-    python experiments/bench_fit.py --claims 100 [--out results/fit_claims.json]
-    python experiments/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
-    python experiments/bench_fit.py --sizes 12 --generic 6 --strategy default --strategy adam \
+    python benchmarks/bench_fit.py [--quick] [--out results/bench_fit.json]
+    python benchmarks/bench_fit.py --claims 100 [--out results/fit_claims.json]
+    python benchmarks/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
+    python benchmarks/bench_fit.py --sizes 12 --generic 6 --strategy default --strategy adam \
         --out docs/benchmarks/records/fit_search.json
-    python experiments/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12 --stack 2 4
-    python experiments/bench_fit.py --sizes 8 --strategy expand --stack 2 4 --activation relu --rounds 9
+    python benchmarks/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12 --stack 2 4
+    python benchmarks/bench_fit.py --sizes 8 --strategy expand --stack 2 4 --activation relu --rounds 9
 """
 
 from __future__ import annotations
@@ -541,7 +541,7 @@ def _float64_run(args, argv) -> bool:
             )
             if args.out:
                 config = {
-                    "command": " ".join(["python experiments/bench_fit.py", *(sys.argv[1:] if argv is None else argv)]),
+                    "command": " ".join(["python benchmarks/bench_fit.py", *(sys.argv[1:] if argv is None else argv)]),
                     "draws": draws,
                     **(
                         {
@@ -615,7 +615,7 @@ def main(argv=None) -> int:
     print(f"device: {device_line()}  (jax {jax.__version__})", flush=True)
     results = _speed_benchmarks(args.quick)
 
-    print("[4] condition.find_absorbing_set at d=384, n=1536: see experiments/bench_condition.py")
+    print("[4] condition.find_absorbing_set at d=384, n=1536: see benchmarks/bench_condition.py")
 
     if args.out:
         io.save_record(args.out, name="bench_fit", seed=SEED, config={"quick": args.quick}, results=results)

@@ -31,12 +31,12 @@ it touched). The contract: peak ≤ 1.25 × the stored bytes of one block + 1 GB
 * ``--compare BASE``: 4096 × 16384 float32 (gelu) decided by this tree and by the tree at ``BASE``
   (another checkout), alternately, three times each: the ratio of the median CPU seconds.
 
-    python experiments/bench_scale.py --falcon --shards --growth --compare /tmp/base48 --out docs/benchmarks/scale_stream.json
+    python benchmarks/bench_scale.py --falcon --shards --growth --compare /tmp/base48 --out docs/benchmarks/scale_stream.json
 
-    python experiments/bench_scale.py                  # up to 4096×16384
-    python experiments/bench_scale.py --quick          # 512×2048 and 1024×4096
-    python experiments/bench_scale.py --big --out docs/benchmarks/scale.json
-    python experiments/bench_scale.py --table docs/benchmarks/scale.json   # the markdown table
+    python benchmarks/bench_scale.py                  # up to 4096×16384
+    python benchmarks/bench_scale.py --quick          # 512×2048 and 1024×4096
+    python benchmarks/bench_scale.py --big --out docs/benchmarks/scale.json
+    python benchmarks/bench_scale.py --table docs/benchmarks/scale.json   # the markdown table
 """
 
 import argparse

@@ -11,9 +11,9 @@ bound (``distance(..., search=False)``) and with it, and prints the ratio of the
 upper bounds; it adds a wide trained-like case, MiniLM-L6's layers 0 and 1 side by side
 (``d = 384, n = 3072``, the ``n ≥ 2048`` path).
 
-    python experiments/bench_distance.py                 # all three
-    python experiments/bench_distance.py --sizes 384x1536
-    python experiments/bench_distance.py --sizes 768x3072 --before
+    python benchmarks/bench_distance.py                 # all three
+    python benchmarks/bench_distance.py --sizes 384x1536
+    python benchmarks/bench_distance.py --sizes 768x3072 --before
 """
 
 import argparse

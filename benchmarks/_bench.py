@@ -1,7 +1,7 @@
 """What the benchmark scripts share: the wall-clock timer and the line that names the machine.
 
-Not an experiment (``reproduce.discover`` skips modules whose names start with ``_``); the
-scripts import it as ``_bench`` from their own folder.
+Not a benchmark itself: the scripts import it as ``_bench``, a module beside them (``python
+benchmarks/bench_X.py`` puts ``benchmarks/`` first on ``sys.path``).
 """
 
 import time

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The search's numbers on a machine with an accelerator, in under 10 minutes: the vmapped-vs-loop
-# ratio (experiments/bench_fit.py --quick) and the default search's solve rates and seconds a draw
+# ratio (benchmarks/bench_fit.py --quick) and the default search's solve rates and seconds a draw
 # on planted and Gaussian blocks (--sizes), each a JSON record under $OUT (default: results/).
 # Batch sizes come from the device's memory (absorbjax.fit: an eighth of it per batch).
 #
-#   OUT=/some/folder bash experiments/bench_device.sh
+#   OUT=/some/folder bash benchmarks/bench_device.sh
 set -euo pipefail
 cd "$(dirname "$0")"
 out=${OUT:-../results}
