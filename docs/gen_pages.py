@@ -71,9 +71,10 @@ def results_page(figures: Path) -> str:
         "",
         "Each row is one claim of an experiment script, what its last run measured and whether the",
         "measurement met the stated criterion. Regenerate the records with `absorbjax reproduce` (or",
-        "`python experiments/NAME.py --preset P --out figures`); this page is made from them whenever",
-        "the site is built. Each figure is drawn from its record (`absorbjax reproduce --replot`",
-        "redraws them all without recomputing); the PNG and PDF files are in `figures/`.",
+        "`python experiments/NAME.py --preset P --out figures`, `experiments/studies/NAME.py` for a",
+        "study); this page is made from them whenever the site is built. Each figure is drawn from its",
+        "record (`absorbjax reproduce --replot` redraws them all without recomputing); the PNG and PDF",
+        "files are in `figures/`.",
         "",
     ]
     shown = result_figures(figures)
@@ -86,7 +87,7 @@ def results_page(figures: Path) -> str:
         lines += [
             f"## {name}",
             "",
-            f"`python experiments/{name}.py --preset {preset} --seed {record.get('seed')}` · "
+            f"`python {script(name)} --preset {preset} --seed {record.get('seed')}` · "
             f"record `figures/{path.name}` · {machine(record)}",
             "",
             *(line for fig in _figure_names(claims) if fig in shown for line in (f"![{fig}]({fig}.png)", "")),
@@ -99,6 +100,12 @@ def results_page(figures: Path) -> str:
         ]
         lines.append("")
     return "\n".join(lines)
+
+
+def script(name: str) -> str:
+    """Where the experiment ``name`` is: ``experiments/NAME.py``, or ``experiments/studies/NAME.py``."""
+    study = f"experiments/studies/{name}.py"
+    return study if (ROOT / study).is_file() else f"experiments/{name}.py"
 
 
 def _figure_names(claims: list[dict]) -> list[str]:

@@ -2,7 +2,7 @@
 record's ``results`` alone.
 
 Not an experiment (``reproduce.discover`` skips modules whose names start with ``_``);
-``depth.py`` loads it from its own folder.
+``depth.py`` imports it, a module beside it.
 """
 
 import numpy as np

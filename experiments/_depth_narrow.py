@@ -3,7 +3,7 @@
 without biases (§10, decided exactly for each ``W``), with their claims.
 
 Not an experiment (``reproduce.discover`` skips modules whose names start with ``_``);
-``depth.py`` loads it from its own folder.
+``depth.py`` imports it, a module beside it.
 """
 
 import jax

@@ -12,8 +12,8 @@ the section's reproduced example (``n = 2d`` fold units with rows ``±e_j`` and 
 a control it solves shows it can find such free stacks; an ``O`` stack it leaves unsolved proves
 nothing (evidence one way only), a solved one would answer the question for that stack.
 
-Not an experiment (``reproduce.discover`` skips modules whose names start with ``_``); ``depth.py``
-loads it from its own folder.
+Not an experiment (``reproduce.discover`` skips modules whose names start with ``_``);
+``depth.py`` imports it, a module beside it.
 """
 
 import time

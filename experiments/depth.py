@@ -33,6 +33,9 @@ import sys
 import time
 from pathlib import Path
 
+import _depth_figure as panels
+import _depth_narrow as narrow_studies  # §8 (n < d) and §10 (the line)
+import _depth_openset as openset  # §11's open question, searched
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,10 +43,6 @@ from scipy import stats
 
 from absorbjax import condition, dimension, fit, io, models
 from absorbjax.lab import figstyle, reproduce
-
-panels = reproduce.load_script(Path(__file__).with_name("_depth_figure.py"))
-narrow_studies = reproduce.load_script(Path(__file__).with_name("_depth_narrow.py"))  # §8 (n < d) and §10 (the line)
-openset = reproduce.load_script(Path(__file__).with_name("_depth_openset.py"))  # §11's open question, searched
 
 NAME = "depth"
 TITLE = "Beyond the paper: deep ReLU/GELU stacks (dimension count, search calibration)"

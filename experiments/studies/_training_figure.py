@@ -1,7 +1,7 @@
-"""The figure of ``experiments/training.py``, drawn from its record alone: (a, b) the digits blocks'
+"""The figure of ``experiments/studies/training.py``, drawn from its record alone: (a, b) the digits blocks'
 distances during training, (c) test accuracy, (d) spectra, (e, f) the controlled teacher run.
 
-``training.py`` loads this file beside it (the experiments folder is not a package) and uses
+``training.py`` imports this module beside it (``import _training_figure``) and uses
 :func:`figure` as its own ``figure(results)``.
 """
 

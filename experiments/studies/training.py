@@ -26,8 +26,8 @@ block of width ``n ≤ 16`` is the exact minimum over all ``S``, above that a lo
 """
 
 import sys
-from pathlib import Path
 
+import _training_figure
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -379,7 +379,7 @@ def _compact(rec):
 
 
 # figure(results): the study's figure, drawn from its record
-figure = reproduce.load_script(Path(__file__).with_name("_training_figure.py")).figure
+figure = _training_figure.figure
 
 
 def measured(study, teacher, config) -> dict:
