@@ -39,7 +39,6 @@ FREE_MAX = 12  # free 0/1 variables the exact solve enumerates (2^12 assignments
 _U = 2.0**-53  # float64 unit roundoff
 _ETA = 2.0**-1074  # the absolute rounding of one float64 operation in the subnormal range
 _WINDOW = 2**18  # entries read at a time (2 MiB of float64)
-# the theorems cited for an unnamed activation (the five of Thm 8/10 and the ray limit)
 _UNNAMED_KINK = f"{KINK_THEOREM} for relu, {RAY_LIMIT_KINK_THEOREM} for gelu, gelu_tanh, silu, softplus"
 _UNNAMED_RAY = RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
 _UNNAMED_PAPER = "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
@@ -48,8 +47,7 @@ _DECLARED = ", given the declared facts"
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One checked claim: ``ok`` is ``True`` (holds), ``False`` (fails: the certificate is refuted) or
-    ``None`` (not checked, ``detail`` says why)."""
+    """One checked claim: ``ok`` ``True`` (holds), ``False`` (refutes) or ``None`` (not checked: ``detail``)."""
 
     name: str
     ok: bool | None
@@ -502,23 +500,31 @@ def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, bud
       ('absorbable', 'verified')
     """
     get = certificate.get if isinstance(certificate, Mapping) else lambda k: getattr(certificate, k, None)
-    if get("free_bound") is not None:  # a depth certificate: the point is in it
+    depth = get("free_bound") is not None  # a depth certificate: the point is in it
+    if params is None and not depth:
+        raise ValueError("verify needs the block's params for a block or width certificate")
+    up, down = (None, None) if depth else (params.up, params.down) if hasattr(params, "up") else params
+    U, D = (None, None) if depth else (np.asarray(up), np.asarray(down))
+    try:
+        return _checked(get, U, D, skip, bias, out_bias, budget)
+    except (TypeError, ValueError, AttributeError, OverflowError, KeyError) as err:  # e.g. a JSON edited by hand
+        return Verification(REFUTED, str(get("status")), (Step("format", False, f"a field does not parse: {err}"),))
+
+
+def _checked(get, U, D, skip, bias, out_bias, budget: int) -> Verification:
+    """:func:`verify`'s steps; a field of the wrong kind raises (``verify`` refutes it at "format")."""
+    if U is None:
         from absorbjax._verify_depth import check_depth
 
         return _conclude(str(get("status")), check_depth(get))
-    if params is None:
-        raise ValueError("verify needs the block's params for a block or width certificate")
     if get("absorber") is not None:  # a width certificate
         from absorbjax._verify_width import check_width
 
-        U, D = (np.asarray(x) for x in ((params.up, params.down) if hasattr(params, "up") else params))
         steps = check_width(get, U, D, skip, budget, lambda c: verify(c, (U, D), skip=skip, budget=budget))
         return _conclude(str(get("status")), steps)
     ev = get("evidence")
     if ev is not None and not isinstance(ev, Mapping):
         ev = dataclasses.asdict(ev)
-    up, down = (params.up, params.down) if hasattr(params, "up") else params
-    U, D = np.asarray(up), np.asarray(down)
     n, d = U.shape
     status = str(get("status"))
     A = np.eye(d) if skip is None else np.asarray(skip, np.float64)

@@ -389,15 +389,17 @@ def _num(x) -> str:
 
 
 def _verify(args) -> int:
-    """``absorbjax verify CERT.json CHECKPOINT``: each certificate of ``check --json`` checked by
-    :func:`absorbjax.verify` against the block read again from the checkpoint (by its layer)."""
-    problem = _early(args.model) or (
-        None if os.path.isfile(args.certificates) else f"{args.certificates}: no such file"
+    """``absorbjax verify CERT.json [CHECKPOINT]``: each certificate of ``check --json``, or one
+    certificate's ``to_dict()`` (a block's, a width's or a depth's), checked by
+    :func:`absorbjax.verify` against the block read again from the checkpoint (by its layer; a depth
+    certificate needs none)."""
+    problem = (None if os.path.isfile(args.certificates) else f"{args.certificates}: no such file") or (
+        args.model and _early(args.model)
     )
     if problem:
         print(f"absorbjax verify: {problem}", file=sys.stderr)
         return 2
-    from absorbjax import verify, weights
+    from absorbjax import verify
     from absorbjax.weights import _limits as limits
     from absorbjax.weights._conventions import printable
 
@@ -406,28 +408,55 @@ def _verify(args) -> int:
             limits.array_bytes((os.path.getsize(args.certificates),), 1, f"reading {args.certificates}")
             with open(args.certificates, encoding="utf-8") as f:
                 record = json.load(f)
-            rows = [r for r in record.get("blocks", []) if isinstance(r, dict) and r.get("certificate")]
-            if not rows:
-                raise ValueError(f"{args.certificates}: no certificates (write one with `absorbjax check --json`)")
-            act = args.activation or rows[0].get("activation")  # the one check used, as the record says
-            model = weights.scan(
-                args.model, act, layout=weights.Layout(transpose=args.transpose, fused=args.fused, allow_narrow=True)
-            )
-            skip = weights.load_skip(args.skip) if args.skip else None
+            if not isinstance(record, dict):
+                raise ValueError(f"{args.certificates}: not a certificate or a `check --json` record")
+            if "blocks" in record:
+                rows = [r for r in record["blocks"] if isinstance(r, dict) and r.get("certificate")]
+                if not rows:
+                    raise ValueError(f"{args.certificates}: no certificates (write one with `absorbjax check --json`)")
+            elif "status" in record:  # one certificate's to_dict()
+                rows = [{"layer": args.layer, "certificate": record, "activation": record.get("activation")}]
+            else:
+                raise ValueError(f"{args.certificates}: not a certificate or a `check --json` record")
             refuted = 0
-            for row in rows:
-                if not isinstance(row.get("layer"), int) or not 0 <= row["layer"] < len(model.blocks):
-                    raise ValueError(f"{args.certificates}: layer {printable(row.get('layer'))} is not in {args.model}")
-                block = model.blocks[row["layer"]].load()
-                check = verify(row["certificate"], block.params, skip=skip, bias=block.hidden_bias)
+            for name, check in _checked(args, rows, verify):
                 refuted += check.verdict == "refuted"
                 step = check.failed or next((s for s in check.steps if s.ok is None and s.name != "fingerprint"), None)
                 why = "" if step is None else f" at {step.name}: {step.detail}"
-                print(f"layer {row['layer']} {printable(block.name, 80)}: {check.verdict} ({check.status}){why}")
+                print(f"{printable(name, 90)}: {check.verdict} ({check.status}){why}")
     except (ValueError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
         print(f"absorbjax verify: {printable(' '.join(str(err).split()), 300)}", file=sys.stderr)
         return 2
     return 1 if refuted else 0
+
+
+def _checked(args, rows: list[dict], verify):
+    """``(name, Verification)`` for each row: a depth certificate alone, the others against their
+    block of ``args.model`` (``row["layer"]``; ``None``: the checkpoint's only block)."""
+    from absorbjax import weights
+    from absorbjax.weights._conventions import printable
+
+    model = None
+    for row in rows:
+        cert = row["certificate"]
+        if cert.get("free_bound") is not None:  # a depth certificate: its rational point is in it
+            yield "depth certificate", verify(cert)
+            continue
+        if not args.model:
+            raise ValueError("a block or width certificate is checked against its weights: name the checkpoint")
+        if model is None:
+            act = args.activation or row.get("activation")  # the one check used, as the record says
+            layout = weights.Layout(transpose=args.transpose, fused=args.fused, allow_narrow=True)
+            model = weights.scan(args.model, act, layout=layout)
+            skip = weights.load_skip(args.skip) if args.skip else None
+        layer = row["layer"]
+        if layer is None and len(model.blocks) != 1:
+            raise ValueError(f"{args.model} holds {len(model.blocks)} blocks: say which with --layer")
+        layer = 0 if layer is None else layer
+        if not isinstance(layer, int) or not 0 <= layer < len(model.blocks):
+            raise ValueError(f"{args.certificates}: layer {printable(layer)} is not in {args.model}")
+        block = model.blocks[layer].load()
+        yield f"layer {layer} {block.name}", verify(cert, block.params, skip=skip, bias=block.hidden_bias)
 
 
 def _info(args) -> int:
@@ -550,10 +579,19 @@ def _parser() -> argparse.ArgumentParser:
     chk.set_defaults(func=_check)
 
     ver = sub.add_parser(
-        "verify", help="check the certificates of `check --json` against the checkpoint, independently"
+        "verify", help="check certificates (of `check --json`, or one's to_dict()) against the weights, independently"
     )
-    ver.add_argument("certificates", help="the JSON that `absorbjax check MODEL --json` wrote")
-    ver.add_argument("model", help="the checkpoint it was made from (as given to check)")
+    ver.add_argument(
+        "certificates",
+        help="the JSON that `absorbjax check MODEL --json` wrote, or one certificate's to_dict() "
+        "(find_absorbing_set, min_extra_width or dimension.certify)",
+    )
+    ver.add_argument(
+        "model", nargs="?", default=None, help="the checkpoint it was made from (not needed for a depth certificate)"
+    )
+    ver.add_argument(
+        "--layer", type=int, default=None, help="for one certificate: its block's index (default: the only block)"
+    )
     ver.add_argument("--activation", default=None, help="as given to check (default: the one the record names)")
     ver.add_argument("--skip", default=None, help="as given to check")
     ver.add_argument("--transpose", action="store_true", help="as given to check")

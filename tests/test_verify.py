@@ -236,3 +236,24 @@ def test_a_wide_input_certificate_carries_its_witness_as_a_point():
     check = verify(record, params)
     assert check.verdict == "verified", str(check)
     assert verify(cert, params).verdict == "verified"  # in memory: Z itself
+
+
+def test_a_field_that_does_not_parse_is_refuted_not_raised():
+    """A certificate's JSON edited by hand (a set of strings, a bound that is a list, a theorem that
+    is a number) is refuted, never an exception."""
+    params = models.MLPParams(
+        np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.array([[-1.0, 0.0, 0.5], [0.0, -1.0, 0.25]])
+    )
+    generic = models.MLPParams(
+        np.random.default_rng(3).normal(size=(6, 3)), np.random.default_rng(4).normal(size=(3, 6))
+    )
+    for p in (params, generic):
+        record = json.loads(json.dumps(condition.find_absorbing_set(p, "relu").to_dict()))
+        read = {  # the fields each status's steps read
+            "absorbable": ("S", "miss_bound", "skip_rtol", "activation"),
+            "not_absorbable": ("theorem", "threshold", "activation"),
+        }[record["status"]]
+        for field in read:
+            for bad in ("x", [1], {"a": 1}):
+                check = verify({**record, field: bad}, p)
+                assert check.verdict == "refuted", (record["status"], field, bad, str(check))

@@ -255,3 +255,37 @@ def test_certify_checks_its_own_certificate_and_answers_undecided_on_a_refuted_s
     out = _certificate._self_checked(wrong)
     assert out.status == "undecided" and "own check refuted its certified_disjoint certificate at 'minor'" in out.reason
     assert _certificate._self_checked(cert) is cert  # a verified certificate is returned as it is
+
+
+# ---------------------------------------------------------------------------------------------
+# The command, on one certificate's JSON
+
+
+def test_the_command_checks_one_certificates_json(tmp_path, capsys):
+    """``absorbjax verify CERT.json [MODEL]`` reads one certificate's ``to_dict()``: a block's and a
+    width's against the checkpoint's only block (or ``--layer``), a depth's alone; a tampered one
+    exits 1, a block certificate without its weights exits 2 in one line."""
+    from absorbjax import cli
+
+    params = _gaussian(3, 6, seed=4)
+    path = tmp_path / "block.npz"
+    np.savez(path, up=params.up, down=params.down)
+    block = condition.find_absorbing_set(params, "relu")
+    width = condition.min_extra_width(params, "relu")
+    depth = _depth("gelu", 2, 2, 2)
+    for name, cert, model in (("block", block, [str(path)]), ("width", width, [str(path)]), ("depth", depth, [])):
+        saved = tmp_path / f"{name}.json"
+        saved.write_text(json.dumps(cert.to_dict()))
+        assert cli.main(["verify", str(saved), *model]) == 0, name
+        out = capsys.readouterr().out.strip()
+        assert out.endswith(f"verified ({cert.status})"), out
+    tampered = {**_json(block), "S": [0, 1]}
+    tampered["status"] = "absorbable"
+    (tmp_path / "tampered.json").write_text(json.dumps(tampered))
+    assert cli.main(["verify", str(tmp_path / "tampered.json"), str(path)]) == 1
+    assert "refuted (absorbable)" in capsys.readouterr().out
+    assert cli.main(["verify", str(tmp_path / "block.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "name the checkpoint" in err[0], err
+    assert cli.main(["verify", str(tmp_path / "block.json"), str(path), "--layer", "3"]) == 2
+    assert "layer 3 is not in" in capsys.readouterr().err
