@@ -289,3 +289,29 @@ def test_the_command_checks_one_certificates_json(tmp_path, capsys):
     assert len(err) == 1 and "name the checkpoint" in err[0], err
     assert cli.main(["verify", str(tmp_path / "block.json"), str(path), "--layer", "3"]) == 2
     assert "layer 3 is not in" in capsys.readouterr().err
+
+
+def test_min_extra_width_checks_its_own_certificate_and_falls_back_to_what_needs_no_search(monkeypatch):
+    """``min_extra_width`` runs ``verify`` on its certificate when ``2^L d³`` is small: a refuted
+    one raises in the suite's strict mode and, outside it, is ``undecided`` with ``0 ≤ k* ≤ 2d`` and
+    the exact absorber ``A x = A σ(x) − A σ(−x)``, which ``verify`` checks."""
+    from absorbjax.condition.width import _extra
+
+    params = _gaussian(3, 6, seed=7)
+    honest = _extra._conclude
+
+    def wrong(*args, **kw):  # the decision claims one unit less than it has
+        cert = honest(*args, **kw)
+        return dataclasses.replace(cert, k=cert.k - 1, lower=cert.k - 1, upper=cert.k - 1)
+
+    monkeypatch.setattr(_extra, "_conclude", wrong)
+    with pytest.raises(AssertionError, match="refuted"):
+        condition.min_extra_width(params, "relu")
+    monkeypatch.delenv("ABSORBJAX_STRICT_VERIFY")
+    out = condition.min_extra_width(params, "relu")
+    assert (out.status, out.k, out.lower, out.upper) == ("undecided", None, 0, 6), str(out)
+    assert "own check refuted its certified certificate" in out.reason
+    assert out.absorber.up.shape == (12, 3) and out.error < 1e-12
+    assert verify(out, params).verdict == "verified", str(verify(out, params))
+    monkeypatch.setattr(_extra, "_conclude", honest)
+    assert condition.min_extra_width(params, "relu").status == "certified"  # checked, and returned as it is
