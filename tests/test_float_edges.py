@@ -183,3 +183,17 @@ def test_a_margin_within_rounding_is_said():
     generic = condition.find_absorbing_set(models.MLPParams(rng.standard_normal((6, 3)), D), "relu")
     assert generic.status == "not_absorbable" and "storage's rounding" not in generic.reason
     assert generic.relaxation.min_row_sin > 1e-3
+
+
+def test_a_miss_that_rounds_to_zero_is_not_printed_as_zero():
+    """A set whose exact miss is ``3·2^-2000`` (nonzero, below float64's range): ``not_absorbable``
+    for the stored numbers, and the reason does not say the closest set "misses by 0"."""
+    U = np.array([[2.0**1000, 3 * 2.0**-1000], [0.0, 2.0**-900], [1.0, 1.0]])
+    D = np.array([[-(2.0**-1000), 0.0, 0.5], [0.0, -(2.0**900), 0.25]])
+    miss = exact_miss(models.MLPParams(U, D), [0, 1])
+    assert any(x != 0 for row in miss for x in row) and frobenius(miss) == 0.0  # 3·2^-2000, rounded
+    cert = condition.find_absorbing_set(
+        models.MLPParams(U, D), "relu", decision=condition.Decision(method="exhaustive")
+    )
+    assert cert.status == "not_absorbable", str(cert)
+    assert "misses by 0 " not in cert.reason and "rounds to 0 in float64" in cert.reason, cert.reason

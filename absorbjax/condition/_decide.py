@@ -136,10 +136,11 @@ def _search(U, D, rule: Rule, rel, *, method: str, deadline: float, target: str)
     if found is not None:
         return _Outcome(found, "exhaustive", "", lower, rule.accepts(U, D, found)[1])
     after = "" if verdict is None else f" (after HiGHS, {form} constraints: {verdict})"
+    by = f"{fmt(best)} (Frobenius)" if best > 0 else "an amount that rounds to 0 in float64 (rule (★)'s exact test)"
     return _Outcome(
         None,
         "exhaustive",
-        f"none of the 2^{n} subsets passes; the closest misses by {fmt(best)} (Frobenius){after}",
+        f"none of the 2^{n} subsets passes; the closest misses by {by}{after}",
         max(lower, best),
         None,
     )
