@@ -74,12 +74,14 @@ def certify_row(act: str, d: int, n: int, L: int, key: jax.Array, bias: bool = F
     """One size at one point. ReLU's default ``2P/d`` inputs can miss the narrow linear regions of
     wide layers (``d = 2``, ``n = 8``: rank 42 < b = 44 with 64 inputs, 48 = the maximum with 256), so
     an undecided ReLU size is retried at the same point with 4× and then 16× the inputs."""
-    cert = dimension.certify(act, d, n, L, key=key, float_check=False, bias=bias)
+    cert = dimension.certify(act, d, n, L, key=key, bias=bias, probe=dimension.Probe(float_check=False))
     seconds = cert.seconds
     for more in (4, 16):
         if act != "relu" or cert.status != "undecided" or cert.rank >= cert.maximum or n < d or d == 1:
             break
-        cert = dimension.certify(act, d, n, L, key=key, float_check=False, inputs=more * cert.inputs, bias=bias)
+        cert = dimension.certify(
+            act, d, n, L, key=key, bias=bias, probe=dimension.Probe(float_check=False, inputs=more * cert.inputs)
+        )
         seconds += cert.seconds
     return {
         "activation": act,
@@ -169,7 +171,9 @@ def spot_check(record: dict, count: int, seed: int = 0) -> list[dict]:
         act, d, n, L = r["activation"], r["d"], r["n"], r["depth"]
         k_size = jax.random.fold_in(jax.random.fold_in(key, ACTIVATIONS.index(act)), 10000 * d + 100 * n + L)
         with jax.enable_x64(True):
-            cert = dimension.certify(act, d, n, L, key=k_size, bias=record.get("bias", False), inputs=r["inputs"])
+            cert = dimension.certify(
+                act, d, n, L, key=k_size, bias=record.get("bias", False), probe=dimension.Probe(inputs=r["inputs"])
+            )
         out.append(
             {
                 **{k: r[k] for k in ("activation", "d", "n", "depth", "params")},

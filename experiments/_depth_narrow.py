@@ -14,6 +14,8 @@ from absorbjax.lab import reproduce
 
 __all__ = ["narrow", "line_stack", "line", "claims"]
 
+_EXACT = dimension.Probe(float_check=False)  # the exact checks only: no float64 rank beside them
+
 
 def narrow(config, key, activations):
     """Width below the input, ``n < d`` (``docs/theory/depth.md`` §8): per activation and size, Gaussian
@@ -24,7 +26,7 @@ def narrow(config, key, activations):
         for d, n, L in config["narrow"]["sizes"]:
             m = config["narrow"]["draws"]
             certs = [
-                dimension.certify(act, d, n, L, key=io.subkey(key, i, 1000 * d + 10 * n + L, j), float_check=False)
+                dimension.certify(act, d, n, L, key=io.subkey(key, i, 1000 * d + 10 * n + L, j), probe=_EXACT)
                 for j in range(m)
             ]
             rows.append(
@@ -74,7 +76,7 @@ def line(config, key):
                     sign = float(rng.choice([-1.0, 1.0]))
                     up[0, 0, 0], down[0, 0, 0] = sign / 2, -2.0 * sign
                     params = models.MLPParams(up, down)
-                cert = dimension.certify("relu", 1, n, L, key=k, float_check=False, params=params)
+                cert = dimension.certify("relu", 1, n, L, key=k, params=params, probe=_EXACT)
                 q = float(cert.point.denominator)
                 w = models.MLPParams(cert.point.up / q, cert.point.down / q)  # exact in float64
                 ends = line_stack(w.up, w.down, np.array([1.0, -1.0]), True)

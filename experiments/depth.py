@@ -139,7 +139,7 @@ def table(config, key):
                     check = dimension.param_count(d, n, L) <= config["float_max_params"]
                     k = jax.random.fold_in(jax.random.fold_in(key, i), 1000 * d + 10 * n + L)
                     start = time.perf_counter()
-                    cert = dimension.certify(act, d, n, L, key=k, float_check=check)
+                    cert = dimension.certify(act, d, n, L, key=k, probe=dimension.Probe(float_check=check))
                     rows.append(
                         {
                             "activation": act,
@@ -178,9 +178,7 @@ def near_identity(config, key):
                 n,
                 L,
                 key=io.subkey(key, i, 1000 * d + 10 * n + L),
-                shrink=10,
-                float_check=False,
-                inputs=16 * P // d if act == "relu" else None,
+                probe=dimension.Probe(shrink=10, float_check=False, inputs=16 * P // d if act == "relu" else None),
             )
             rows.append(
                 {
@@ -209,11 +207,9 @@ def coverage(config, key):
     rows = []
     for d, n, L in config["coverage"]["sizes"]:
         m = config["coverage"]["draws"]
-        P = dimension.param_count(d, n, L)
+        probe = dimension.Probe(float_check=False, inputs=8 * dimension.param_count(d, n, L) // d)
         certs = [
-            dimension.certify(
-                "relu", d, n, L, key=io.subkey(key, 1000 * d + 10 * n + L, j), float_check=False, inputs=8 * P // d
-            )
+            dimension.certify("relu", d, n, L, key=io.subkey(key, 1000 * d + 10 * n + L, j), probe=probe)
             for j in range(m)
         ]
         by_rank = sum(c.status == "certified_disjoint" and c.method == "rank" for c in certs)

@@ -15,6 +15,7 @@ from absorbjax import dimension, models
 pytestmark = pytest.mark.x64  # the free stacks are compared in float64
 
 KEY = jax.random.key(0)
+EXACT = dimension.Probe(float_check=False)  # the exact checks only: no float64 rank beside them
 
 
 def _rational_layers(point):
@@ -59,7 +60,7 @@ def _gelu_jacobian_det(point):
 def test_gelu_narrow_is_certified_where_the_jacobian_at_zero_is_invertible(d, n, L):
     """§8, GELU, n < d: det J_W(0) = det Π (I + ½ D_ℓ U_ℓ) != 0 (recomputed here in Fractions) and the
     certificate says so: certified disjoint from every free stack of width < d (any depth)."""
-    cert = dimension.certify("gelu", d, n, L, key=KEY, float_check=False)
+    cert = dimension.certify("gelu", d, n, L, key=KEY, probe=EXACT)
     det = _gelu_jacobian_det(cert.point)
     assert det != 0
     assert cert.status == "certified_disjoint" and cert.certified and cert.method == "narrow_jacobian"
@@ -69,7 +70,7 @@ def test_gelu_narrow_is_certified_where_the_jacobian_at_zero_is_invertible(d, n,
 
 def test_gelu_narrow_with_biases_uses_the_same_determinant():
     """GELU points with biases have zero biases: J_W(0) is the same product."""
-    cert = dimension.certify("gelu", 3, 1, 2, key=KEY, float_check=False, bias=True)
+    cert = dimension.certify("gelu", 3, 1, 2, key=KEY, bias=True, probe=EXACT)
     assert cert.point.bias and not np.any(cert.point.hidden_bias) and not np.any(cert.point.out_bias)
     assert cert.status == "certified_disjoint" and cert.method == "narrow_jacobian"
 
@@ -91,10 +92,10 @@ def test_gelu_narrow_with_a_singular_jacobian_at_zero_is_not_certified_by_it():
     """A point with det Π (I + ½ D_ℓ U_ℓ) = 0 exactly: the narrow argument does not apply. At depth 1
     nothing else decides (the rank count has no gap): undecided. At depth 2 the answer, if any, comes
     from the rank count (rank > the free bound 2nd + (L−1)n²), not from §8."""
-    cert = dimension.certify("gelu", 3, 1, 1, key=KEY, float_check=False, params=_singular_gelu_params(1))
+    cert = dimension.certify("gelu", 3, 1, 1, key=KEY, params=_singular_gelu_params(1), probe=EXACT)
     assert _gelu_jacobian_det(cert.point) == 0
     assert cert.narrow is False and cert.status == "undecided" and cert.method == "none"
-    deep = dimension.certify("gelu", 3, 1, 2, key=KEY, float_check=False, params=_singular_gelu_params(2))
+    deep = dimension.certify("gelu", 3, 1, 2, key=KEY, params=_singular_gelu_params(2), probe=EXACT)
     assert _gelu_jacobian_det(deep.point) == 0 and deep.narrow is False
     assert deep.method != "narrow_jacobian"
     assert deep.status == "undecided" or (deep.method == "rank" and deep.rank > deep.free_bound)
@@ -104,7 +105,7 @@ def test_gelu_narrow_with_a_singular_jacobian_at_zero_is_not_certified_by_it():
 def test_relu_narrow_is_certified_by_the_jacobian_argument(d, n, L):
     """§8, ReLU, n < d: every det(I + D_ℓ[:,S] U_ℓ[S,:]) != 0 (exact) gives an invertible Jacobian on
     every linear region; certified against free stacks of width < d and any depth."""
-    cert = dimension.certify("relu", d, n, L, key=KEY, float_check=False)
+    cert = dimension.certify("relu", d, n, L, key=KEY, probe=EXACT)
     assert dimension.narrow_invertible(cert.point)
     assert cert.status == "certified_disjoint" and cert.method == "narrow_jacobian" and cert.narrow is True
     assert "any depth" in cert.reason and "almost every W" in cert.scope
@@ -114,7 +115,7 @@ def test_relu_narrow_with_a_vanishing_determinant_is_not_certified_by_it():
     """D U = −1 on a unit: det(I + D_S U_S) = 0 for S = {0}; §8 is not used (depth 1: undecided)."""
     up = np.array([[[1.0, 0.0, 0.0]]])
     down = np.array([[[-1.0], [0.0], [0.0]]])
-    cert = dimension.certify("relu", 3, 1, 1, key=KEY, float_check=False, params=models.MLPParams(up, down))
+    cert = dimension.certify("relu", 3, 1, 1, key=KEY, params=models.MLPParams(up, down), probe=EXACT)
     assert cert.narrow is False and cert.status == "undecided"
 
 
@@ -148,7 +149,7 @@ def _check_free_stack(cert):
 
 def test_line_width_one_generic_stack_is_certified_disjoint():
     for L in (1, 2, 3):
-        cert = dimension.certify("relu", 1, 1, L, key=jax.random.key(L), float_check=False)
+        cert = dimension.certify("relu", 1, 1, L, key=jax.random.key(L), probe=EXACT)
         p, m = _exact_ends(cert.point)
         assert p * m != 0
         assert cert.status == "certified_disjoint" and cert.method == "line" and cert.free_stack is None
@@ -166,7 +167,7 @@ def test_line_width_one_with_a_vanishing_end_is_reproduced(sign, zero_layer):
     down = np.round(rng.standard_normal((L, 1, 1)) * 16) / 16
     up[zero_layer, 0, 0] = sign * 0.5
     down[zero_layer, 0, 0] = -2.0 * sign  # D U = −1: the block vanishes on the half-line sign·x > 0
-    cert = dimension.certify("relu", 1, 1, L, key=KEY, float_check=False, params=models.MLPParams(up, down))
+    cert = dimension.certify("relu", 1, 1, L, key=KEY, params=models.MLPParams(up, down), probe=EXACT)
     p, m = _exact_ends(cert.point)
     assert p * m == 0
     assert cert.status == "reproduced" and cert.status is dimension.DepthStatus.REPRODUCED and not cert.certified
@@ -177,20 +178,20 @@ def test_line_width_one_with_a_vanishing_end_is_reproduced(sign, zero_layer):
 def test_line_width_one_zero_function_is_reproduced():
     up = np.array([[[0.5]], [[-0.25]]])
     down = np.array([[[-2.0]], [[4.0]]])  # block 1: min(x, 0); block 2: y − y = 0 for y <= 0
-    cert = dimension.certify("relu", 1, 1, 2, key=KEY, float_check=False, params=models.MLPParams(up, down))
+    cert = dimension.certify("relu", 1, 1, 2, key=KEY, params=models.MLPParams(up, down), probe=EXACT)
     assert cert.status == "reproduced"
     _check_free_stack(cert)
 
 
 @pytest.mark.parametrize("n,L", [(2, 1), (2, 3), (3, 2), (3, 4)])
 def test_line_width_two_and_more_is_always_reproduced(n, L):
-    cert = dimension.certify("relu", 1, n, L, key=jax.random.key(10 * n + L), float_check=False)
+    cert = dimension.certify("relu", 1, n, L, key=jax.random.key(10 * n + L), probe=EXACT)
     assert cert.status == "reproduced" and cert.method == "line"
     _check_free_stack(cert)
 
 
 def test_certificate_with_a_free_stack_serialises():
-    cert = dimension.certify("relu", 1, 2, 2, key=KEY, float_check=False)
+    cert = dimension.certify("relu", 1, 2, 2, key=KEY, probe=EXACT)
     out = cert.to_dict()
     assert out["status"] == "reproduced" and len(out["free_stack"]["up"]) == 2
     assert "reproduced" in cert.summary()
@@ -202,7 +203,7 @@ def test_narrow_free_bound_is_an_upper_bound_and_tight_for_gelu(activation, d, n
     """Below the input width a free stack depends on each junction only through the n × n product
     V_up^{l+1} V_down^l: b = 2nd + (L−1)n² (− nL for ReLU). The exact rank of free stacks never
     exceeds it, and free GELU stacks reach it."""
-    cert = dimension.certify(activation, d, n, L, key=KEY, residual=False, float_check=False)
+    cert = dimension.certify(activation, d, n, L, key=KEY, residual=False, probe=EXACT)
     assert cert.free_bound == 2 * n * d + (L - 1) * n * n - (n * L if activation == "relu" else 0)
     assert cert.rank <= cert.free_bound and cert.status == "undecided"
     if activation == "gelu":

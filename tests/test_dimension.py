@@ -1,5 +1,6 @@
 """Depth certificates: exact ranks, the free bound, soundness controls, GELU → ReLU, narrow ReLU width."""
 
+import dataclasses
 import math
 
 import jax
@@ -13,6 +14,7 @@ from absorbjax import activations, dimension, models
 pytestmark = pytest.mark.x64  # float ranks and limits are float64 claims (see conftest.py)
 
 KEY = jax.random.key(0)
+EXACT = dimension.Probe(float_check=False)  # the exact rank only: no float64 SVD beside it
 
 
 def _point(d, n, L, inputs, key=KEY, **kw):
@@ -115,8 +117,9 @@ def test_free_stacks_attain_the_free_bound(activation, d, n, L):
             L,
             key=k,
             residual=False,
-            float_check=False,
-            inputs=None if activation == "gelu" else 4 * dimension.param_count(d, n, L) // d,
+            probe=dimension.Probe(
+                float_check=False, inputs=None if activation == "gelu" else 4 * dimension.param_count(d, n, L) // d
+            ),
         )
         for k in keys
     ]
@@ -130,7 +133,9 @@ def test_narrow_relu_free_stacks_stay_below_the_bound():
     off, which removes more parameters than the count does. The bound is an upper bound only."""
     b = dimension.free_bound("relu", 2, 2, 3)
     ranks = [
-        dimension.certify("relu", 2, 2, 3, key=jax.random.key(s), residual=False, float_check=False, inputs=48).rank
+        dimension.certify(
+            "relu", 2, 2, 3, key=jax.random.key(s), residual=False, probe=dimension.Probe(float_check=False, inputs=48)
+        ).rank
         for s in range(6)
     ]
     assert max(ranks) < b
@@ -235,20 +240,20 @@ def test_planted_low_rank_family_is_undecided():
     b = dimension.free_bound("gelu", d, n, L)
     P = dimension.param_count(d, n, L)
     C = np.random.default_rng(0).integers(-5, 6, (P, b - 2))
-    cert = dimension.certify("gelu", d, n, L, key=KEY, subfamily=np.concatenate([C, C], 1), float_check=False)
+    cert = dimension.certify("gelu", d, n, L, key=KEY, subfamily=np.concatenate([C, C], 1), probe=EXACT)
     assert cert.params == 2 * (b - 2) > b
     assert cert.rank == b - 2 and cert.status == "undecided"
     # The same machinery does certify a family of b + 2 independent directions:
     wide = np.random.default_rng(1).integers(-5, 6, (P, b + 2))
-    ok = dimension.certify("gelu", d, n, L, key=KEY, subfamily=wide, float_check=False)
+    ok = dimension.certify("gelu", d, n, L, key=KEY, subfamily=wide, probe=EXACT)
     assert ok.rank == b + 2 and ok.status == "certified_disjoint"
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_depth_one_and_free_families_are_undecided(activation):
-    one = dimension.certify(activation, 2, 4, 1, key=KEY, float_check=False)
+    one = dimension.certify(activation, 2, 4, 1, key=KEY, probe=EXACT)
     assert one.free_bound == one.maximum and one.status == "undecided" and one.narrow is None
-    free = dimension.certify(activation, 2, 4, 2, key=KEY, residual=False, float_check=False)
+    free = dimension.certify(activation, 2, 4, 2, key=KEY, residual=False, probe=EXACT)
     assert free.status == "undecided"
 
 
@@ -256,7 +261,7 @@ def test_rank_at_a_degenerate_point_is_not_certified():
     """At the zero point every weight derivative vanishes (σ(0) = 0 and D = 0): rank 0, nothing claimed."""
     L, n, d = 2, 4, 2
     zero = models.MLPParams(np.zeros((L, n, d)), np.zeros((L, d, n)))
-    cert = dimension.certify("gelu", d, n, L, key=KEY, params=zero, float_check=False)
+    cert = dimension.certify("gelu", d, n, L, key=KEY, params=zero, probe=EXACT)
     assert cert.rank == 0 and cert.status == "undecided"
 
 
@@ -315,7 +320,12 @@ def test_near_identity_relu_stacks_reach_the_maximum(d, n, L):
     """Step 5: near-identity ReLU stacks reach P − nL, also for n < 2d (where the rank alone decides
     now, beside the narrow-width argument); so the certificate holds on an open set around them."""
     cert = dimension.certify(
-        "relu", d, n, L, key=KEY, shrink=10, float_check=False, inputs=4 * dimension.param_count(d, n, L) // d
+        "relu",
+        d,
+        n,
+        L,
+        key=KEY,
+        probe=dimension.Probe(shrink=10, float_check=False, inputs=4 * dimension.param_count(d, n, L) // d),
     )
     assert cert.rank == cert.maximum == dimension.residual_max("relu", d, n, L) > cert.free_bound
     assert cert.status == "certified_disjoint" and cert.method == "rank" and "open region" in cert.scope
@@ -363,7 +373,7 @@ def test_narrow_relu_free_stacks_are_singular_on_sampled_regions():
     res = pt.params(jnp.float64)
     rj = jax.vmap(jax.jacfwd(lambda x: models.stack(res, x, "relu")))(jnp.concatenate([xs, -xs]))
     assert np.abs(np.linalg.det(np.asarray(rj))).min() > 1e-6
-    cert = dimension.certify("relu", d, n, L, key=KEY, float_check=False)
+    cert = dimension.certify("relu", d, n, L, key=KEY, probe=EXACT)
     assert cert.narrow is True and cert.status == "certified_disjoint"
 
 
@@ -386,16 +396,22 @@ def test_prime_not_above_the_jet_order_is_refused():
     no longer divides by zero."""
     assert 40 % 5 == 0 and [t[3] for t in dimension.gelu_taylor(7)][-1] == 40
     with pytest.raises(ValueError, match="prime must exceed"):
-        dimension.certify("gelu", 2, 2, 2, key=KEY, prime=5, order=7, max_order=7, float_check=False)
+        dimension.certify(
+            "gelu", 2, 2, 2, key=KEY, probe=dimension.Probe(prime=5, order=7, max_order=7, float_check=False)
+        )
     with pytest.raises(ValueError, match="prime must exceed"):
-        dimension.certify("gelu", 2, 2, 2, key=KEY, prime=7, order=3, float_check=False)  # max_order 7
+        dimension.certify(
+            "gelu", 2, 2, 2, key=KEY, probe=dimension.Probe(prime=7, order=3, float_check=False)
+        )  # max_order 7
     with pytest.raises(ValueError, match="prime must exceed"):
         dimension.exact_rank(_point(2, 2, 2, 4), "gelu", prime=5, order=7)
     with pytest.raises(ValueError, match="prime must exceed"):
         dimension.exact_rank(_point(2, 2, 2, 4), "gelu", prime=3, order=3)
     small = dimension.exact_rank(_point(2, 2, 2, 4), "gelu", prime=3, order=2)
     assert small.prime == 3 and small.residue == 2 and 0 < small.rank <= 16
-    ok = dimension.certify("gelu", 2, 2, 2, key=KEY, prime=11, order=5, max_order=9, float_check=False)
+    ok = dimension.certify(
+        "gelu", 2, 2, 2, key=KEY, probe=dimension.Probe(prime=11, order=5, max_order=9, float_check=False)
+    )
     assert ok.rank == 16 and ok.status == "certified_disjoint"
 
 
@@ -403,17 +419,17 @@ def test_relu_subfamily_scope_keeps_the_open_region():
     d, n, L = 2, 4, 2
     P = dimension.param_count(d, n, L)
     B = np.random.default_rng(1).integers(-5, 6, (P, dimension.free_bound("relu", d, n, L) + 2))
-    relu = dimension.certify("relu", d, n, L, key=KEY, subfamily=B, float_check=False)
+    relu = dimension.certify("relu", d, n, L, key=KEY, subfamily=B, probe=EXACT)
     assert relu.status == "certified_disjoint"
     assert "W_0 + B theta" in relu.scope and "open region around the point" in relu.scope
     B = np.random.default_rng(1).integers(-5, 6, (P, dimension.free_bound("gelu", d, n, L) + 2))
-    gelu = dimension.certify("gelu", d, n, L, key=KEY, subfamily=B, float_check=False)
+    gelu = dimension.certify("gelu", d, n, L, key=KEY, subfamily=B, probe=EXACT)
     assert gelu.status == "certified_disjoint"
     assert "W_0 + B theta" in gelu.scope and "open region" not in gelu.scope
 
 
 def test_certificate_is_not_truthy():
-    cert = dimension.certify("gelu", 2, 4, 1, key=KEY, float_check=False)
+    cert = dimension.certify("gelu", 2, 4, 1, key=KEY, probe=EXACT)
     assert cert.status == "undecided" and cert.status is dimension.DepthStatus.UNDECIDED and not cert.certified
     with pytest.raises(TypeError, match=r"result\.status"):
         bool(cert)
@@ -423,6 +439,63 @@ def test_certificate_is_not_truthy():
 
 # ---------------------------------------------------------------------------------------------
 # Input checks and examples
+
+
+def test_probe_is_one_frozen_keyword_built_checked_object():
+    """How certify probes is one ``dimension.Probe`` (issue 58): built by keyword only, frozen, every
+    field checked when built; a probe field passed to certify by keyword is Python's own TypeError."""
+    probe = dimension.Probe(order=4, inputs=12, denominator=64, prime=11, max_order=8, shrink=2, float_check=False)
+    assert (probe.order, probe.inputs, probe.denominator, probe.prime) == (4, 12, 64, 11)
+    assert (probe.max_order, probe.shrink, probe.float_check) == (8, 2, False)
+    default = dimension.Probe()
+    assert (default.order, default.inputs, default.max_order) == (None, None, None)
+    assert (default.denominator, default.prime, default.shrink, default.float_check) == (256, dimension.PRIME, 0, True)
+    assert type(dimension.Probe(inputs=np.int64(7)).inputs) is int
+    assert dataclasses.replace(probe, shrink=3).shrink == 3 and probe.shrink == 2
+    with pytest.raises(TypeError):
+        dimension.Probe(4)  # keyword-only
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        probe.order = 5
+    with pytest.raises(TypeError):
+        dimension.certify("relu", 2, 2, 2, key=KEY, order=4)  # a probe field is not certify's
+    with pytest.raises(TypeError):
+        dimension.certify("relu", 2, 2, 2, key=KEY, float_check=False)
+    with pytest.raises(ValueError, match="probe must be an absorbjax.dimension.Probe"):
+        dimension.certify("relu", 2, 2, 2, key=KEY, probe={"float_check": False})
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("order", 0),
+        ("order", 2.0),
+        ("inputs", -1),
+        ("inputs", True),
+        ("denominator", 100),
+        ("denominator", 0),
+        ("prime", 15),
+        ("prime", 2),
+        ("prime", 2**21 + 17),
+        ("max_order", 0),
+        ("shrink", -1),
+        ("shrink", 25),
+        ("float_check", 0),
+        ("float_check", "no"),
+    ],
+)
+def test_probe_refuses_a_bad_field(field, value):
+    with pytest.raises(ValueError, match=rf"^{field} must be"):
+        dimension.Probe(**{field: value})
+
+
+def test_probe_prime_must_exceed_the_jet_orders_it_names():
+    with pytest.raises(ValueError, match="prime must exceed max_order"):
+        dimension.Probe(prime=7, order=3)  # max_order order + 4 = 7
+    with pytest.raises(ValueError, match="prime must exceed max_order"):
+        dimension.Probe(prime=5, max_order=5)
+    assert dimension.Probe(prime=11, order=5, max_order=9).max_order == 9
+    with pytest.raises(ValueError, match="prime must exceed max_order"):  # the default order, known to certify
+        dimension.certify("gelu", 2, 2, 2, key=KEY, probe=dimension.Probe(prime=5, float_check=False))
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,8 @@
 """Depth with biases (docs/theory/depth.md §9), the line d = 1 (§10) and ReLU's open exception (§11):
 exact ranks mod p, the symmetries of biased stacks, and the independent float checks."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -211,11 +213,11 @@ def test_biased_gelu_free_bound_attained_and_residual_rank_above(d, n, L):
     P = dimension.param_count(d, n, L, bias=True)
     b = dimension.free_bound("gelu", d, n, L, bias=True)
     top = dimension.residual_max("gelu", d, n, L, bias=True)
-    kw = {"order": 2 * P + 3, "max_order": 2 * P + 3, "inputs": 1} if d == 1 else {}
-    free = dimension.certify("gelu", d, n, L, key=KEY, residual=False, bias=True, **kw)
+    probe = dimension.Probe(order=2 * P + 3, max_order=2 * P + 3, inputs=1) if d == 1 else dimension.Probe()
+    free = dimension.certify("gelu", d, n, L, key=KEY, residual=False, bias=True, probe=probe)
     assert free.rank == free.free_bound == b and free.status == "undecided" and free.bias
     for shrink in (0, 10):
-        cert = dimension.certify("gelu", d, n, L, key=KEY, bias=True, shrink=shrink, **kw)
+        cert = dimension.certify("gelu", d, n, L, key=KEY, bias=True, probe=dataclasses.replace(probe, shrink=shrink))
         assert cert.rank == cert.maximum == top == b + (L - 1) * d * d
         assert cert.status == "certified_disjoint" and cert.method == "rank" and "biases" in cert.scope
 
@@ -228,10 +230,10 @@ def test_biased_relu_residual_rank_above_the_bound(d, n, L):
     b = dimension.free_bound("relu", d, n, L, bias=True)
     K = 8 * dimension.param_count(d, n, L, bias=True) // d
     for shrink in (0, 10):
-        cert = dimension.certify("relu", d, n, L, key=KEY, bias=True, shrink=shrink, inputs=K)
+        cert = dimension.certify("relu", d, n, L, key=KEY, bias=True, probe=dimension.Probe(shrink=shrink, inputs=K))
         assert cert.rank == cert.maximum == dimension.residual_max("relu", d, n, L, bias=True) > b
         assert cert.status == "certified_disjoint" and "open region" in cert.scope
-    free = dimension.certify("relu", d, n, L, key=KEY, residual=False, bias=True, inputs=K)
+    free = dimension.certify("relu", d, n, L, key=KEY, residual=False, bias=True, probe=dimension.Probe(inputs=K))
     assert free.rank <= b and free.status == "undecided"
 
 
@@ -247,7 +249,7 @@ def test_biased_relu_line_is_certified(n, L):
     """§9.4 at d = 1: with biases the kinks are the points −β_j/u_j and the residual ReLU stack
     reaches P_b − (L−1) − nL > b_b at a near-identity point (so on an open set)."""
     K = 40 * dimension.param_count(1, n, L, bias=True)
-    cert = dimension.certify("relu", 1, n, L, key=KEY, bias=True, shrink=10, inputs=K)
+    cert = dimension.certify("relu", 1, n, L, key=KEY, bias=True, probe=dimension.Probe(shrink=10, inputs=K))
     assert cert.rank == cert.maximum == dimension.residual_max("relu", 1, n, L, bias=True)
     assert cert.rank > cert.free_bound and cert.status == "certified_disjoint"
 
@@ -338,7 +340,7 @@ def test_relu_omega_misses_an_open_set(d, n, L):
     first = jax.tree.map(lambda a: a[0], params)
     got = jax.vmap(lambda x: models.stack(params, x, "relu"))(xs)
     assert np.array_equal(got, jax.vmap(lambda x: models.skip_mlp(first, x, "relu"))(xs))
-    cert = dimension.certify("relu", d, n, L, key=KEY, params=params, float_check=False)
+    cert = dimension.certify("relu", d, n, L, key=KEY, params=params, probe=dimension.Probe(float_check=False))
     assert cert.rank == r  # the rank count cannot decide here
     if n < 2 * d:  # §6 still applies: not reproduced by any free stack of width n
         assert dimension.narrow_invertible(pt) and cert.method == "narrow"
@@ -368,7 +370,9 @@ def test_a_folded_stack_in_the_open_set_is_reproduced():
 def test_biased_depth_one_is_decided_by_the_one_block_theorem(activation, n):
     """L = 1 has no rank gap; with biases the kink theorem (GELU: through the ray limit) decides it,
     its hypotheses checked exactly at the point; without biases n = 4 stays undecided by this module."""
-    cert = dimension.certify(activation, 2, n, 1, key=KEY, bias=True, float_check=False)
+    cert = dimension.certify(activation, 2, n, 1, key=KEY, bias=True, probe=dimension.Probe(float_check=False))
     assert cert.rank == cert.free_bound and cert.status == "certified_disjoint" and cert.method == "kink"
-    assert dimension.certify(activation, 2, 4, 1, key=KEY, float_check=False).status == "undecided"
+    assert (
+        dimension.certify(activation, 2, 4, 1, key=KEY, probe=dimension.Probe(float_check=False)).status == "undecided"
+    )
     assert dimension.certify(activation, 2, n, 1, key=KEY, bias=True, residual=False).status == "undecided"

@@ -260,7 +260,7 @@ def test_every_result_prints_short_and_keeps_everything(tmp_path):
         "not absorbable": absorbjax.find_absorbing_set(generic, "gelu"),
         "distance": absorbjax.distance(generic),
         "width": absorbjax.min_extra_width(models.init("relu", 3, 6, key=jax.random.key(0)), "relu"),
-        "depth": dimension.certify("gelu", 2, 4, 2, key=jax.random.key(0), float_check=False),
+        "depth": dimension.certify("gelu", 2, 4, 2, key=jax.random.key(0), probe=dimension.Probe(float_check=False)),
         "block": weights.check(weights.scan(tmp_path / "block.npz", "relu").blocks[0]),
         "search": absorbjax.search(
             targets,

@@ -152,7 +152,7 @@ def test_a_raised_lower_bound_is_refuted_by_a_smaller_construction():
 
 
 def _depth(act, d, n, depth, **kw):
-    return dimension.certify(act, d, n, depth, key=jax.random.key(0), float_check=False, **kw)
+    return dimension.certify(act, d, n, depth, key=jax.random.key(0), probe=dimension.Probe(float_check=False), **kw)
 
 
 @pytest.mark.parametrize(

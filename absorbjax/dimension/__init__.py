@@ -41,7 +41,8 @@ certificate.
 Modules: :mod:`~absorbjax.dimension._counts` (sizes and bounds), :mod:`~absorbjax.dimension._points`
 (rational points), :mod:`~absorbjax.dimension._ranks` (float and exact ranks, narrow width),
 :mod:`~absorbjax.dimension._narrow` (the exact arguments beyond the rank count: §8's determinants, the
-line), :mod:`~absorbjax.dimension._certificate` (:class:`DepthCertificate`, :func:`certify`).
+line), :mod:`~absorbjax.dimension._options` (:class:`Probe`, how :func:`certify` probes the point),
+:mod:`~absorbjax.dimension._certificate` (:class:`DepthCertificate`, :func:`certify`).
 """
 
 from absorbjax.dimension._certificate import DepthCertificate, DepthStatus, certify
@@ -53,6 +54,7 @@ from absorbjax.dimension._counts import (
     param_count,
     residual_max,
 )
+from absorbjax.dimension._options import Probe
 from absorbjax.dimension._points import RationalPoint, rational_point
 from absorbjax.dimension._ranks import (
     ExactRank,
@@ -72,6 +74,7 @@ __all__ = [
     "DepthStatus",
     "ExactRank",
     "FloatRank",
+    "Probe",
     "RationalPoint",
     "certify",
     "check_sizes",

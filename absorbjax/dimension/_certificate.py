@@ -17,8 +17,9 @@ import numpy as np
 
 from absorbjax import models
 from absorbjax._self_check import settle
-from absorbjax.dimension._counts import PRIME, check_sizes, free_bound, param_count, residual_max
+from absorbjax.dimension._counts import check_sizes, free_bound, param_count, residual_max
 from absorbjax.dimension._narrow import jacobian_argument, jacobian_undecided, line_decision, narrow_check
+from absorbjax.dimension._options import Probe, jet_orders
 from absorbjax.dimension._points import RationalPoint, rational_point
 from absorbjax.dimension._ranks import ExactRank, exact_rank, float_rank
 from absorbjax.io import to_jsonable
@@ -340,20 +341,6 @@ def _probes(name: str, bias: bool, order: int) -> str:
     return "values f(x_k) at rational inputs off every kink (checked exactly)"
 
 
-def _jet_orders(name: str, d: int, P: int, order: int | None, max_order: int | None, prime) -> tuple[int, int]:
-    """The first and the largest jet order tried (GELU; 1 and 1 for ReLU); ``prime`` must exceed the largest."""
-    if name != "gelu":
-        return 1, 1
-    order = _default_order(d, P) if order is None else order
-    max_order = max(order, order + 4 if max_order is None else max_order)
-    if isinstance(prime, (int, np.integer)) and prime <= max_order:
-        raise ValueError(
-            f"prime must exceed the largest jet order (the Taylor denominators must be units mod "
-            f"p), got prime={prime} <= max_order={max_order}: use a larger prime such as {PRIME}"
-        )
-    return order, max_order
-
-
 def _self_checked(cert: DepthCertificate) -> DepthCertificate:
     """``cert`` checked by :func:`absorbjax.verify` (cheap: a minor mod ``p`` recomputed, 0.6 ms the
     median certificate): a refuted one becomes ``undecided`` naming the step, as the block
@@ -376,24 +363,20 @@ def certify(
     *,
     key: jax.Array,
     residual: bool = True,
-    order: int | None = None,
-    inputs: int | None = None,
-    denominator: int = 256,
-    prime: int = PRIME,
-    float_check: bool = True,
+    bias: bool = False,
     subfamily: np.ndarray | None = None,
     params: models.MLPParams | None = None,
-    max_order: int | None = None,
-    shrink: int = 0,
-    bias: bool = False,
+    probe: Probe = Probe(),
 ) -> DepthCertificate:
     """Certify (or not) that almost all residual stacks of this size are reproduced by no free
     stack of the same width and depth; on the line, decide it for the point's weights.
 
     Computes the exact rank of the probe Jacobian at a rational point drawn from ``key`` (a lower
     bound on the residual family's functional dimension) and compares it with :func:`free_bound`. For
-    GELU the jet order grows (up to ``max_order``, default ``order + 4``) until the rank reaches the
-    family's maximum or stops growing. Three arguments at the residual point decide more than the rank
+    GELU the jet order grows (up to ``probe.max_order``, default ``order + 4``) until the rank reaches the
+    family's maximum or stops growing. What is decided (the family, the point) is the parameters
+    below; how the probe computes (jet orders, inputs, denominator, prime, ``shrink``, the float
+    check) is one :class:`Probe`. Three arguments at the residual point decide more than the rank
     count (``docs/theory/depth.md``; checked exactly, ``dimension/_narrow.py``):
 
     - ``n < d`` (§8, with or without biases): an invertible residual Jacobian (GELU: ``det Π_ℓ (I +
@@ -409,48 +392,45 @@ def certify(
       d, n, depth: the size (every ``d, n, depth ≥ 1``).
       key: PRNG key of the point (:func:`rational_point`).
       residual: ``False`` counts the free family instead (a control: never certified).
-      order: first GELU jet order (default: the smallest whose jet space holds ``1.5 P``).
-      inputs: probe inputs / jet directions (default: about ``1.5 P`` rows for GELU, ``2 P / d`` for ReLU).
-      denominator: power of two, the weights' and inputs' denominator.
-      prime: modulus of the exact rank; for GELU it must exceed ``max_order``.
-      float_check: also compute the float64 SVD rank at the same point (needs float64).
-      subfamily: integer ``(P, m)`` matrix ``B``: certify the affine family ``W_0 + B θ``.
-      params: round these ``MLPParams`` (leading ``L`` axis) to multiples of ``1/denominator`` instead
-        of drawing the point; every exact check is of the rounded weights.
-      max_order: largest GELU jet order tried.
-      shrink: scale every ``W_down^ℓ`` by ``2^-shrink`` (a near-identity point, step 4).
       bias: stacks with biases ``b_ℓ(x) = x + D_ℓ σ(U_ℓ x + β_ℓ) + γ_ℓ`` against free stacks with
         biases (step 9): the free bound loses the affine junction gauge ``(L−1)(d² + d)``, the
         residual maximum the translations ``(L−1)d``. GELU points have zero biases (the jets stay
         polynomial; their columns are still differentiated), ReLU points rational ones. Step 6 and
         the line are bias-free only; the float check composes the biased blocks of ``models``.
+      subfamily: integer ``(P, m)`` matrix ``B``: certify the affine family ``W_0 + B θ``.
+      params: round these ``MLPParams`` (leading ``L`` axis) to multiples of ``1/probe.denominator``
+        instead of drawing the point; every exact check is of the rounded weights.
+      probe: how the point is probed (a :class:`Probe`: jet orders, inputs, denominator, prime,
+        ``shrink``, ``float_check``).
 
     Examples:
-      >>> cert = certify("gelu", 2, 2, 2, key=jax.random.key(0), float_check=False)
+      >>> cert = certify("gelu", 2, 2, 2, key=jax.random.key(0), probe=Probe(float_check=False))
       >>> cert.status, cert.rank, cert.free_bound
       ('certified_disjoint', 16, 12)
-      >>> certify("gelu", 2, 4, 1, key=jax.random.key(0), float_check=False).status
+      >>> certify("gelu", 2, 4, 1, key=jax.random.key(0), probe=Probe(float_check=False)).status
       'undecided'
-      >>> narrow = certify("gelu", 3, 1, 2, key=jax.random.key(0), float_check=False)
+      >>> narrow = certify("gelu", 3, 1, 2, key=jax.random.key(0), probe=Probe(float_check=False))
       >>> narrow.status, narrow.method
       ('certified_disjoint', 'narrow_jacobian')
-      >>> line = certify("relu", 1, 2, 3, key=jax.random.key(0), float_check=False)
+      >>> line = certify("relu", 1, 2, 3, key=jax.random.key(0), probe=Probe(float_check=False))
       >>> line.status, line.method, line.free_stack.up.shape
       ('reproduced', 'line', (3, 2, 1))
     """
     start = time.perf_counter()
+    if not isinstance(probe, Probe):
+        raise ValueError(f"probe must be an absorbjax.dimension.Probe, got {type(probe).__name__}")
     name = check_sizes(activation, d, n, depth)
     P, bound, maximum = _counts(name, d, n, depth, residual, bias, params, subfamily)
-    order, max_order = _jet_orders(name, d, P, order, max_order, prime)
-    k_inputs = inputs if inputs is not None else _default_inputs(name, d, n, depth, order, bias)
+    order, max_order = jet_orders(probe, _default_order(d, P)) if name == "gelu" else (1, 1)
+    k_inputs = probe.inputs if probe.inputs is not None else _default_inputs(name, d, n, depth, order, bias)
+    float_check = probe.float_check
     # The float check needs K d >= P outputs; the jets use the first k_inputs directions.
     k_float = max(k_inputs, math.ceil(2 * param_count(d, n, depth, bias=bias) / d)) if float_check else k_inputs
     point_bias = None if not bias else ("zero" if name == "gelu" else "gaussian")
-    full = rational_point(
-        d, n, depth, key=key, inputs=k_float, denominator=denominator, params=params, shrink=shrink, bias=point_bias
-    )
+    q, s = probe.denominator, probe.shrink
+    full = rational_point(d, n, depth, key=key, inputs=k_float, denominator=q, params=params, shrink=s, bias=point_bias)
     point = full._replace(inputs=full.inputs[:k_inputs])
-    best = _best_rank(point, name, residual, order, max_order, maximum, prime, subfamily)
+    best = _best_rank(point, name, residual, order, max_order, maximum, probe.prime, subfamily)
     plain = residual and subfamily is None  # the narrow and line arguments are about one residual point
     narrow, det = narrow_check(point, name, d, n, bias) if plain else (None, None)
     fr = float_rank(full, name, residual=residual) if float_check and subfamily is None else None

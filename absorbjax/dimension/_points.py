@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import models
+from absorbjax.dimension._options import check_count, check_denominator, check_shrink
 
 
 class RationalPoint(NamedTuple):
@@ -84,15 +85,11 @@ def rational_point(
       >>> bool(np.all(small.down == pt.down)), small.denominator, bool(np.all(small.up == 16 * pt.up))
       (True, 4096, True)
     """
-    if not isinstance(denominator, (int, np.integer)) or denominator < 1 or denominator & (denominator - 1):
-        raise ValueError(f"denominator must be a power of two, got {denominator!r}")
-    if not isinstance(inputs, (int, np.integer)) or inputs < 1:
-        raise ValueError(f"inputs must be a positive integer, got {inputs!r}")
-    if not isinstance(shrink, (int, np.integer)) or not 0 <= shrink <= 24:
-        raise ValueError(f"shrink must be an integer in [0, 24], got {shrink!r}")
+    check_denominator(denominator)
+    check_count("inputs", inputs)
+    check_shrink(shrink)
     for arg, v in (("d", d), ("n", n), ("depth", depth)):
-        if not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{arg} must be a positive integer, got {v!r}")
+        check_count(arg, v)
     if bias not in (None, "zero", "gaussian"):
         raise ValueError(f"bias must be None, 'zero' or 'gaussian', got {bias!r}")
     # NumPy's generator seeded by the key's data: exact, and no compilation per draw.

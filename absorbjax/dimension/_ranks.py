@@ -22,6 +22,7 @@ from jax.flatten_util import ravel_pytree
 
 from absorbjax import activations, models
 from absorbjax.dimension._counts import ACTIVATIONS, PRIME, param_count
+from absorbjax.dimension._options import check_count, check_jet_order, check_prime
 from absorbjax.dimension._points import RationalPoint
 
 # ---------------------------------------------------------------------------------------------
@@ -345,10 +346,7 @@ def exact_rank(
     name = activations.get(activation).name
     if name not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if not isinstance(prime, (int, np.integer)) or not 3 <= prime < 2**21:
-        raise ValueError(f"prime must be an odd prime below 2^21, got {prime!r}")
-    if not flint.fmpz(int(prime)).is_prime():
-        raise ValueError(f"prime must be prime, got {prime}")
+    p = check_prime(prime)
     L, n, d = point.up.shape
     P = param_count(d, n, L, bias=point.bias)
     if subfamily is not None:
@@ -357,18 +355,11 @@ def exact_rank(
             raise ValueError(
                 f"subfamily must be an integer matrix of shape ({P}, m), got {subfamily.shape} {subfamily.dtype}"
             )
-    p = int(prime)
     dropped = 0
     kept = np.arange(point.inputs.shape[0])  # the point's inputs that rows come from
     if name == "gelu":
-        order = 4 if order is None else order
-        if not isinstance(order, (int, np.integer)) or order < 1:
-            raise ValueError(f"order must be a positive integer, got {order!r}")
-        if p <= order:
-            raise ValueError(
-                f"prime must exceed the jet order (the Taylor denominators 2^k k! (2k+1) must be "
-                f"units mod p), got prime={p} <= order={order}: use a larger prime such as {PRIME}"
-            )
+        order = check_count("order", 4 if order is None else order)
+        check_jet_order(p, order)
         if residue is None:  # a residue in [2, p − 1], derived from the point so that reruns agree
             residue = 2 + int(np.abs(point.up).sum() * 7919 + np.abs(point.down).sum() * 104729) % (p - 2)
         M = forward_jacobian(point, residual, int(order), p, int(residue) % p, None, chunk)
