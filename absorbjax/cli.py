@@ -495,6 +495,30 @@ def _version() -> str:
         return "0.0.0+unknown"
 
 
+def _verify_parser(sub) -> None:
+    """``absorbjax verify``'s arguments."""
+    ver = sub.add_parser(
+        "verify", help="check certificates (of `check --json`, or one's to_dict()) against the weights, independently"
+    )
+    ver.add_argument(
+        "certificates",
+        help="the JSON that `absorbjax check MODEL --json` wrote, or one certificate's to_dict() "
+        "(find_absorbing_set, min_extra_width or dimension.certify)",
+    )
+    ver.add_argument(
+        "model", nargs="?", default=None, help="the checkpoint it was made from (not needed for a depth certificate)"
+    )
+    ver.add_argument(
+        "--layer", type=int, default=None, help="for one certificate: its block's index (default: the only block)"
+    )
+    ver.add_argument("--activation", default=None, help="as given to check (default: the one the record names)")
+    ver.add_argument("--skip", default=None, help="as given to check")
+    ver.add_argument("--transpose", action="store_true", help="as given to check")
+    ver.add_argument("--fused", choices=("gate-value", "value-gate"), default=None, help="as given to check")
+    ver.add_argument("--max-bytes", type=int, default=None, metavar="N", help="memory budget for reading, as for check")
+    ver.set_defaults(func=_verify)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="absorbjax", description="Can an MLP absorb its own skip connection?")
     parser.add_argument("--version", action="version", version=f"absorbjax {_version()}")
@@ -578,26 +602,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     chk.set_defaults(func=_check)
 
-    ver = sub.add_parser(
-        "verify", help="check certificates (of `check --json`, or one's to_dict()) against the weights, independently"
-    )
-    ver.add_argument(
-        "certificates",
-        help="the JSON that `absorbjax check MODEL --json` wrote, or one certificate's to_dict() "
-        "(find_absorbing_set, min_extra_width or dimension.certify)",
-    )
-    ver.add_argument(
-        "model", nargs="?", default=None, help="the checkpoint it was made from (not needed for a depth certificate)"
-    )
-    ver.add_argument(
-        "--layer", type=int, default=None, help="for one certificate: its block's index (default: the only block)"
-    )
-    ver.add_argument("--activation", default=None, help="as given to check (default: the one the record names)")
-    ver.add_argument("--skip", default=None, help="as given to check")
-    ver.add_argument("--transpose", action="store_true", help="as given to check")
-    ver.add_argument("--fused", choices=("gate-value", "value-gate"), default=None, help="as given to check")
-    ver.add_argument("--max-bytes", type=int, default=None, metavar="N", help="memory budget for reading, as for check")
-    ver.set_defaults(func=_verify)
+    _verify_parser(sub)
 
     info = sub.add_parser("info", help="versions, devices, the activation registry and where the checkpoints are")
     info.set_defaults(func=_info)

@@ -136,14 +136,13 @@ def _search(U, D, rule: Rule, rel, *, method: str, deadline: float, target: str)
     if found is not None:
         return _Outcome(found, "exhaustive", "", lower, rule.accepts(U, D, found)[1])
     after = "" if verdict is None else f" (after HiGHS, {form} constraints: {verdict})"
+    return _Outcome(None, "exhaustive", _none_passes(n, best) + after, max(lower, best), None)
+
+
+def _none_passes(n: int, best: float) -> str:
+    """The enumeration's reason: no set passes, and by how much the closest misses."""
     by = f"{fmt(best)} (Frobenius)" if best > 0 else "an amount that rounds to 0 in float64 (rule (★)'s exact test)"
-    return _Outcome(
-        None,
-        "exhaustive",
-        f"none of the 2^{n} subsets passes; the closest misses by {by}{after}",
-        max(lower, best),
-        None,
-    )
+    return f"none of the 2^{n} subsets passes; the closest misses by {by}"
 
 
 def decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: float | None = None):
