@@ -439,6 +439,8 @@ def _checked(args, rows: list[dict], verify):
     model = None
     for row in rows:
         cert = row["certificate"]
+        if not isinstance(cert, dict):
+            raise ValueError(f"{args.certificates}: a certificate is not a JSON object")
         if cert.get("free_bound") is not None:  # a depth certificate: its rational point is in it
             yield "depth certificate", verify(cert)
             continue

@@ -289,6 +289,9 @@ def test_the_command_checks_one_certificates_json(tmp_path, capsys):
     assert len(err) == 1 and "name the checkpoint" in err[0], err
     assert cli.main(["verify", str(tmp_path / "block.json"), str(path), "--layer", "3"]) == 2
     assert "layer 3 is not in" in capsys.readouterr().err
+    (tmp_path / "odd.json").write_text(json.dumps({"blocks": [{"layer": 0, "certificate": "absorbable"}]}))
+    assert cli.main(["verify", str(tmp_path / "odd.json"), str(path)]) == 2
+    assert "not a JSON object" in capsys.readouterr().err
 
 
 def test_min_extra_width_checks_its_own_certificate_and_falls_back_to_what_needs_no_search(monkeypatch):
