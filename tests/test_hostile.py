@@ -474,6 +474,29 @@ def test_deflate_bombs_are_refused_before_inflating(tmp_path):
     )
 
 
+def test_a_zip_whose_end_record_understates_its_members_is_refused(tmp_path, monkeypatch):
+    """An ``.npz`` of 40,000 empty members whose end record says 2: ``zipfile`` parses its central
+    directory by size, not by that count, so the directory's size is capped too, before ``zipfile``
+    opens it (8 MiB budget: 2,112 members, 16·46 bytes of directory each); the CLI says so in one line."""
+    from absorbjax.weights import _limits
+
+    path = tmp_path / "under.npz"
+    with zipfile.ZipFile(path, "w") as zf:
+        for i in range(40000):
+            zf.writestr(f"m{i:06d}", b"")
+    raw = bytearray(path.read_bytes())
+    at = raw.rfind(b"PK\x05\x06")
+    raw[at + 8 : at + 12] = struct.pack("<HH", 2, 2)  # the members on this disk and in all: understated
+    path.write_bytes(raw)
+    done = run_cases(
+        tmp_path, [("understated", [path, "--activation", "relu"], True)], env={"ABSORBJAX_MAX_BYTES": str(8 << 20)}
+    )
+    assert "directory's size" in done["understated"]["stderr"]
+    monkeypatch.setattr(zipfile, "ZipFile", lambda *a, **k: pytest.fail("zipfile parsed the directory"))
+    with _limits.budget(8 << 20), pytest.raises(ValueError, match="directory's size"):
+        _limits.zip_open(path)
+
+
 def test_eight_thousand_tiny_blocks_cost_linear_time(tmp_path):
     entries = []
     one = np.eye(2, dtype=np.float32).tobytes()

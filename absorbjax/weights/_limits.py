@@ -186,18 +186,23 @@ def array_bytes(shape, itemsize: int, what: str) -> int:
 
 
 ZIP_EXTRA = 64  # members of an archive beside its tensors (torch: data.pkl, version, byteorder, …)
+ZIP_ENTRY_BYTES = 16 * zipfile.sizeCentralDir  # central-directory bytes allowed a member (46 fixed, the rest its name)
 
 
 def zip_open(path) -> zipfile.ZipFile:
     """``zipfile.ZipFile(path)`` once the number of members its end record declares (ZIP64 included)
-    is within :func:`max_tensors` (plus :data:`ZIP_EXTRA`): ``zipfile`` builds an object for every
-    member of the central directory when it opens an archive."""
+    is within :func:`max_tensors` (plus :data:`ZIP_EXTRA`), and so is its central directory's size
+    over :data:`ZIP_ENTRY_BYTES`: ``zipfile`` builds an object for every entry of the directory when
+    it opens an archive, reading entries until the directory's bytes end, whatever the count says
+    (an entry is at least 46 bytes, so at most 16 times the cap are parsed)."""
     end = None
     with contextlib.suppress(AttributeError, IndexError, OSError, struct.error):
         with open(path, "rb") as f:
             end = zipfile._EndRecData(f)  # the stdlib's own reading of the end record
     if end:
-        count("the zip archive's members", end[zipfile._ECD_ENTRIES_TOTAL], max_tensors() + ZIP_EXTRA)
+        cap = max_tensors() + ZIP_EXTRA
+        count("the zip archive's members", end[zipfile._ECD_ENTRIES_TOTAL], cap)
+        count("the zip archive's members (by its directory's size)", -(-end[zipfile._ECD_SIZE] // ZIP_ENTRY_BYTES), cap)
     return zipfile.ZipFile(path)
 
 
