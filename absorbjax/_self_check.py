@@ -24,16 +24,15 @@ def strict() -> bool:
     return bool(os.environ.get("ABSORBJAX_STRICT_VERIFY"))
 
 
-def settle(cert: C, check: Verification, *, who: str, undecided: Callable[[str], C] | None) -> C:
+def settle(cert: C, check: Verification, *, who: str, undecided: Callable[[str], C]) -> C:
     """``cert`` when ``check`` did not refute it; else, in strict mode, an ``AssertionError``; else
     ``undecided(why)``, where ``why`` names the failed step and what the certificate claimed.
 
     ``cert``: any certificate with ``status`` and ``reason``; ``who``: the entry point, for messages;
-    ``undecided``: how that certificate kind becomes ``undecided`` with a given reason, or ``None``
-    where it has no such form (a refutation then raises in any mode)."""
+    ``undecided``: how that certificate kind becomes ``undecided`` with a given reason."""
     if check.verdict != REFUTED:
         return cert
-    if strict() or undecided is None:
+    if strict():
         raise AssertionError(f"{who}'s certificate is refuted by absorbjax.verify:\n{check}\n{cert}")
     step = check.failed
     return undecided(
