@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from absorbjax.condition import _large as large, _scale as scale
+from absorbjax.condition import _hypotheses as hyp, _large as large, _scale as scale
 
 RTOL = 1e3 * 2.0**-52  # rule (★)'s default slack
 EPS = 2.0**-52
@@ -149,13 +149,13 @@ def test_hypotheses_find_parallel_rows_at_any_scale():
     U, D = gaussian(4, 5, 40)
     U[7] = -8.0 * U[2]
     U[30] = U[11] * 2.0**-540  # tiny entries (about 1e-163): products would underflow
-    failed, checked = scale.hypotheses(U, D)
+    failed, checked = hyp.blockwise(U, D)
     assert failed == ("rows of W_up are parallel: pairs [(2, 7), (11, 30)]",)
     assert "exactly" in checked
     U[7] = -8.0 * U[2] + 1e-12  # near-parallel is not parallel
     U[30] = U[11] * 2.0**-540
     U[30, 0] = np.nextafter(U[30, 0], 1.0)
-    assert scale.hypotheses(U, D)[0] == ()
+    assert hyp.blockwise(U, D)[0] == ()
 
 
 @settings(max_examples=25, deadline=None, derandomize=True, database=None)
@@ -181,7 +181,7 @@ def test_exactly_parallel_rows_at_extreme_scale_are_degenerate_on_the_wide_path(
     U[i, 2] = 2.0**-1070  # rescaling this row would round: the balancing keeps its stored scale
     U[j] = sign * np.ldexp(U[i], shift)  # exactly parallel (a power-of-two multiple)
     D[:, [i, j]] = np.ldexp(D[:, [i, j]], -e)
-    failed, _ = scale.hypotheses(U, D)
+    failed, _ = hyp.blockwise(U, D)
     assert failed == (f"rows of W_up are parallel: pairs [{tuple(sorted(pair))}]",)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
     assert cert.status == "degenerate", cert.reason
@@ -243,7 +243,7 @@ def test_hypotheses_zero_rows_and_columns():
     U, D = gaussian(5, 3, 9)
     U[4] = 0.0
     D[:, 6] = 0.0
-    failed, _ = scale.hypotheses(U, D)
+    failed, _ = hyp.blockwise(U, D)
     assert "rows of W_up are zero: [4]" in failed and "columns of W_down are zero: [6]" in failed
 
 

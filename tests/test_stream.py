@@ -13,7 +13,7 @@ from safetensors.numpy import save_file
 
 from absorbjax import cli, condition, weights
 from absorbjax.condition import _decide as decision
-from absorbjax.condition._inputs import float_weights
+from absorbjax.condition._inputs import float_weights, stored_weights
 from absorbjax.models import MLPParams
 from absorbjax.weights import _formats as formats, _limits as limits
 
@@ -66,18 +66,21 @@ def test_safetensors_and_gguf_tensors_are_memory_maps(tmp_path):
 
 
 def test_the_wide_path_keeps_the_stored_arrays():
-    """``float_weights(stream=N)``: from ``n = N`` units on, the arrays as stored (no copy), checked in
-    blocks (NaN refused); narrower blocks, and every block without ``stream``, as float64 copies."""
+    """``stored_weights(stream=N)``: from ``n = N`` units on, the arrays as stored (no copy), checked in
+    blocks (NaN refused), with the per-unit maxima of that pass; narrower blocks, and every block
+    through ``float_weights``, as float64 copies."""
     U, D = gaussian(64, 2048, 0)
-    got_u, got_d, dtype = float_weights(MLPParams(U, D), batched=False, stream=2048)
+    got_u, got_d, dtype, (mu, md) = stored_weights(MLPParams(U, D), stream=2048)
     assert got_u is U and got_d is D and dtype == BF16
+    assert np.array_equal(mu, np.max(np.abs(U.astype(np.float64)), axis=1))
+    assert np.array_equal(md, np.max(np.abs(D.astype(np.float64)), axis=0))
     wide, _, _ = float_weights(MLPParams(U, D), batched=False)
     assert wide.dtype == np.float64 and np.array_equal(wide, U.astype(np.float64))
-    narrow, _, _ = float_weights(MLPParams(U[:1024], D[:, :1024]), batched=False, stream=2048)
-    assert narrow.dtype == np.float64
+    narrow, _, _, maxima = stored_weights(MLPParams(U[:1024], D[:, :1024]), stream=2048)
+    assert narrow.dtype == np.float64 and maxima is None
     U[5, 7] = np.nan
     with pytest.raises(ValueError, match="NaN or inf"):
-        float_weights(MLPParams(U, D), batched=False, stream=2048)
+        stored_weights(MLPParams(U, D), stream=2048)
 
 
 def test_a_wide_bf16_block_is_decided_without_a_copy(tmp_path):

@@ -14,7 +14,8 @@ import numpy as np
 from absorbjax.condition._arith import miss_bound, output_bias, sigma_min_lower
 from absorbjax.condition._block import BlockContext
 from absorbjax.condition._certificate import Certificate, RelaxationEvidence, Status, WithinRounding
-from absorbjax.condition._inputs import Rule, margin_note, storage_rtol_pair
+from absorbjax.condition._hypotheses import margin_note
+from absorbjax.condition._inputs import Rule, storage_rtol_pair
 from absorbjax.condition._scale import dual_lower
 from absorbjax.condition._text import few, fmt
 from absorbjax.condition._verdict import absence, found_theorem
@@ -200,7 +201,7 @@ def best_witness(U, D, A, points: list) -> tuple[np.ndarray, np.ndarray, float]:
     """``(Z, c, bound)``: of the box points ``c`` ``(n,)`` in ``points``, the one whose residual
     ``Z = A + Σ c_i M_i`` (float64, ``U, D`` as given) has the largest bound (D) (:func:`dual_lower`),
     and that bound: the evidence of "no S" that :func:`absorbjax.verify` checks."""
-    Zs = [A + (D * c) @ U for c in points]
+    Zs = [A + (D * c) @ U if np.any(c) else A for c in points]  # c = 0: Z = A exactly (the trace test, O(n d))
     bounds = [dual_lower(U, D, A, Z) for Z in Zs]
     k = int(np.argmax(bounds))
     return Zs[k], points[k], bounds[k]

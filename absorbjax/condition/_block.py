@@ -12,7 +12,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition import _large as large, _stored as stored
 from absorbjax.condition._arith import ONE
-from absorbjax.condition._inputs import decidable_activation, float_weights, skip_matrix, storage_dtypes
+from absorbjax.condition._inputs import decidable_activation, skip_matrix, storage_dtypes, stored_weights
 from absorbjax.models import MLPParams
 
 
@@ -21,7 +21,9 @@ class BlockContext(NamedTuple):
     (each array rounds in its own), the hidden bias ``b`` ``(n,)`` or ``None``, the activation name
     (or ``None``), the skip kind, the output bias ``c`` ``(d,)`` or ``None``, the activation's
     declared odd slope ``slope`` (``σ(z) − σ(−z) = slope·z``; ``None``: not declared, ``1`` without
-    an activation) and the declared facts the answer rests on (``assumes``; empty for built-ins)."""
+    an activation), the declared facts the answer rests on (``assumes``; empty for built-ins) and,
+    for a block read as stored, its per-unit maxima (``maxima``, :func:`stored.unit_max`: read once,
+    when the weights were checked)."""
 
     dtypes: tuple
     bias: np.ndarray | None
@@ -30,6 +32,7 @@ class BlockContext(NamedTuple):
     out_bias: np.ndarray | None = None
     slope: Fraction | None = ONE
     assumes: tuple[str, ...] = ()
+    maxima: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def target(self) -> str:
@@ -45,7 +48,7 @@ def read_block(params: MLPParams, activation: str | None, skip=None, bias=None, 
     memory-mapped; :func:`_decide.decide` reads them in blocks), ``A`` ``(d, d)`` and the :class:`BlockContext`,
     each argument checked (ValueError)."""
     act = decidable_activation(activation)
-    U, D, _ = float_weights(params, batched=False, stream=large.SCREEN_MIN_N)
+    U, D, _, maxima = stored_weights(params, stream=large.SCREEN_MIN_N)
     A = stored.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])
     kind = "identity" if skip is None else "matrix"
     c = _bias_vector(out_bias, U.shape[1], "out_bias", "the output bias c of W_down σ(W_up x + b) + c")
@@ -53,7 +56,8 @@ def read_block(params: MLPParams, activation: str | None, skip=None, bias=None, 
     if act is not None:
         entry = activations.get(act)
         slope, assumes = entry.odd_slope, entry.assumes
-    return U, D, A, BlockContext(storage_dtypes(params), _bias_vector(bias, U.shape[0]), act, kind, c, slope, assumes)
+    b = _bias_vector(bias, U.shape[0])
+    return U, D, A, BlockContext(storage_dtypes(params), b, act, kind, c, slope, assumes, maxima)
 
 
 def _bias_vector(bias, n: int, name="bias", what="the hidden bias b of σ(W_up x + b)") -> np.ndarray | None:

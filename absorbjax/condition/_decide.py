@@ -12,12 +12,12 @@ import numpy as np
 from absorbjax._fingerprint import fingerprint
 from absorbjax._self_check import settle, strict
 from absorbjax._verify import verify
-from absorbjax.condition import _large as large, _line as line, _scale as scale, _stored as stored
+from absorbjax.condition import _hypotheses as hyp, _large as large, _line as line, _scale as scale, _stored as stored
 from absorbjax.condition._arith import ETA, ONE, balance, rank_lower, sigma_min_lower
 from absorbjax.condition._assemble import Answer, Rounding, best_witness, certificate
 from absorbjax.condition._block import BlockContext, per_draw, read_block
 from absorbjax.condition._certificate import Certificate, Evidence, RelaxationEvidence, Status, WithinRounding
-from absorbjax.condition._inputs import Rule, absolute_rounding, float_weights, hypotheses, storage_rtol
+from absorbjax.condition._inputs import Rule, absolute_rounding, float_weights, storage_rtol
 from absorbjax.condition._integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition._options import Decision
 from absorbjax.condition._relax import Relaxation, box_relaxation, relax
@@ -183,10 +183,11 @@ def _decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: flo
     timings: dict[str, float] = {}
     if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
         t = time.perf_counter()
-        scales = stored.balance_scales(U, D)
-        scr = large.wide_screen(U, D, rule, scales=scales)
+        scales = stored.balance_scales(U, D, maxima=context.maxima)
+        nu = scale.norm_sum(U, D, scales=scales.total)  # τ at any rtol from here on, without a pass
+        scr = large.wide_screen(U, D, rule, scales=scales, nu=nu)
         if scr is not None:
-            res = _screened(U, D, rule, scr, context, scales=scales, absolute=absolute)
+            res = _screened(U, D, rule, scr, context, scales=scales, nu=nu, absolute=absolute)
             cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)
             return _evidenced(cert, res, U, D, A, context), None
         timings["screen"] = time.perf_counter() - t
@@ -284,7 +285,7 @@ def _line_certificate(U, D, rule: Rule, context: BlockContext, cert, *, skip_rto
     )
     if cert is not None:
         return dataclasses.replace(cert, **common)
-    failed, _ = scale.hypotheses(U, D)
+    failed, _ = hyp.blockwise(U, D)
     return Certificate(
         d=1,
         n=n,
@@ -319,7 +320,7 @@ def _gram(
         if all(not str(x).startswith("bfloat") for x in context.dtypes)
         else context.dtypes[0]
     )
-    failed, min_sin = hypotheses(U, D, UUt, dtype)
+    failed, min_sin = hyp.from_gram(U, D, UUt, dtype)
     timings["hypotheses"] = time.perf_counter() - t
     rel = relax(U, D, rule.Ac, UUt, timings)
     threshold = rule.threshold(U, D)
@@ -354,7 +355,7 @@ def _gram(
     plane_sin = None
     if context.bias is not None and failed and all(getattr(f, "kind", "") == "parallel" for f in failed):
         V = balance(np.concatenate([U0, context.bias[:, None]], axis=1), np.ones((1, U0.shape[0])))[0]
-        plane_sin = hypotheses(V, np.ones((1, V.shape[0])), V @ V.T, np.float64)[1]  # rows (w_i, b_i)
+        plane_sin = hyp.from_gram(V, np.ones((1, V.shape[0])), V @ V.T, np.float64)[1]  # rows (w_i, b_i)
     evidence = RelaxationEvidence(
         rank=rel.rank,
         residual=rel.rho,
@@ -385,9 +386,10 @@ def _gram(
     return res, rel
 
 
-def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scales, absolute) -> Answer:
+def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scales, nu, absolute) -> Answer:
     """The screen's strategy: :func:`large.wide_screen`'s answer in the one form. ``U, D`` as
-    stored (never copied whole); a found set's units are read balanced (``scales``)."""
+    stored (never copied whole); a found set's units are read balanced (``scales``); ``nu`` the
+    :func:`scale.norm_sum` the screen's ``τ`` was made from."""
     n, d = U.shape
     unchecked = [f for f in scr.failed if getattr(f, "kind", "") == "unchecked"]
     why, undecided = scr.reason, scr.status != "absent"
@@ -400,7 +402,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
         return *stored.units(U, D, scales.balance, S), stored.as_float64(D[:, S])
 
     def loose(rtol: float) -> Rounding:  # the screen's bound against the looser tolerance
-        tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, rtol, scales=scales.total) + (n + 2) * d * ETA)
+        tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, rtol, nu=nu) + (n + 2) * d * ETA)
         if scr.lower > tau_r and not absolute:
             return Rounding(
                 WithinRounding.NO, rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"

@@ -1,9 +1,9 @@
-"""Validated inputs of the decision: weights in float64, the skip ``A``, tolerances, masks, and the
-hypotheses of Thm 8/10."""
+"""Validated inputs of the decision: weights in float64 (or as stored, for the wide path), the skip
+``A``, tolerances, masks and the acceptance rule (★) (the hypotheses of Thm 8/10 are in
+:mod:`absorbjax.condition._hypotheses`)."""
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -12,9 +12,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax._dtypes import finfo, is_float, is_integer
 from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
-from absorbjax.condition._scale import Failure, exactly_parallel
 from absorbjax.condition._stored import unit_max
-from absorbjax.condition._text import few
 from absorbjax.models import GatedParams, MLPParams
 
 DEFAULT_RTOL = 1e3 * EPS  # slack for weights that were themselves computed (a pseudo-inverse)
@@ -26,11 +24,35 @@ _SKIP_RANGE = (2.0**-400, 2.0**400)  # max|A| outside: refused (rescale A and W_
 # Inputs
 
 
-def float_weights(params, *, batched: bool, stream: int | None = None) -> tuple[np.ndarray, np.ndarray, np.dtype]:
+def float_weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.dtype]:
     """``(W_up, W_down, dtype)`` checked (shapes, real and finite entries, a range float64 decides in),
-    as float64 copies; ``dtype`` the stored one. With ``stream = N`` a single float block of
-    ``n ≥ N`` units comes back as stored (float16/32/64, ``bfloat16``; a memory map stays one), every
-    check made in blocks of units: no copy of a matrix is made (:func:`stored.as_float64` reads it)."""
+    as float64 copies; ``dtype`` the stored one."""
+    up, down, dtype = _checked(params, batched)
+    U, D = up.astype(np.float64), down.astype(np.float64)
+    if not (np.all(np.isfinite(U)) and np.all(np.isfinite(D))):
+        raise ValueError("params contain NaN or inf")
+    _in_range(np.max(np.abs(U), axis=-1), np.max(np.abs(D), axis=-2), *U.shape[-2:])
+    return U, D, dtype
+
+
+def stored_weights(params, *, stream: int):
+    """``(W_up, W_down, dtype, maxima)`` of one block checked as :func:`float_weights` checks it; a float
+    block of ``n ≥ stream`` units comes back as stored (float16/32/64, ``bfloat16``; a memory map stays
+    one), every check made in one pass over blocks of units (no copy of a matrix is made), with the
+    per-unit maxima that pass read (:func:`stored.unit_max`, ``(n,)`` each, for the decision to reuse);
+    any other block as :func:`float_weights` gives it, ``maxima`` ``None``."""
+    up, down, dtype = _checked(params, False)
+    if up.shape[0] < stream or not all(_streamable(a.dtype) for a in (up, down)):
+        return *float_weights(params, batched=False), None
+    top_up, top_down = unit_max(up, down)  # NaN or inf where a stored entry is
+    if not (np.all(np.isfinite(top_up)) and np.all(np.isfinite(top_down))):
+        raise ValueError("params contain NaN or inf")
+    _in_range(top_up, top_down, *up.shape)
+    return up, down, dtype, (top_up, top_down)
+
+
+def _checked(params, batched: bool) -> tuple[np.ndarray, np.ndarray, np.dtype]:
+    """``(W_up, W_down, dtype)`` as given, their types, shapes and dtype checked (ValueError)."""
     if isinstance(params, GatedParams):
         raise ValueError(
             "params are GatedParams: Thm 8/10 is for ungated blocks; gated blocks are decided by "
@@ -56,16 +78,11 @@ def float_weights(params, *, batched: bool, stream: int | None = None) -> tuple[
         dtype = max((up.dtype, down.dtype), key=lambda t: storage_rtol(t))
     if not (is_float(dtype) or is_integer(dtype)):
         raise ValueError(f"params must hold real numbers, got dtype {dtype}")
-    if stream is not None and not batched and n >= stream and all(_streamable(a.dtype) for a in (up, down)):
-        U, D = up, down
-        top_up, top_down = unit_max(U, D)  # NaN or inf where a stored entry is
-        if not (np.all(np.isfinite(top_up)) and np.all(np.isfinite(top_down))):
-            raise ValueError("params contain NaN or inf")
-    else:
-        U, D = up.astype(np.float64), down.astype(np.float64)
-        if not (np.all(np.isfinite(U)) and np.all(np.isfinite(D))):
-            raise ValueError("params contain NaN or inf")
-        top_up, top_down = np.max(np.abs(U), axis=-1), np.max(np.abs(D), axis=-2)
+    return up, down, dtype
+
+
+def _in_range(top_up: np.ndarray, top_down: np.ndarray, n: int, d: int) -> None:
+    """Refuse a unit whose ``max|W_down[:,i]|·max|W_up[i,:]|`` would overflow the Gram matrix."""
     with np.errstate(over="ignore", under="ignore"):
         scale = top_down * top_up * max(n, d)  # per unit
     if np.any(scale > _SCALE_MAX):
@@ -74,7 +91,6 @@ def float_weights(params, *, batched: bool, stream: int | None = None) -> tuple[
             f"{np.max(scale):.3g} > {_SCALE_MAX:g} (its Gram entries would overflow); scale W_down and "
             "the skip down together (the condition W_down[:,S] W_up[S,:] = -A is homogeneous in them)"
         )
-    return U, D, dtype
 
 
 def _streamable(dtype) -> bool:
@@ -296,98 +312,3 @@ def mask_of(S, n: int) -> np.ndarray:
 def miss_matrix(U, D, A, m: np.ndarray) -> np.ndarray:
     """``W_down[:,S] W_up[S,:] + A`` (``d×d``) for the mask ``m``."""
     return D[:, m] @ U[m, :] + A
-
-
-# ---------------------------------------------------------------------------------------------
-# Hypotheses and relaxation
-
-
-def hypotheses(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
-    """Failed hypotheses on the stored values, and the smallest ``|sin|`` between rows: (H1) rows of
-    ``W_up`` and columns of ``W_down`` nonzero, (H2) rows pairwise non-parallel (Thm 8/10's, and the
-    kink theorem's without biases). ``d ≥ 2`` is not among them: the kink theorem and its ray limit
-    hold for ``d = 1`` too (``docs/theory/kink.md``), and the paper's Thm 8/10, stated for ``d ≥ 2``,
-    are cited only there (:func:`_decide.every_width`).
-
-    Exact, so invariant under the changes of coordinates and unit rescalings that preserve the
-    function class (``W_up → W_up P⁻¹``, ``W_up[i,:] → t W_up[i,:]``): a row or column is zero when
-    every stored entry is, and two rows are parallel when ``rank [u; v] = 1`` for the stored values.
-    Pairs whose Gram ``|cos|`` is below ``1 − 1e-6`` are certainly not parallel (the cosine's rounding
-    error is ``O(d·eps)``: rows not balanced to ``max ∈ [1/2, 1)`` are rescaled by a power of two
-    first, and ``|cos| = |⟨u, v⟩|/(‖u‖‖v‖)`` is never squared, so nothing under- or overflows); the rest are checked exactly by the package's one parallel-row test,
-    :func:`scale.exactly_parallel` (the wide path's too).
-    """
-    failed = []
-    zero_rows = np.flatnonzero(~U.any(axis=1))
-    zero_cols = np.flatnonzero(~D.any(axis=0))
-    if zero_rows.size:
-        failed.append(Failure("zero_rows", f"rows of W_up are zero: {few(zero_rows)}"))
-    if zero_cols.size:
-        failed.append(Failure("zero_cols", f"columns of W_down are zero: {few(zero_cols)}"))
-    pairs, min_sin = _pairs(U, UUt, dtype)
-    if pairs:
-        more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
-        failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {pairs[:5]}{more}"))
-    return tuple(failed), min_sin
-
-
-def _pairs(U, UUt, dtype) -> tuple[list, float | None]:
-    """Exactly parallel pairs of nonzero rows and the smallest ``|sin|`` between two of them."""
-    n = U.shape[0]
-    live = np.flatnonzero(U.any(axis=1))
-    if live.size < 2:
-        return [], None
-    G = UUt if live.size == n else UUt[np.ix_(live, live)]
-    top = np.max(np.abs(U[live]), axis=1)
-    off = (top < 0.5) | (top >= 1)  # rows not balanced to [1/2, 1): their Gram entries may under/overflow
-    if np.any(off):  # rescale those rows by a power of two (O(k n d) for k such rows) before their cosines
-        V = np.ldexp(U[live], -np.frexp(top)[1][:, None])  # max |V[i,:]| in [1/2, 1); rounding ≤ 2⁻¹⁰⁷⁵ each
-        G = G.copy()
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            rows = V[off] @ V.T
-        G[off, :], G[:, off] = rows, rows.T
-    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-        r = np.sqrt(np.diag(G))  # row norms: never squared again, so no cosine under- or overflows
-        cos = np.abs(G) / r[:, None] / r[None, :]
-    np.fill_diagonal(cos, 0.0)
-    top = float(np.nanmax(cos)) if np.any(np.isfinite(cos)) else 1.0
-    min_sin = math.sqrt(max((1.0 - top) * (1.0 + top), 0.0))
-    i, j = np.nonzero(np.triu(~(cos < 1.0 - 1e-6), 1))  # NaN (out of range) is checked exactly
-    pairs = [(int(live[a]), int(live[b])) for a, b in zip(i, j) if exactly_parallel(U[live[a]], U[live[b]])]
-    if i.size:  # near-parallel pairs: their sines from the chord, accurate where 1 − cos is not
-        min_sin = min(
-            [min_sin if top < 1.0 - 1e-6 else 1.0] + [chord_sin(U[live[a]], U[live[b]]) for a, b in zip(i, j)]
-        )
-    return pairs, min_sin
-
-
-def chord_sin(u: np.ndarray, v: np.ndarray) -> float:
-    """``|sin|`` of the angle between two nonzero rows, from the chord ``c = ‖û ∓ v̂‖ = 2 sin(θ/2)``
-    (``sin θ = c √(1 − c²/4)``) of the rows rescaled into range: accurate to about ``d·eps`` in
-    absolute terms, also for nearly parallel rows, where ``1 − cos²`` loses every digit."""
-    a, b = (np.ldexp(x, -np.frexp(np.max(np.abs(x)))[1]) for x in (u, v))  # max |·| in [1/2, 1): exact
-    a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
-    c = float(np.linalg.norm(a - np.sign(a @ b or 1.0) * b))
-    return c * math.sqrt(max(1.0 - c * c / 4, 0.0))
-
-
-def margin_note(margin: float | None, dtype, d: int, what: str) -> str:
-    """The reason's addition for ``not_absorbable`` when the hypotheses hold for the stored numbers
-    by no more than their rounding: ``margin`` (the smallest ``|sin|`` between two rows, or between
-    two kink hyperplanes ``(w_i, b_i)``) at most ``2u + 8(d + 1)·eps`` (``u`` the storage's unit
-    roundoff, at least float64's: the rows' rounding turns their angle by up to about ``2u``; the rest
-    covers the sine's own rounding); ``""`` otherwise."""
-    u = max(float(finfo(dtype).eps) / 2 if is_float(dtype) else 0.0, EPS / 2)
-    if margin is None or margin > 2 * u + 8 * (d + 1) * EPS:
-        return ""
-    return (
-        f"; but the hypotheses hold by no more than the storage's rounding: the smallest |sin| between two {what} is "
-        f"{margin:.3g} <= 2u + 8(d + 1)·eps ({2 * u + 8 * (d + 1) * EPS:.3g}), so the weights these numbers round may be "
-        "degenerate, where the theorem says nothing"
-    )
-
-
-def parallel_pairs(U, UUt, dtype) -> list:
-    """The pairs ``(i, j)``, ``i < j``, of nonzero rows of ``U`` that are exactly parallel (stored values;
-    ``U`` balanced so that its Gram matrix ``UUt`` is in range)."""
-    return _pairs(U, UUt, dtype)[0]

@@ -22,10 +22,17 @@ from absorbjax.condition._inputs import Rule
 
 SCREEN_MIN_N = 2048  # the entry points screen blocks at least this wide first
 GRAM_MAX_N = 8192  # wider blocks never reach the Gram path (≈ 30 s and 4 GB at n = 8192)
+_SCREENED = (
+    "trace",
+    "frank-wolfe",
+    "none",
+)  # methods of a certificate whose lower bound is the screen's (≥ the trace test's)
 FW_BUDGET = 2**37  # n d² up to which distance takes a Frank–Wolfe step (2048×8192: 2^36)
 
 
-def wide_screen(U, D, rule: Rule, *, steps: int = 2, scales: stored.Scales | None = None) -> scale.Screen | None:
+def wide_screen(
+    U, D, rule: Rule, *, steps: int = 2, scales: stored.Scales | None = None, nu: float | None = None
+) -> scale.Screen | None:
     """The ``O(n d²)`` screen of ``W_up = U (n, d)``, ``W_down = D (d, n)``, skip ``A (d, d)``.
 
     ``τ`` bounds the exact miss of every set that rule (★) accepts (:func:`scale.miss_threshold`
@@ -36,7 +43,8 @@ def wide_screen(U, D, rule: Rule, *, steps: int = 2, scales: stored.Scales | Non
 
     ``U, D`` in any float dtype (memory-mapped, read in blocks); they are read as
     :func:`_arith.balance` stores them (``scales``, default :func:`stored.balance_scales`), so the
-    answer is the one on the balanced float64 copy, which is never made.
+    answer is the one on the balanced float64 copy, which is never made. ``nu``: their
+    :func:`scale.norm_sum` when already computed.
     """
     n, d = U.shape
     A = rule.Ac  # the search's skip A/c; the found set is checked on the exact c and A
@@ -49,7 +57,7 @@ def wide_screen(U, D, rule: Rule, *, steps: int = 2, scales: stored.Scales | Non
         ok, miss = rule.accepts(u, dd, m)
         return scale.SetCheck(S, ok, miss, math.inf if not ok else miss_bound(u, dd, rule.A, m, c=rule.c)[0])
 
-    tau = rule.widen(scale.miss_threshold(U, D, A, rule.rtol, scales=scales.total) + (n + 2) * d * ETA)
+    tau = rule.widen(scale.miss_threshold(U, D, A, rule.rtol, scales=scales.total, nu=nu) + (n + 2) * d * ETA)
     scr = scale.screen(U, D, A, tau=tau, rtol=rule.rtol, steps=steps, verify=verify, scales=scales)
     if scr.status == "undecided" and n <= GRAM_MAX_N:
         return None
@@ -70,6 +78,9 @@ def distance_bounds(U, D, A, cert: Certificate, *, steps: int | None = None) -> 
         return Distance(0.0, up, cert.S, "exact", math.nan, 0.0, cert)
     n, d = U.shape
     steps = (1 if n * d * d <= FW_BUDGET else 0) if steps is None else steps
+    if steps == 0 and cert.method in _SCREENED:  # the trace test's bound: the screen's first, already in cert
+        lower = cert.lower_bound / norm_a * (1 - g)
+        return Distance(lower, 1.0, np.zeros(0, np.int64), "frank-wolfe", math.nan, lower, cert)
     lower, upper, S, *_ = scale.box_bounds(U, D, A, steps=steps)
     lower = max(lower, cert.lower_bound) / norm_a * (1 - g)
     upper = 1.0 if S.size == 0 else upper / norm_a * (1 + g)  # S = ∅ misses by exactly ‖A‖_F

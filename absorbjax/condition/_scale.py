@@ -30,13 +30,7 @@ are the candidates; extra candidates are pruned on their cross terms. The sign s
 met by Frank–Wolfe are candidates too. A candidate is accepted only by ``verify`` (default
 :func:`screen_check`, rule (★) of :mod:`absorbjax.condition` with a rigorous float64 bound).
 
-**Hypotheses of Thm 8/10 (computed exactly).** Zero rows and columns are found exactly.
-Parallel rows without ``W_up W_upᵀ``: each row, rescaled by a power of two, is normalised with
-the sign of its largest entry (parallel rows then have the same normalised vector in exact
-arithmetic) and projected on one fixed random direction; two parallel rows' computed projections
-differ by at most ``w = 8γ_{2d+8}`` (plus a subnormal term), so after sorting every parallel pair
-lies within ``w`` of each other, and every such pair is tested exactly (python ``Fraction``). The
-smallest sine between rows is *not* computed (that needs all ``n²/2`` pairs).
+**Hypotheses of Thm 8/10 (computed exactly)**: :mod:`absorbjax.condition._hypotheses`.
 
 BLAS threads are capped (``threadpoolctl``) while this module multiplies: the segfault of
 OpenBLAS at 4096×16384 came from one multithreaded ``n×n`` product, which this module never forms.
@@ -49,12 +43,12 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
-from fractions import Fraction
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from absorbjax.condition._arith import EPS, ETA, gamma
+from absorbjax.condition._hypotheses import blockwise
 from absorbjax.condition._stored import (
     BLOCK,
     SAFE,
@@ -65,7 +59,6 @@ from absorbjax.condition._stored import (
     inner,
     is_identity,
     load,
-    unit_max,
     unit_scales,
     up_rows,
 )
@@ -75,23 +68,6 @@ _ETA = ETA  # smallest subnormal: the absolute error of one underflowing operati
 _THREADS = 2  # BLAS threads while this module multiplies (products of at least _THREADS_MIN multiply-adds)
 _THREADS_MIN = 2**20  # below this, setting the BLAS threads (reading /proc/self/maps, ~1 ms) costs more
 _gamma = gamma  # the one γ_k of the package (condition._arith)
-
-
-class Failure(str):
-    """One failed hypothesis: its message (a plain ``str`` in records) and its ``kind``, by which the
-    decision reads it (never by the message): ``"zero_rows"``, ``"zero_cols"``,
-    ``"parallel"`` (exactly parallel rows of ``W_up``) or ``"unchecked"`` (a check that could not
-    finish)."""
-
-    kind: str
-
-    def __new__(cls, kind: str, text: str) -> Failure:
-        out = super().__new__(cls, text)
-        out.kind = kind
-        return out
-
-    def __reduce__(self):
-        return Failure, (self.kind, str(self))
 
 
 def _nonbool(fn):
@@ -323,117 +299,27 @@ def box_bounds(
     return lower, best[0], np.flatnonzero(best[1]), taken, witness
 
 
-def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK, scales=None) -> float:
+def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK, scales=None, nu: float | None = None) -> float:
     """A Frobenius bound ``τ`` on the exact miss of every set that rule (★) accepts, in ``O(n d)``.
 
     Rule (★) accepts ``S`` only if ``|miss_kj| ≤ r (Σ_{i∈S} |W_down[k,i]||W_up[i,j]| + |A_kj|)`` with
     ``r = rtol + 4γ_{n+1}`` (exact miss); the Frobenius norm of the right-hand side is at most
     ``r (Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖ + ‖A‖_F)`` (triangle inequality on the rank-one terms
     ``|W_down[:,i]| |W_up[i,:]|``). Never below ``condition._inputs``'s threshold for that rule.
+    ``nu``: :func:`norm_sum` of ``U, D`` when already computed (the one pass over the units; then
+    ``τ`` at another ``rtol`` costs nothing).
     """
     n, d = U.shape
     r = rtol + 4 * _gamma(n + 1)
-    k = unit_scales(U, D, block=block) if scales is None else scales
-    nu = _nu_sum(U, D, k, np.ones(n, bool), block)
+    nu = norm_sum(U, D, block=block, scales=scales) if nu is None else nu
     return r * (nu + float(np.linalg.norm(A)) * (1 + _gamma(d * d + 2))) * (1 + 8 * _U)
 
 
-# ---------------------------------------------------------------------------------------------
-# Hypotheses of Thm 8/10 without W_up W_upᵀ
-
-
-def exactly_parallel(u: np.ndarray, v: np.ndarray) -> bool:
-    """``v_b u_a = v_a u_b`` for every ``b`` (``a`` the pivot of ``u``), in exact arithmetic.
-
-    The float64 pre-filter only rules a pair out when every product is finite and two differ by more
-    than their rounding; an overflowing product (``inf − inf = nan``) goes to the exact test."""
-    a = int(np.argmax(np.abs(u)))
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        vu, uv = v * u[a], u * v[a]
-        apart = np.abs(vu - uv) > 4 * _U * np.abs(vu) + 4 * _ETA
-    if np.all(np.isfinite(vu)) and np.all(np.isfinite(uv)) and np.any(apart):
-        return False  # finite float64 products that differ by more than their rounding
-    ua, va = Fraction(float(u[a])), Fraction(float(v[a]))
-    return all(Fraction(float(y)) * ua == Fraction(float(x)) * va for x, y in zip(u, v))
-
-
-def _projections(U, block: int, e=None) -> tuple[np.ndarray, float]:
-    """Sign-normalised unit rows of ``W_up`` projected on one fixed random direction, and the window
-    ``w`` within which the computed projections of any two parallel rows lie."""
-    n, d = U.shape
-    r = np.random.default_rng(0).standard_normal(d)
-    r /= np.linalg.norm(r) * (1 + 4 * _gamma(d + 2))  # ‖r‖ ≤ 1
-    p = np.zeros(n)
-    for s in blocks(n, block):
-        u = up_rows(U, e, s)
-        piv = np.argmax(np.abs(u), axis=1)
-        e = np.frexp(np.abs(u[np.arange(u.shape[0]), piv]))[1]
-        x = np.ldexp(u, -e[:, None]) * np.sign(u[np.arange(u.shape[0]), piv])[:, None]
-        nrm = np.sqrt(np.sum(x * x, axis=1))
-        nrm[nrm == 0] = 1.0
-        p[s] = (x / nrm[:, None]) @ r
-    return p, 8 * _gamma(2 * d + 8) + d * 2.0**-1070
-
-
-def parallel_rows(U, live, *, block: int = BLOCK, balance=None, cap: int, enough: int):
-    """``(pairs, tested, w)``: exactly parallel pairs ``(i, j)``, ``i < j``, among the rows of
-    ``U (n, k)`` where ``live`` (nonzero rows), read in blocks; the search stops after ``enough``
-    pairs or ``cap`` tested candidates (``tested > cap``: not finished). Every pair whose
-    projections (module docstring) lie within the window ``w`` is tested exactly."""
-    p, w = _projections(U, block, balance)
-    order = np.flatnonzero(live)
-    order = order[np.argsort(p[order], kind="stable")]
-    ps = p[order]
-    pairs, tested = [], 0
-    for gap in range(1, order.size):
-        close = np.flatnonzero(ps[gap:] - ps[:-gap] <= w)
-        if close.size == 0:
-            break
-        for a in close:
-            tested += 1
-            i, j = int(order[a]), int(order[a + gap])
-            u, v = up_rows(U, balance, np.array([i, j]))
-            if exactly_parallel(u, v):
-                pairs.append((min(i, j), max(i, j)))
-        if len(pairs) >= enough or tested > cap:
-            break
-    return pairs, tested, w
-
-
-def hypotheses(U, D, *, block: int = BLOCK, max_pairs: int | None = None, balance=None) -> tuple[tuple[str, ...], str]:
-    """The hypotheses of Thm 8/10 that fail on the stored values, and what was checked.
-
-    ``U = W_up (n, d)``, ``D = W_down (d, n)``. Zero rows/columns: exact. Parallel rows: every pair
-    whose projections (module docstring) lie within the rounding window is tested exactly; this finds
-    every exactly parallel pair, in ``O(n d + n log n)`` plus ``d`` per tested pair. Past
-    ``max_pairs`` tested pairs (default ``10 n``) without an answer the check reports itself
-    ``undecided`` in ``failed``. ``balance``: the exponents of :class:`Scales` (rows are read rescaled
-    by them, as :func:`_arith.balance` would have stored them).
-    """
-    n, d = U.shape
-    failed: list[str] = []  # d >= 2 is no hypothesis: see condition._inputs.hypotheses
-    mu, md = unit_max(U, D, block=block)
-    zero_rows, zero_cols = np.flatnonzero(mu == 0), np.flatnonzero(md == 0)
-    for idx, kind, what in (
-        (zero_rows, "zero_rows", "rows of W_up are zero"),
-        (zero_cols, "zero_cols", "columns of W_down are zero"),
-    ):
-        if idx.size:
-            more = f" and {idx.size - 10} more" if idx.size > 10 else ""
-            failed.append(Failure(kind, f"{what}: {idx[:10].tolist()}{more}"))
-    cap = 10 * n if max_pairs is None else max_pairs
-    pairs, tested, w = parallel_rows(U, mu != 0, block=block, balance=balance, cap=cap, enough=6)
-    if pairs:
-        more = " and more" if len(pairs) > 5 else ""
-        failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}"))
-    elif tested > cap:
-        msg = f"undecided: {tested} near-equal projections of rows of W_up, over the cap {cap}"
-        failed.append(Failure("unchecked", msg))
-    checked = (
-        f"zero rows/columns exactly; parallel rows exactly ({tested} candidate pairs within the "
-        f"rounding window {w:.2g} of one projection tested); min |sin| between rows not computed"
-    )
-    return tuple(failed), checked
+def norm_sum(U, D, *, block: int = BLOCK, scales=None) -> float:
+    """Upper bound on ``ν = Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖`` (one pass over the units, read rescaled by
+    ``scales``; ``None``: :func:`unit_scales`), what :func:`miss_threshold` needs besides ``rtol``."""
+    k = unit_scales(U, D, block=block) if scales is None else scales
+    return _nu_sum(U, D, k, np.ones(U.shape[0], bool), block)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,8 +477,8 @@ def screen(
     d = U.shape[1]
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    e = None if scales is None else scales.balance
-    failed, checked = hypotheses(U, D, block=block, balance=e)
+    e, maxima = (None, None) if scales is None else (scales.balance, scales.maxima)
+    failed, checked = blockwise(U, D, block=block, balance=e, maxima=maxima)
     timings["hypotheses"] = time.perf_counter() - t
     k = unit_scales(U, D, block=block) if scales is None else scales.total
     found: list[SetCheck] = []

@@ -109,20 +109,23 @@ class Scales(NamedTuple):
     """Per-unit exponents ``(n,)``: ``balance`` those of :func:`_arith.balance` (``max|W_up[i,:]·2^−e_i|``
     in ``[1/2, 1)`` where exact), ``total`` those followed by :func:`unit_scales` of the balanced units
     (each step kept only where exact), so that loading ``W_up[i,:]·2^−total_i`` gives bit for bit what
-    ``unit_scales`` gives on the balanced copy, without that copy."""
+    ``unit_scales`` gives on the balanced copy, without that copy; ``maxima`` the stored units'
+    :func:`unit_max`, read in the same pass (or handed in), so no later step reads them again."""
 
     balance: np.ndarray
     total: np.ndarray
+    maxima: tuple[np.ndarray, np.ndarray]
 
 
-def unit_scales(U: np.ndarray, D: np.ndarray, *, block: int = BLOCK) -> np.ndarray:
+def unit_scales(U: np.ndarray, D: np.ndarray, *, block: int = BLOCK, maxima=None) -> np.ndarray:
     """Per-unit power-of-two exponents ``k_i`` that balance ``W_up[i,:]·2^−k`` and ``W_down[:,i]·2^k``.
 
     ``U = W_up (n, d)``, ``D = W_down (d, n)`` in any float dtype. ``k_i = 0`` for moderate units
     (both maxima within ``2^±400``) and where the rescaling would not be exact (a result outside the normal float64 range). Rescaling by ``2^±k`` is exact
-    otherwise and leaves every ``M_i = W_down[:,i] W_up[i,:]`` unchanged.
+    otherwise and leaves every ``M_i = W_down[:,i] W_up[i,:]`` unchanged. ``maxima``: :func:`unit_max`
+    of ``U, D`` when already read (``None``: read here).
     """
-    mu, md = unit_max(U, D, block=block)
+    mu, md = unit_max(U, D, block=block) if maxima is None else maxima
     return _exponents(mu, md)
 
 
@@ -201,22 +204,25 @@ def exact_exponents(u: np.ndarray, dd: np.ndarray, want: np.ndarray) -> np.ndarr
     return np.where(ok, e, 0).astype(np.int64)
 
 
-def balance_scales(U, D, *, block: int = BLOCK) -> Scales:
-    """:class:`Scales` of ``W_up = U (n, d)``, ``W_down = D (d, n)`` (any float dtype), in one pass over
-    blocks of ``block`` units; the exponents of :func:`_arith.balance` (:func:`exact_exponents`: the
+def balance_scales(U, D, *, block: int = BLOCK, maxima=None) -> Scales:
+    """:class:`Scales` of ``W_up = U (n, d)``, ``W_down = D (d, n)`` (any float dtype, finite), in one
+    pass over blocks of ``block`` units (none for narrow dtypes when ``maxima``, :func:`unit_max` of
+    ``U, D``, is handed in); the exponents of :func:`_arith.balance` (:func:`exact_exponents`: the
     ideal one, ``max|W_up[i,:]·2^−e| ∈ [1/2, 1)``, moved only as far as exactness requires)."""
     n = U.shape[0]
     if _narrow(U, D):  # every rescaling below is exact (|e| ≤ 149 + 128, and then k = 0): from the maxima
-        mu, md = unit_max(U, D, block=block)
+        mu, md = unit_max(U, D, block=block) if maxima is None else maxima
         e = np.where(mu > 0, np.frexp(mu)[1], 0).astype(np.int64)
-        return Scales(e, e + _exponents(np.ldexp(mu, -e), np.ldexp(md, e)))
+        return Scales(e, e + _exponents(np.ldexp(mu, -e), np.ldexp(md, e)), (mu, md))
     e, t = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    mu, md = np.empty(n), np.empty(n)
     for s in blocks(n, block):
         u, dd = as_float64(U[s]), as_float64(D[:, s])
-        top = np.max(np.abs(u), axis=1, initial=0.0)
+        top = mu[s] = np.max(np.abs(u), axis=1, initial=0.0)
+        md[s] = np.max(np.abs(dd), axis=0, initial=0.0)
         es = exact_exponents(u, dd, np.where(top > 0, np.frexp(top)[1], 0))
         ub, db = _times(u, -es, 0), _times(dd, es, 1)
         k = _exponents(np.max(np.abs(ub), axis=1, initial=0.0), np.max(np.abs(db), axis=0, initial=0.0))
         k[~_rescale(ub, db, k)[2]] = 0
         e[s], t[s] = es, es + k
-    return Scales(e, t)
+    return Scales(e, t, (mu, md))

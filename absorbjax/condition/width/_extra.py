@@ -59,14 +59,8 @@ from absorbjax._self_check import settle, strict
 from absorbjax.condition._arith import EPS
 from absorbjax.condition._certificate import Status
 from absorbjax.condition._decide import find_absorbing_set
-from absorbjax.condition._inputs import (
-    check_rtol,
-    float_weights,
-    hypotheses,
-    miss_matrix,
-    skip_matrix,
-    threshold_of,
-)
+from absorbjax.condition._hypotheses import from_gram
+from absorbjax.condition._inputs import check_rtol, float_weights, miss_matrix, skip_matrix, threshold_of
 from absorbjax.condition._options import Decision
 from absorbjax.condition._text import fmt
 from absorbjax.condition.width._parts import (
@@ -443,7 +437,7 @@ def _prepare(params: MLPParams, act: str, skip, rtol: float | None, max_flats: i
     )
     W, Uc, Ap, groups = atoms(U, D, A, act, exact)
     L = W.shape[0]
-    failed, _ = hypotheses(U, D, U @ U.T, dtype)
+    failed, _ = from_gram(U, D, U @ U.T, dtype)
     nondegenerate = not failed and L == n
     rounding = np.linalg.norm(np.abs(A) + np.abs(D) @ np.abs(U)) + np.linalg.norm(np.abs(Ap))
     err = 0.0 if exact else 4 * (n + d + 2) * EPS * float(rounding)  # rounding of M_S and the merge, 2-norm
