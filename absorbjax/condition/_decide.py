@@ -353,7 +353,7 @@ def _gram(
         return Rounding(WithinRounding.NO, rtol, None, f"{again.why} [{again.method}]")
 
     plane_sin = None
-    if context.bias is not None and failed and all(getattr(f, "kind", "") == "parallel" for f in failed):
+    if context.bias is not None and failed and all(hyp.kind_of(f) is hyp.Hypothesis.PARALLEL for f in failed):
         V = balance(np.concatenate([U0, context.bias[:, None]], axis=1), np.ones((1, U0.shape[0])))[0]
         plane_sin = hyp.from_gram(V, np.ones((1, V.shape[0])), V @ V.T, np.float64)[1]  # rows (w_i, b_i)
     evidence = RelaxationEvidence(
@@ -391,11 +391,11 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
     stored (never copied whole); a found set's units are read balanced (``scales``); ``nu`` the
     :func:`scale.norm_sum` the screen's ``τ`` was made from."""
     n, d = U.shape
-    unchecked = [f for f in scr.failed if getattr(f, "kind", "") == "unchecked"]
-    why, undecided = scr.reason, scr.status != "absent"
-    if scr.status == "absent" and unchecked:
+    unchecked = [f for f in scr.failed if hyp.kind_of(f) is hyp.Hypothesis.UNCHECKED]
+    why, undecided = scr.reason, scr.status is not scale.ScreenStatus.ABSENT
+    if scr.status is scale.ScreenStatus.ABSENT and unchecked:
         why, undecided = f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}", True
-    elif scr.status == "undecided":
+    elif scr.status is scale.ScreenStatus.UNDECIDED:
         why = f"{scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation"
 
     def units(S):  # the units of S, balanced, and the stored W_down[:,S] for the output bias
@@ -410,7 +410,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
         return Rounding(WithinRounding.UNDECIDED, rtol, None, "the screen's bound does not reach the looser tolerance")
 
     return Answer(
-        S=None if scr.status != "found" else np.sort(np.asarray(scr.S)),
+        S=None if scr.status is not scale.ScreenStatus.FOUND else np.sort(np.asarray(scr.S)),
         method=scr.method,
         why=why,
         lower=scr.lower,
@@ -418,7 +418,9 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
         undecided=undecided,
         threshold=scr.tau,
         failed=scr.failed,
-        hyper=hyperplanes(U, context.bias, scr.failed, wide=True) if scr.status == "absent" else ("", False),
+        hyper=hyperplanes(U, context.bias, scr.failed, wide=True)
+        if scr.status is scale.ScreenStatus.ABSENT
+        else ("", False),
         units=units,
         loose=loose,
         witness=lambda: None if scr.witness is None else (*scr.witness, scr.lower),

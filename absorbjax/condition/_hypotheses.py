@@ -24,27 +24,41 @@ from absorbjax._dtypes import finfo, is_float
 from absorbjax.condition._arith import EPS, ETA, gamma
 from absorbjax.condition._stored import BLOCK, blocks, unit_max, up_rows
 from absorbjax.condition._text import few
+from absorbjax.results import Word
 
 _U = EPS / 2  # unit roundoff of float64
 _ETA = ETA  # smallest subnormal: the absolute error of one underflowing operation
 _gamma = gamma
 
 
+class Hypothesis(Word):
+    """What a :class:`Failure` says failed: a zero row of ``W_up``, a zero column of ``W_down``, two
+    exactly parallel rows of ``W_up``, or a check that could not finish (``UNCHECKED``)."""
+
+    ZERO_ROWS = "zero_rows"
+    ZERO_COLS = "zero_cols"
+    PARALLEL = "parallel"
+    UNCHECKED = "unchecked"
+
+
 class Failure(str):
-    """One failed hypothesis: its message (a plain ``str`` in records) and its ``kind``, by which the
-    decision reads it (never by the message): ``"zero_rows"``, ``"zero_cols"``,
-    ``"parallel"`` (exactly parallel rows of ``W_up``) or ``"unchecked"`` (a check that could not
-    finish)."""
+    """One failed hypothesis: its message (a plain ``str`` in records) and its ``kind``
+    (:class:`Hypothesis`), by which the decision reads it, never by the message (:func:`kind_of`)."""
 
-    kind: str
+    kind: Hypothesis
 
-    def __new__(cls, kind: str, text: str) -> Failure:
+    def __new__(cls, kind: Hypothesis, text: str) -> Failure:
         out = super().__new__(cls, text)
-        out.kind = kind
+        out.kind = Hypothesis(kind)
         return out
 
     def __reduce__(self):
         return Failure, (self.kind, str(self))
+
+
+def kind_of(failure: str) -> Hypothesis | None:
+    """The :class:`Hypothesis` of one entry of a ``failed`` tuple (``None`` for a plain message)."""
+    return failure.kind if isinstance(failure, Failure) else None
 
 
 def exactly_parallel(u: np.ndarray, v: np.ndarray) -> bool:
@@ -123,8 +137,8 @@ def blockwise(
     mu, md = unit_max(U, D, block=block) if maxima is None else maxima
     zero_rows, zero_cols = np.flatnonzero(mu == 0), np.flatnonzero(md == 0)
     for idx, kind, what in (
-        (zero_rows, "zero_rows", "rows of W_up are zero"),
-        (zero_cols, "zero_cols", "columns of W_down are zero"),
+        (zero_rows, Hypothesis.ZERO_ROWS, "rows of W_up are zero"),
+        (zero_cols, Hypothesis.ZERO_COLS, "columns of W_down are zero"),
     ):
         if idx.size:
             more = f" and {idx.size - 10} more" if idx.size > 10 else ""
@@ -133,10 +147,10 @@ def blockwise(
     pairs, tested, w = parallel_rows(U, mu != 0, block=block, balance=balance, cap=cap, enough=6)
     if pairs:
         more = " and more" if len(pairs) > 5 else ""
-        failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}"))
+        failed.append(Failure(Hypothesis.PARALLEL, f"rows of W_up are parallel: pairs {sorted(pairs)[:5]}{more}"))
     elif tested > cap:
         msg = f"undecided: {tested} near-equal projections of rows of W_up, over the cap {cap}"
-        failed.append(Failure("unchecked", msg))
+        failed.append(Failure(Hypothesis.UNCHECKED, msg))
     checked = (
         f"zero rows/columns exactly; parallel rows exactly ({tested} candidate pairs within the "
         f"rounding window {w:.2g} of one projection tested); min |sin| between rows not computed"
@@ -167,13 +181,13 @@ def from_gram(U, D, UUt, dtype) -> tuple[tuple[str, ...], float | None]:
     zero_rows = np.flatnonzero(~U.any(axis=1))
     zero_cols = np.flatnonzero(~D.any(axis=0))
     if zero_rows.size:
-        failed.append(Failure("zero_rows", f"rows of W_up are zero: {few(zero_rows)}"))
+        failed.append(Failure(Hypothesis.ZERO_ROWS, f"rows of W_up are zero: {few(zero_rows)}"))
     if zero_cols.size:
-        failed.append(Failure("zero_cols", f"columns of W_down are zero: {few(zero_cols)}"))
+        failed.append(Failure(Hypothesis.ZERO_COLS, f"columns of W_down are zero: {few(zero_cols)}"))
     pairs, min_sin = _pairs(U, UUt, dtype)
     if pairs:
         more = f" and {len(pairs) - 5} more" if len(pairs) > 5 else ""
-        failed.append(Failure("parallel", f"rows of W_up are parallel: pairs {pairs[:5]}{more}"))
+        failed.append(Failure(Hypothesis.PARALLEL, f"rows of W_up are parallel: pairs {pairs[:5]}{more}"))
     return tuple(failed), min_sin
 
 

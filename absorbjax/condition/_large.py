@@ -38,7 +38,7 @@ def wide_screen(
     ``τ`` bounds the exact miss of every set that rule (★) accepts (:func:`scale.miss_threshold`
     plus the subnormal range's absolute rounding, so never below ``inputs.threshold_of``). Returns
     ``None`` when the screen does not decide and ``n ≤ GRAM_MAX_N`` (the caller runs the Gram path);
-    otherwise the :class:`scale.Screen` (``"absent"``, ``"found"``, or ``"undecided"`` beyond the
+    otherwise the :class:`scale.Screen` (``ABSENT``, ``FOUND``, or ``UNDECIDED`` beyond the
     Gram path's reach). A found set is only a candidate: the caller judges it by rule (E).
 
     ``U, D`` in any float dtype (memory-mapped, read in blocks); they are read as
@@ -59,7 +59,7 @@ def wide_screen(
 
     tau = rule.widen(scale.miss_threshold(U, D, A, rule.rtol, scales=scales.total, nu=nu) + (n + 2) * d * ETA)
     scr = scale.screen(U, D, A, tau=tau, rtol=rule.rtol, steps=steps, verify=verify, scales=scales)
-    if scr.status == "undecided" and n <= GRAM_MAX_N:
+    if scr.status is scale.ScreenStatus.UNDECIDED and n <= GRAM_MAX_N:
         return None
     return scr
 

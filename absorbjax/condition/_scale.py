@@ -62,6 +62,7 @@ from absorbjax.condition._stored import (
     unit_scales,
     up_rows,
 )
+from absorbjax.results import Word
 
 _U = EPS / 2  # unit roundoff of float64
 _ETA = ETA  # smallest subnormal: the absolute error of one underflowing operation
@@ -98,13 +99,21 @@ class SetCheck:
     __bool__ = _nonbool("accepted")
 
 
+class ScreenStatus(Word):
+    """The answers of :func:`screen`: ``ABSENT`` (proved: no set within ``tau``), ``FOUND`` (``S``
+    accepted by ``verify``), ``UNDECIDED`` (no cheap decision)."""
+
+    ABSENT = "absent"
+    FOUND = "found"
+    UNDECIDED = "undecided"
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Screen:
     """The answer of :func:`screen`.
 
     Attributes:
-      status: ``"absent"`` (proved: no set within ``tau``), ``"found"`` (``S`` accepted by
-        ``verify``) or ``"undecided"`` (no cheap decision; ``reason`` says why).
+      status: a :class:`ScreenStatus` (``UNDECIDED``: ``reason`` says why).
       reason: one sentence.
       method: ``"trace"`` (``Z = A``), ``"frank-wolfe"`` (a later ``Z``), ``"planted"``,
         ``"sign-set"`` or ``"none"``.
@@ -119,7 +128,7 @@ class Screen:
         :func:`absorbjax.verify` checks.
     """
 
-    status: str
+    status: ScreenStatus
     reason: str
     method: str
     tau: float
@@ -504,7 +513,7 @@ def screen(
     empty = np.zeros(0, np.int64)
     if lower > tau:
         reason = _absent_reason("trace test (Z = A, bound (D))", lower, tau)
-        return done("absent", reason, "trace", (lower, norm_a, empty), witness=(A, np.zeros(U.shape[0])))
+        return done(ScreenStatus.ABSENT, reason, "trace", (lower, norm_a, empty), witness=(A, np.zeros(U.shape[0])))
     if find:
         t = time.perf_counter()
         chk = _verified_planted(U, D, A, rtol, block, verify, e)
@@ -513,7 +522,7 @@ def screen(
         timings["planted"] = time.perf_counter() - t
         if found:
             reason = f"|S| = {chk.S.size} units with W_up[i,:] A⁻¹ W_down[:,i] = −1 and no cross terms; S verified"
-            return done("found", reason, "planted", (0.0, chk.miss_frobenius, chk.S))
+            return done(ScreenStatus.FOUND, reason, "planted", (0.0, chk.miss_frobenius, chk.S))
     t = time.perf_counter()
     lower2, upper, upper_S, taken, Z = box_bounds(
         U, D, A, steps=steps, target=tau, block=block, scales=k, on_set=consider
@@ -523,12 +532,12 @@ def screen(
     lower = max(lower, lower2)
     if found:
         reason = "a Frank–Wolfe sign set {z_i < 0} verified"
-        return done("found", reason, "sign-set", (0.0, found[0].miss_frobenius, found[0].S), taken)
+        return done(ScreenStatus.FOUND, reason, "sign-set", (0.0, found[0].miss_frobenius, found[0].S), taken)
     if lower > tau:
         reason = _absent_reason(f"Frank–Wolfe test matrix after {taken} steps (bound (D))", lower, tau)
-        return done("absent", reason, "frank-wolfe", (lower, upper, upper_S), taken, witness)
+        return done(ScreenStatus.ABSENT, reason, "frank-wolfe", (lower, upper, upper_S), taken, witness)
     reason = (
         f"no cheap decision: bound (D) reaches {lower:.3g} <= tau {tau:.3g} after {taken} Frank–Wolfe "
         "steps and no planted set verified"
     )
-    return done("undecided", reason, "none", (lower, upper, upper_S), taken)
+    return done(ScreenStatus.UNDECIDED, reason, "none", (lower, upper, upper_S), taken)

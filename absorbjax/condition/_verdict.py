@@ -57,7 +57,7 @@ def absence(out, failed, context, hyper, narrow: bool) -> tuple[str, str, str | 
                 ),
                 None,
             )
-        only_parallel = failed and all(getattr(f, "kind", "") == "parallel" for f in failed)
+        only_parallel = failed and all(hyp.kind_of(f) is hyp.Hypothesis.PARALLEL for f in failed)
         if only_parallel and distinct and entry.converse(biased=biased, parallel_rows=True) is not None:
             theorem = given(entry.converse(biased=biased, parallel_rows=True), context)
             why = f"no S exists, so by {theorem} (parallel rows, distinct kink hyperplanes: {par_text}): {out.why}"
@@ -94,7 +94,7 @@ def hyperplanes(U, bias, failed, *, wide: bool = False) -> tuple[str, bool]:
     words ("" if none), and whether every parallel pair has distinct hyperplanes (pairwise
     non-proportional ``(w_i, b_i)``, the kink theorem's (H2)). ``U = W_up (n, d)``; ``wide``: as
     stored, read in blocks (:func:`wide_hyperplanes`, no ``n × n`` matrix), else float64."""
-    if bias is None or not any(getattr(f, "kind", "") == "parallel" for f in failed):
+    if bias is None or not any(hyp.kind_of(f) is hyp.Hypothesis.PARALLEL for f in failed):
         return "", False
     if wide:
         pairs, distinct = wide_hyperplanes(U, bias)
