@@ -33,6 +33,7 @@ __all__ = [
     "planted_arrays",
     "storage_passes",
     "frobenius",
+    "gaussian",
 ]
 
 BRUTE_MAX_N = 18
@@ -320,6 +321,14 @@ def judge(cert, params, activation: str, planted=None, bias=None) -> str:
 
 def _gaussian(rng, d, n):
     return rng.normal(size=(n, d)) / math.sqrt(d), rng.normal(size=(d, n)) / math.sqrt(n)
+
+
+def gaussian(d: int, n: int, seed: int = 0, dtype=None) -> models.MLPParams:
+    """A block with :func:`absorbjax.models.init`'s law, drawn with NumPy (``default_rng(seed)``):
+    ``W_up ~ N(0, 1/d)`` ``(n, d)`` then ``W_down ~ N(0, 1/n)`` ``(d, n)``, float64 or stored in
+    ``dtype`` (e.g. ``ml_dtypes.bfloat16``)."""
+    up, down = _gaussian(np.random.default_rng(seed), d, n)
+    return models.MLPParams(up, down) if dtype is None else models.MLPParams(up.astype(dtype), down.astype(dtype))
 
 
 def _solve_down(up_s, z):

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from absorbjax import condition, models
+from absorbjax import condition, models, testing
 from absorbjax.condition import _closest, _search
 
 
@@ -18,11 +18,6 @@ def _planted32(d: int, n: int, seed: int = 0) -> models.MLPParams:
     with jax.enable_x64(True):
         params, _ = models.planted("relu", d, n, key=jax.random.key(seed))
     return models.MLPParams(np.asarray(params.up, np.float32), np.asarray(params.down, np.float32))
-
-
-def _gaussian(d: int, n: int, seed: int = 0) -> models.MLPParams:
-    rng = np.random.default_rng(seed)
-    return models.MLPParams(rng.normal(size=(n, d)) / np.sqrt(d), rng.normal(size=(d, n)) / np.sqrt(n))
 
 
 def _same(a, b) -> bool:
@@ -114,7 +109,7 @@ def test_distance_is_reproducible_under_load(monkeypatch):
     search stopped on wall time). A relu Gaussian ``d = 8, n = 256`` (its MILP decides well within
     the limit, so no stage is cut): a second run on a clock that runs four times faster, with every
     Gram column slowed down, gives the same numbers."""
-    params = _gaussian(8, 256)
+    params = testing.gaussian(8, 256)
     first = condition.distance(params, "relu", decision=condition.Decision(time_limit=30.0))
     assert first.stopped == "" and first.method == "greedy"  # the search moved and converged
     real, t0 = time.perf_counter, time.perf_counter()
@@ -130,7 +125,7 @@ def test_distance_is_reproducible_under_load(monkeypatch):
 def test_distance_budget_and_safety_stop_are_reported(monkeypatch):
     """A small ``work`` stops the search on the budget (reproducibly); the wall-clock safety stop,
     when it is what ends the search, is reported as such."""
-    params = _gaussian(8, 256)
+    params = testing.gaussian(8, 256)
     full = condition.distance(params, "relu", decision=condition.Decision(time_limit=5.0))
     assert full.stopped == "" and full.method == "greedy"
     small = [

@@ -18,11 +18,6 @@ from absorbjax.condition import _closest, _large, _search
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
 
-def _gaussian(d: int, n: int, seed: int = 0) -> models.MLPParams:
-    rng = np.random.default_rng(seed)
-    return models.MLPParams(rng.normal(size=(n, d)) / np.sqrt(d), rng.normal(size=(d, n)) / np.sqrt(n))
-
-
 def _brute_min(params: models.MLPParams) -> float:
     """``min_S ‖W_down[:,S] W_up[S,:] + I‖_F / √d`` over all ``2^n`` sets (float64, ``n ≤ 18``)."""
     U, D = np.asarray(params.up), np.asarray(params.down)
@@ -70,7 +65,7 @@ def test_a_past_deadline_runs_no_late_stage_and_the_bounds_hold(no_late_stages, 
     """``time_limit=1e-9``: the deadline has passed when the decision returns, so neither the box
     relaxation nor a local search nor a search step runs; ``box = 0``, the call says it was cut,
     and the bounds still hold against all ``2^n`` sets (``n ≤ 16``: the exact minimum all the same)."""
-    params = _gaussian(d, n)
+    params = testing.gaussian(d, n)
     dist = condition.distance(params, "relu", decision=condition.Decision(time_limit=1e-9))
     assert dist.stopped == "time_limit" and "time limit" in repr(dist)
     assert dist.box == 0.0 and dist.lower == dist.relaxation
@@ -83,7 +78,7 @@ def test_a_past_deadline_runs_no_late_stage_and_the_bounds_hold(no_late_stages, 
 def test_a_cut_search_keeps_the_best_start():
     """With no local search run, ``S`` is the best of ``∅`` and the roundings of the real
     relaxation's solution on the Gram form: never worse than ``∅`` (which attains 1)."""
-    params = _gaussian(4, 18, seed=1)
+    params = testing.gaussian(4, 18, seed=1)
     dist = condition.distance(params, "relu", decision=condition.Decision(time_limit=1e-9))
     assert dist.stopped == "time_limit" and dist.upper <= 1 + 1e-12
     _sound(dist, params)
@@ -93,7 +88,7 @@ def test_the_stages_after_the_decision_share_its_deadline(monkeypatch):
     """The decision gets its time (the same certificate as with the clock left alone); a clock that
     jumps past the deadline once it returns cuts the box relaxation, the local searches and the
     search, which all read that one deadline (none gets a fresh ``time_limit``)."""
-    params = _gaussian(5, 18)
+    params = testing.gaussian(5, 18)
     full = condition.distance(params, "relu", decision=condition.Decision(time_limit=30.0))
     assert full.stopped == "" and full.box > full.relaxation > 0
     real, shift = time.perf_counter, [0.0]
@@ -141,7 +136,7 @@ def test_box_steps_from_the_time_left(monkeypatch):
 def test_fewer_box_steps_weaken_the_bound_never_break_it(monkeypatch):
     """The box relaxation given 5 steps (as if the time left allowed no more): a valid lower bound,
     and the call says it was cut."""
-    params = _gaussian(5, 18)
+    params = testing.gaussian(5, 18)
     given, real = [], _closest.box_relaxation
 
     def recording(*args, **kwargs):
@@ -162,7 +157,7 @@ def test_fewer_box_steps_weaken_the_bound_never_break_it(monkeypatch):
 def test_a_generous_limit_changes_nothing(monkeypatch, d, n):
     """With time to spare every stage runs in full (the box relaxation's default steps, a local
     search from each of the seven starts) and two runs agree exactly."""
-    params = _gaussian(d, n, seed=2)
+    params = testing.gaussian(d, n, seed=2)
     calls, real = [], _closest.local_search
     monkeypatch.setattr(_closest, "local_search", lambda *a: (calls.append(1), real(*a))[1])
     first = condition.distance(params, "relu")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from absorbjax import cli, condition, weights
+from absorbjax import cli, condition, testing, weights
 from absorbjax.condition import _decide as decision
 from absorbjax.condition._inputs import float_weights, stored_weights
 from absorbjax.models import MLPParams
@@ -20,14 +20,6 @@ from absorbjax.weights import _formats as formats, _limits as limits
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
-
-
-def gaussian(d, n, seed, dtype=BF16):
-    """``models.init``'s law: ``W_up ~ N(0, 1/d)``, ``W_down ~ N(0, 1/n)``, stored in ``dtype``."""
-    rng = np.random.default_rng(seed)
-    U = rng.standard_normal((n, d)) / np.sqrt(d)
-    D = rng.standard_normal((d, n)) / np.sqrt(n)
-    return U.astype(dtype), D.astype(dtype)
 
 
 def neox_file(path, blocks):
@@ -69,7 +61,7 @@ def test_the_wide_path_keeps_the_stored_arrays():
     """``stored_weights(stream=N)``: from ``n = N`` units on, the arrays as stored (no copy), checked in
     blocks (NaN refused), with the per-unit maxima of that pass; narrower blocks, and every block
     through ``float_weights``, as float64 copies."""
-    U, D = gaussian(64, 2048, 0)
+    U, D = testing.gaussian(64, 2048, 0, BF16)
     got_u, got_d, dtype, (mu, md) = stored_weights(MLPParams(U, D), stream=2048)
     assert got_u is U and got_d is D and dtype == BF16
     assert np.array_equal(mu, np.max(np.abs(U.astype(np.float64)), axis=1))
@@ -86,7 +78,7 @@ def test_the_wide_path_keeps_the_stored_arrays():
 def test_a_wide_bf16_block_is_decided_without_a_copy(tmp_path):
     """``weights.check`` of a 512 × 8192 bf16 block read from safetensors allocates less than one float64
     copy of ``W_up`` (33.5 MB; the file is 16.8 MB): the decision reads the memory map in blocks."""
-    neox_file(tmp_path / "model.safetensors", [gaussian(512, 8192, 1)])
+    neox_file(tmp_path / "model.safetensors", [testing.gaussian(512, 8192, 1, BF16)])
     block = weights.load_block(tmp_path / "model.safetensors", "gelu", layer=0)
     assert block.params.up.dtype == BF16
     tracemalloc.start()
@@ -102,7 +94,7 @@ def test_a_wide_bf16_block_is_decided_without_a_copy(tmp_path):
 def test_bf16_and_float64_storage_give_the_same_bounds():
     """The same values stored as bf16 (read in blocks) and as float64: the same status, the same certified
     bound and threshold; only the storage-rounding answer differs (bf16 rounding is covered)."""
-    U, D = gaussian(96, 2048, 2)
+    U, D = testing.gaussian(96, 2048, 2, BF16)
     a = condition.find_absorbing_set(MLPParams(U, D), "gelu", decision=condition.Decision(narrow=True))
     b = condition.find_absorbing_set(
         MLPParams(U.astype(np.float64), D.astype(np.float64)), "gelu", decision=condition.Decision(narrow=True)
@@ -142,7 +134,7 @@ def test_check_a_sharded_bf16_checkpoint(tmp_path, capsys):
         save_file(
             {
                 f"transformer.h.{k}.mlp.{r}.weight": a
-                for r, a in zip(("dense_h_to_4h", "dense_4h_to_h"), gaussian(32, 2048, k))
+                for r, a in zip(("dense_h_to_4h", "dense_4h_to_h"), testing.gaussian(32, 2048, k, BF16))
             },
             str(tmp_path / shard),
         )
