@@ -14,15 +14,21 @@ test reads its imports). Everything is recomputed from the stored floats of ``W_
   the even coefficients' difference per atom, exactly; ``|E(z)| ≤ E0 + |z|/2`` (``E0 = 0`` but for
   softplus, :data:`_E0`) gives ``‖f(x) − g(x)‖ ≤ (‖R‖_F + ½ Σ_r ‖e_r‖‖r‖)‖x‖ + E0 Σ_r ‖e_r‖``, both
   terms at most ``tol``, itself at most rule (★)'s bound ``(rtol + 4γ_{n+1})(1 + γ_{n+1})‖|W_down||W_up| + |A|‖_F + (n+2)d·2^-1074``;
-- *lower* (ReLU, GELU): for every ``S ⊆`` atoms, ``ρ_S`` = the number of singular values of
+- *basis*: ``L`` and ``rank_bound`` recomputed, ``lower ≤ max(0, L + k_red − n)``;
+- *lower* (ReLU, GELU): first the certificate's own ``S, G`` and ``S = ∅`` with ``G`` a basis, exact
+  witnesses (one narrower than the claim refutes it; ``lower = 1`` may rest on the cited, verified
+  ``not_absorbable`` block certificate); then for every ``S ⊆`` atoms (screened in float64 with error
+  bounds by :mod:`absorbjax._verify_sets`, which proves ``ρ_S = d`` for most; the rest, at most
+  :data:`LOWER_MAX`, counted exactly), ``ρ_S`` = the number of singular values of
   ``M_S = A' + Ũ_S Ŵ_S`` above the threshold (0: the exact rank; ``tol``: counted exactly as the sign
   changes of the characteristic polynomial of ``M_Sᵀ M_S − tol² I``, real-rooted, by Descartes' rule),
-  ``|G| + 2p ≥ ρ_S`` (``≥ 2ρ_S − rank Ŵ`` above ``rank Ŵ``); for exact weights an ``S`` below the claim
-  is refined over every ``G`` (``|G| + 2(rank[M_S; Ŵ_G] − rank Ŵ_G)``, exact ranks); then
+  ``|G| + 2p ≥ ρ_S`` (``≥ 2ρ_S − rank Ŵ`` above ``rank Ŵ``); an ``S`` below the claim is refined over
+  ``G`` (exact weights by flats ``P ⊇`` rowspace ``M_S``, float weights with exact projectors); then
   ``k* ≥ L + min_S … − n``. gelu_tanh, silu, softplus: the ReLU bound on the same weights, by their
   declared ray limit.
 
-Not checked: ``error`` (sampled); lower bounds beyond :data:`LOWER_MAX` sets (``unchecked``).
+Not checked: ``error`` (sampled); a lower bound that leaves more than :data:`LOWER_MAX` sets after the
+screen (``unchecked``).
 """
 
 from __future__ import annotations
