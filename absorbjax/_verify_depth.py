@@ -6,7 +6,8 @@ test reads its imports). The certificate carries its rational point (numerators 
 ``W_down^ℓ (L, d, n)``, the probe inputs ``x_k (K, d)``, biases ``β_ℓ (L, n)``, ``γ_ℓ (L, d)``, all over
 one power of two ``q``), the prime ``p``, the residue ``c₀`` standing in for ``c = 1/√(2π)`` (GELU),
 the jet order and the ``minor``: rows ``(k, a, j)`` and columns (parameter indices) of an
-``r × r`` submatrix of the probe Jacobian. The checker
+``r × r`` submatrix of the probe Jacobian ``J`` (for a subfamily ``W_0 + B θ``, of ``J B``, with the
+integer ``B (P, m)`` in the certificate and columns indices of ``θ``). The checker
 
 - recounts ``P``, the free bound ``b = P − (L−1)(d² − (d−n)₊² [+ d with biases]) [− nL for ReLU]`` and
   the residual maximum from the size (``docs/theory/depth.md``, steps 1 and 9, §8);
@@ -14,8 +15,8 @@ the jet order and the ``minor``: rows ``(k, a, j)`` and columns (parameter indic
   and ``q`` a unit mod ``p``);
 - recomputes those Jacobian rows mod ``p`` by its own forward mode over truncated power series in
   ``t`` (GELU: ``GELU(z) = z/2 + c Σ_k (−1)^k z^{2k+2} / (2^k k! (2k+1))``, ``c ↦ c₀``; ReLU: the
-  activation pattern at ``x_k`` from exact rational pre-activations, none of them 0) and the
-  determinant of the minor mod ``p``: nonzero mod ``p`` is nonzero over ``ℚ[c]`` (``c`` is
+  activation pattern at ``x_k`` from exact rational pre-activations, none of them 0), times ``B``
+  for a subfamily, and the determinant of the minor mod ``p``: nonzero mod ``p`` is nonzero over ``ℚ[c]`` (``c`` is
   transcendental), so the real rank is at least ``r``; then ``r > b``;
 - for the arguments beyond the rank count, recomputes their exact determinants (``det(I + D_S U_S)``
   for every layer and ``S``; GELU ``n < d``: ``det(I + ½ D U)``), the line's ``f(±1)`` and the free
@@ -174,24 +175,43 @@ def _rows(pt: dict, act: str, k: int, T: int, p: int, c0: int | None) -> np.ndar
     return dz
 
 
-def _minor_step(get, pt: dict, act: str, P: int) -> Step:
-    """The minor's rows recomputed mod ``p`` and its determinant: nonzero gives ``rank ≥ r``."""
+def _integer(v) -> int | None:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v)
+    return int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else None
+
+
+def _subfamily(get, P: int) -> tuple[list[list[int]] | None, Step | None]:
+    """``B (P, m)`` of a subfamily ``W_0 + B θ`` as Python integers, with ``m`` the certificate's
+    ``params``; or the step that says why not (absent: unchecked; malformed: refuted)."""
+    B, m = get("subfamily"), get("params")
+    if B is None:
+        return None, Step("minor", None, f"a subfamily of {m} parameters: its B is not in the certificate")
+    B = [[_integer(v) for v in row] for row in np.asarray(B, dtype=object).tolist()]
+    if len(B) != P or not all(len(row) == m and None not in row for row in B):
+        return None, Step("minor", False, f"the subfamily is not an integer ({P}, {m}) matrix")
+    return B, None
+
+
+def _minor_step(get, pt: dict, act: str, P: int, B: list[list[int]] | None = None) -> Step:
+    """The minor's rows recomputed mod ``p`` (times ``B`` for a subfamily ``W_0 + B θ``) and its
+    determinant: nonzero gives ``rank ≥ r``."""
     import flint
 
     minor, p, order = get("minor"), int(get("prime")), int(get("order"))
     if minor is None:
-        return Step("minor", None, "no minor in the certificate (a subfamily's rank, or an older certificate)")
+        return Step("minor", None, "no minor in the certificate (an older certificate)")
     rows, cols = [tuple(int(v) for v in r) for r in minor[0]], [int(c) for c in minor[1]]
-    r, K = len(rows), pt["inputs"].shape[0]
+    r, K, m = len(rows), pt["inputs"].shape[0], P if B is None else len(B[0])
     T = 1 if act == "relu" else order + 1
     if (
         len(cols) != r
         or len(set(cols)) != r
         or len(set(rows)) != r
-        or not all(0 <= c < P for c in cols)
+        or not all(0 <= c < m for c in cols)
         or not all(0 <= k < K and 0 <= a < pt["up"].shape[2] and 0 <= j < T for k, a, j in rows)
     ):
-        return Step("minor", False, f"the minor's rows or columns are not distinct indices of the {P} parameters")
+        return Step("minor", False, f"the minor's rows or columns are not distinct indices of the {m} parameters")
     c0 = None if act == "relu" else int(get("residue")) % p
     J = {}
     for k in sorted({k for k, _, _ in rows}):
@@ -199,13 +219,19 @@ def _minor_step(get, pt: dict, act: str, P: int) -> Step:
         if J[k] is None:
             why = f"input {k} lies on a kink" if act == "relu" else "GELU jets need zero biases at the point"
             return Step("minor", False, why)
-    entries = [int(J[k][c, j, a]) for k, a, j in rows for c in cols]
+    if B is None:
+        entries = [int(J[k][c, j, a]) for k, a, j in rows for c in cols]
+    else:  # the rows of J B: J's rows mod p times B's chosen columns mod p
+        Jr = flint.nmod_mat(r, P, [int(J[k][i, j, a]) for k, a, j in rows for i in range(P)], p)
+        Bc = flint.nmod_mat(P, r, [B[i][c] % p for i in range(P) for c in cols], p)
+        entries = [int(v) for v in (Jr * Bc).entries()]
     det = int(flint.nmod_mat(r, r, entries, p).det()) if r else 1
     ok = det != 0 and r == get("rank")
+    what = "probe Jacobian" if B is None else f"probe Jacobian times the subfamily's B ({P} × {m})"
     return Step(
         "minor",
         ok,
-        f"the {r} × {r} minor of the probe Jacobian, recomputed, has determinant {det} mod {p}; rank claimed {get('rank')}",
+        f"the {r} × {r} minor of the {what}, recomputed, has determinant {det} mod {p}; rank claimed {get('rank')}",
     )
 
 
@@ -302,11 +328,10 @@ def check_depth(get) -> list[Step]:
         steps.append(_prime_step(get("prime"), int(get("order")), act))
         if not steps[-1].ok:
             return steps
-        if get("params") != P:
-            return steps + [
-                Step("minor", None, f"a subfamily of {get('params')} parameters: its B is not in the certificate")
-            ]
-        steps.append(_minor_step(get, pt, act, P))
+        B, why = _subfamily(get, P) if get("params") != P or get("subfamily") is not None else (None, None)
+        if why is not None:
+            return steps + [why]
+        steps.append(_minor_step(get, pt, act, P, B))
         return steps + [Step("bound", get("rank") > b, f"rank {get('rank')} against the free bound {b}")]
     if method == "narrow":
         ok, why = _dets_nonzero(pt, False) if d <= n < 2 * d and not bias else (False, "needs d <= n < 2d, no biases")

@@ -14,15 +14,21 @@ test reads its imports). Everything is recomputed from the stored floats of ``W_
   the even coefficients' difference per atom, exactly; ``|E(z)| ≤ E0 + |z|/2`` (``E0 = 0`` but for
   softplus, :data:`_E0`) gives ``‖f(x) − g(x)‖ ≤ (‖R‖_F + ½ Σ_r ‖e_r‖‖r‖)‖x‖ + E0 Σ_r ‖e_r‖``, both
   terms at most ``tol``, itself at most rule (★)'s bound ``(rtol + 4γ_{n+1})(1 + γ_{n+1})‖|W_down||W_up| + |A|‖_F + (n+2)d·2^-1074``;
-- *lower* (ReLU, GELU): for every ``S ⊆`` atoms, ``ρ_S`` = the number of singular values of
+- *basis*: ``L`` and ``rank_bound`` recomputed, ``lower ≤ max(0, L + k_red − n)``;
+- *lower* (ReLU, GELU): first the certificate's own ``S, G`` and ``S = ∅`` with ``G`` a basis, exact
+  witnesses (one narrower than the claim refutes it; ``lower = 1`` may rest on the cited, verified
+  ``not_absorbable`` block certificate); then for every ``S ⊆`` atoms (screened in float64 with error
+  bounds by :mod:`absorbjax._verify_sets`, which proves ``ρ_S = d`` for most; the rest, at most
+  :data:`LOWER_MAX`, counted exactly), ``ρ_S`` = the number of singular values of
   ``M_S = A' + Ũ_S Ŵ_S`` above the threshold (0: the exact rank; ``tol``: counted exactly as the sign
   changes of the characteristic polynomial of ``M_Sᵀ M_S − tol² I``, real-rooted, by Descartes' rule),
-  ``|G| + 2p ≥ ρ_S`` (``≥ 2ρ_S − rank Ŵ`` above ``rank Ŵ``); for exact weights an ``S`` below the claim
-  is refined over every ``G`` (``|G| + 2(rank[M_S; Ŵ_G] − rank Ŵ_G)``, exact ranks); then
+  ``|G| + 2p ≥ ρ_S`` (``≥ 2ρ_S − rank Ŵ`` above ``rank Ŵ``); an ``S`` below the claim is refined over
+  ``G`` (exact weights by flats ``P ⊇`` rowspace ``M_S``, float weights with exact projectors); then
   ``k* ≥ L + min_S … − n``. gelu_tanh, silu, softplus: the ReLU bound on the same weights, by their
   declared ray limit.
 
-Not checked: ``error`` (sampled); lower bounds beyond :data:`LOWER_MAX` sets (``unchecked``).
+Not checked: ``error`` (sampled); a lower bound that leaves more than :data:`LOWER_MAX` sets after the
+screen (``unchecked``).
 """
 
 from __future__ import annotations
@@ -33,12 +39,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from absorbjax import activations
+from absorbjax import _verify_sets, activations
 from absorbjax._fingerprint import fingerprint
 from absorbjax._verify import Step, fingerprint_step
 
 _U = 2.0**-53
-LOWER_MAX = 2**12  # sets S the lower bound enumerates (beyond: unchecked)
+LOWER_MAX = 2**12  # sets S whose ranks are counted exactly (beyond: unchecked)
+SCREEN_MAX = 2**20  # sets S screened in float64 (beyond: a head of the atoms, the tail bounded)
 
 
 def _frac_rows(X) -> list[list[Fraction]]:
@@ -174,43 +181,170 @@ def _upper(U, D, A, V, act: str, width: int, tol: float) -> Step:
     return Step("upper (absorber)", ok, f"width {width}: {what} (exact, {misses} even misses), tol {tol:.3g}")
 
 
-def _lower(U, D, A, act: str, lower: int, thr: Fraction, budget: int) -> Step:
-    """``k* ≥ lower`` for ReLU/GELU: ``L + min_S lb(S) − n ≥ lower`` over every ``S`` (module docstring)."""
+def _lower(U, D, A, act: str, lower: int, thr: Fraction, budget: int, cited: bool, named) -> Step:
+    """``k* ≥ lower`` for ReLU/GELU: ``L + min_S lb(S) − n ≥ lower`` over every ``S`` (module docstring);
+    ``cited``: the certificate cites a verified ``not_absorbable`` block certificate of this block;
+    ``named``: the certificate's construction ``(S, G)`` as unit indices, tried first as a witness."""
     n, d = U.shape
     groups, W, Uc, Ap = _atoms(U, D, A, act)
     L = len(groups)
     need = lower + n - L  # the reduced cost every S, G must reach
     if lower <= 0 or need <= 0:
         return Step("lower", True, f"k* >= {lower}: trivially ({L} live atoms of {n} units)")
-    if 2**L > LOWER_MAX:
-        return Step("lower", None, f"2^{L} sets S: more than the checker enumerates ({LOWER_MAX})")
-    base, outer = _mat(Ap), [_mat([[u * w for w in W[a]] for u in Uc[a]]) for a in range(L)]
+    atom = {int(i): a for a, units in enumerate(groups) for i in units}
+    for S, G in [[sorted({atom[int(i)] for i in x if int(i) in atom}) for x in named], ([], _independent(W, d))]:
+        cost = _exact_cost(Ap, W, Uc, S, G) if not set(S) & set(G) else need
+        if cost < need:  # an exact construction narrower than the claim
+            return Step(
+                "lower", False, f"S = {S}, G = {G}: |G| + 2p = {cost} < {need} (exact), width n + {L + cost - n}"
+            )
+    if lower == 1 and cited and L == n:
+        return Step("lower", True, "k* >= 1: the cited block certificate (not_absorbable, verified) rules out width n")
     rank_W = _mat(W).rank() if thr == 0 else min(L, d)
+
+    def lb(rho: int) -> int:  # |G| + 2p over every G when rank M_S = rho
+        return rho if rho <= rank_W else 2 * rho - rank_W
+
+    sets, screened = _unscreened(Ap, W, Uc, thr, need, lb(d), lb(1))
+    if sets is None:
+        return Step("lower", None, screened)
+    base, outer = _mat(Ap), [_mat([[u * w for w in W[a]] for u in Uc[a]]) for a in range(L)]
     tried = 0
-    M = base
-    for step in range(2**L):  # Gray code: one atom enters or leaves S at each step
-        if step:
-            a = (step & -step).bit_length() - 1
-            M = M - outer[a] if (step ^ step >> 1) >> a & 1 == 0 else M + outer[a]
-        bits = step ^ step >> 1
-        S = [a for a in range(L) if bits >> a & 1]
+    for S in sets:
+        M = base
+        for a in S:
+            M = M + outer[a]
         rho = _rank_above(M, thr)
-        if (rho if rho <= rank_W else 2 * rho - rank_W) >= need:
+        if lb(rho) >= need:
             continue
         rest = [a for a in range(L) if a not in S]
-        for g in range(1, need):
-            for G in itertools.combinations(rest, g):
-                tried += 1
-                if tried > budget // d**3:
-                    return Step("lower", None, f"S = {S}: the refinement over G exceeds the checker's budget")
-                p = _rank_above(M * _complement([W[a] for a in G]), thr)
-                if g + 2 * p < need:
-                    why = f"S = {S}, G = {list(G)}: |G| + 2p = {g + 2 * p} < {need}, a width below n + lower"
-                    return Step("lower", False if thr == 0 else None, why)
-        if 2 * rho < need:  # G = ∅: p = ρ
-            return Step("lower", False if thr == 0 else None, f"S = {S}: 2 rank M_S = {2 * rho} < {need}")
+        short, tried = (
+            ((None, []), tried)
+            if 2 * rho < need
+            else (_flats if thr == 0 else _refine)(M, rho, rest, W, thr, need, tried)
+        )  # G = ∅ (p = ρ) falls short at once
+        if tried > budget // d**2:
+            return Step("lower", None, f"S = {S}: the refinement over G exceeds the checker's budget")
+        if short is not None:  # short of the claim; a refutation only where the exact ranks agree
+            cost = _exact_cost(Ap, W, Uc, S, short[1])
+            why = f"S = {S}, G = {short[1]}: |G| + 2p = {cost} (exact ranks) against {need}"
+            return Step(
+                "lower", False if cost < need else None, why + (", a width below n + lower" if cost < need else "")
+            )
     how = "exact ranks" if thr == 0 else f"singular values above {float(thr):.3g}, counted exactly"
-    return Step("lower", True, f"every S of {L} atoms ({2**L} sets, {how}) needs |G| + 2p >= {need}: k* >= {lower}")
+    return Step(
+        "lower", True, f"every S of {L} atoms ({screened}; {len(sets)} sets with {how}) needs |G| + 2p >= {need}"
+    )
+
+
+def _exact_cost(Ap, W, Uc, S: list[int], G: list[int]) -> int:
+    """``|G| + 2 rank M_S (I − Π_G)`` exactly, ``= |G| + 2 (rank [M_S; Ŵ_G] − rank Ŵ_G)``: an absorber of
+    width ``L + this − n`` exists (flip ``S``, duplicate ``G``, free pairs for the rest)."""
+    import flint
+
+    d = len(Ap)
+    M = _mat(Ap)
+    for a in S:
+        M = M + _mat([[u * w for w in W[a]] for u in Uc[a]])
+    WG = _mat([W[a] for a in G]) if G else flint.fmpq_mat(0, d)
+    return len(G) + 2 * (flint.fmpq_mat(d + len(G), d, M.entries() + WG.entries()).rank() - WG.rank())
+
+
+def _refine(M, rho: int, rest: list[int], W, thr: Fraction, need: int, tried: int) -> tuple[tuple | None, int]:
+    """``((G, |G| + 2p), tried)`` for a ``G ⊆ rest`` with ``|G| + 2p < need``, ``p`` the singular values of
+    ``M (I − Π_G)`` above ``thr`` (``Π_G`` exact), else ``(None, tried)``; ``tried`` counts the ``G``. Since
+    ``p ≥ ρ − |G|`` (a rank-``|G|`` change), only ``2ρ − need < |G| < need`` can fall short."""
+    for g in range(max(1, 2 * rho - need + 1), need):
+        for G in itertools.combinations(rest, g):
+            tried += 1
+            p = _rank_above(M * _complement([W[a] for a in G]), thr)
+            if g + 2 * p < need:
+                return (None, list(G)), tried
+    return None, tried
+
+
+def _flats(M, rho: int, rest: list[int], W, thr: Fraction, need: int, tried: int) -> tuple[tuple | None, int]:
+    """:func:`_refine` for exact ranks, by flats: ``min_G |G| + 2 rank M (I − Π_G) = min_{P ⊇ R} 2 dim P −
+    rank{ŵ_a ∈ P : a ∈ rest}`` (``R`` the row space of ``M``; ``G`` a basis of the atoms in ``P``), and
+    ``2 dim P − rank ≥ dim P``: only ``P = R + span T`` with ``dim P = ρ + |T| < need`` are searched."""
+    import flint
+
+    d = M.ncols()
+
+    def rank(rows: list) -> int:
+        return flint.fmpq_mat(len(rows) // d, d, rows).rank()
+
+    R = M.entries()
+    flat = {a: [flint.fmpq(v.numerator, v.denominator) for v in W[a]] for a in rest}
+    outside = [a for a in rest if rank(R + flat[a]) > rho]
+    for t in range(need - rho):
+        for T in itertools.combinations(outside, t):
+            tried += 1
+            P = R + [v for a in T for v in flat[a]]
+            if rank(P) != rho + t:
+                continue
+            inside = [a for a in rest if a in T or a not in outside or (t and rank(P + flat[a]) == rho + t)]
+            G = _independent([flat[a] for a in inside], d)
+            if 2 * (rho + t) - len(G) < need:
+                return (None, [inside[i] for i in G]), tried
+    return None, tried
+
+
+def _independent(rows: list, d: int) -> list[int]:
+    """Indices of a maximal independent subset of ``rows`` (greedy, in order), exactly."""
+    import flint
+
+    rows = [[flint.fmpq(v.numerator, v.denominator) for v in r] for r in rows]
+    out: list[int] = []
+    for i, r in enumerate(rows):
+        if flint.fmpq_mat(len(out) + 1, d, [v for j in out for v in rows[j]] + r).rank() == len(out) + 1:
+            out.append(i)
+    return out
+
+
+def _unscreened(Ap, W, Uc, thr: Fraction, need: int, lb_full: int, lb_one: int) -> tuple[list | None, str]:
+    """``(the sets S left for the exact count, what the float screen proved)``; ``(None, why)`` when more
+    than :data:`LOWER_MAX` are left. The screen (:mod:`absorbjax._verify_sets`) proves ``ρ_S = d`` (or
+    ``ρ_S ≥ 1`` where that suffices) for the ``2^H`` sets of a head of the ``H`` atoms of largest
+    ``‖ũ_a ŵ_aᵀ‖``, each with every set of the tail (bounded at once): ``H = L`` up to 16 atoms, else
+    16, then up to ``log2`` :data:`SCREEN_MAX` where the tail's bound is too weak."""
+    L = len(W)
+    prep = _verify_sets.prepare(Ap, W, Uc) if lb_full >= need else None
+    if prep is None:  # no rank alone suffices, or float64 cannot hold the weights: every set exactly
+        if 2**L > LOWER_MAX:
+            return None, f"2^{L} sets S, none screened: more than the checker counts exactly ({LOWER_MAX})"
+        return [[a for a in range(L) if s >> a & 1] for s in range(2**L)], "no float screen"
+    Of = prep[1]
+    order = sorted(range(L), key=lambda a: -float(np.linalg.norm(Of[a])))
+    top = SCREEN_MAX.bit_length() - 1
+    why = ""
+    for H in [L] if L <= 16 else [16, min(L, top)]:
+        head, tail = order[:H], order[H:]
+        margin = _verify_sets.tail_margin(Of, Uc, W, tail)
+        failed = _failed_heads(prep, head, margin, thr, lb_one >= need, LOWER_MAX >> len(tail))
+        if failed is None:
+            why = f"of 2^{H} head sets{f' (a tail of {len(tail)} atoms bounded by {margin:.3g})' if tail else ''}"
+            why = f"more than {LOWER_MAX >> len(tail)} {why} not proved in float64: beyond the exact count"
+            continue
+        what = "rank d" if lb_one < need else "rank d or 1"
+        screened = f"{2**H - len(failed)} of 2^{H} sets proved of {what} in float64 with error bounds"
+        if tail:
+            screened += f", each with every set of a tail of {len(tail)} atoms (Weyl, {margin:.3g})"
+        heads = [[head[i] for i in range(H) if f >> i & 1] for f in failed]
+        tails = [[tail[i] for i in range(len(tail)) if t >> i & 1] for t in range(2 ** len(tail))]
+        return [sorted(h + t) for h in heads for t in tails], screened
+    return None, why
+
+
+def _failed_heads(prep, head: list[int], margin: float, thr: Fraction, one: bool, most: int) -> list[int] | None:
+    """The numbers of the head sets the screen did not prove; ``None`` past ``most`` of them."""
+    failed: list[int] = []
+    for start in range(0, 2 ** len(head), _verify_sets.CHUNK):
+        stop = min(2 ** len(head), start + _verify_sets.CHUNK)
+        failed += (start + np.flatnonzero(~_verify_sets.screen(prep, head, margin, thr, start, stop, one))).tolist()
+        if len(failed) > most:
+            return None
+    return failed
 
 
 def _complement(WG: list[list[Fraction]]):
@@ -238,6 +372,19 @@ def _claim_steps(get, U, D, A, fp: str | None) -> list[Step]:
     ]
 
 
+def _basis_step(basis: dict, U, D, A, act: str, lower: int) -> Step:
+    """What ``lower`` rests on, as the certificate states it: ``L`` the live atoms, ``rank_bound`` the exact
+    ``rank Ŵ`` (exact weights) or ``min(L, d)``, and ``lower ≤ max(0, L + k_red − n)``."""
+    n, d = U.shape
+    _, W, _, _ = _atoms(U, D, A, act)
+    L, k_red = len(W), basis.get("k_red")
+    rank = (_mat(W).rank() if W else 0) if basis.get("threshold") == 0 else min(L, d)
+    ok = basis.get("L") == L and basis.get("rank_bound") == rank and isinstance(k_red, int)
+    ok = ok and lower <= max(0, L + k_red - n)
+    got = f"L = {basis.get('L')}, rank_bound = {basis.get('rank_bound')}, k_red = {k_red!r}"
+    return Step("basis", ok, f"{got}; recomputed L = {L}, rank bound {rank}; lower {lower} <= max(0, L + k_red − n)")
+
+
 def check_width(get, U, D, skip, budget: int, verify_block) -> list[Step]:
     """The steps of a width certificate (``get(field)`` reads it) for ``W_up = U (n, d)``, ``W_down = D
     (d, n)``, ``A = skip`` (``None``: ``I``): its frame, the absorber (upper), the atoms and the lower
@@ -262,19 +409,28 @@ def check_width(get, U, D, skip, budget: int, verify_block) -> list[Step]:
         steps.append(
             Step("atoms", same, f"{len(groups)} live atoms (exact); the certificate lists {len(get('atoms'))}")
         )
-        thr = (get("basis") or {}).get("threshold")
+        basis = get("basis") or {}
+        thr = basis.get("threshold")
         if thr is None or thr not in (0.0, tol) or (thr == 0) != bool(get("exact")):
             return steps + [Step("lower", None if thr is None else False, f"threshold {thr!r}: 0 (exact) or tol")]
+        steps.append(_basis_step(basis, U, D, A, act, lower))
     else:  # by the declared ray limit: the ReLU bound on the same weights
         limit, thr = activations.get(act).ray_limit, tol
         if limit != "relu" and lower > 0:
             return steps + [Step("lower", False, f"{act} declares ray limit {limit!r}, not relu: no lower bound")]
+        ray = (get("basis") or {}).get("ray_limit_lower")
+        steps.append(Step("basis", isinstance(ray, int) and lower <= ray, f"the relu bound {ray!r} >= lower {lower}"))
         if all(np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= 2**20 for X in (U, D, A)):
             thr = 0.0  # integer weights: exact ranks
-    steps.append(_lower(U, D, A, act if act == "gelu" else "relu", lower, Fraction(thr), budget))
-    cond = get("condition")
+    cond, cited = get("condition"), []
     if cond is not None and cond.get("status") in ("absorbable", "not_absorbable"):
         v = verify_block(cond)
         ok = {"verified": True, "refuted": False}.get(v.verdict)
-        steps.append(Step("condition", ok, f"the block certificate it cites: {v.verdict}"))
-    return steps
+        cited.append(Step("condition", ok, f"the block certificate it cites: {v.verdict}"))
+    # k* >= 1 by the cited certificate: the same block, relu or gelu, not absorbable at width n (Thm 8/10)
+    no_width_n = (
+        bool(cited) and cited[0].ok is True and (cond["status"], cond.get("activation")) == ("not_absorbable", act)
+    )
+    named = ([int(i) for i in np.ravel(get("S"))], [int(i) for i in np.ravel(get("G"))])
+    steps.append(_lower(U, D, A, act if act == "gelu" else "relu", lower, Fraction(thr), budget, no_width_n, named))
+    return steps + cited

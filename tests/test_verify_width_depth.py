@@ -137,14 +137,93 @@ def test_a_raised_lower_bound_is_refuted_by_a_smaller_construction():
     params = _integer(2, 5, seed=4)
     cert = condition.min_extra_width(params, "relu")
     assert cert.k >= 1 and cert.exact, str(cert)
-    raised = _json(cert)
-    raised.update(k=cert.k + 1, lower=cert.k + 1, upper=cert.k + 1)
-    raised["absorber"]["up"].append([0.0, 0.0])
-    for row in raised["absorber"]["down"]:
-        row.append(0.0)
+    raised = _raised(cert)
     check = _refuted_at(raised, params, "lower")
     assert "width" in check.failed.detail
     assert {s.name: s.ok for s in check.steps}["upper (absorber)"] is True  # the padded absorber is fine
+
+
+def _raised(cert) -> dict:
+    """``cert``'s JSON claiming ``k* + 1``: lower, upper, k and the basis's ``k_red`` raised by one, the
+    absorber padded by a dead unit (a valid absorber of that width)."""
+    raised = _json(cert)
+    raised.update(k=cert.k + 1, lower=cert.k + 1, upper=cert.k + 1)
+    raised["basis"]["k_red"] += 1
+    raised["absorber"]["up"].append([0.0] * cert.d)
+    for row in raised["absorber"]["down"]:
+        row.append(0.0)
+    return raised
+
+
+@pytest.mark.parametrize("params", [_gaussian(7, 14, seed=1), _integer(6, 13, seed=2)])
+def test_a_lower_bound_over_more_than_4096_sets_is_verified_and_a_raised_one_refuted(params):
+    """2^13 and 2^14 sets S (beyond the exact count's 2^12): the float screen with error bounds proves
+    rank M_S = d for the sets it can, the rest are counted exactly; claiming one unit more is refuted by
+    an exact construction (the certificate's own), and a basis that does not match is refuted."""
+    cert = condition.min_extra_width(params, "relu")
+    assert cert.status == "certified" and len(cert.atoms) > 12, str(cert)
+    for record in (cert, _json(cert)):
+        check = verify(record, params)
+        assert check.verdict == "verified", str(check)
+    lower = {s.name: s for s in check.steps}["lower"]
+    assert "float64 with error bounds" in lower.detail and f"of 2^{len(cert.atoms)} sets" in lower.detail
+    check = _refuted_at(_raised(cert), params, "lower")
+    assert "(exact)" in check.failed.detail
+    good = _json(cert)
+    for change in ({"L": cert.basis["L"] + 1}, {"rank_bound": cert.basis["rank_bound"] - 1}, {"k_red": 0}):
+        _refuted_at(dict(good, basis=dict(good["basis"], **change)), params, "basis")
+
+
+def test_many_atoms_a_head_enumerated_and_the_tail_bounded():
+    """24 atoms: 2^16 head sets screened, each with every set of the 8 smallest atoms at once (Weyl);
+    where that bound is too weak the step is unchecked, never verified; a lower bound of 1 rests on the
+    cited block certificate (not absorbable, verified)."""
+    rng = np.random.default_rng(0)
+    p = models.MLPParams(rng.normal(size=(24, 3)) / np.sqrt(3), rng.normal(size=(3, 24)) / np.sqrt(24))
+    small = models.MLPParams(p.up / 4, p.down / 4)
+    cert = condition.min_extra_width(small, "relu", max_bits=12)
+    assert (cert.status, cert.k, cert.method) == ("certified", 3, "prefix")
+    check = verify(cert, small)
+    assert check.verdict == "verified" and "a tail of 8 atoms" in str(check), str(check)
+    wide = condition.min_extra_width(p, "relu", max_bits=12)
+    assert wide.status == "undecided" and wide.lower == 1, str(wide)
+    check = verify(wide, p)
+    assert check.verdict == "verified" and "cited block certificate" in str(check), str(check)
+    more = dict(_json(wide), lower=2, basis=dict(wide.basis, k_red=2))  # true or not, the screen cannot tell
+    check = verify(more, p)
+    assert check.verdict == "unchecked" and check.steps[-2].name == "lower", str(check)
+
+
+def test_the_float_screen_never_proves_a_rank_it_does_not_have():
+    """``_verify_sets``: matrices with σ_min a hair above or below the threshold, and exactly singular
+    ones; every rank the screen proves is confirmed by the exact count."""
+    from fractions import Fraction
+
+    from absorbjax import _verify_sets, _verify_width
+
+    rng = np.random.default_rng(0)
+    proved = 0
+    for trial in range(40):
+        d, L = 3, 4
+        W = [[Fraction(int(v)) for v in rng.integers(-3, 4, d)] for _ in range(L)]
+        Uc = [[Fraction(int(v)) for v in rng.integers(-3, 4, d)] for _ in range(L)]
+        Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+        s = [1.0, 0.5, 2.0**-20]
+        Apf = (Q * s) @ Q.T
+        Ap = [[Fraction(float(v)) for v in row] for row in Apf]
+        thr = Fraction(float(np.linalg.svd(Apf, compute_uv=False)[-1])) * (1 + Fraction(trial % 5 - 2, 2**30))
+        prep = _verify_sets.prepare(Ap, W, Uc)
+        ok = _verify_sets.screen(prep, list(range(L)), 0.0, thr, 0, 2**L, False)
+        for S in range(2**L):
+            if ok[S]:
+                M = _verify_width._mat(Ap)
+                for a in range(L):
+                    if S >> a & 1:
+                        M = M + _verify_width._mat([[u * w for w in W[a]] for u in Uc[a]])
+                assert _verify_width._rank_above(M, thr) == d
+                proved += 1
+        assert not ok[0] or trial % 5 < 2  # S = ∅: σ_min a hair from the threshold, proved only below it
+    assert proved > 100
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,3 +397,52 @@ def test_min_extra_width_checks_its_own_certificate_and_falls_back_to_what_needs
     assert verify(out, params).verdict == "verified", str(verify(out, params))
     monkeypatch.setattr(_extra, "_conclude", honest)
     assert condition.min_extra_width(params, "relu").status == "certified"  # checked, and returned as it is
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_a_subfamily_depth_certificate_carries_its_basis_and_is_verified(act):
+    """``certify(..., subfamily=B)``: the certificate carries ``B`` and a minor of ``J B`` (columns:
+    coordinates of θ), which ``verify`` recomputes; a rank the minor does not reach, a basis entry that
+    makes the minor singular, a malformed basis are refuted; without ``B`` the step is unchecked. A
+    basis changed where the minor stays nonsingular is a valid certificate of that other family."""
+    d, n, L = 2, 4, 2
+    P = dimension.param_count(d, n, L)
+    B = np.random.default_rng(1).integers(-5, 6, (P, dimension.free_bound(act, d, n, L) + 2))
+    cert = _depth(act, d, n, L, subfamily=B)
+    assert cert.status == "certified_disjoint" and cert.params == B.shape[1] and cert.minor is not None
+    np.testing.assert_array_equal(cert.subfamily, B)
+    good = _json(cert)
+    for record in (cert, good):
+        check = verify(record)
+        assert check.verdict == "verified" and "times the subfamily's B" in str(check), str(check)
+    _refuted_at(dict(good, rank=cert.rank + 1), None, "minor")
+    # one entry of B, in a column of the minor, moved so that the minor's determinant vanishes mod p
+    from absorbjax import _verify_depth
+
+    p, (rows, cols) = cert.prime, cert.minor
+    pt = _verify_depth._point(lambda k: good[k])
+    T = 1 if act == "relu" else cert.order + 1
+    J = {k: _verify_depth._rows(pt, act, k, T, p, None if act == "relu" else cert.residue % p) for k, _, _ in rows}
+
+    def det(Bm) -> int:
+        import flint
+
+        JB = [[sum(int(J[k][i, j, a]) * int(Bm[i][c]) for i in range(P)) % p for c in cols] for k, a, j in rows]
+        return int(flint.nmod_mat(JB, p).det())
+
+    i, c = next((i, c) for c in range(len(cols)) for i in range(P) if any(int(J[k][i, j, a]) for k, a, j in rows))
+    base = det(good["subfamily"])
+    moved = copy.deepcopy(good["subfamily"])
+    moved[i][cols[c]] += 1
+    slope = (det(moved) - base) % p  # the determinant is affine in one entry of B
+    assert slope and base
+    moved[i][cols[c]] = good["subfamily"][i][cols[c]] + (-base * pow(slope, -1, p)) % p
+    assert det(moved) == 0
+    _refuted_at(dict(good, subfamily=moved), None, "minor")
+    other = copy.deepcopy(good["subfamily"])
+    other[i][cols[c]] += 1
+    assert det(other) and verify(dict(good, subfamily=other)).verdict == "verified"  # a certificate of W_0 + B' θ
+    _refuted_at(dict(good, subfamily=good["subfamily"][:-1]), None, "minor")  # not (P, m)
+    _refuted_at(dict(good, subfamily=[[0.5] + r[1:] for r in good["subfamily"]]), None, "minor")  # not integer
+    check = verify(dict(good, subfamily=None))
+    assert check.verdict == "unchecked" and "its B is not in the certificate" in str(check), str(check)

@@ -75,8 +75,11 @@ class DepthCertificate(Verdict):
         weights are ``±1``, ``0`` and the exact values ``f(1)``, ``f(−1)`` (given exactly in ``reason``).
       minor: the evidence of ``rank``: ``(rows, cols)`` of a ``rank × rank`` submatrix of the probe
         Jacobian that is nonsingular mod ``prime`` (:class:`ExactRank`'s ``minor``: rows ``(k, a, j)``,
-        columns parameter indices); ``None`` with a ``subfamily``. :func:`absorbjax.verify` recomputes
-        those rows from ``point`` and the determinant mod ``prime``.
+        columns parameter indices; with a ``subfamily``, columns of ``B``: a minor of ``J B``).
+        :func:`absorbjax.verify` recomputes those rows from ``point`` (times ``B``) and the
+        determinant mod ``prime``.
+      subfamily: the integer matrix ``B`` ``(P, m)`` of the affine family ``W_0 + B θ`` (``W_0`` the
+        point) whose rank was counted; ``None`` for the whole family.
     """
 
     status: DepthStatus
@@ -104,6 +107,7 @@ class DepthCertificate(Verdict):
     bias: bool = False
     free_stack: models.MLPParams | None = None
     minor: tuple | None = None
+    subfamily: np.ndarray | None = None
 
     def __post_init__(self):  # a status outside the vocabulary is refused (ValueError)
         object.__setattr__(self, "status", DepthStatus(self.status))
@@ -445,4 +449,5 @@ def certify(
     exact = (best.rank, bound, maximum, narrow, probes, best.prime, best.residue, best.order, best.inputs, best.dropped)
     floats = (None, None) if fr is None else (fr.rank, fr.gap)
     fields = (*verdict, name, d, n, depth, residual, P, *exact, point, *floats, time.perf_counter() - start, bias)
-    return _self_checked(DepthCertificate(*fields, free_stack, minor=best.minor))
+    B = None if subfamily is None else np.asarray(subfamily)
+    return _self_checked(DepthCertificate(*fields, free_stack, minor=best.minor, subfamily=B))

@@ -265,8 +265,8 @@ class ExactRank(NamedTuple):
         evidence that :func:`absorbjax.verify` checks: each row a triple ``(k, a, j)``, output ``a`` of
         input ``k`` of the point (before kink inputs are dropped), coefficient of ``t^j`` of
         ``f(t x_k)`` (GELU; ReLU: ``j = 0``, the value ``f(x_k)``); each column a parameter index in
-        the order of ``ravel_pytree(MLPParams(up, down))``, then ``β``, ``γ``. ``None`` with a
-        ``subfamily`` (its columns are combinations).
+        the order of ``ravel_pytree(MLPParams(up, down))``, then ``β``, ``γ``; with a ``subfamily``
+        ``B``, a minor of ``J B``, its columns coordinates of ``θ`` (columns of ``B``).
     """
 
     rank: int
@@ -372,16 +372,14 @@ def exact_rank(
         point = point._replace(inputs=point.inputs[keep])
         masks = [m[keep] for m in masks]
         M = forward_jacobian(point, residual, 1, p, 0, masks, chunk)
-    if subfamily is not None:
+    cols = P
+    if subfamily is not None:  # the family W_0 + B θ: its Jacobian J B, columns the m coordinates θ
         Mf = flint.nmod_mat(M.shape[0], M.shape[1], M.ravel().tolist(), p)
-        Bf = flint.nmod_mat(P, subfamily.shape[1], (subfamily % p).ravel().tolist(), p)
-        rank = (Mf * Bf).rank()
+        Bf = flint.nmod_mat(P, subfamily.shape[1], [int(v) % p for v in subfamily.ravel().tolist()], p)
         cols = subfamily.shape[1]
-        minor = None
-    else:
-        first = 0 if name == "relu" or point.bias else 1  # the t-power of each input's first row
-        rank, minor = _modular_minor(M, p, kept, d, first)
-        cols = P
+        M = np.array([int(v) for v in (Mf * Bf).entries()], np.int64).reshape(M.shape[0], cols)
+    first = 0 if name == "relu" or point.bias else 1  # the t-power of each input's first row
+    rank, minor = _modular_minor(M, p, kept, d, first)
     return ExactRank(
         int(rank),
         M.shape[0],
