@@ -31,6 +31,9 @@ import numpy as np
 from absorbjax import activations
 from absorbjax._fingerprint import dtypes_of, fingerprint
 from absorbjax._resident import release
+from absorbjax._verify_depth import check_depth
+from absorbjax._verify_step import Step, fingerprint_step
+from absorbjax._verify_width import check_width
 from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
 
 VERIFIED, REFUTED, UNCHECKED = "verified", "refuted", "unchecked"
@@ -43,15 +46,6 @@ _UNNAMED_KINK = f"{KINK_THEOREM} for relu, {RAY_LIMIT_KINK_THEOREM} for gelu, ge
 _UNNAMED_RAY = RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
 _UNNAMED_PAPER = "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
 _DECLARED = ", given the declared facts"
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    """One checked claim: ``ok`` ``True`` (holds), ``False`` (refutes) or ``None`` (not checked: ``detail``)."""
-
-    name: str
-    ok: bool | None
-    detail: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -514,12 +508,8 @@ def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, bud
 def _checked(get, U, D, skip, bias, out_bias, budget: int) -> Verification:
     """:func:`verify`'s steps; a field of the wrong kind raises (``verify`` refutes it at "format")."""
     if U is None:
-        from absorbjax._verify_depth import check_depth
-
         return _conclude(str(get("status")), check_depth(get))
     if get("absorber") is not None:  # a width certificate
-        from absorbjax._verify_width import check_width
-
         steps = check_width(get, U, D, skip, budget, lambda c: verify(c, (U, D), skip=skip, budget=budget))
         return _conclude(str(get("status")), steps)
     ev = get("evidence")
@@ -576,16 +566,6 @@ def _checked(get, U, D, skip, bias, out_bias, budget: int) -> Verification:
     else:
         steps.append(Step("status", False, f"unknown status {status!r}"))
     return _conclude(status, steps)
-
-
-def fingerprint_step(computed: str | None, claimed: str | None) -> Step:
-    """The weights against the certificate's fingerprint (``unchecked`` without one)."""
-    if not claimed:
-        return Step("fingerprint", None, "no fingerprint in the certificate")
-    same = computed == claimed
-    return Step(
-        "fingerprint", same, "the weights are the ones decided" if same else "these weights are not the ones decided"
-    )
 
 
 def _conclude(status: str, steps: list[Step]) -> Verification:

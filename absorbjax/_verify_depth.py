@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from absorbjax._verify import Step
+from absorbjax._verify_step import Step
 
 NARROW_MAX = 16  # n for which the 2^n determinants per layer are enumerated
 

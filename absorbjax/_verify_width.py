@@ -41,7 +41,7 @@ import numpy as np
 
 from absorbjax import _verify_sets, activations
 from absorbjax._fingerprint import fingerprint
-from absorbjax._verify import Step, fingerprint_step
+from absorbjax._verify_step import Step, fingerprint_step
 
 _U = 2.0**-53
 LOWER_MAX = 2**12  # sets S whose ranks are counted exactly (beyond: unchecked)

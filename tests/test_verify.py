@@ -29,7 +29,7 @@ def _generic(d=3, n=9, seed=1):
     return models.MLPParams(np.asarray(params.up), np.asarray(params.down))
 
 
-@pytest.mark.parametrize("module", ["_verify", "_verify_width", "_verify_depth", "_verify_sets"])
+@pytest.mark.parametrize("module", ["_verify", "_verify_width", "_verify_depth", "_verify_sets", "_verify_step"])
 def test_the_checker_imports_nothing_from_the_decision_and_is_short(module):
     path = pathlib.Path(__file__).parents[1] / "absorbjax" / f"{module}.py"
     tree = ast.parse(path.read_text())
