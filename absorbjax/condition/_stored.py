@@ -37,13 +37,13 @@ def entry_block(d: int, entries: int) -> int:
 
 
 def _upcast(x: np.ndarray, dtype) -> np.ndarray:
-    """A copy of ``x`` in ``dtype`` (float32 or float64), exactly for any narrower float; ``bfloat16``
-    through its bits (they are the high half of a float32: exact, and much faster than a cast)."""
-    if x.dtype == _BF16 and sys.byteorder == "little":
+    """A copy of ``x`` in ``dtype`` (float32 or float64), exactly for any narrower float; ``bfloat16`` to
+    float64 through its bits (the high half of a float32: exact, and much faster than ``ml_dtypes``'
+    cast to float64; its cast to float32 is faster than the bits, so that one is kept)."""
+    if x.dtype == _BF16 and dtype == np.float64 and sys.byteorder == "little":
         bits = np.zeros((*x.shape, 2), np.uint16)
         bits[..., 1] = x.view(np.uint16)
-        out = bits.view(np.float32)[..., 0]
-        return out if dtype == np.float32 else out.astype(dtype)
+        return bits.view(np.float32)[..., 0].astype(np.float64)
     return x.astype(dtype)
 
 
@@ -60,7 +60,7 @@ def as_float64(x) -> np.ndarray:
 def as_working(x) -> np.ndarray:
     """``x`` in a dtype NumPy computes with, for the search's guiding numbers: float32 and float64 as
     they are (no copy, unless memory-mapped: then a copy, and the map released as :func:`as_float64`
-    releases it), any other dtype (float16, ``bfloat16`` through its bits) upcast to float32."""
+    releases it), any other dtype (float16, ``bfloat16``) upcast to float32 (exact for the narrower floats)."""
     x = np.asarray(x)
     wide = x.dtype in (np.float32, np.float64)
     if wide and not mapped(x):
