@@ -57,3 +57,71 @@ def test_the_screen_reads_the_units_maxima_once(calls):
     cert = condition.find_absorbing_set(params, "gelu")
     assert cert.status == condition.Status.NOT_ABSORBABLE and cert.method == "trace"
     assert calls.get("unit_max") == 1
+
+
+def _counting(monkeypatch, seen: dict, name: str, *modules):
+    """Wrap ``name`` (where it lives, ``modules[0]``, and where it is imported by name) in a counter ``seen[name]``."""
+    inner = getattr(modules[0], name)
+
+    def counted(*args, **kwargs):
+        seen[name] = seen.get(name, 0) + 1
+        return inner(*args, **kwargs)
+
+    for module in modules:
+        monkeypatch.setattr(module, name, counted)
+
+
+@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+def test_the_search_reads_through_the_one_blocked_reader(monkeypatch, n):
+    """The matrix-free search of ``distance`` (on the Gram path's balanced float64 copy, and on the wide
+    path's weights as stored, here ``bfloat16``) reads every window through :mod:`_stored`
+    (:func:`stored.window`, upcast by :func:`stored.as_working`); it keeps no reader of its own."""
+    from absorbjax.condition import _search as search
+
+    assert not any(hasattr(search, name) for name in ("_work", "_chunks", "mapped", "release"))
+    seen: dict = {}
+    _counting(monkeypatch, seen, "window", stored)
+    _counting(monkeypatch, seen, "as_working", stored, search)
+    rng = np.random.default_rng(2)
+    U, D = rng.standard_normal((n, 4)) / 2, rng.standard_normal((4, n)) / n  # decided at once: the trace test
+    if n >= large.SCREEN_MIN_N:
+        import ml_dtypes
+
+        U, D = U.astype(ml_dtypes.bfloat16), D.astype(ml_dtypes.bfloat16)
+    before = dict(seen)
+    dist = condition.distance(models.MLPParams(U, D), "relu", work=1e7)
+    assert dist.method not in ("exact", "exhaustive")  # the search ran
+    assert seen.get("as_working", 0) > before.get("as_working", 0)
+    assert seen.get("window", 0) > before.get("window", 0)
+
+
+def test_the_width_code_reads_through_the_one_reader(monkeypatch):
+    """``min_extra_width`` reads its block in float64 through :func:`stored.as_float64` (via
+    :func:`_inputs.float_weights`), the upcast every reader of ``condition`` uses."""
+    seen: dict = {}
+    _counting(monkeypatch, seen, "as_float64", stored, inputs)
+    U = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    D = np.array([[-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+    cert = condition.min_extra_width(models.MLPParams(U, D), "relu")
+    assert cert.width is not None and seen.get("as_float64", 0) >= 2  # W_up and W_down
+
+
+def test_the_readers_upcasts_are_exact_and_copy_only_when_needed(tmp_path):
+    """:func:`stored.as_float64` and :func:`stored.as_working` give exactly the cast values (``bfloat16``
+    through its bits); ``as_working`` returns an in-memory float32/float64 array itself and copies a
+    memory-mapped one (so its pages can be released) or a narrower one (to float32)."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((5, 7)) * 2.0 ** rng.integers(-130, 120, (5, 7))).astype(np.float32)
+    b = x.astype(ml_dtypes.bfloat16)
+    assert np.array_equal(stored.as_float64(b), b.astype(np.float64))
+    assert stored.as_working(b).dtype == np.float32 and np.array_equal(stored.as_working(b), b.astype(np.float32))
+    assert stored.as_working(b[:, ::2]).tobytes() == b[:, ::2].astype(np.float32).tobytes()
+    assert stored.as_working(x.astype(np.float16)).dtype == np.float32
+    assert stored.as_working(x) is x
+    m = np.memmap(tmp_path / "x.bin", dtype=np.float32, mode="w+", shape=x.shape)
+    m[:] = x
+    w = stored.as_working(m)
+    assert w.dtype == np.float32 and np.array_equal(w, x) and not np.shares_memory(w, m)
+    assert [s.stop - s.start for s in stored.blocks(10, stored.entry_block(3, 10))] == [3, 3, 3, 1]

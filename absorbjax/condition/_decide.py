@@ -432,7 +432,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
 
 def _absolute(U, D, dtypes, block: int = stored.BLOCK) -> bool:
     """:func:`absolute_rounding` of ``W_up`` and of ``W_down``, read in blocks of ``block`` units."""
-    blocks = [slice(s, s + block) for s in range(0, U.shape[0], block)]
+    blocks = stored.blocks(U.shape[0], block)
     up, down = (storage_rtol(dt) > 0 for dt in dtypes)  # else float64 or integers: never absolute
     return (up and any(absolute_rounding(stored.as_float64(U[s]), dtypes[0]) for s in blocks)) or (
         down and any(absolute_rounding(stored.as_float64(D[:, s]), dtypes[1]) for s in blocks)

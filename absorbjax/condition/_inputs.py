@@ -12,7 +12,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax._dtypes import finfo, is_float, is_integer
 from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
-from absorbjax.condition._stored import unit_max
+from absorbjax.condition._stored import as_float64, unit_max
 from absorbjax.models import GatedParams, MLPParams
 
 DEFAULT_RTOL = 1e3 * EPS  # slack for weights that were themselves computed (a pseudo-inverse)
@@ -26,9 +26,9 @@ _SKIP_RANGE = (2.0**-400, 2.0**400)  # max|A| outside: refused (rescale A and W_
 
 def float_weights(params, *, batched: bool) -> tuple[np.ndarray, np.ndarray, np.dtype]:
     """``(W_up, W_down, dtype)`` checked (shapes, real and finite entries, a range float64 decides in),
-    as float64 copies; ``dtype`` the stored one."""
+    as float64 copies (:func:`stored.as_float64`, the one reader's upcast); ``dtype`` the stored one."""
     up, down, dtype = _checked(params, batched)
-    U, D = up.astype(np.float64), down.astype(np.float64)
+    U, D = as_float64(up), as_float64(down)
     if not (np.all(np.isfinite(U)) and np.all(np.isfinite(D))):
         raise ValueError("params contain NaN or inf")
     _in_range(np.max(np.abs(U), axis=-1), np.max(np.abs(D), axis=-2), *U.shape[-2:])

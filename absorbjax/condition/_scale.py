@@ -53,7 +53,6 @@ from absorbjax.condition._stored import (
     BLOCK,
     SAFE,
     Scales,
-    as_float64,
     blocks,
     down_cols,
     inner,
@@ -61,6 +60,8 @@ from absorbjax.condition._stored import (
     load,
     unit_scales,
     up_rows,
+    window,
+    windows,
 )
 from absorbjax.results import Word
 
@@ -170,8 +171,7 @@ def _zvals(U, D, k, Z, block) -> tuple[np.ndarray, np.ndarray]:
     z, err = np.empty(n), np.empty(n)
     zf = float(np.linalg.norm(Z)) * (1 + _gamma(d * d + 2))
     identity = is_identity(Z)
-    for s in blocks(n, block):
-        u, dd = load(U, D, k, s)
+    for s, u, dd in windows(U, D, block, scales=k):
         z[s] = np.einsum("ik,ik->i", u if identity else u @ Z.T, dd.T)
         nu = _norms(u, dd)
         l1 = 2 * math.sqrt(d) * np.sqrt(np.einsum("ji,ji->i", dd, dd))  # ≥ ‖W_down[:,i]‖_1
@@ -422,7 +422,7 @@ def screen_check(U, D, A, S, rtol: float) -> SetCheck:
     """
     S = np.asarray(S, dtype=np.int64)
     with threadpool_limits(_THREADS):
-        u, dd = as_float64(U[S]), as_float64(D[:, S])
+        u, dd = window(U, D, S)
         R = dd @ u + A
         bound = np.abs(dd) @ np.abs(u) + np.abs(A)
     r = rtol + 2 * _gamma(S.size + 1)

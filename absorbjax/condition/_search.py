@@ -13,8 +13,10 @@ units (smallest ``δ``) first.
 
 The numbers here only guide the search (float64, or float32 for weights stored narrower): the
 caller evaluates the set it returns rigorously (:func:`absorbjax.condition._arith.miss_bound`). The
-weights may be the stored arrays (memory-mapped, bfloat16): every pass over the units reads them in
-chunks of ``CHUNK`` entries, upcast one chunk at a time, never a copy of a whole matrix.
+weights may be the stored arrays (memory-mapped, bfloat16): every pass over the units reads them
+through the one blocked reader, :mod:`absorbjax.condition._stored` (:func:`_stored.windows` of
+``CHUNK`` entries, upcast one window at a time by :func:`_stored.as_working`), never a copy of a whole
+matrix.
 
 The search stops on a :class:`Budget` of *work*, a count of multiply-adds charged before each
 step from the shapes alone (a pass of scores, a Gram column, a block of swaps), so that the same
@@ -29,7 +31,8 @@ import time
 
 import numpy as np
 
-from absorbjax._resident import mapped, release
+from absorbjax.condition import _stored as stored
+from absorbjax.condition._stored import as_working
 
 SWAP_BLOCK = 256  # units per side of one block of swaps
 CHUNK = 2**20  # entries of W_up (and of W_down) per chunk of a pass over all units (4 MiB in float32)
@@ -82,29 +85,9 @@ def _scalar(A: np.ndarray) -> float | None:
     return None
 
 
-def _work(X) -> np.ndarray:
-    """``X`` (a slice of the weights) in a dtype NumPy computes with: float32/float64 as they are,
-    narrower ones (float16, bfloat16) upcast to float32."""
-    X = np.asarray(X)
-    if X.dtype in (np.float32, np.float64) and not mapped(X):
-        return X
-    out = X.astype(np.float32 if X.dtype not in (np.float32, np.float64) else X.dtype)  # a copy
-    release(X)  # a memory map's pages: read, not kept resident
-    return out
-
-
-def _chunks(U, D):
-    """``(s, W_up[s,:], W_down[:,s])`` for consecutive chunks ``s`` of ``CHUNK // d`` units, upcast by :func:`_work`."""
-    n, d = U.shape
-    units = max(1, CHUNK // d)
-    for lo in range(0, n, units):
-        s = slice(lo, min(lo + units, n))
-        yield s, _work(U[s]), _work(D[:, s])
-
-
 def _per_unit(U, D, f) -> np.ndarray:
-    """``f(W_up[s,:], W_down[:,s])`` ``(|s|,)`` over the chunks, joined ``(n,)``."""
-    return np.concatenate([f(u, dd) for _, u, dd in _chunks(U, D)])
+    """``f(W_up[s,:], W_down[:,s])`` ``(|s|,)`` over windows of ``CHUNK`` entries, joined ``(n,)``."""
+    return stored.per_unit(U, D, f, stored.entry_block(U.shape[1], CHUNK), as_working)
 
 
 def scores(
@@ -122,7 +105,7 @@ def scores(
         return None
     q = _per_unit(U, D, lambda u, dd: np.einsum("ki,ki->i", dd, dd) * np.einsum("ij,ij->i", u, u))
     alpha, S = _scalar(A), np.flatnonzero(m)
-    R = None if alpha is not None and 2 * S.size < d else A + _work(D[:, S]) @ _work(U[S, :])
+    R = None if alpha is not None and 2 * S.size < d else A + as_working(D[:, S]) @ as_working(U[S, :])
     if R is None:
         a = _per_unit(U, D, lambda u, dd: np.einsum("ki,ik->i", dd, u))  # a_i = tr M_i
         g = alpha * a
@@ -130,26 +113,26 @@ def scores(
             J = S[lo : lo + SWAP_BLOCK]
             if not budget.spend(2 * J.size * n * d):
                 return None
-            DJ, UJ = _work(D[:, J]), _work(U[J])
-            for s, u, dd in _chunks(U, D):
+            DJ, UJ = as_working(D[:, J]), as_working(U[J])
+            for s, u, dd in stored.windows(U, D, stored.entry_block(d, CHUNK), as_working):
                 g[s] += ((DJ.T @ dd) * (UJ @ u.T)).sum(axis=0)  # Σ_{j∈J} G[j, s]
         # ‖αI + P‖² = α²d + 2α tr P + ‖P‖², ‖P‖² = Σ_{i∈S} (g_i − α a_i)
         return g, q, alpha * alpha * d + alpha * float(np.sum(a[S])) + float(np.sum(g[S]))
     g = np.empty(n)
-    chunk = max(1, min(n, _CHUNK_ENTRIES // (d * d)))
+    chunk = stored.entry_block(d * d, _CHUNK_ENTRIES)  # units of d × d multiply-adds each
     if not budget.spend(S.size * d * d):  # R
         return None
-    for lo in range(0, n, chunk):
-        hi = min(lo + chunk, n)
-        if not budget.spend((hi - lo) * (d * d + d)):
+    for s in stored.blocks(n, chunk):
+        if not budget.spend((s.stop - s.start) * (d * d + d)):
             return None
-        g[lo:hi] = np.einsum("ki,ki->i", _work(D[:, lo:hi]), R @ _work(U[lo:hi]).T)
+        u, dd = stored.window(U, D, s, as_working)
+        g[s] = np.einsum("ki,ki->i", dd, R @ u.T)
     return g, q, float(np.vdot(R, R))
 
 
 def _column(U, D, j: int) -> np.ndarray:
     """``G[:, j] = (W_downᵀ W_down[:,j]) ⊙ (W_up W_up[j,:])`` ``(n,)``."""
-    dj, uj = np.ascontiguousarray(_work(D[:, j])), _work(U[j])  # a strided vector makes `@` ~100x slower
+    dj, uj = np.ascontiguousarray(as_working(D[:, j])), as_working(U[j])  # a strided vector makes `@` ~100x slower
     return _per_unit(U, D, lambda u, dd: (dj @ dd) * (u @ uj))
 
 
@@ -167,12 +150,12 @@ def _best_swap(U, D, m, delta, tol: float, budget: Budget) -> tuple[int, int] | 
     outside = outside[np.argsort(delta[outside], kind="stable")]
     for a in range(0, inside.size, SWAP_BLOCK):
         I = inside[a : a + SWAP_BLOCK]
-        DI, UI = _work(D[:, I]), _work(U[I])
+        DI, UI = as_working(D[:, I]), as_working(U[I])
         for b in range(0, outside.size, SWAP_BLOCK):
             J = outside[b : b + SWAP_BLOCK]
             if not budget.spend(I.size * J.size * (2 * d + 1)):
                 return None
-            G = (DI.T @ _work(D[:, J])) * (UI @ _work(U[J]).T)  # (|I|, |J|) block of the Gram matrix
+            G = (DI.T @ as_working(D[:, J])) * (UI @ as_working(U[J]).T)  # (|I|, |J|) block of the Gram matrix
             change = delta[I][:, None] + delta[J][None, :] - 2 * G  # s_i s_j = −1
             k = int(np.argmin(change))
             if change.flat[k] < -tol:
@@ -217,7 +200,7 @@ def descend(
         if pair is None or not budget.spend(2 * flip):
             break
         i, j = pair
-        dij = float(np.dot(_work(D[:, i]), _work(D[:, j])) * np.dot(_work(U[i]), _work(U[j])))
+        dij = float(np.dot(as_working(D[:, i]), as_working(D[:, j])) * np.dot(as_working(U[i]), as_working(U[j])))
         f += float(delta[i] + delta[j]) - 2 * dij
         _flip(U, D, m, g, i)
         _flip(U, D, m, g, j)

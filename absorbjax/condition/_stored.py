@@ -1,7 +1,12 @@
 """Reading a block's units as stored, in blocks: ``W_up[s,:]`` and ``W_down[:,s]`` for a range ``s`` of
 units, upcast to float64 one block at a time (``bfloat16`` through its bits), rescaled per unit by
 exact powers of two. The matrices may be memory-mapped in any float dtype; no float64 copy of a
-whole matrix is made. :class:`Scales` reproduces :func:`_arith.balance` block by block."""
+whole matrix is made. :class:`Scales` reproduces :func:`_arith.balance` block by block.
+
+The one blocked reader of ``condition``: the decision (both paths), the matrix-free search
+(:mod:`absorbjax.condition._search`, which computes in :func:`as_working`'s dtype, in windows of
+:func:`entry_block` units) and the float64 copies of :func:`_inputs.float_weights` read through
+:func:`as_float64`, :func:`as_working`, :func:`window` and :func:`windows`."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
-from absorbjax._resident import release
+from absorbjax._resident import mapped, release
 
 BLOCK = 512  # units per block: small enough for malloc to reuse (no page faults), ≈ 3 · BLOCK · d float64 numbers
 SAFE = 400  # binary exponents within ±SAFE: squares and products neither over- nor underflow
@@ -20,8 +25,26 @@ _NARROW_SHIFT = 600  # 2^(−149−600) and 2^(128+600) are normal float64 numbe
 _CHUNK = 1 << 22  # entries of a d×d product formed at once (d ≤ 2048: the whole matrix)
 
 
-def blocks(n: int, block: int):
+def blocks(n: int, block: int) -> list[slice]:
+    """The ranges ``s`` of ``block`` consecutive units that cover ``0..n`` (the last one shorter)."""
     return [slice(s, min(s + block, n)) for s in range(0, n, block)]
+
+
+def entry_block(d: int, entries: int) -> int:
+    """Units per window when a window holds ``entries`` entries of ``W_up`` (and of ``W_down``):
+    ``max(1, entries // d)`` for units of ``d`` entries each."""
+    return max(1, entries // d)
+
+
+def _upcast(x: np.ndarray, dtype) -> np.ndarray:
+    """A copy of ``x`` in ``dtype`` (float32 or float64), exactly for any narrower float; ``bfloat16`` to
+    float64 through its bits (the high half of a float32: exact, and much faster than ``ml_dtypes``'
+    cast to float64; its cast to float32 is faster than the bits, so that one is kept)."""
+    if x.dtype == _BF16 and dtype == np.float64 and sys.byteorder == "little":
+        bits = np.zeros((*x.shape, 2), np.uint16)
+        bits[..., 1] = x.view(np.uint16)
+        return bits.view(np.float32)[..., 0].astype(np.float64)
+    return x.astype(dtype)
 
 
 def as_float64(x) -> np.ndarray:
@@ -29,14 +52,41 @@ def as_float64(x) -> np.ndarray:
     memory-mapped ``x`` is released once copied (:func:`absorbjax._resident.release`), so reading a
     map window by window keeps one window resident, not the map."""
     x = np.asarray(x)
-    if x.dtype == _BF16 and sys.byteorder == "little":  # the bf16 bits are the high half of a float32
-        bits = np.zeros((*x.shape, 2), np.uint16)
-        bits[..., 1] = x.view(np.uint16)
-        out = bits.view(np.float32)[..., 0].astype(np.float64)
-    else:
-        out = x.astype(np.float64)
+    out = _upcast(x, np.float64)
     release(x)
     return out
+
+
+def as_working(x) -> np.ndarray:
+    """``x`` in a dtype NumPy computes with, for the search's guiding numbers: float32 and float64 as
+    they are (no copy, unless memory-mapped: then a copy, and the map released as :func:`as_float64`
+    releases it), any other dtype (float16, ``bfloat16``) upcast to float32 (exact for the narrower floats)."""
+    x = np.asarray(x)
+    wide = x.dtype in (np.float32, np.float64)
+    if wide and not mapped(x):
+        return x
+    out = _upcast(x, x.dtype if wide else np.float32)
+    release(x)  # a memory map's pages: read, not kept resident
+    return out
+
+
+def window(U, D, s, upcast=as_float64) -> tuple[np.ndarray, np.ndarray]:
+    """``(upcast(W_up[s,:]), upcast(W_down[:,s]))`` for ``U = W_up (n, d)``, ``D = W_down (d, n)`` and
+    units ``s`` (a slice, an index array or one index); ``upcast`` :func:`as_float64` or :func:`as_working`."""
+    return upcast(U[s]), upcast(D[:, s])
+
+
+def windows(U, D, block: int = BLOCK, upcast=as_float64, scales=None):
+    """``(s, W_up[s,:], W_down[:,s])`` for the ranges ``s`` of :func:`blocks` in order, each read by
+    :func:`window` (``(|s|, d)`` and ``(d, |s|)``), or by :func:`load` rescaled by the exponents
+    ``scales`` ``(n,)`` when given (float64): one window in memory at a time."""
+    for s in blocks(U.shape[0], block):
+        yield (s, *(window(U, D, s, upcast) if scales is None else load(U, D, scales, s)))
+
+
+def per_unit(U, D, f, block: int = BLOCK, upcast=as_float64) -> np.ndarray:
+    """``f(W_up[s,:], W_down[:,s])`` ``(|s|,)`` over the :func:`windows`, joined ``(n,)``."""
+    return np.concatenate([f(u, dd) for _, u, dd in windows(U, D, block, upcast)])
 
 
 def _times(x: np.ndarray, k: np.ndarray, axis: int) -> np.ndarray:
@@ -53,9 +103,9 @@ def unit_max(U, D, *, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray]:
     ``block`` units (NaN where a NaN is stored, so ``isfinite`` of both says whether every entry is)."""
     n = U.shape[0]
     mu, md = np.empty(n), np.empty(n)
-    for s in blocks(n, block):
-        mu[s] = np.max(np.abs(as_float64(U[s])), axis=1, initial=0.0)
-        md[s] = np.max(np.abs(as_float64(D[:, s])), axis=0, initial=0.0)
+    for s, u, dd in windows(U, D, block):
+        mu[s] = np.max(np.abs(u), axis=1, initial=0.0)
+        md[s] = np.max(np.abs(dd), axis=0, initial=0.0)
     return mu, md
 
 
@@ -140,7 +190,7 @@ def _exponents(mu: np.ndarray, md: np.ndarray) -> np.ndarray:
 
 def load(U, D, k, s: slice) -> tuple[np.ndarray, np.ndarray]:
     """Float64 ``(W_up[s,:]·2^−k, W_down[:,s]·2^k)``, exactly (units whose rescaling is inexact keep k = 0)."""
-    u, dd, ks = as_float64(U[s]), as_float64(D[:, s]), k[s]
+    (u, dd), ks = window(U, D, s), k[s]
     if _narrow(U, D) and np.all(np.abs(ks) <= _NARROW_SHIFT):  # exact: no test needed
         return (_times(u, -ks, 0), _times(dd, ks, 1)) if np.any(ks) else (u, dd)
     return _rescale(u, dd, ks)[:2]
@@ -216,8 +266,7 @@ def balance_scales(U, D, *, block: int = BLOCK, maxima=None) -> Scales:
         return Scales(e, e + _exponents(np.ldexp(mu, -e), np.ldexp(md, e)), (mu, md))
     e, t = np.zeros(n, np.int64), np.zeros(n, np.int64)
     mu, md = np.empty(n), np.empty(n)
-    for s in blocks(n, block):
-        u, dd = as_float64(U[s]), as_float64(D[:, s])
+    for s, u, dd in windows(U, D, block):
         top = mu[s] = np.max(np.abs(u), axis=1, initial=0.0)
         md[s] = np.max(np.abs(dd), axis=0, initial=0.0)
         es = exact_exponents(u, dd, np.where(top > 0, np.frexp(top)[1], 0))
