@@ -167,15 +167,14 @@ class Scales(NamedTuple):
     maxima: tuple[np.ndarray, np.ndarray]
 
 
-def unit_scales(U: np.ndarray, D: np.ndarray, *, block: int = BLOCK, maxima=None) -> np.ndarray:
+def unit_scales(U: np.ndarray, D: np.ndarray, *, block: int = BLOCK) -> np.ndarray:
     """Per-unit power-of-two exponents ``k_i`` that balance ``W_up[i,:]·2^−k`` and ``W_down[:,i]·2^k``.
 
     ``U = W_up (n, d)``, ``D = W_down (d, n)`` in any float dtype. ``k_i = 0`` for moderate units
     (both maxima within ``2^±400``) and where the rescaling would not be exact (a result outside the normal float64 range). Rescaling by ``2^±k`` is exact
-    otherwise and leaves every ``M_i = W_down[:,i] W_up[i,:]`` unchanged. ``maxima``: :func:`unit_max`
-    of ``U, D`` when already read (``None``: read here).
+    otherwise and leaves every ``M_i = W_down[:,i] W_up[i,:]`` unchanged.
     """
-    mu, md = unit_max(U, D, block=block) if maxima is None else maxima
+    mu, md = unit_max(U, D, block=block)
     return _exponents(mu, md)
 
 
