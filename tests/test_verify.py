@@ -163,6 +163,14 @@ def test_a_refuted_certificate_becomes_undecided_or_raises_in_the_suite(monkeypa
     monkeypatch.delenv("ABSORBJAX_STRICT_VERIFY")
     out = _decide._evidenced(wrong, None, U, D, np.eye(3), context)
     assert out.status == "undecided" and "miss of S" in out.reason and out.S is None
+    # a refuted "no S" keeps no bound either: its lower bound may be what failed
+    gen = _generic()
+    no = condition.find_absorbing_set(gen, "relu")
+    assert no.status == "not_absorbable" and no.lower_bound > 0
+    swapped = dataclasses.replace(no, theorem="Thm 10", evidence=None)  # gelu's theorem for a relu block
+    U, D = np.asarray(gen.up, np.float64), np.asarray(gen.down, np.float64)
+    out = _decide._evidenced(swapped, None, U, D, np.eye(3), condition._block.read_block(gen, "relu")[3])
+    assert out.status == "undecided" and out.lower_bound == 0.0 and out.theorem is None
 
 
 def test_the_fingerprint_reads_the_stored_numbers_in_any_dtype():

@@ -229,8 +229,8 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
         cert,
         check,
         who="the block decision",
-        undecided=lambda why: dataclasses.replace(
-            cert, status=Status.UNDECIDED, S=None, line=None, theorem=None, reason=why
+        undecided=lambda why: dataclasses.replace(  # nothing it claimed is kept: the bound may be what failed
+            cert, status=Status.UNDECIDED, S=None, line=None, theorem=None, reason=why, lower_bound=0.0
         ),
     )
 
