@@ -17,23 +17,24 @@ def _block(n: int, seed: int = 0) -> models.MLPParams:
     return models.MLPParams(U, D)
 
 
+def _counting(monkeypatch, seen: dict, name: str, *modules):
+    """Wrap ``name`` (where it lives, ``modules[0]``, and where it is imported by name) in a counter ``seen[name]``."""
+    inner = getattr(modules[0], name)
+
+    def counted(*args, **kwargs):
+        seen[name] = seen.get(name, 0) + 1
+        return inner(*args, **kwargs)
+
+    for module in modules:
+        monkeypatch.setattr(module, name, counted)
+
+
 @pytest.fixture
 def calls(monkeypatch):
     """``calls[name]``: how often the wrapped kernel ``name`` ran."""
     seen = {}
-
-    def wrap(name, *modules):  # every module that holds the name (imported by name, or where it lives)
-        inner = getattr(modules[0], name)
-
-        def counted(*args, **kwargs):
-            seen[name] = seen.get(name, 0) + 1
-            return inner(*args, **kwargs)
-
-        for module in modules:
-            monkeypatch.setattr(module, name, counted)
-
-    wrap("exactly_parallel", hyp)
-    wrap("unit_max", stored, hyp, inputs)
+    _counting(monkeypatch, seen, "exactly_parallel", hyp)
+    _counting(monkeypatch, seen, "unit_max", stored, hyp, inputs)
     return seen
 
 
@@ -57,18 +58,6 @@ def test_the_screen_reads_the_units_maxima_once(calls):
     cert = condition.find_absorbing_set(params, "gelu")
     assert cert.status == condition.Status.NOT_ABSORBABLE and cert.method == "trace"
     assert calls.get("unit_max") == 1
-
-
-def _counting(monkeypatch, seen: dict, name: str, *modules):
-    """Wrap ``name`` (where it lives, ``modules[0]``, and where it is imported by name) in a counter ``seen[name]``."""
-    inner = getattr(modules[0], name)
-
-    def counted(*args, **kwargs):
-        seen[name] = seen.get(name, 0) + 1
-        return inner(*args, **kwargs)
-
-    for module in modules:
-        monkeypatch.setattr(module, name, counted)
 
 
 @pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
