@@ -24,7 +24,7 @@ expand–merge–decide–polish search of :mod:`absorbjax.fit._expand`, ``--rou
     python benchmarks/bench_fit.py [--quick] [--out results/bench_fit.json]
     python benchmarks/bench_fit.py --claims 100 [--out results/fit_claims.json]
     python benchmarks/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
-    python benchmarks/bench_fit.py --sizes 12 --generic 6 --strategy default --strategy adam \
+    python benchmarks/bench_fit.py --sizes 12 --generic 2 --strategy default \
         --out docs/benchmarks/records/fit_search.json
     python benchmarks/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12 --stack 2 4
     python benchmarks/bench_fit.py --sizes 8 --strategy expand --stack 2 4 --activation relu --rounds 9
@@ -363,8 +363,9 @@ def claims(draws: int) -> dict:
 
 
 SIZES = [(2, 4), (2, 8), (3, 6), (3, 12), (4, 8), (4, 16), (8, 16), (8, 32)]
-STACKS = [(2, 4), (3, 6)]  # depth 2, blockwise absorbable
-STRATEGIES = ("default", "adam", "expand")
+STACKS = [(2, 4), (2, 8), (3, 6), (3, 12), (4, 8), (4, 16)]  # depth 2, blockwise absorbable
+STRATEGIES = ("default", "joint", "adam", "expand")
+SOLVERS = {"adam": fit.Solver(method="adam"), "joint": fit.Solver(blockwise=False)}
 
 
 def recall_by_size(
@@ -379,7 +380,9 @@ def recall_by_size(
     """Recall on absorbable draws (``n`` from ``d`` to ``4d``, one layer) and on depth-2
     blockwise-absorbable stacks, relu and gelu, float64, for each of ``strategies`` side by side:
     ``"default"`` is :func:`absorbjax.fit.search` with its defaults (``method="varpro"``),
-    ``"adam"`` the same with ``method="adam"`` (the default before), ``"expand"``
+    ``"adam"`` the same with ``method="adam"`` (the default before), ``"joint"`` the default
+    without its block-by-block step (``blockwise=False``: a stack searched only as a whole, the
+    default before it; the same as ``"default"`` on one block), ``"expand"``
     :func:`absorbjax.fit._expand.expand_search` (theory-assisted). ``sizes``/``stacks`` pick the
     one-layer and depth-2 sizes (either given: only those). ``generic``: that many Gaussian draws
     per case as well (Cor 11: none absorbs), searched the same way: how many it solves, and the
@@ -402,7 +405,7 @@ def recall_by_size(
                 act, d, n, key=jax.random.fold_in(k, 2000), draws=generic, **({"depth": depth} if depth > 1 else {})
             )
             for strategy in strategies:
-                search, solver = fit.search, fit.Solver(method="adam") if strategy == "adam" else fit.Solver()
+                search, solver = fit.search, SOLVERS.get(strategy, fit.Solver())
                 if strategy == "expand":
                     search = fit.expand_search
                     if rounds is not None:
@@ -476,7 +479,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=STRATEGIES,
         action="append",
         help="with --sizes: a search measured, repeatable, side by side (default: fit.search's defaults, "
-        "method='varpro'; adam: method='adam', the default before; expand: fit.expand_search); default: default",
+        "method='varpro'; joint: blockwise=False, a stack searched only as a whole; adam: method='adam', "
+        "the default before; expand: fit.expand_search); default: default",
     )
     ap.add_argument(
         "--size",

@@ -178,3 +178,64 @@ def test_hops_bring_a_fit_one_unit_off_back_to_the_block():
         assert (float(got[1].min()) <= 1e-20) is solved, (hops, got[1])
     with pytest.raises(ValueError, match="method='adam' takes none"):
         fit.search(planted, "relu", key=KEY, solver=fit.Solver(method="adam", hops=2), run=fit.Run(progress=False))
+
+
+def test_levenberg_marquardt_skipped_does_no_iteration():
+    xs = jnp.linspace(-1.0, 1.0, 16)[:, None]
+    features = lambda theta: jnp.tanh(xs * theta[None, :])
+    Y = jnp.tanh(2.0 * xs)
+    theta0 = jnp.asarray([0.5])
+    normal = varpro.dense_normal(features)
+    skipped, v0 = varpro.levenberg_marquardt(features, Y, theta0, 20, normal, skip=True)
+    moved, v = varpro.levenberg_marquardt(features, Y, theta0, 20, normal)
+    assert np.array_equal(skipped, theta0) and float(v0) == float(varpro.loss(features, Y, theta0))
+    assert float(v) < 1e-20 < float(v0)
+
+
+def test_blockwise_is_resolved_for_stacks_and_refused_where_it_means_nothing():
+    W, _ = models.planted_sample("relu", 2, 4, key=KEY, draws=1, dtype=jnp.float64, depth=2)
+    cfg = lambda depth=2, **kw: (
+        fit._config.validate(
+            jax.tree.map(lambda a: a[0] if depth == 1 else a, W), "relu", problem=fit.Problem(depth=depth), **kw
+        ).cfg
+    )
+    assert cfg(solver=fit.Solver()).blockwise and not cfg(solver=fit.Solver(blockwise=False)).blockwise
+    assert not cfg(depth=1, solver=fit.Solver(blockwise=True)).blockwise  # one block: nothing to split
+    assert not cfg(solver=fit.Solver(method="adam")).blockwise
+    for solver in (fit.Solver(method="adam", blockwise=True), fit.Solver(blockwise="yes")):
+        with pytest.raises(ValueError, match="blockwise"):
+            cfg(solver=solver)
+    with pytest.raises(ValueError, match="blockwise"):
+        fit._config.validate(W, "relu", problem=fit.Problem(depth=2, linear=True), solver=fit.Solver(blockwise=True))
+
+
+@pytest.mark.slow
+def test_blockwise_composes_block_absorbers_and_only_them():
+    # step 0 on one planted relu (2,8) stack (each block absorbs: the composition is exact on held-out
+    # inputs too) and one Gaussian stack (no block absorbs, Cor 11: the composition is far off)
+    planted, _ = models.planted_sample("relu", 2, 8, key=jax.random.key(30), draws=1, dtype=jnp.float64, depth=2)
+    gaussian = models.sample("relu", 2, 8, key=jax.random.key(31), draws=1, dtype=jnp.float64, depth=2)
+    cfg = fit._config.validate(planted, "relu", problem=fit.Problem(depth=2), solver=fit.Solver(restarts=8)).cfg
+    xs, xh = fit.sample_inputs(fit.Inputs(num=cfg.num), 2, key=jax.random.key(1), dtype=jnp.float64)
+    xh = xh.reshape(-1, 2)
+    losses = []
+    for target in (planted, gaussian):
+        W = jax.tree.map(lambda a: a[0], target)
+        layer_ys = jax.vmap(lambda w: jax.vmap(lambda x: models.skip_mlp(w, x, "relu"))(xs))(W)
+        starts = fit._draw.init_restart  # the search's own starts, restart by restart
+        p0 = jax.vmap(lambda r: starts(cfg, type(W), W, jax.random.fold_in(KEY, r), r, jnp.float64))(jnp.arange(8))
+        V = fit._projected.blockwise(cfg, xs, layer_ys, p0, jax.random.key(2))
+        losses.append(float(fit.relative_loss(V, W, "relu", xs=xh, depth=2)))
+    assert losses[0] < 1e-20 < 1e-10 < losses[1], losses
+
+
+@pytest.mark.slow
+def test_default_search_solves_planted_relu_stacks_at_n_4d_and_the_joint_search_is_kept():
+    # the default on two planted relu (2,8) stacks: solved (step 0), recorded as blockwise; with
+    # blockwise=False the joint search alone runs, and its result is a residual-free stack too
+    planted, _ = models.planted_sample("relu", 2, 8, key=jax.random.key(32), draws=2, dtype=jnp.float64, depth=2)
+    kw = dict(key=jax.random.key(4), problem=fit.Problem(depth=2), run=fit.Run(progress=False))
+    r = fit.search(planted, "relu", **kw)
+    assert r.solved().all() and r.config.blockwise, r.best_loss
+    joint = fit.search(planted, "relu", solver=fit.Solver(restarts=2, steps=4, hops=0, blockwise=False), **kw)
+    assert not joint.config.blockwise and joint.best_params.up.shape == planted.up.shape

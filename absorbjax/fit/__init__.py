@@ -13,10 +13,8 @@ reaches ``ℓ ≲ 1e-29``; where Props 5/6 or Cor 11 say it cannot, ``ℓ`` stay
 and the error profile per radius decade (on held-out inputs) shows where: near the origin for
 gated and homogeneous blocks. The weight norm of the best ``V`` shows errors that only fall as
 ``‖V‖`` grows. A search is evidence one way only: with the defaults it finds the absorber of
-92–100% of planted blocks from ``n = 2d`` to ``n = 4d`` at depth 1, ``d ≤ 8`` (12 draws a size,
-``benchmarks/bench_fit.py --sizes``), 83–100% of planted stacks at depth 2 with ``n = 2d``, none at
-``n = 4d``, so a failed search proves nothing;
-:func:`absorbjax.condition.find_absorbing_set` decides.
+planted blocks and stacks (record ``fit_search`` on the benchmarks page); a failed search
+proves nothing; :func:`absorbjax.condition.find_absorbing_set` decides.
 
 What is searched for is a :class:`Problem` (``skip``, ``depth``, ``width``, ``linear``,
 :class:`Inputs`), how each draw is searched a :class:`Solver` and how the search executes a
@@ -30,8 +28,10 @@ a free linear term, solving its last layer by least squares at every step
 class where the fit is not exact; the units whose negation best removes that term are negated
 (:mod:`absorbjax.fit._signs`, the activation's declared odd part); a residual-free polish
 follows, then up to ``hops`` rounds of basin hopping over units (one unit of the best candidate
-re-initialised per restart, the variants refitted; they stop once the draw is solved). It reads
-the target only through its values, never the condition. With
+re-initialised per restart, the variants refitted; they stop once the draw is solved). A stack's
+blocks are first searched one at a time and composed (``Solver(blockwise=None)``); the whole
+stack is searched where that does not solve it. It reads the target only through its values
+(a stack's, and each block's), never the condition. With
 ``method="adam"``: a first-order optax phase (``steps`` steps in ``lax.scan``) and then a polish
 phase of fixed length (:class:`Polish`): Levenberg–Marquardt (Gauss–Newton) for small
 candidates, ``optax.lbfgs`` for large ones, first on every restart and then only on the most

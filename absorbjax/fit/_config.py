@@ -268,11 +268,14 @@ class Solver:
         iterations, keeping the best (``None``: 3; ``0`` switches it off; ``"adam"`` takes none).
         Where the units are negated, ``3 × hops`` rounds run first in the free-linear class,
         before the negation, and ``hops`` rounds after it; rounds stop once a draw is solved.
+      blockwise: a stack's blocks first searched alone, on their own values, the best of each
+        composed (:func:`absorbjax.fit._projected.blockwise`); the whole stack is searched where
+        that is not solved (``None``: on for ``"varpro"`` stacks without ``linear=True``).
 
     Examples:
       >>> from absorbjax import fit
       >>> fit.Solver(restarts=8)
-      Solver(method='varpro', restarts=8, steps=None, init='random', optimizer=None, polish=True, tol=None, hops=None)
+      Solver(method='varpro', restarts=8, steps=None, init='random', optimizer=None, polish=True, tol=None, hops=None, blockwise=None)
     """
 
     method: Method | str = "varpro"
@@ -283,6 +286,7 @@ class Solver:
     polish: bool | Polish = True
     tol: float | None = None
     hops: int | None = None
+    blockwise: bool | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -371,9 +375,8 @@ class DrawSettings:
     Attributes:
       depth, d, n, width: the depth ``L``, the input dimension, the target's and the candidate's
         width.
-      method, restarts, steps, init, linear, hops: the solver's settings (``method`` a :class:`Method`,
-        ``init`` an :class:`Init`, ``steps`` and ``hops`` resolved) and whether the candidate has a
-        free linear term.
+      method, restarts, steps, init, linear, hops, blockwise: the solver's settings, resolved
+        (``method`` a :class:`Method`, ``init`` an :class:`Init`; ``linear``: a free linear term).
       num, low, high, holdout: the inputs (training inputs per draw, radius range, held-out inputs
         per decade).
       polish: the resolved :class:`Polish`, or ``None`` (no polish).
@@ -389,6 +392,7 @@ class DrawSettings:
     init: Init
     linear: bool
     hops: int
+    blockwise: bool
     num: int
     low: float
     high: float
@@ -444,16 +448,8 @@ class Setup(NamedTuple):
 def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Setup:
     """Check the arguments of :func:`absorbjax.fit.search` and build its :class:`Setup`."""
     skip, depth, width, linear, inputs = problem.skip, problem.depth, problem.width, problem.linear, problem.inputs
-    method, restarts, steps, init, optimizer, polish, tol, hops = (
-        solver.method,
-        solver.restarts,
-        solver.steps,
-        solver.init,
-        solver.optimizer,
-        solver.polish,
-        solver.tol,
-        solver.hops,
-    )
+    names = ("method", "restarts", "steps", "init", "optimizer", "polish", "tol", "hops")
+    method, restarts, steps, init, optimizer, polish, tol, hops = (getattr(solver, f) for f in names)
     act, target, d, n, single = check_target(target, activation, depth)
     draws = target.down.shape[0]
     dtype = target.down.dtype
@@ -471,6 +467,7 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
     hops = DEFAULT_HOPS[method] if hops is None else hops
     if not isinstance(hops, (int, np.integer)) or hops < 0:
         raise ValueError(f"hops must be a non-negative integer, got {hops!r}")
+    blockwise = check_blockwise(solver.blockwise, method, linear)
     for name, v in (("restarts", restarts), ("steps", steps)):
         if not isinstance(v, (int, np.integer)) or v < (1 if name == "restarts" else 0):
             raise ValueError(
@@ -512,6 +509,7 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
         skip=skip is not None,
         linear=linear,
         hops=int(hops),
+        blockwise=blockwise and int(depth) > 1,
         num=int(num),
         low=float(inputs.low),
         high=float(inputs.high),
@@ -524,6 +522,18 @@ def validate(target, activation: str, *, problem: Problem, solver: Solver) -> Se
     if not isinstance(opt, optax.GradientTransformation):
         raise ValueError(f"optimizer must be an optax.GradientTransformation, got {type(opt).__name__}")
     return Setup(cfg, target, skip, given, opt, name, single)
+
+
+def check_blockwise(blockwise, method: Method, linear) -> bool:
+    """:attr:`Solver.blockwise` resolved: ``None`` → on for ``"varpro"`` without ``linear=True``."""
+    if blockwise is None or blockwise is False:
+        return blockwise is None and method == Method.VARPRO and not linear
+    if blockwise is True and method == Method.VARPRO and not linear:
+        return True
+    raise ValueError(
+        f"blockwise must be True, False or None (True: method='varpro' without linear=True, where "
+        f"every block fits exactly), got {blockwise!r} with method={method.value!r}, linear={linear!r}"
+    )
 
 
 def check_polish(polish, params: int) -> Polish | None:

@@ -140,7 +140,9 @@ def one_draw(
     else:
         p0 = given
     if cfg.method == Method.VARPRO:
-        p, losses = projected.restarts(cfg, xs, ys, p0, loss_fn, jax.random.fold_in(key, HOP_STREAM))
+        # each block of a stack alone on xs (step 0), read through its values as the stack is
+        layer_ys = jax.vmap(lambda w: tgt(w, xs, cfg.activation, 1, None))(target) if cfg.blockwise else None
+        p, losses = projected.restarts(cfg, xs, ys, p0, loss_fn, jax.random.fold_in(key, HOP_STREAM), layer_ys)
     else:
         p, losses = _adam_restarts(cfg, opt, xs, ys, p0, loss_fn)
 

@@ -1,8 +1,13 @@
 """The default search of one draw (``Solver(method="varpro")``): project, hop, negate, polish, hop.
 
 Five steps, all in one compiled program (vmapped over restarts, and by
-:func:`absorbjax.fit._drawmap.map_draws` over draws):
+:func:`absorbjax.fit._drawmap.map_draws` over draws), and for a stack a step before them:
 
+0. **Block by block** (a stack, ``Solver(blockwise=None)``; :func:`blockwise`): steps 1–5 on each
+   block alone, on its own values, and the best of each composed into a residual-free stack.
+   Where it reproduces the stack to ``tol`` (every block absorbs and each was found), steps 1–5
+   on the whole stack do no iteration; elsewhere they run as below, and the better of the two
+   is kept.
 1. **Fit with a free linear term.** Variable-projection Levenberg–Marquardt
    (:mod:`absorbjax.fit._varpro`) fits ``A x + V_down σ(V_up x)`` (per layer in a stack) from
    random ``V_up``: the last layer's ``V_down`` and ``A`` are solved by least squares at every
@@ -28,8 +33,11 @@ orders of magnitude above. Where the activation declares no odd part or is gated
 changes the block by a linear term), step 1 fits the residual-free block directly and steps 2–4
 are skipped; ``Problem(linear=True)`` returns step 1's fit (step 5 hops within the same class).
 
-The search reads the target only through its values ``f(x_k)``, and never the condition: no
-index set, no rows of ``W``. Evidence one way only: a draw it does not solve proves nothing.
+The search reads the target only through its values ``f(x_k)`` (step 0 through each block's),
+and never the condition: no index set, no rows of ``W``. Evidence one way only: a draw it does
+not solve proves nothing. Step 0 finds stacks of absorbers; a stack reproduced only as a whole
+(none is known) is what steps 1–5 on the stack look for, and the benchmark reports them apart
+(``Solver(blockwise=False)``: steps 1–5 alone).
 """
 
 from __future__ import annotations
@@ -45,16 +53,17 @@ from optax.tree_utils import tree_where
 from absorbjax import models
 from absorbjax.fit import _signs as signs, _solvers as solvers, _varpro as varpro
 from absorbjax.fit._config import Linear, Static
-from absorbjax.fit._loss import residual_weights
+from absorbjax.fit._loss import residual_weights, residuals
 from absorbjax.models import Params
 
 TOP = 8
 FRONT_SCALE = 0.1
 LINEAR_HOP_FACTOR = 3
 """Step 2's rounds per ``Solver.hops``. Planted gelu (2,8) stacks, the benchmark's 12 draws: 0
-solved without step 2 (benchmark record ``fit_search``), 5 with 1 (3 rounds), 8 with 3 (9
+solved without step 2 (the joint search alone, ``blockwise=False``), 5 with 1 (3 rounds), 8 with 3 (9
 rounds) (research log, 2026-12-06)."""
 LINEAR_HOPS = 1  # fold_in(hops key, LINEAR_HOPS): step 2's key, apart from step 5's
+BLOCKWISE = 2  # fold_in(hops key, BLOCKWISE): step 0's key
 
 
 def negates(cfg: Static) -> bool:
@@ -113,11 +122,12 @@ def _problem(cfg: Static, kind: type, xs, block: Params, linear):
     return theta0, unravel, features, varpro.dense_normal(features)
 
 
-def _fit(cfg: Static, kind: type, xs, Y, block: Params, linear, steps: int):
+def _fit(cfg: Static, kind: type, xs, Y, block: Params, linear, steps: int, skip=False):
     """Projected LM from ``block`` (``linear``: its free linear terms, or ``None`` for a
-    residual-free fit); returns the fitted block and linear terms (last layer solved)."""
+    residual-free fit); returns the fitted block and linear terms (last layer solved). ``skip``
+    (traced): no iteration, only the last layer solved."""
     theta0, unpack, features, normal = _problem(cfg, kind, xs, block, linear)
-    theta, _ = varpro.levenberg_marquardt(features, Y, theta0, steps, normal)
+    theta, _ = varpro.levenberg_marquardt(features, Y, theta0, steps, normal, skip)
     B = varpro.project(features, Y, theta).B
     fields, downs, linears = unpack(theta)
     m = cfg.width
@@ -140,16 +150,26 @@ def _negate_all(cfg: Static, block: Params, linear) -> Params:
     return block._replace(up=jnp.stack(ups))
 
 
-def restarts(cfg: Static, xs, ys, p0, loss_fn, key: jax.Array):
-    """Steps 1–5 on every restart of one draw; ``p0`` the restarts' starting candidates
+def restarts(cfg: Static, xs, ys, p0, loss_fn, key: jax.Array, layer_ys=None):
+    """Steps 0–5 on every restart of one draw; ``p0`` the restarts' starting candidates
     (``Params`` or :class:`~absorbjax.fit.Linear` with a leading restarts axis), ``key`` the
-    hops' (steps 2 and 5, :func:`hop`).
+    hops' (steps 2 and 5, :func:`hop`). ``layer_ys (L, K, d)``: each block of a stack alone on
+    ``xs`` (``cfg.blockwise``; step 0, :func:`blockwise`), else ``None``.
 
     Returns ``(p, losses)``: the restarts' final candidates (as ``p0``) and their loss ``ℓ``.
     """
     Y = ys * residual_weights(xs)
     start = p0.block if isinstance(p0, Linear) else p0
     kind = type(start)
+    done, found = False, None
+    if layer_ys is not None:
+        found = blockwise(cfg, xs, layer_ys, start, jax.random.fold_in(key, BLOCKWISE))
+        found = (found, loss_fn(found))
+        done = found[1] <= cfg.tol
+        # the stack's search waits for step 0 (+ 0 from x != x, which XLA keeps for floats): two
+        # batched LAPACK calls side by side can deadlock XLA's CPU pool (research log, 2026-12-03)
+        wait = (found[1] != found[1]).astype(start.down.dtype)
+        start = jax.tree.map(lambda a: a + wait, start)
     if cfg.linear:  # the free-linear class itself: step 1 only
 
         def one(block, A):
@@ -158,44 +178,76 @@ def restarts(cfg: Static, xs, ys, p0, loss_fn, key: jax.Array):
         p = jax.vmap(one)(start, p0.linear)  # one_draw and check_init give a Linear here
         losses = jax.vmap(loss_fn)(p)
     elif not negates(cfg):  # no odd part to use: fit the residual-free block directly
-        p = jax.vmap(lambda b: _fit(cfg, kind, xs, Y, b, None, cfg.steps)[0])(start)
+        p = jax.vmap(lambda b: _fit(cfg, kind, xs, Y, b, None, cfg.steps, done)[0])(start)
         losses = jax.vmap(loss_fn)(p)
     else:
         start, linear = _near_identity(cfg, start)
-        p = jax.vmap(lambda b, a: Linear(*_fit(cfg, kind, xs, Y, b, a, cfg.steps)))(start, linear)
+        p = jax.vmap(lambda b, a: Linear(*_fit(cfg, kind, xs, Y, b, a, cfg.steps, done)))(start, linear)
         if cfg.hops:
             more = dataclasses.replace(cfg, hops=cfg.hops * LINEAR_HOP_FACTOR)
-            p, _ = hop(more, xs, ys, p, jax.vmap(loss_fn)(p), loss_fn, jax.random.fold_in(key, LINEAR_HOPS))
-        p, losses = _negate_and_polish(cfg, kind, xs, Y, p, loss_fn)
-    if cfg.hops == 0:
+            hop_key = jax.random.fold_in(key, LINEAR_HOPS)
+            p, _ = hop(more, xs, ys, p, jax.vmap(loss_fn)(p), loss_fn, hop_key, done)
+        p, losses = _negate_and_polish(cfg, kind, xs, Y, p, loss_fn, done)
+    if cfg.hops:
+        p, losses = hop(cfg, xs, ys, p, losses, loss_fn, key, done)
+    if found is None:
         return p, losses
-    return hop(cfg, xs, ys, p, losses, loss_fn, key)
+    worst = jnp.argmax(jnp.where(jnp.isfinite(losses), losses, jnp.inf))[None]
+    better = jnp.isfinite(found[1]) & ~(jnp.nanmin(losses) <= found[1])
+    return solvers.adopt(p, losses, worst, jax.tree.map(lambda a: a[None], found[0]), found[1][None], better[None])
 
 
-def _negate_and_polish(cfg: Static, kind: type, xs, Y, fits: Linear, loss_fn):
+def blockwise(cfg: Static, xs, layer_ys, start: Params, key: jax.Array) -> Params:
+    """Step 0 for a stack: each block searched alone, and the best of each composed.
+
+    Block ``l`` of the target, ``y ↦ y + W_down^l σ(W_up^l y)``, is searched as one block (steps
+    1–5 with ``depth = 1``) on the draw's inputs ``xs`` and its own values ``layer_ys[l] (K, d)``,
+    from the restarts' layer-``l`` starts ``start`` ``(restarts, L, ...)``; the best of each
+    block's restarts make a residual-free stack ``(L, ...)``. Where every block absorbs, the
+    stack of their absorbers reproduces the stack on all of ``R^d`` (a composition of exact
+    maps); this finds them as reliably as the one-block search does. A stack reproduced only as a
+    whole, by no stack of block absorbers, is left to the joint search (steps 1–5 on the
+    stack), which runs wherever this does not reach ``tol``. It reads each block only through its
+    values; planted relu and gelu (2,8) stacks, the benchmark's 12: 12 of 12 each, against 2 and 8
+    of 12 for the joint search alone (research log, 2026-12-06 (night)).
+    """
+    one = dataclasses.replace(cfg, depth=1, blockwise=False)
+
+    def layer(ys, starts, k):
+        loss_fn = lambda p: jnp.sum(jnp.square(residuals(p, xs, ys, cfg.activation, 1)))
+        p, losses = restarts(one, xs, ys, starts, loss_fn, k)
+        best = jnp.argmin(jnp.where(jnp.isfinite(losses), losses, jnp.inf))
+        return jax.tree.map(lambda a: a[best], p)
+
+    keys = jax.random.split(key, cfg.depth)
+    return jax.vmap(layer, (0, 1, 0))(layer_ys, start, keys)
+
+
+def _negate_and_polish(cfg: Static, kind: type, xs, Y, fits: Linear, loss_fn, done=False):
     """Steps 3–4 on every restart's free-linear fit ``fits``: negate (:func:`_negate_all`), then
-    polish the :data:`TOP` lowest residual-free candidates for ``steps // 2`` iterations, keeping
-    a polish only where it is no worse. Returns ``(p, losses)``."""
+    polish the :data:`TOP` lowest residual-free candidates for ``steps // 2`` iterations (none
+    where ``done``), keeping a polish only where it is no worse. Returns ``(p, losses)``."""
     p = jax.vmap(lambda f: _negate_all(cfg, f.block, f.linear))(fits)
     losses = jax.vmap(loss_fn)(p)
     top = min(TOP, cfg.restarts)
     polish = max(cfg.steps // 2, 1)
     _, idx = lax.top_k(-jnp.where(jnp.isfinite(losses), losses, jnp.inf), top)
     sel = jax.tree.map(lambda a: a[idx], p)
-    sel = jax.vmap(lambda b: _fit(cfg, kind, xs, Y, b, None, polish)[0])(sel)
+    sel = jax.vmap(lambda b: _fit(cfg, kind, xs, Y, b, None, polish, done)[0])(sel)
     sel_v = jax.vmap(loss_fn)(sel)
     use = jnp.isfinite(sel_v) & ~(sel_v > losses[idx])
     return solvers.adopt(p, losses, idx, sel, sel_v, use)
 
 
-def hop(cfg: Static, xs, ys, p, losses: jax.Array, loss_fn, key: jax.Array):
+def hop(cfg: Static, xs, ys, p, losses: jax.Array, loss_fn, key: jax.Array, done=False):
     """Steps 2 and 5, basin hopping over units: up to ``cfg.hops`` rounds, each re-initialising one unit of
     the draw's best candidate per restart and refitting all ``cfg.restarts`` variants (``steps // 2``
     iterations, the candidate's own class); the best variant replaces the best candidate where it
     is lower. Restart ``r`` of round ``t`` re-initialises unit ``(t · restarts + r) mod (L m)``,
     so the rounds cycle through every unit of every layer. The rounds stop once the loss is at most
     ``cfg.tol`` (a ``while_loop``: vmapped over draws, a batch runs until all its draws are solved
-    or out of rounds; a solved draw's result is then frozen, so it does not depend on its batch).
+    or out of rounds; a solved draw's result is then frozen, so it does not depend on its batch);
+    none where ``done`` (traced: step 0 solved the draw).
 
     A fit that is right but for one unit (a line misplaced, a unit dead or of the wrong sign) is one
     re-initialisation away from exact: planted relu (2,4) stacks, 8 draws, 3 of 8 solved without
@@ -226,7 +278,7 @@ def hop(cfg: Static, xs, ys, p, losses: jax.Array, loss_fn, key: jax.Array):
         return (*tree_where(take, (jax.tree.map(lambda a: a[i], fitted), vs[i]), (c, v)), t + 1)
 
     def going(carry):
-        return (carry[2] < cfg.hops) & ~(carry[1] <= cfg.tol)
+        return (carry[2] < cfg.hops) & ~(carry[1] <= cfg.tol) & ~jnp.asarray(done)
 
     c, v, _ = lax.while_loop(going, one_round, (*start, jnp.asarray(0)))
     return solvers.adopt(p, losses, best[None], jax.tree.map(lambda a: a[None], c), v[None], jnp.ones(1, bool))

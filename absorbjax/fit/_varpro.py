@@ -14,7 +14,9 @@ width-``n`` fit from random ``θ`` reaches rounding error far more often than a 
 Each step is Levenberg–Marquardt with Kaufman's Jacobian ``J ≈ −P⊥ (∂Φ/∂θ) B`` (Kaufman 1975),
 ``P⊥`` applied with the left singular vectors of ``Φ``, which also give ``B`` and the residual without
 forming ``ΦᵀΦ``. Its normal equations come from forward-mode derivatives: of ``θ ↦ Φ(θ) B`` for
-any candidate (:func:`dense_normal`), or unit by unit for one block (:func:`unitwise_normal`). Fixed length in ``lax.scan`` (vmappable); the best finite iterate is kept.
+any candidate (:func:`dense_normal`), or unit by unit for one block (:func:`unitwise_normal`). A
+fixed number of iterations in ``lax.while_loop`` (vmappable; a traced flag skips them all); the best
+finite iterate is kept.
 """
 
 from __future__ import annotations
@@ -103,21 +105,24 @@ def unitwise_normal(unit_features: Callable, m: int) -> Callable:
     return normal
 
 
-def levenberg_marquardt(features: Callable, Y: jax.Array, theta0: jax.Array, steps: int, normal: Callable):
+def levenberg_marquardt(
+    features: Callable, Y: jax.Array, theta0: jax.Array, steps: int, normal: Callable, skip: jax.Array | bool = False
+):
     """``steps`` Levenberg–Marquardt iterations on ``ℓ(θ) = ‖P⊥(θ) Y‖²`` from ``θ₀ (P,)``.
 
     ``features(θ)`` is ``Φ (K, p)``; ``normal(θ, projection)`` gives Kaufman's ``JᵀJ`` and ``Jᵀr``
     (:func:`dense_normal`, :func:`unitwise_normal`). Step ``δ = (JᵀJ + λ (diag JᵀJ + μ))⁻¹ Jᵀr``
     (``J = P⊥ (∂Φ/∂θ) B``, the negated Jacobian of the residual); ``λ`` shrinks 3× after a step
-    that lowers ``ℓ`` and grows 4× after one that does not (rejected). Returns ``(θ, ℓ(θ))``, the
-    best finite iterate.
+    that lowers ``ℓ`` and grows 4× after one that does not (rejected). ``skip`` (a traced bool):
+    no iteration at all (a ``while_loop``, so a vmapped batch whose members all skip does no work).
+    Returns ``(θ, ℓ(θ))``, the best finite iterate.
     """
     P = theta0.shape[0]
     eye = jnp.eye(P, dtype=theta0.dtype)
     tiny = jnp.finfo(theta0.dtype).eps
 
-    def step(carry, _):
-        theta, proj, v, lam = carry
+    def step(carry):
+        theta, proj, v, lam, t = carry
         H, g = normal(theta, proj)
         diag = jnp.diagonal(H)
         damp = lam * (diag + tiny * (1.0 + jnp.max(diag)))
@@ -127,9 +132,10 @@ def levenberg_marquardt(features: Callable, Y: jax.Array, theta0: jax.Array, ste
         ok = (v_new < v) & jnp.all(jnp.isfinite(new))
         theta, proj, v = tree_where(ok, (new, proj_new, v_new), (theta, proj, v))
         lam = jnp.clip(jnp.where(ok, lam / 3.0, lam * 4.0), tiny, 1.0 / tiny)
-        return (theta, proj, v, lam), None
+        return theta, proj, v, lam, t + 1
 
     lam0 = jnp.asarray(1e-3, theta0.dtype)
     proj0 = project(features, Y, theta0)
-    (theta, _, v, _), _ = lax.scan(step, (theta0, proj0, _value(proj0), lam0), None, length=steps)
+    going = lambda carry: (carry[4] < steps) & ~jnp.asarray(skip)
+    theta, _, v, _, _ = lax.while_loop(going, step, (theta0, proj0, _value(proj0), lam0, jnp.asarray(0)))
     return theta, v
