@@ -146,10 +146,10 @@ def test_search_config_is_frozen_and_its_record_keeps_its_keys():
     assert isinstance(r.config, fit.SearchConfig)
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.config.tol = 1.0
-    # the JSON record's keys, in the order records have always had them (hops since 2026-12-05)
-    keys = (
-        "activation depth d n width method restarts steps init linear hops num low high holdout polish optimizer skip"
-    )
+    # the JSON record's keys, in the order records have always had them (hops since 2026-12-05,
+    # blockwise since 2026-12-06)
+    keys = "activation depth d n width method restarts steps init linear hops blockwise num low high holdout polish"
+    keys += " optimizer skip"
     keys += " draws tol batch_size chunk_size devices dtype key jax"
     assert list(r.config.to_dict()) == keys.split()
     assert io.to_jsonable(r.config) == io.to_jsonable(r.config.to_dict())

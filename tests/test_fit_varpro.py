@@ -210,26 +210,6 @@ def test_blockwise_is_resolved_for_stacks_and_refused_where_it_means_nothing():
 
 
 @pytest.mark.slow
-def test_blockwise_composes_block_absorbers_and_only_them():
-    # step 0 on one planted relu (2,8) stack (each block absorbs: the composition is exact on held-out
-    # inputs too) and one Gaussian stack (no block absorbs, Cor 11: the composition is far off)
-    planted, _ = models.planted_sample("relu", 2, 8, key=jax.random.key(30), draws=1, dtype=jnp.float64, depth=2)
-    gaussian = models.sample("relu", 2, 8, key=jax.random.key(31), draws=1, dtype=jnp.float64, depth=2)
-    cfg = fit._config.validate(planted, "relu", problem=fit.Problem(depth=2), solver=fit.Solver(restarts=8)).cfg
-    xs, xh = fit.sample_inputs(fit.Inputs(num=cfg.num), 2, key=jax.random.key(1), dtype=jnp.float64)
-    xh = xh.reshape(-1, 2)
-    losses = []
-    for target in (planted, gaussian):
-        W = jax.tree.map(lambda a: a[0], target)
-        layer_ys = jax.vmap(lambda w: jax.vmap(lambda x: models.skip_mlp(w, x, "relu"))(xs))(W)
-        starts = fit._draw.init_restart  # the search's own starts, restart by restart
-        p0 = jax.vmap(lambda r: starts(cfg, type(W), W, jax.random.fold_in(KEY, r), r, jnp.float64))(jnp.arange(8))
-        V = fit._projected.blockwise(cfg, xs, layer_ys, p0, jax.random.key(2))
-        losses.append(float(fit.relative_loss(V, W, "relu", xs=xh, depth=2)))
-    assert losses[0] < 1e-20 < 1e-10 < losses[1], losses
-
-
-@pytest.mark.slow
 def test_default_search_solves_planted_relu_stacks_at_n_4d_and_the_joint_search_is_kept():
     # the default on two planted relu (2,8) stacks: solved (step 0), recorded as blockwise; with
     # blockwise=False the joint search alone runs, and its result is a residual-free stack too
