@@ -17,7 +17,7 @@ from optax.tree_utils import tree_norm
 
 from absorbjax.fit import _projected as projected, _solvers as solvers
 from absorbjax.fit._config import Init, Inputs, Linear, Method, PolishMethod, Static
-from absorbjax.fit._loss import candidate_fn, pointwise, residuals, sample_inputs, target_fn
+from absorbjax.fit._loss import candidate_fn, loss, pointwise, sample_inputs, target_fn
 from absorbjax.models import Params
 
 HOP_STREAM = 1  # fold_in(draw key, HOP_STREAM): the hops' key, apart from the inputs' and inits' split
@@ -128,7 +128,7 @@ def one_draw(
     ys = tgt(target, xs, cfg.activation, cfg.depth, A)
 
     def loss_fn(p):
-        return jnp.sum(jnp.square(residuals(p, xs, ys, cfg.activation, cfg.depth)))
+        return loss(p, xs, ys, cfg.activation, cfg.depth)
 
     if given is None:
         rs = jnp.arange(cfg.restarts)

@@ -95,6 +95,11 @@ def residuals(cand: Params, xs, ys, activation: str, depth: int):
     return ((ys - pred) * residual_weights(xs)).ravel()
 
 
+def loss(cand: Params, xs, ys, activation: str, depth: int):
+    """``ℓ(V) = ‖r‖²`` (:func:`residuals`): the search's loss against the target's values ``ys``."""
+    return jnp.sum(jnp.square(residuals(cand, xs, ys, activation, depth)))
+
+
 def relative_loss(
     candidate: Params,
     params: Params,

@@ -53,7 +53,7 @@ from optax.tree_utils import tree_where
 from absorbjax import models
 from absorbjax.fit import _signs as signs, _solvers as solvers, _varpro as varpro
 from absorbjax.fit._config import Linear, Static
-from absorbjax.fit._loss import residual_weights, residuals
+from absorbjax.fit._loss import loss, residual_weights
 from absorbjax.models import Params
 
 TOP = 8
@@ -164,11 +164,11 @@ def restarts(cfg: Static, xs, ys, p0, loss_fn, key: jax.Array, layer_ys=None):
     done, found = False, None
     if layer_ys is not None:
         found = blockwise(cfg, xs, layer_ys, start, jax.random.fold_in(key, BLOCKWISE))
-        found = (found, loss_fn(found))
-        done = found[1] <= cfg.tol
+        found_loss = loss_fn(found)
+        done = found_loss <= cfg.tol
         # the stack's search waits for step 0 (+ 0 from x != x, which XLA keeps for floats): two
         # batched LAPACK calls side by side can deadlock XLA's CPU pool (research log, 2026-12-03)
-        wait = (found[1] != found[1]).astype(start.down.dtype)
+        wait = (found_loss != found_loss).astype(start.down.dtype)
         start = jax.tree.map(lambda a: a + wait, start)
     if cfg.linear:  # the free-linear class itself: step 1 only
 
@@ -193,8 +193,8 @@ def restarts(cfg: Static, xs, ys, p0, loss_fn, key: jax.Array, layer_ys=None):
     if found is None:
         return p, losses
     worst = jnp.argmax(jnp.where(jnp.isfinite(losses), losses, jnp.inf))[None]
-    better = jnp.isfinite(found[1]) & ~(jnp.nanmin(losses) <= found[1])
-    return solvers.adopt(p, losses, worst, jax.tree.map(lambda a: a[None], found[0]), found[1][None], better[None])
+    better = jnp.isfinite(found_loss) & ~(jnp.nanmin(losses) <= found_loss)
+    return solvers.adopt(p, losses, worst, jax.tree.map(lambda a: a[None], found), found_loss[None], better[None])
 
 
 def blockwise(cfg: Static, xs, layer_ys, start: Params, key: jax.Array) -> Params:
@@ -214,8 +214,7 @@ def blockwise(cfg: Static, xs, layer_ys, start: Params, key: jax.Array) -> Param
     one = dataclasses.replace(cfg, depth=1, blockwise=False)
 
     def layer(ys, starts, k):
-        loss_fn = lambda p: jnp.sum(jnp.square(residuals(p, xs, ys, cfg.activation, 1)))
-        p, losses = restarts(one, xs, ys, starts, loss_fn, k)
+        p, losses = restarts(one, xs, ys, starts, lambda p: loss(p, xs, ys, cfg.activation, 1), k)
         best = jnp.argmin(jnp.where(jnp.isfinite(losses), losses, jnp.inf))
         return jax.tree.map(lambda a: a[best], p)
 
