@@ -54,9 +54,8 @@ def _refuse(name):
 
 @pytest.fixture
 def no_late_stages(monkeypatch):
-    """The box relaxation, the local searches and any step of the matrix-free search raise."""
+    """The box relaxation and any step of the local search (the single flips and the swaps) raise."""
     monkeypatch.setattr(_closest, "box_relaxation", _refuse("the box relaxation"))
-    monkeypatch.setattr(_closest, "local_search", _refuse("a local search"))
     monkeypatch.setattr(_search, "_per_unit", _refuse("the search"))
 
 
@@ -103,8 +102,7 @@ def test_the_stages_after_the_decision_share_its_deadline(monkeypatch):
         return out
 
     monkeypatch.setattr(_closest, "decide", decided)
-    for stage in ("box_relaxation", "local_search"):
-        monkeypatch.setattr(_closest, stage, _refuse(stage))
+    monkeypatch.setattr(_closest, "box_relaxation", _refuse("box_relaxation"))
     monkeypatch.setattr(_search, "_per_unit", _refuse("the search"))
     cut = condition.distance(params, "relu", decision=condition.Decision(time_limit=30.0))
     assert cut.certificate.status == full.certificate.status == "not_absorbable"
@@ -158,10 +156,10 @@ def test_a_generous_limit_changes_nothing(monkeypatch, d, n):
     """With time to spare every stage runs in full (the box relaxation's default steps, a local
     search from each of the seven starts) and two runs agree exactly."""
     params = testing.gaussian(d, n, seed=2)
-    calls, real = [], _closest.local_search
-    monkeypatch.setattr(_closest, "local_search", lambda *a: (calls.append(1), real(*a))[1])
+    calls, real = [], _closest.descend
+    monkeypatch.setattr(_closest, "descend", lambda *a, **k: (calls.append(k.get("swaps", True)), real(*a, **k))[1])
     first = condition.distance(params, "relu")
-    assert first.stopped == "" and len(calls) == 7
+    assert first.stopped == "" and calls.count(False) == 7  # single flips from each start; then the swaps
     second = condition.distance(params, "relu")
     assert _same(first, second), (first, second)
     if n <= 18:

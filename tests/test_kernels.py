@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from absorbjax import condition, models
-from absorbjax.condition import _hypotheses as hyp, _inputs as inputs, _large as large, _stored as stored
+from absorbjax.condition import (
+    _closest as closest,
+    _hypotheses as hyp,
+    _inputs as inputs,
+    _large as large,
+    _scale as scale,
+    _search as search,
+    _stored as stored,
+)
 
 
 def _block(n: int, seed: int = 0) -> models.MLPParams:
@@ -46,6 +54,48 @@ def test_both_paths_test_parallel_rows_with_the_one_exact_test(calls, n):
     cert = condition.find_absorbing_set(_block(n), "relu")
     assert calls.get("exactly_parallel", 0) >= 1
     assert cert.status == condition.Status.DEGENERATE and any("parallel" in f for f in cert.failed)
+
+
+def _gaussian(n: int, seed: int = 4) -> models.MLPParams:
+    """A Gaussian block ``(4, n)`` small enough for the trace test: ``not_absorbable`` on either path."""
+    rng = np.random.default_rng(seed)
+    return models.MLPParams(rng.standard_normal((n, 4)) / 2, rng.standard_normal((4, n)) / n)
+
+
+@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+def test_both_paths_take_rule_stars_threshold_from_the_rule(monkeypatch, n):
+    """Rule (★)'s ``τ`` comes from :meth:`inputs.Rule.threshold` on either path: from
+    ``|W_down| |W_up|`` on the Gram path (``nu=None``), from the norm sum on the screen."""
+    got = []
+    real = inputs.Rule.threshold
+    monkeypatch.setattr(
+        inputs.Rule, "threshold", lambda self, U, D, nu=None: (got.append(nu), real(self, U, D, nu=nu))[1]
+    )
+    assert condition.find_absorbing_set(_gaussian(n), "relu").status == condition.Status.NOT_ABSORBABLE
+    assert got and all((nu is None) == (n < large.SCREEN_MIN_N) for nu in got)
+
+
+@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+def test_both_paths_bound_the_box_with_bound_d(monkeypatch, n):
+    """The certified lower bound over the box ``[0,1]^n`` is bound (D), :func:`scale.dual_lower`, on
+    either path: at the Gram path's box point (:func:`_relax.box_relaxation`) and at the screen's
+    trace test and Frank–Wolfe iterates (:func:`scale.box_bounds`)."""
+    seen: dict = {}
+    _counting(monkeypatch, seen, "dual_lower", scale)
+    dist = condition.distance(_gaussian(n), "relu")
+    assert dist.certificate.status == condition.Status.NOT_ABSORBABLE and dist.lower > 0
+    assert seen.get("dual_lower", 0) >= 1
+
+
+@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+def test_both_paths_search_sets_with_the_one_local_search(monkeypatch, n):
+    """``distance``'s sets come from :func:`search.descend` on either path: the Gram path's single
+    flips from the rounded box points (``swaps=False``), then, on both, flips and swaps."""
+    swaps: list = []
+    real = search.descend
+    monkeypatch.setattr(closest, "descend", lambda *a, **k: (swaps.append(k.get("swaps", True)), real(*a, **k))[1])
+    condition.distance(_gaussian(n), "relu")
+    assert True in swaps and (False in swaps) == (n < large.SCREEN_MIN_N)
 
 
 def test_the_screen_reads_the_units_maxima_once(calls):

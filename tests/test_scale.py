@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from absorbjax.condition import _hypotheses as hyp, _large as large, _scale as scale
+from absorbjax.condition._inputs import threshold_of
 
 RTOL = 1e3 * 2.0**-52  # rule (★)'s default slack
 EPS = 2.0**-52
@@ -66,18 +67,23 @@ def test_dual_lower_is_below_its_exact_value_and_close():
 def test_trace_test_decides_gaussian_blocks():
     U, D = gaussian(0, 32, 128)
     A = np.eye(32)
-    tau = scale.miss_threshold(U, D, A, RTOL)
+    tau = wide_tau(U, D, A)
     out = scale.screen(U, D, A, tau=tau, rtol=RTOL)
     assert (out.status, out.method) == ("absent", "trace")
     assert out.lower > 0.8 * math.sqrt(32) and out.upper >= out.lower
     assert out.failed == ()
 
 
-def test_miss_threshold_bounds_rule_star_threshold():
+def wide_tau(U, D, A, rtol=RTOL):
+    """Rule (★)'s ``τ`` as the wide path makes it: from the one pass's norm sum."""
+    return threshold_of(U, D, A, rtol, nu=scale.norm_sum(U, D))
+
+
+def test_the_wide_threshold_bounds_the_gram_paths():
     U, D = gaussian(1, 5, 20, size=3.0)
     A = np.random.default_rng(2).standard_normal((5, 5))
     r = RTOL + 4 * 21 * 2.0**-53 / (1 - 21 * 2.0**-53)
-    assert scale.miss_threshold(U, D, A, RTOL) >= r * np.linalg.norm(np.abs(D) @ np.abs(U) + np.abs(A))
+    assert wide_tau(U, D, A) >= threshold_of(U, D, A, RTOL) >= r * np.linalg.norm(np.abs(D) @ np.abs(U) + np.abs(A))
 
 
 @pytest.mark.parametrize("size", [1.0, 8.0, 30.0])
@@ -99,7 +105,7 @@ def test_frank_wolfe_decides_when_the_trace_test_cannot():
     U, D = gaussian(3, 8, 32, size=40.0)
     A = np.eye(8)
     assert scale.dual_lower(U, D, A, A) == 0.0  # large weights: the trace test fails
-    out = scale.screen(U, D, A, tau=scale.miss_threshold(U, D, A, RTOL), rtol=RTOL, steps=5)
+    out = scale.screen(U, D, A, tau=wide_tau(U, D, A), rtol=RTOL, steps=5)
     assert (out.status, out.method) == ("absent", "frank-wolfe")
 
 
@@ -107,7 +113,7 @@ def test_frank_wolfe_decides_when_the_trace_test_cannot():
 def test_planted_sets_are_found(d, n):
     for seed in range(4):
         U, D, A, S = planted(seed, d, n)
-        out = scale.screen(U, D, A, tau=scale.miss_threshold(U, D, A, RTOL), rtol=RTOL)
+        out = scale.screen(U, D, A, tau=wide_tau(U, D, A), rtol=RTOL)
         assert out.status == "found" and out.method == "planted"
         assert out.S.tolist() == S.tolist() and out.check.accepted
         assert out.check.miss_frobenius >= exact_miss(U, D, A, S)
@@ -117,7 +123,7 @@ def test_planted_with_a_matrix_skip():
     rng = np.random.default_rng(7)
     A = np.eye(6) + 0.3 * rng.standard_normal((6, 6))
     U, D, A, S = planted(7, 6, 24, skip=A)
-    out = scale.screen(U, D, A, tau=scale.miss_threshold(U, D, A, RTOL), rtol=RTOL)
+    out = scale.screen(U, D, A, tau=wide_tau(U, D, A), rtol=RTOL)
     assert out.status == "found" and out.S.tolist() == S.tolist()
 
 
@@ -138,7 +144,7 @@ def test_never_claims_absence_for_an_absorbable_block(seed, d, extra, more, exps
     k = np.asarray(exps[:n])
     U, D = np.ldexp(U, k[:, None]), np.ldexp(D, -k[None, :])
     miss = exact_miss(U, D, A, S)
-    tau = scale.miss_threshold(U, D, A, RTOL)
+    tau = wide_tau(U, D, A)
     out = scale.screen(U, D, A, tau=tau, rtol=RTOL, steps=3)
     assert out.status != "absent"
     assert out.lower <= miss
@@ -320,8 +326,9 @@ def test_undecided_wide_blocks_are_not_sent_to_the_gram_path(monkeypatch, screen
     from absorbjax import condition, models
 
     U, D = gaussian(14, 4, 16, size=1.0)
-    monkeypatch.setattr(scale, "miss_threshold", lambda *args, **kwargs: 1e9)  # nothing can be ruled out
     from absorbjax.condition._inputs import Rule
+
+    monkeypatch.setattr(Rule, "threshold", lambda *args, **kwargs: 1e9)  # nothing can be ruled out
 
     assert large.wide_screen(U, D, Rule.of(np.eye(4), RTOL)) is None
     monkeypatch.setattr(large, "GRAM_MAX_N", 8)

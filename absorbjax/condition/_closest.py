@@ -13,7 +13,7 @@ from absorbjax.condition._arith import EPS, ONE, balance, miss_bound
 from absorbjax.condition._certificate import Distance
 from absorbjax.condition._decide import decide, read_block
 from absorbjax.condition._inputs import Rule, mask_of
-from absorbjax.condition._integer import closest_mask, local_search
+from absorbjax.condition._integer import closest_mask
 from absorbjax.condition._options import Decision
 from absorbjax.condition._relax import box_relaxation
 from absorbjax.condition._search import Budget, descend
@@ -156,10 +156,11 @@ def _gram_distance(U, D, rule: Rule, cert, rel, deadline: float) -> Distance:
         roundings = (rel.c,) if c_box is None else (rel.c, c_box)
         starts = [np.zeros(n, bool)] + [c > t for c in roundings for t in (0.25, 0.5, 0.75)]
         cands = []
-        for s in starts:  # a search not begun by the deadline leaves its start as it is
-            late = time.perf_counter() > deadline
-            cut |= late
-            cands.append(s if late else local_search(rel.G, rel.b, s, 10 * n))
+        for s in starts:  # single flips of the one local search; the deadline stops it (a start not begun stays)
+            clock = Budget(deadline=deadline)
+            found = descend(U, D, A, s, swaps=False, budget=clock)
+            cut |= clock.stopped == "time_limit"
+            cands.append(s if found is None else found[0])
         # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
         m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
     shrink = 1.0 if widen == 1.0 else 1 - 8 * EPS - 2 * rule.approx / norm_a

@@ -13,7 +13,7 @@ from absorbjax._fingerprint import fingerprint
 from absorbjax._self_check import settle, strict
 from absorbjax._verify import verify
 from absorbjax.condition import _hypotheses as hyp, _large as large, _line as line, _scale as scale, _stored as stored
-from absorbjax.condition._arith import ETA, ONE, balance, rank_lower, sigma_min_lower
+from absorbjax.condition._arith import ONE, balance, rank_lower, sigma_min_lower
 from absorbjax.condition._assemble import Answer, Rounding, best_witness, certificate
 from absorbjax.condition._block import BlockContext, per_draw, read_block
 from absorbjax.condition._certificate import Certificate, Evidence, RelaxationEvidence, Status, WithinRounding
@@ -402,7 +402,7 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
         return *stored.units(U, D, scales.balance, S), stored.as_float64(D[:, S])
 
     def loose(rtol: float) -> Rounding:  # the screen's bound against the looser tolerance
-        tau_r = rule.widen(scale.miss_threshold(U, D, rule.Ac, rtol, nu=nu) + (n + 2) * d * ETA)
+        tau_r = rule.loose(rtol).threshold(U, D, nu=nu)
         if scr.lower > tau_r and not absolute:
             return Rounding(
                 WithinRounding.NO, rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"

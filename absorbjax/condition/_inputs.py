@@ -239,21 +239,27 @@ class Rule(NamedTuple):
         rule's sum, and the distance ``approx`` between the two."""
         return thr if self.approx == 0 else thr * (1 + 2 * EPS) + self.approx * (1 + 2 * EPS)
 
-    def threshold(self, U, D) -> float:
-        """:func:`threshold_of` on ``Ac``, widened (:meth:`widen`)."""
-        return self.widen(threshold_of(U, D, self.Ac, self.rtol))
+    def threshold(self, U, D, *, nu: float | None = None) -> float:
+        """:func:`threshold_of` on ``Ac``, widened (:meth:`widen`): both paths' ``τ``."""
+        return self.widen(threshold_of(U, D, self.Ac, self.rtol, nu=nu))
 
 
-def threshold_of(U, D, A, rtol: float) -> float:
-    """A Frobenius bound on the exact miss of every set that rule (★) can accept.
+def threshold_of(U, D, A, rtol: float, *, nu: float | None = None) -> float:
+    """A Frobenius bound ``τ`` on the exact miss of every set that rule (★) can accept.
 
-    An accepted ``S`` has exact ``|miss_kj| ≤ (rtol + 4γ_{n+1}) (Σ_{i∈S}|D_ki||U_ij| + |A_kj|)``, and
-    ``Σ_{i∈S}|D_ki||U_ij| ≤ (|W_down| |W_up|)_kj``; so a certified lower bound above this value on
-    ``‖Σ m_i M_i + A‖_F`` for every ``m`` rules every ``S`` out.
+    An accepted ``S`` has exact ``|miss_kj| ≤ r (Σ_{i∈S}|D_ki||U_ij| + |A_kj|)``, ``r = rtol + 4γ_{n+1}``,
+    and ``Σ_{i∈S}|D_ki||U_ij| ≤ (|W_down| |W_up|)_kj``; so a certified lower bound above ``τ`` on
+    ``‖Σ m_i M_i + A‖_F`` for every ``m`` rules every ``S`` out. ``nu=None``: ``τ`` from the
+    Frobenius norm of ``r (|W_down| |W_up| + |A|)`` (one ``O(n d²)`` product; the Gram path);
+    ``nu ≥ Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖`` (``condition._scale.norm_sum``, one pass over the units):
+    the triangle inequality on the rank-one terms, ``r (ν + ‖A‖_F)``, in ``O(d²)`` (the wide path;
+    never below the first). Both add the subnormal range's absolute rounding ``(n + 2) d η``.
     """
     n, d = U.shape
     r = rtol + 4 * gamma(n + 1)
     absolute = (n + 2) * d * ETA  # the subnormal range's absolute rounding
+    if nu is not None:
+        return r * (nu + float(np.linalg.norm(A)) * (1 + gamma(d * d + 2))) * (1 + 4 * EPS) + absolute
     return r * (1 + gamma(n + 1)) * float(np.linalg.norm(np.abs(D) @ np.abs(U) + np.abs(A))) + absolute
 
 

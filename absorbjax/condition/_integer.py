@@ -1,4 +1,4 @@
-"""The integer step: enumeration of all ``2^n`` masks, HiGHS MILP, local search, closest mask."""
+"""The integer step: enumeration of all ``2^n`` masks, HiGHS MILP, closest mask."""
 
 from __future__ import annotations
 
@@ -184,22 +184,6 @@ def milp(U, D, rule: Rule, rel: Relaxation, threshold: float, time_limit: float)
         sign = np.where(m, 1.0, -1.0)
         cons.append(optimize.LinearConstraint(sign[None], -np.inf, m.sum() - 1))
     return f"{_MILP_MAX_CUTS} HiGHS solutions failed verification", None, form
-
-
-def local_search(G, b, m, max_flips: int) -> np.ndarray:
-    """Best-improvement single flips on ``f(m) = mᵀGm − 2bᵀm`` (``= ‖Σ m_i M_i + A‖_F² − ‖A‖_F²``)."""
-    m = m.copy()
-    h = G @ m - b
-    diag = np.diag(G)
-    for _ in range(max_flips):
-        s = np.where(m, -1.0, 1.0)
-        gain = 2 * s * h + diag
-        i = int(np.argmin(gain))
-        if gain[i] >= -1e-12 * (1 + abs(float(h @ m))):
-            break
-        m[i] = not m[i]
-        h += s[i] * G[:, i]
-    return m
 
 
 def closest_mask(rel: Relaxation) -> np.ndarray:

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from absorbjax.condition import _scale as scale, _stored as stored
-from absorbjax.condition._arith import ETA, miss_bound
+from absorbjax.condition._arith import miss_bound
 from absorbjax.condition._certificate import Certificate, Distance
 from absorbjax.condition._inputs import Rule
 
@@ -35,8 +35,8 @@ def wide_screen(
 ) -> scale.Screen | None:
     """The ``O(n d²)`` screen of ``W_up = U (n, d)``, ``W_down = D (d, n)``, skip ``A (d, d)``.
 
-    ``τ`` bounds the exact miss of every set that rule (★) accepts (:func:`scale.miss_threshold`
-    plus the subnormal range's absolute rounding, so never below ``inputs.threshold_of``). Returns
+    ``τ`` bounds the exact miss of every set that rule (★) accepts (:meth:`Rule.threshold` from
+    ``nu``, the one pass's :func:`scale.norm_sum`: never below the Gram path's). Returns
     ``None`` when the screen does not decide and ``n ≤ GRAM_MAX_N`` (the caller runs the Gram path);
     otherwise the :class:`scale.Screen` (``ABSENT``, ``FOUND``, or ``UNDECIDED`` beyond the
     Gram path's reach). A found set is only a candidate: the caller judges it by rule (E).
@@ -57,7 +57,8 @@ def wide_screen(
         ok, miss = rule.accepts(u, dd, m)
         return scale.SetCheck(S, ok, miss, math.inf if not ok else miss_bound(u, dd, rule.A, m, c=rule.c)[0])
 
-    tau = rule.widen(scale.miss_threshold(U, D, A, rule.rtol, scales=scales.total, nu=nu) + (n + 2) * d * ETA)
+    nu = scale.norm_sum(U, D, scales=scales.total) if nu is None else nu
+    tau = rule.threshold(U, D, nu=nu)
     scr = scale.screen(U, D, A, tau=tau, rtol=rule.rtol, steps=steps, verify=verify, scales=scales)
     if scr.status is scale.ScreenStatus.UNDECIDED and n <= GRAM_MAX_N:
         return None

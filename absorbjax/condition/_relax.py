@@ -12,6 +12,7 @@ from scipy import linalg as sla
 from scipy.linalg import lapack
 
 from absorbjax.condition._arith import EPS, certify_pd, gamma
+from absorbjax.condition import _scale as scale
 
 
 @dataclasses.dataclass
@@ -159,20 +160,20 @@ def box_relaxation(
 
     ``f(c) = ‖R‖_F²`` (``R = −A − Σ c_i M_i``) is convex with gradient ``−2g``, ``g = Kᵀ vec R``,
     so at any ``c`` in the box ``min f ≥ f(c) + Σ_i min(2 g_i c_i, −2 g_i (1 − c_i))`` (the
-    Frank–Wolfe gap). Any ``c`` in the box gives a valid bound; a good ``c`` gives a tight one.
+    Frank–Wolfe gap, which steers the loop). Any ``c`` in the box gives a valid bound; a good ``c`` gives a tight one.
     It is found on the Gram form ``f = cᵀGc − 2bᵀc + ‖A‖_F²`` by projected Newton steps (solve
     ``G`` on the free coordinates, project, halve until ``f`` decreases: two or three steps on
     trained layers), falling back to accelerated projected gradient (FISTA with adaptive restart,
     ``iters`` steps) when a step fails (singular ``G_FF``, no decrease). The Gram form only
     steers: the loop stops once the gap is below ``rtol·f``, once ``f`` is below ``target`` (no
     bound can exceed it) or once the estimate clears ``target``; the bound returned is evaluated
-    at the final ``c`` with exact residuals, less their rounding error (:func:`_frank_wolfe`).
+    at the final ``c`` by bound (D) (:func:`_bound_at`), rigorous whatever ``c`` is.
     """
     G, b = rel.G, rel.b
     a2 = float(np.sum(A * A))
     if not (np.all(np.isfinite(G)) and np.all(np.isfinite(b))):  # no Gram form to steer by: c as given
         c = np.clip(np.nan_to_num(rel.c), 0.0, 1.0)
-        return _frank_wolfe(U, D, A, c)[1], c
+        return _bound_at(U, D, A, c), c
 
     def gram(c):  # (f, gap, g) on the Gram form; steers only
         Gc = G @ c
@@ -191,7 +192,7 @@ def box_relaxation(
     f, gap, g = gram(c)
     for _ in range(20):  # projected Newton
         if done(f, gap):
-            return _frank_wolfe(U, D, A, c)[1], c
+            return _bound_at(U, D, A, c), c
         free = ((c > 0) & (c < 1)) | ((c <= 0) & (g > 0)) | ((c >= 1) & (g < 0))
         F, B = np.flatnonzero(free), np.flatnonzero(~free)
         try:
@@ -231,31 +232,12 @@ def box_relaxation(
         t_next = (1 + math.sqrt(1 + 4 * t * t)) / 2
         y = c_next + ((t - 1) / t_next) * (c_next - c)
         c, t = c_next, t_next
-    return _frank_wolfe(U, D, A, c)[1], c
+    return _bound_at(U, D, A, c), c
 
 
-def _frank_wolfe(U, D, A, c) -> tuple[float, float]:
-    """``(‖R‖_F², certified lower bound on min_box ‖R‖_F)`` at ``c ∈ [0,1]^n``.
-
-    One product ``(W_down diag c) W_up`` and one ``R W_upᵀ`` (``O(d²n)``). The rounding error of
-    ``R`` is bounded by ``n·eps·‖|W_down| diag c |W_up| + |A|‖_F ≤ n·eps·(‖W_down‖_F ‖W_up‖_F +
-    ‖A‖_F)`` (``0 ≤ c ≤ 1``), that of ``g_i`` by ``(err + 2d·eps·‖R‖_F)·‖W_down[:,i]‖ ‖W_up[i,:]‖``.
-    """
-    n, d = U.shape
-    R = -A - (D * c) @ U
-    g = np.einsum("ki,ki->i", D, R @ U.T)
-    f = float(np.sum(R * R))
-    terms = np.minimum(2 * g * c, -2 * g * (1 - c))
-    bound = f + float(np.sum(terms))
-    g_n = gamma(n + 2)  # the rounding of R: γ_{n+2} (|W_down| diag c |W_up| + |A|), Frobenius below this
-    err = g_n * (1 + g_n) * (float(np.linalg.norm(D)) * float(np.linalg.norm(U)) + float(np.linalg.norm(A)))
-    err *= 1 + 8 * (d + 2) * EPS  # the norms' own rounding
-    err_g = (err + gamma(2 * d + 2) * math.sqrt(f)) * np.linalg.norm(D, axis=0) * np.linalg.norm(U, axis=1)
-    # f and the sum of terms are float64 sums too: γ_{d²+2} f and γ_{n+2} Σ|terms| cover them
-    sums = gamma(d * d + 2) * f + g_n * float(np.sum(np.abs(terms)))
-    margin = (2 * math.sqrt(f) * err + err**2 + 2 * float(np.sum(err_g)) * (1 + 8 * (d + 2) * EPS) + sums) * (
-        1 + 8 * EPS
-    )
-    if not (math.isfinite(f) and math.isfinite(bound) and math.isfinite(margin)):
-        return f, 0.0  # a NaN or inf bounds nothing
-    return f, math.sqrt(max(bound - margin, 0.0))
+def _bound_at(U, D, A, c) -> float:
+    """The certified lower bound on ``min_box ‖Σ c_i M_i + A‖_F`` that the box point ``c``
+    ``(n,)`` gives: bound (D) of :func:`condition._scale.dual_lower` at the test matrix
+    ``Z = Σ c_i M_i + A`` (one ``O(n d²)`` pass; at that ``Z`` (D) is never below the
+    Frank–Wolfe gap's bound, ``t²/f ≥ 2t − f``)."""
+    return scale.dual_lower(U, D, A, A + (D * c) @ U)

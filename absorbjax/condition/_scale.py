@@ -308,25 +308,9 @@ def box_bounds(
     return lower, best[0], np.flatnonzero(best[1]), taken, witness
 
 
-def miss_threshold(U, D, A, rtol: float, *, block: int = BLOCK, scales=None, nu: float | None = None) -> float:
-    """A Frobenius bound ``τ`` on the exact miss of every set that rule (★) accepts, in ``O(n d)``.
-
-    Rule (★) accepts ``S`` only if ``|miss_kj| ≤ r (Σ_{i∈S} |W_down[k,i]||W_up[i,j]| + |A_kj|)`` with
-    ``r = rtol + 4γ_{n+1}`` (exact miss); the Frobenius norm of the right-hand side is at most
-    ``r (Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖ + ‖A‖_F)`` (triangle inequality on the rank-one terms
-    ``|W_down[:,i]| |W_up[i,:]|``). Never below ``condition._inputs``'s threshold for that rule.
-    ``nu``: :func:`norm_sum` of ``U, D`` when already computed (the one pass over the units; then
-    ``τ`` at another ``rtol`` costs nothing).
-    """
-    n, d = U.shape
-    r = rtol + 4 * _gamma(n + 1)
-    nu = norm_sum(U, D, block=block, scales=scales) if nu is None else nu
-    return r * (nu + float(np.linalg.norm(A)) * (1 + _gamma(d * d + 2))) * (1 + 8 * _U)
-
-
 def norm_sum(U, D, *, block: int = BLOCK, scales=None) -> float:
     """Upper bound on ``ν = Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖`` (one pass over the units, read rescaled by
-    ``scales``; ``None``: :func:`unit_scales`), what :func:`miss_threshold` needs besides ``rtol``."""
+    ``scales``; ``None``: :func:`unit_scales`), what ``inputs.threshold_of`` needs besides ``rtol`` on the wide path."""
     k = unit_scales(U, D, block=block) if scales is None else scales
     return _nu_sum(U, D, k, np.ones(U.shape[0], bool), block)
 
@@ -469,7 +453,7 @@ def screen(
       U: ``W_up (n, d)``; D: ``W_down (d, n)``; A: the skip ``(d, d)`` (all plain arrays, any real
         dtype; read in float64 blocks of ``block`` units).
       tau: a Frobenius bound on the exact miss of every set the acceptance rule accepts (for rule
-        (★): :func:`miss_threshold`). Absence is proved when bound (D) exceeds it.
+        (★): ``inputs.Rule.threshold``). Absence is proved when bound (D) exceeds it.
       rtol: the acceptance rule's slack, passed to ``verify``.
       steps: Frank–Wolfe steps after the trace test (each two ``O(n d²)`` products).
       verify: ``verify(U, D, A, S, rtol) -> SetCheck``; default :func:`screen_check`.
