@@ -11,6 +11,7 @@ from absorbjax.condition import (
     _hypotheses as hyp,
     _inputs as inputs,
     _large as large,
+    _rule as rule,
     _scale as scale,
     _search as search,
     _stored as stored,
@@ -64,12 +65,12 @@ def _gaussian(n: int, seed: int = 4) -> models.MLPParams:
 
 @pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
 def test_both_paths_take_rule_stars_threshold_from_the_rule(monkeypatch, n):
-    """Rule (★)'s ``τ`` comes from :meth:`inputs.Rule.threshold` on either path: from
+    """Rule (★)'s ``τ`` comes from :meth:`rule.Rule.threshold` on either path: from
     ``|W_down| |W_up|`` on the Gram path (``nu=None``), from the norm sum on the screen."""
     got = []
-    real = inputs.Rule.threshold
+    real = rule.Rule.threshold
     monkeypatch.setattr(
-        inputs.Rule, "threshold", lambda self, U, D, nu=None: (got.append(nu), real(self, U, D, nu=nu))[1]
+        rule.Rule, "threshold", lambda self, U, D, nu=None: (got.append(nu), real(self, U, D, nu=nu))[1]
     )
     assert condition.find_absorbing_set(_gaussian(n), "relu").status == condition.Status.NOT_ABSORBABLE
     assert got and all((nu is None) == (n < large.SCREEN_MIN_N) for nu in got)

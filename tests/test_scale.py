@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from absorbjax.condition import _hypotheses as hyp, _large as large, _scale as scale
-from absorbjax.condition._inputs import threshold_of
+from absorbjax.condition._rule import threshold_of
 
 RTOL = 1e3 * 2.0**-52  # rule (★)'s default slack
 EPS = 2.0**-52
@@ -326,7 +326,7 @@ def test_undecided_wide_blocks_are_not_sent_to_the_gram_path(monkeypatch, screen
     from absorbjax import condition, models
 
     U, D = gaussian(14, 4, 16, size=1.0)
-    from absorbjax.condition._inputs import Rule
+    from absorbjax.condition._rule import Rule
 
     monkeypatch.setattr(Rule, "threshold", lambda *args, **kwargs: 1e9)  # nothing can be ruled out
 

@@ -15,7 +15,8 @@ from absorbjax.condition._arith import miss_bound, output_bias, sigma_min_lower
 from absorbjax.condition._block import BlockContext
 from absorbjax.condition._certificate import Certificate, RelaxationEvidence, Status, WithinRounding
 from absorbjax.condition._hypotheses import margin_note
-from absorbjax.condition._inputs import Rule, storage_rtol_pair
+from absorbjax.condition._inputs import storage_rtol_pair
+from absorbjax.condition._rule import Rule
 from absorbjax.condition._scale import dual_lower
 from absorbjax.condition._text import few, fmt
 from absorbjax.condition._verdict import absence, found_theorem

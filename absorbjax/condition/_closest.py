@@ -12,10 +12,10 @@ from absorbjax.condition import _large as large, _stored as stored
 from absorbjax.condition._arith import EPS, ONE, balance, miss_bound
 from absorbjax.condition._certificate import Distance
 from absorbjax.condition._decide import decide, read_block
-from absorbjax.condition._inputs import Rule, mask_of
 from absorbjax.condition._integer import closest_mask
 from absorbjax.condition._options import Decision
 from absorbjax.condition._relax import box_relaxation
+from absorbjax.condition._rule import Rule, mask_of
 from absorbjax.condition._search import Budget, descend
 from absorbjax.models import MLPParams, check_layout
 

@@ -17,10 +17,11 @@ from absorbjax.condition._arith import ONE, balance, rank_lower, sigma_min_lower
 from absorbjax.condition._assemble import Answer, Rounding, best_witness, certificate
 from absorbjax.condition._block import BlockContext, per_draw, read_block
 from absorbjax.condition._certificate import Certificate, Evidence, RelaxationEvidence, Status, WithinRounding
-from absorbjax.condition._inputs import Rule, absolute_rounding, float_weights, storage_rtol
+from absorbjax.condition._inputs import absolute_rounding, float_weights, storage_rtol
 from absorbjax.condition._integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition._options import Decision
 from absorbjax.condition._relax import Relaxation, box_relaxation, relax
+from absorbjax.condition._rule import Rule
 from absorbjax.condition._text import fmt
 from absorbjax.condition._verdict import given, hyperplanes
 from absorbjax.models import MLPParams, check_layout

@@ -9,8 +9,8 @@ import numpy as np
 from scipy import optimize
 
 from absorbjax.condition._arith import EPS, ETA, gamma
-from absorbjax.condition._inputs import Rule
 from absorbjax.condition._relax import Relaxation
+from absorbjax.condition._rule import Rule
 
 EXHAUSTIVE_MAX_N = 24
 _MILP_DENSE_MAX = 1_000_000  # entries of the d²×n entrywise constraint matrix

@@ -18,7 +18,7 @@ import numpy as np
 from absorbjax.condition import _scale as scale, _stored as stored
 from absorbjax.condition._arith import miss_bound
 from absorbjax.condition._certificate import Certificate, Distance
-from absorbjax.condition._inputs import Rule
+from absorbjax.condition._rule import Rule
 
 SCREEN_MIN_N = 2048  # the entry points screen blocks at least this wide first
 GRAM_MAX_N = 8192  # wider blocks never reach the Gram path (≈ 30 s and 4 GB at n = 8192)

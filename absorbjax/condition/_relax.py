@@ -11,8 +11,8 @@ import numpy as np
 from scipy import linalg as sla
 from scipy.linalg import lapack
 
-from absorbjax.condition._arith import EPS, certify_pd, gamma
 from absorbjax.condition import _scale as scale
+from absorbjax.condition._arith import EPS, certify_pd, gamma
 
 
 @dataclasses.dataclass

@@ -310,7 +310,7 @@ def box_bounds(
 
 def norm_sum(U, D, *, block: int = BLOCK, scales=None) -> float:
     """Upper bound on ``ν = Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖`` (one pass over the units, read rescaled by
-    ``scales``; ``None``: :func:`unit_scales`), what ``inputs.threshold_of`` needs besides ``rtol`` on the wide path."""
+    ``scales``; ``None``: :func:`unit_scales`), what ``rule.threshold_of`` needs besides ``rtol`` on the wide path."""
     k = unit_scales(U, D, block=block) if scales is None else scales
     return _nu_sum(U, D, k, np.ones(U.shape[0], bool), block)
 
@@ -453,7 +453,7 @@ def screen(
       U: ``W_up (n, d)``; D: ``W_down (d, n)``; A: the skip ``(d, d)`` (all plain arrays, any real
         dtype; read in float64 blocks of ``block`` units).
       tau: a Frobenius bound on the exact miss of every set the acceptance rule accepts (for rule
-        (★): ``inputs.Rule.threshold``). Absence is proved when bound (D) exceeds it.
+        (★): ``rule.Rule.threshold``). Absence is proved when bound (D) exceeds it.
       rtol: the acceptance rule's slack, passed to ``verify``.
       steps: Frank–Wolfe steps after the trace test (each two ``O(n d²)`` products).
       verify: ``verify(U, D, A, S, rtol) -> SetCheck``; default :func:`screen_check`.
