@@ -493,7 +493,9 @@ def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, bud
       >>> cert.status, verify(cert, models.MLPParams(U, D)).verdict
       ('absorbable', 'verified')
     """
-    get = certificate.get if isinstance(certificate, Mapping) else lambda k: getattr(certificate, k, None)
+    if not isinstance(certificate, Mapping):  # read what the JSON says: the one form checked
+        certificate = certificate.to_dict()
+    get = certificate.get
     depth = get("free_bound") is not None  # a depth certificate: the point is in it
     if params is None and not depth:
         raise ValueError("verify needs the block's params for a block or width certificate")
@@ -513,8 +515,6 @@ def _checked(get, U, D, skip, bias, out_bias, budget: int) -> Verification:
         steps = check_width(get, U, D, skip, budget, lambda c: verify(c, (U, D), skip=skip, budget=budget))
         return _conclude(str(get("status")), steps)
     ev = get("evidence")
-    if ev is not None and not isinstance(ev, Mapping):
-        ev = dataclasses.asdict(ev)
     n, d = U.shape
     status = str(get("status"))
     A = np.eye(d) if skip is None else np.asarray(skip, np.float64)
@@ -533,7 +533,6 @@ def _checked(get, U, D, skip, bias, out_bias, budget: int) -> Verification:
         steps.append(Step("odd slope", False, f"{get('activation')} declares no odd slope: no status but undecided"))
     elif status == "absorbable" and get("line") is not None:
         ln = get("line")
-        ln = ln if isinstance(ln, Mapping) else dataclasses.asdict(ln)
         steps += (
             _line(U, D, A, get("activation"), ln)
             if d == 1 and bias is None

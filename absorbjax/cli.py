@@ -336,7 +336,7 @@ def _notes(model, rows, read) -> None:
         _say(f"  layer {_ranges(layers)}: {text}")
     for r in rows:
         if r.within_rounding == "yes" and r.status != "absorbable":
-            _say(f"  layer {r.layer}: absorbable within {r.dtype} storage rounding ({r.certificate.rounding_reason})")
+            _say(f"  layer {r.layer}: absorbable within {r.dtype} storage rounding ({r.certificate.rounding.reason})")
         if r.unread:
             _say(f"  layer {r.layer}: unread tensor(s) beside the block that may be biases: {', '.join(r.unread)}")
         if r.residual is False:

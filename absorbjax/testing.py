@@ -246,7 +246,7 @@ def _judge_line(cert, params, act, bias) -> str:
     for x in (1, -1):
         f = x + sum(Fraction(float(v)) * rho(x * Fraction(float(u))) for u, v in zip(U[:, 0], D[0]))
         g = sum(Fraction(float(v)) * rho(x * Fraction(float(u))) for u, v in zip(up[:, 0], down[0]))
-        if not abs(g - f) <= Fraction(cert.miss_bound):
+        if not abs(g - f) <= Fraction(cert.promise.miss_bound):
             return f"absorbable by the line theorem, but the absorber misses f({x}) by {float(abs(g - f)):.3g}"
     return ""
 
@@ -255,11 +255,11 @@ def judge(cert, params, activation: str, planted=None, bias=None) -> str:
     """``""`` when the certificate is right about the stored values, else what is wrong with it.
 
     ``c`` is the activation's declared odd slope (rule (★): ``c·W_down[:,S] W_up[S,:] = −A``).
-    ``absorbable``: ``c`` declared, ``S`` passes rule (★) exactly, ``miss_bound`` bounds the exact
-    ``‖M_S‖_F`` and is within ``skip_rtol`` of the skip, and the absorber reproduces the block in
+    ``absorbable``: ``c`` declared, ``S`` passes rule (★) exactly, ``promise.miss_bound`` bounds the
+    exact ``‖M_S‖_F`` and is within ``promise.skip_rtol`` of the skip, and the absorber reproduces the block in
     float64; ``not_absorbable`` / ``degenerate``: no set passes (brute force for ``n ≤ 18``, else the
     planted set), the cited theorem is one the activation has, and its hypotheses match an exact
-    check (Thm 8's, or the kink theorem's distinct hyperplanes); ``within_rounding``: "yes" with a
+    check (Thm 8's, or the kink theorem's distinct hyperplanes); ``rounding.within``: "yes" with a
     set that passes the storage rule, "no" only when none (nor the planted set with absolute
     rounding) does. ``undecided`` is always allowed."""
     rtol, act = cert.rtol, activations.get(activation)
@@ -273,9 +273,9 @@ def judge(cert, params, activation: str, planted=None, bias=None) -> str:
         if not passes(params, cert.S, r, c=c):
             return "absorbable, but S fails rule (★) exactly"
         norm = frobenius(exact_miss(params, cert.S, c=c))
-        if not norm <= cert.miss_bound * (1 + 1e-12):
-            return f"absorbable, but the exact miss {norm:.3g} exceeds miss_bound {cert.miss_bound:.3g}"
-        if not norm <= cert.skip_rtol * (1 + 1e-12):
+        if not norm <= cert.promise.miss_bound * (1 + 1e-12):
+            return f"absorbable, but the exact miss {norm:.3g} exceeds miss_bound {cert.promise.miss_bound:.3g}"
+        if not norm <= cert.promise.skip_rtol * (1 + 1e-12):
             return f"absorbable, but the exact miss {norm:.3g} is not small against the skip"
         gap = absorber_gap(params, cert.S, activation, bias)
         if not gap <= 1e-9:
@@ -302,14 +302,15 @@ def judge(cert, params, activation: str, planted=None, bias=None) -> str:
             known = {act.converse(b), act.converse(b, narrow=True), act.converse(b, parallel_rows=True)} - {None}
             if not any(theorem.startswith(t) for t in known):
                 return f"not_absorbable for {activation} citing {theorem!r}, not a converse it has"
-    if cert.within_rounding == "yes":
-        r = cert.rounding_rtol + 2 * (cert.rounding_S.size + 1) * _U / (1 - (cert.rounding_S.size + 1) * _U)
-        if not passes(params, cert.rounding_S, r):
+    rounding = cert.rounding
+    if rounding.within == "yes":
+        r = rounding.rtol + 2 * (rounding.S.size + 1) * _U / (1 - (rounding.S.size + 1) * _U)
+        if not passes(params, rounding.S, r):
             return "within_rounding yes, but its S fails the storage rule"
-    if cert.within_rounding == "no":
-        if planted is not None and storage_passes(params, planted, cert.rounding_rtol):
+    if rounding.within == "no":
+        if planted is not None and storage_passes(params, planted, rounding.rtol):
             return "within_rounding no, but the planted S passes the storage rule (absolute rounding included)"
-        sets = passing_sets(params, cert.rounding_rtol)
+        sets = passing_sets(params, rounding.rtol)
         if sets:
             return f"within_rounding no, but brute force finds {sets[0].tolist()}"
     return ""

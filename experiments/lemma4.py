@@ -90,7 +90,7 @@ def singular_skips(seed, d, n, draws):
         S = np.sort(rng.choice(n, int(rng.integers(1, d)), replace=False))
         A = -(D[:, S] @ U[S])
         cert = condition.find_absorbing_set(models.MLPParams(U, D), ACTIVATION, skip=A)
-        flipped += cert.status == "absorbable" and cert.miss_bound == 0 and cert.S is not None
+        flipped += cert.status == "absorbable" and cert.promise.miss_bound == 0 and cert.S is not None
         m = d - 2
         B = np.round(rng.normal(size=(d, d - 1)) * 8) / 8 @ (np.round(rng.normal(size=(d - 1, d)) * 8) / 8)
         p = models.MLPParams(rng.normal(size=(m, d)), rng.normal(size=(d, m)))

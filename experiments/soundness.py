@@ -117,8 +117,8 @@ def _judge_planted(cert, case, c: Fraction = Fraction(1)):
         if not testing.passes(params, cert.S, _r(cert.rtol, len(cert.S)), c=c):
             return "absorbable, but S fails rule (★) exactly"
         norm = testing.frobenius(testing.exact_miss(params, cert.S, c=c))
-        if not norm <= cert.miss_bound * (1 + 1e-12) or not norm <= cert.skip_rtol:
-            return f"absorbable, but the exact miss {norm:.3g} exceeds miss_bound {cert.miss_bound:.3g}"
+        if not norm <= cert.promise.miss_bound * (1 + 1e-12) or not norm <= cert.promise.skip_rtol:
+            return f"absorbable, but the exact miss {norm:.3g} exceeds miss_bound {cert.promise.miss_bound:.3g}"
     if (
         cert.status in ("not_absorbable", "degenerate")
         and S is not None
@@ -201,7 +201,7 @@ def _judge_biased_zero(cert, case):
         for k in range(D.shape[0])
     ]
     exact = math.sqrt(float(sum(x * x for x in diffs)))
-    return "" if exact <= cert.offset_bound else f"‖absorber(0) − block(0)‖ = {exact:.3g} > offset_bound"
+    return "" if exact <= cert.promise.offset_bound else f"‖absorber(0) − block(0)‖ = {exact:.3g} > offset_bound"
 
 
 def _rule_e(rng, i):
@@ -236,8 +236,8 @@ def _judge_planted_spectral(cert, case):
     if cert.status == "absorbable":
         if not testing.passes(params, cert.S, _r(cert.rtol, len(cert.S))):
             return "absorbable, but S fails rule (★) exactly"
-        if not testing.spectral_at_most(testing.exact_miss(params, cert.S), cert.miss_bound):
-            return f"absorbable, but the exact ‖M_S‖_2 exceeds miss_bound {cert.miss_bound:.3g}"
+        if not testing.spectral_at_most(testing.exact_miss(params, cert.S), cert.promise.miss_bound):
+            return f"absorbable, but the exact ‖M_S‖_2 exceeds miss_bound {cert.promise.miss_bound:.3g}"
     if cert.status in ("not_absorbable", "degenerate") and testing.passes(params, S, _r(cert.rtol, len(S))):
         return f"{cert.status}, but the planted S passes"
     return ""
@@ -499,7 +499,7 @@ def audit(family: str, count: int, seed: int, time_limit: float = 60.0) -> dict:
                 "note": note,
                 "status": cert.status,
                 "method": cert.method,
-                "within_rounding": cert.within_rounding,
+                "within_rounding": cert.rounding.within,
                 "planted": planted is not None,
                 "seconds": cert.seconds,
                 "wrong": wrong,

@@ -67,8 +67,8 @@ def line_draws(seed):
                 f = a * x + rho(np.outer(x, U[:, 0])) @ D[0]
                 g = rho(np.outer(x, Vu[:, 0])) @ Vd[0]
                 size = abs(a) + np.abs(D[0]) @ np.abs(U[:, 0]) + np.abs(Vd[0]) @ np.abs(Vu[:, 0])
-                excess = np.max(np.abs(f - g) / np.abs(x)) - cert.miss_bound
-                worst_bound = max(worst_bound, cert.miss_bound)
+                excess = np.max(np.abs(f - g) / np.abs(x)) - cert.promise.miss_bound
+                worst_bound = max(worst_bound, cert.promise.miss_bound)
                 worst_excess = max(worst_excess, excess / (size * np.finfo(float).eps))
     return total, yes, by_line, worst_bound, worst_excess
 

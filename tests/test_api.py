@@ -264,7 +264,7 @@ def test_the_numpy_decision_runs_without_jax():
         far = condition.distance(generic, "gelu")
         assert 0 < far.lower <= far.upper, far
         half = models.MLPParams(up.astype(ml_dtypes.bfloat16), down.astype(ml_dtypes.bfloat16))
-        assert condition.find_absorbing_set(half, "gelu").within_rounding == "yes"
+        assert condition.find_absorbing_set(half, "gelu").rounding.within == "yes"
         print(yes.status, no.status, far.lower, far.upper)
         """
     )

@@ -50,8 +50,8 @@ def test_the_time_limit_bounds_the_whole_decision(monkeypatch):
     limit = 3.0
     cert = condition.find_absorbing_set(_planted32(8, 512), "relu", decision=condition.Decision(time_limit=limit))
     assert given and sum(given) <= limit, given
-    assert cert.status == "undecided" and cert.within_rounding == "undecided"
-    assert "time limit" in cert.reason and "time limit" in cert.rounding_reason
+    assert cert.status == "undecided" and cert.rounding.within == "undecided"
+    assert "time limit" in cert.reason and "time limit" in cert.rounding.reason
 
 
 @pytest.mark.slow
@@ -67,10 +67,10 @@ def test_no_time_left_gives_undecided_never_a_guess():
     cert, _ = decide(U, D, A, context, decision, deadline=time.perf_counter() - 1)
     if cert.status == "undecided":  # the relaxations did not decide it
         assert "time limit" in cert.reason or "no time left" in cert.reason
-    assert cert.within_rounding in ("undecided", "yes", "no")
+    assert cert.rounding.within in ("undecided", "yes", "no")
     # with time, the same block is decided in full
     full = condition.find_absorbing_set(params, "relu")
-    assert full.within_rounding == "yes"
+    assert full.rounding.within == "yes"
 
 
 def test_budget_stops_deterministically():

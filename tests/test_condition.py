@@ -318,7 +318,7 @@ def test_biased_blocks_are_decided_by_the_ray_limit(name):
     b, c = rng.normal(size=12), rng.normal(size=4)
     cert = condition.find_absorbing_set(params, name, bias=b)
     assert cert.status == "absorbable" and cert.biased and cert.S.tolist() == S.tolist()
-    assert cert.miss_bound <= 1e-12 and cert.theorem == activations.get(name).converse(biased=True)
+    assert cert.promise.miss_bound <= 1e-12 and cert.theorem == activations.get(name).converse(biased=True)
     V = np.asarray(condition.absorber(params, cert.S, name).up)
     beta, e = condition.absorber_biases(params, cert.S, b, c, activation=name)
     xs = rng.normal(size=(64, 4)) * 10.0 ** rng.uniform(-3, 3, (64, 1))
@@ -352,24 +352,24 @@ def test_offset_bound_covers_the_absorber_at_zero(size):
     rng = np.random.default_rng(5)
     b, c = rng.normal(size=12) * size, rng.normal(size=4) * size
     cert = condition.find_absorbing_set(params, "relu", bias=b, out_bias=c)
-    assert cert.status == "absorbable" and cert.offset_bound is not None
+    assert cert.status == "absorbable" and cert.promise.offset_bound is not None
     beta, e = condition.absorber_biases(params, cert, b, c)
     err = _exact_offset(params, cert.S, b, c, e)
-    assert err <= cert.offset_bound <= 2 * 2.0**-53 * math.sqrt(4) * float(np.max(np.abs(e))) + 1e-300
+    assert err <= cert.promise.offset_bound <= 2 * 2.0**-53 * math.sqrt(4) * float(np.max(np.abs(e))) + 1e-300
     assert np.array_equal(beta[cert.S], -b[cert.S])
     if size > 1:
-        assert cert.offset_bound > 0  # 1e16 biases: e has no exact float64 value here
+        assert cert.promise.offset_bound > 0  # 1e16 biases: e has no exact float64 value here
     # an exact dyadic block: W_up[S,:] = I, W_down[:,S] = −I, quarter-integer biases: e is exact
     up = np.concatenate([np.eye(4), np.round(rng.normal(size=(8, 4)) * 4) / 4])
     down = np.concatenate([-np.eye(4), np.round(rng.normal(size=(4, 8)) * 4) / 4], axis=1)
     b8, c8 = np.round(b / size * 4) / 4, np.round(c / size * 4) / 4
     cert8 = condition.find_absorbing_set(MLPParams(up, down), "relu", bias=b8, out_bias=c8)
-    assert cert8.status == "absorbable" and cert8.S.tolist() == [0, 1, 2, 3] and cert8.offset_bound == 0.0
+    assert cert8.status == "absorbable" and cert8.S.tolist() == [0, 1, 2, 3] and cert8.promise.offset_bound == 0.0
     e8 = condition.absorber_biases(MLPParams(up, down), cert8, b8, c8)[1]
     assert _exact_offset(MLPParams(up, down), cert8.S, b8, c8, e8) == 0.0
     plain = condition.find_absorbing_set(params, "relu")
-    assert plain.offset_bound == 0.0  # no biases: e = 0
-    assert condition.find_absorbing_set(gaussian(1, 4, 12), "relu", bias=b).offset_bound is None
+    assert plain.promise.offset_bound == 0.0  # no biases: e = 0
+    assert condition.find_absorbing_set(gaussian(1, 4, 12), "relu", bias=b).promise.offset_bound is None
 
 
 def test_parallel_rows_with_distinct_biases_are_degenerate():
@@ -433,9 +433,9 @@ def test_float32_storage_is_decided_exactly_and_within_rounding():
     # The stored float32 values miss the condition by ~1e-7: exactly, they are not absorbable ...
     assert c32.status == "not_absorbable" and c32.lower_bound > c32.threshold
     # ... but they are the rounding of an absorbable block, a separate answer.
-    assert c32.within_rounding == "yes" and c32.rounding_S.tolist() == S.tolist()
-    assert c64.status == "absorbable" and c64.within_rounding == "n/a"
-    assert c32.rounding_rtol == pytest.approx(condition.DEFAULT_RTOL + condition.storage_rtol(np.float32))
+    assert c32.rounding.within == "yes" and c32.rounding.S.tolist() == S.tolist()
+    assert c64.status == "absorbable" and c64.rounding.within == "n/a"
+    assert c32.rounding.rtol == pytest.approx(condition.DEFAULT_RTOL + condition.storage_rtol(np.float32))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,7 +513,7 @@ def test_statuses_are_typed_and_records_keep_the_plain_words():
 
     cert = condition.find_absorbing_set(gaussian(1, 3, 6), "gelu")
     assert cert.status is condition.Status.NOT_ABSORBABLE and cert.status == "not_absorbable"
-    assert cert.within_rounding is condition.WithinRounding.NOT_APPLICABLE
+    assert cert.rounding.within is condition.WithinRounding.NOT_APPLICABLE
     record = json.dumps(cert.to_dict())
     assert '"status": "not_absorbable"' in record and '"within_rounding": "n/a"' in record
     with pytest.raises(ValueError, match="'absorbed' is not a valid Status"):
@@ -568,7 +568,7 @@ def test_cancellation_inside_S_is_undecided_with_an_exact_miss():
     up = np.vstack([W, L * w, L * w + e])
     down = np.hstack([-W + np.outer(y, e), y[:, None], -y[:, None]])  # only S = {0,1,2,3} is exact
     cert = condition.find_absorbing_set(MLPParams(up, down), "relu")
-    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1, 2, 3] and cert.miss_bound == 0.0
+    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1, 2, 3] and cert.promise.miss_bound == 0.0
     down[0, 2] += 2.0**-43  # exact miss 2^-43·L·w = (1/8, 1/4) in row 0: far from 0, within (★)'s slack
     cert = condition.find_absorbing_set(MLPParams(up, down), "relu")
     assert cert.status == "undecided" and "cancellation" in cert.reason
@@ -579,7 +579,7 @@ def test_subnormal_products_and_power_of_two_scalings_are_exact():
     down = np.array([[-1.0, 1.0, 0.0], [1.0, -2.0, 0.0]])  # W_down[:,S] W_up[S,:] = −I, S = {0, 1}
     up[2], down[:, 2] = np.ldexp(up[2], -540), np.ldexp(np.array([5.0, 3.0]), -540)  # products 2^-1080
     cert = condition.find_absorbing_set(MLPParams(up, down), "gelu")
-    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1] and cert.miss_bound <= 1e-14
+    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1] and cert.promise.miss_bound <= 1e-14
     k = np.array([530, -530, 0])
     moved = MLPParams(np.ldexp(up, k[:, None]), np.ldexp(down, -k[None, :]))  # Gram would overflow
     assert condition.find_absorbing_set(moved, "gelu").status == "absorbable"

@@ -46,8 +46,8 @@ def check_absorber(params, cert, act, skip):
     Vu, Vd = (np.asarray(a, np.float64) for a in V)
     scale = np.abs(np.asarray(skip)).sum() + np.abs(D) @ np.abs(U) + np.abs(Vd) @ np.abs(Vu)  # rounding's size
     gap = np.linalg.norm(block(params, act, x, skip) - free(V, act, x), axis=1)
-    bound = (cert.miss_bound + 64 * np.finfo(float).eps * float(np.max(scale))) * np.linalg.norm(x, axis=1)
-    assert np.all(gap <= bound), (np.max(gap / np.linalg.norm(x, axis=1)), cert.miss_bound)
+    bound = (cert.promise.miss_bound + 64 * np.finfo(float).eps * float(np.max(scale))) * np.linalg.norm(x, axis=1)
+    assert np.all(gap <= bound), (np.max(gap / np.linalg.norm(x, axis=1)), cert.promise.miss_bound)
     return V
 
 
@@ -81,15 +81,15 @@ def test_line_blocks_absorb_with_an_exact_absorber(act, n):
         assert cert.status == "absorbable", cert.reason
         if cert.S is None:  # no S (the generic case): the line theorem
             assert cert.method == "line" and cert.theorem == LINE_THEOREM and cert.line is not None
-            assert cert.miss_exact and 0 <= cert.miss_bound <= 1e-15 * (1 + np.abs(params.down) @ np.abs(params.up))
+            assert cert.promise.miss_exact and 0 <= cert.promise.miss_bound <= 1e-15 * (1 + np.abs(params.down) @ np.abs(params.up))
             assert "line absorber" in str(cert) and LINE_THEOREM in str(cert)
             record = cert.to_dict()
             assert record["line"]["alpha"] == list(cert.line.alpha) and record["theorem"] == LINE_THEOREM
-            assert record["miss_bound"] == cert.miss_bound
+            assert record["miss_bound"] == cert.promise.miss_bound
         V = check_absorber(params, cert, act, skip)
         if cert.line is not None:
             for x in (1, -1):  # the stated bound holds exactly at ±1 (so everywhere: both are homogeneous)
-                assert exact_gap_at(params, V, act, a, x) <= Fraction(cert.miss_bound)
+                assert exact_gap_at(params, V, act, a, x) <= Fraction(cert.promise.miss_bound)
 
 
 def test_line_batched_wide_and_biases():
@@ -113,7 +113,7 @@ def test_line_n1_is_decided_by_the_rule():
     """d = 1, n = 1: the kink theorem (H2 trivially) decides by c·v·u = −a."""
     yes = MLPParams(np.array([[2.0]]), np.array([[-0.5]]))  # c·v·u = −1.25 for leaky_relu(0.25)
     cert = condition.find_absorbing_set(yes, "leaky_relu(0.25)", skip=np.array([[1.25]]))
-    assert cert.status == "absorbable" and cert.S.tolist() == [0] and cert.miss_bound <= 1e-14
+    assert cert.status == "absorbable" and cert.S.tolist() == [0] and cert.promise.miss_bound <= 1e-14
     assert cert.theorem == activations.KINK_THEOREM
     check_absorber_leaky = condition.absorber(yes, cert, skip=np.array([[1.25]]))
     x = np.array([[-3.0], [2.0]])
@@ -154,7 +154,7 @@ def test_zero_skip_is_absorbed_by_the_empty_set():
     params = MLPParams(rng.normal(size=(4, 2)), rng.normal(size=(2, 4)))
     A = np.zeros((2, 2))
     cert = condition.find_absorbing_set(params, "relu", skip=A)
-    assert cert.status == "absorbable" and cert.S.tolist() == [] and cert.miss_bound == 0
+    assert cert.status == "absorbable" and cert.S.tolist() == [] and cert.promise.miss_bound == 0
     assert cert.theorem == activations.KINK_THEOREM  # not Thm 8: Lemma 4 needs an invertible A
     check_absorber(params, cert, "relu", A)
     dist = condition.distance(params, "relu", skip=A)
@@ -175,7 +175,7 @@ def test_rank_one_skip_generic_and_planted():
     assert np.linalg.matrix_rank(A) == 1
     planted = MLPParams(U, D)
     cert = condition.find_absorbing_set(planted, "relu", skip=A)
-    assert cert.status == "absorbable" and cert.S.tolist() == [1] and cert.miss_bound == 0
+    assert cert.status == "absorbable" and cert.S.tolist() == [1] and cert.promise.miss_bound == 0
     check_absorber(planted, cert, "relu", A)
     # a singular A with an inexact miss is undecided, never absorbable on rule (E)'s σ_min(A) = 0
     near = MLPParams(U, D * (1 + 2.0**-40))
@@ -208,5 +208,5 @@ def test_ill_conditioned_skip_is_decided():
     U[:3], D[:, :3] = np.eye(3), -A
     planted = MLPParams(U, D)
     cert = condition.find_absorbing_set(planted, "relu", skip=A)
-    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1, 2] and cert.miss_bound == 0
+    assert cert.status == "absorbable" and cert.S.tolist() == [0, 1, 2] and cert.promise.miss_bound == 0
     check_absorber(planted, cert, "relu", A)

@@ -41,7 +41,7 @@ def test_distance_decides_with_the_options_it_is_given():
     dist = condition.distance(params, decision=decision)
     cert = condition.find_absorbing_set(params, decision=decision)
     assert dist.certificate.method == cert.method == "exhaustive"
-    assert dist.certificate.skip_rtol == 1e-3 and dist.certificate.rtol == 1e-10
+    assert dist.certificate.promise.skip_rtol == 1e-3 and dist.certificate.rtol == 1e-10
     assert dist.S.tolist() == S.tolist() == cert.S.tolist() and dist.method == "exact"
     biased = condition.distance(gaussian(3, 6), "gelu", bias=np.linspace(-1.0, 1.0, 6))
     assert biased.certificate.biased and biased.certificate.theorem == "Thm 8 via the ray limit"

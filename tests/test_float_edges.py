@@ -116,7 +116,7 @@ def test_find_absorbing_set(make, n, method):
     )  # never an exception (finding 4)
     _right(cert, p, S, brute=U.shape[0] <= 18)
     if S is not None and cert.status == "absorbable":
-        assert frobenius(exact_miss(p, cert.S)) <= cert.miss_bound
+        assert frobenius(exact_miss(p, cert.S)) <= cert.promise.miss_bound
 
 
 @pytest.mark.parametrize("make", BLOCKS)
@@ -145,7 +145,7 @@ def test_wide_path(make):
     )  # the MILP may stop: undecided is right
     _right(cert, p, S, brute=False)
     if cert.status == "absorbable":
-        assert frobenius(exact_miss(p, cert.S)) <= cert.miss_bound
+        assert frobenius(exact_miss(p, cert.S)) <= cert.promise.miss_bound
     if S is None and cert.status == "degenerate":
         assert any(getattr(f, "kind", "") == "parallel" for f in cert.failed)
 

@@ -240,7 +240,7 @@ def test_planted_search_is_robust_to_decoys(seed, d, kinds, skip):
     U, D, A, S = decoyed(seed, d, kinds, skip=A)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu", skip=A)  # the default limit: load-proof
     assert cert.status == "absorbable" and cert.method == "planted", cert.reason
-    assert exact_miss(U, D, A, cert.S) <= cert.miss_bound
+    assert exact_miss(U, D, A, cert.S) <= cert.promise.miss_bound
     if set(kinds) <= {"dup", "tied"}:
         assert cert.S.tolist() == S.tolist()
 
@@ -286,14 +286,14 @@ def test_large_certificate_statuses(screen_all):
 
     U, D = gaussian(11, 8, 32)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
-    assert (cert.status, cert.method, cert.within_rounding, cert.relaxation) == ("not_absorbable", "trace", "n/a", None)
+    assert (cert.status, cert.method, cert.rounding.within, cert.relaxation) == ("not_absorbable", "trace", "n/a", None)
     assert "Thm 8" in cert.reason and cert.lower_bound > cert.threshold
     silu = condition.find_absorbing_set(models.MLPParams(U, D), "silu")
     assert silu.status == "not_absorbable" and silu.theorem == "Thm 8 via the ray limit"
     biased = condition.find_absorbing_set(models.MLPParams(U, D), "gelu", bias=np.ones(32))
     assert biased.status == "not_absorbable" and biased.theorem == "Thm 8 via the ray limit"
     f32 = condition.find_absorbing_set(models.MLPParams(U.astype(np.float32), D.astype(np.float32)))
-    assert f32.within_rounding == "no" and f32.rounding_rtol > f32.rtol
+    assert f32.rounding.within == "no" and f32.rounding.rtol > f32.rtol
     U[5] = 0.5 * U[3]
     assert condition.find_absorbing_set(models.MLPParams(U, D), "relu").status == "degenerate"
 
@@ -303,7 +303,7 @@ def test_large_certificate_absorbable_and_distance(screen_all):
 
     U, D, A, S = planted(12, 6, 30)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "gelu", skip=A)
-    assert cert.status == "absorbable" and cert.S.tolist() == S.tolist() and cert.miss_bound < 1e-6
+    assert cert.status == "absorbable" and cert.S.tolist() == S.tolist() and cert.promise.miss_bound < 1e-6
     dist = large.distance_bounds(U, D, A, cert)
     assert dist.lower == 0.0 and exact_miss(U, D, A, S) / np.linalg.norm(A) <= dist.upper < 1e-12
 

@@ -155,7 +155,7 @@ def test_a_line_certificate_with_a_changed_absorber_is_refuted():
 def test_a_refuted_certificate_becomes_undecided_or_raises_in_the_suite(monkeypatch):
     params = _planted("relu", 3, 9)
     cert = condition.find_absorbing_set(params, "relu")
-    wrong = dataclasses.replace(cert, miss_bound=-1.0, evidence=None)
+    wrong = dataclasses.replace(cert, promise=dataclasses.replace(cert.promise, miss_bound=-1.0), evidence=None)
     U, D = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
     context = condition._block.read_block(params, "relu")[3]
     with pytest.raises(AssertionError, match="refuted"):

@@ -332,7 +332,7 @@ def test_float32_kept_and_decided(tmp_path):
     assert block.params.up.dtype == np.float32 and block.dtype == "float32"
     cert = condition.find_absorbing_set(block.params)
     assert cert.stored_dtype == "float32"  # decided in float64; float32 rounding answered apart
-    assert cert.within_rounding == "yes" and list(cert.rounding_S) == list(S)
+    assert cert.rounding.within == "yes" and list(cert.rounding.S) == list(S)
 
 
 def test_bfloat16_and_float16_kept(tmp_path):  # stored dtypes reach condition unchanged

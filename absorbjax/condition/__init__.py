@@ -96,8 +96,10 @@ from absorbjax.condition._certificate import (
     Certificate,
     Distance,
     Evidence,
+    Promise,
     RelaxationEvidence,
     Status,
+    StorageRounding,
     WithinRounding,
 )
 from absorbjax.condition._closest import distance
@@ -111,6 +113,8 @@ __all__ = [
     "Certificate",
     "Status",
     "WithinRounding",
+    "StorageRounding",
+    "Promise",
     "RelaxationEvidence",
     "Evidence",
     "Distance",

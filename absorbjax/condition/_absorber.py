@@ -108,7 +108,7 @@ def absorber(
     ``S`` may be a :class:`Certificate`: its set (and its activation's odd slope), or, for a
     certificate of the line theorem (``d = 1``, ``cert.line``), its absorber
     ``V_up = (1, −1, 0, …)ᵀ``, ``V_down = (α₁, α₂, 0, …)`` in float64, which differs from the block by
-    at most ``cert.miss_bound·|x|`` (no check is needed: the weights were solved exactly).
+    at most ``cert.promise.miss_bound·|x|`` (no check is needed: the weights were solved exactly).
     A block with a hidden bias ``b`` is absorbed by also negating ``b[S]`` and adding
     ``W_down[:,S] b[S]`` to the output bias (``σ(−z) = σ(z) − z``).
 

@@ -1,7 +1,7 @@
 """A :class:`Certificate` from a strategy's answer, the one form both strategies of
 :func:`~absorbjax.condition._decide.decide` conclude in (:class:`Answer`): a found set judged by
 rule (E) (:func:`promise`), "no S" by the theorem that reads it, then the storage-rounding answer
-(:class:`Rounding`). The line theorem's certificate is built in ``_decide.py``."""
+(:class:`StorageRounding`). The line theorem's certificate is built in ``_decide.py``."""
 
 from __future__ import annotations
 
@@ -13,23 +13,20 @@ import numpy as np
 
 from absorbjax.condition._arith import miss_bound, output_bias, sigma_min_lower
 from absorbjax.condition._block import BlockContext
-from absorbjax.condition._certificate import Certificate, RelaxationEvidence, Status, WithinRounding
+from absorbjax.condition._certificate import (
+    Certificate,
+    Promise,
+    RelaxationEvidence,
+    Status,
+    StorageRounding,
+    WithinRounding,
+)
 from absorbjax.condition._hypotheses import margin_note
 from absorbjax.condition._inputs import storage_rtol_pair
 from absorbjax.condition._rule import Rule
 from absorbjax.condition._scale import dual_lower
 from absorbjax.condition._text import few, fmt
 from absorbjax.condition._verdict import absence, found_theorem
-
-
-class Rounding(NamedTuple):
-    """The storage-rounding answer: ``within`` (:class:`WithinRounding`),
-    the looser ``rtol`` used, the set ``S`` that passes with it, and the ``reason``."""
-
-    within: WithinRounding
-    rtol: float | None
-    S: np.ndarray | None
-    reason: str
 
 
 class Answer(NamedTuple):
@@ -58,7 +55,7 @@ class Answer(NamedTuple):
     failed: tuple
     hyper: tuple[str, bool]
     units: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
-    loose: Callable[[float], Rounding]
+    loose: Callable[[float], StorageRounding]
     witness: Callable[[], tuple[np.ndarray, np.ndarray, float] | None]
     found_by: str
     relaxation: RelaxationEvidence | None
@@ -86,9 +83,9 @@ def certificate(res: Answer, rule: Rule, context: BlockContext, *, shape, skip_r
             why += margin_note(rel.min_plane_sin if plane else rel.min_row_sin, context.dtypes[0], d, what)
     extra = storage_rtol_pair(*context.dtypes)
     if extra == 0:
-        rounding = Rounding(WithinRounding.NOT_APPLICABLE, None, None, "float64 or integer storage")
+        rounding = StorageRounding(WithinRounding.NOT_APPLICABLE, None, None, "float64 or integer storage")
     elif res.S is not None:  # rule (★) with a looser rtol passes the same set
-        rounding = Rounding(WithinRounding.YES, rule.rtol + extra, res.S, "the set S passes already")
+        rounding = StorageRounding(WithinRounding.YES, rule.rtol + extra, res.S, "the set S passes already")
     else:
         rounding = res.loose(rule.rtol + extra)
     if S is None and rounding.within == WithinRounding.YES:
@@ -112,18 +109,12 @@ def certificate(res: Answer, rule: Rule, context: BlockContext, *, shape, skip_r
         relaxation=res.relaxation,
         skip=context.skip_kind,
         stored_dtype="/".join(dict.fromkeys(map(str, context.dtypes))),
-        within_rounding=rounding.within,
-        rounding_rtol=rounding.rtol,
-        rounding_S=rounding.S,
-        rounding_reason=rounding.reason,
+        rounding=rounding,
         biased=context.bias is not None,
         activation=context.activation,
         theorem=theorem,
         assumes=context.assumes,
-        miss_bound=bound,
-        miss_exact=exact,
-        offset_bound=offset,
-        skip_rtol=skip_rtol,
+        promise=Promise(bound, exact, offset, skip_rtol),
         seconds=time.perf_counter() - t0,
         timings=res.timings,
     )

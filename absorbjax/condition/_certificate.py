@@ -27,12 +27,12 @@ class Status(Word):
 
 class WithinRounding(Word):
     """Whether rule (★) passes once the storage's rounding is added to ``rtol``
-    (``Certificate.within_rounding``): a necessary condition for "the rounding of an absorbable block".
-    A member is its string (``cert.within_rounding == "yes"``)."""
+    (``Certificate.rounding.within``): a necessary condition for "the rounding of an absorbable block".
+    A member is its string (``cert.rounding.within == "yes"``)."""
 
-    YES = "yes"  # a set passes the storage rule (``rounding_S``)
+    YES = "yes"  # a set passes the storage rule (``StorageRounding.S``)
     NO = "no"  # proved: no set passes it
-    UNDECIDED = UNDECIDED  # no proof either way (``rounding_reason``)
+    UNDECIDED = UNDECIDED  # no proof either way (``StorageRounding.reason``)
     NOT_APPLICABLE = "n/a"  # float64 or integer storage: nothing rounded
 
 
@@ -112,6 +112,63 @@ class Evidence:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class StorageRounding:
+    """Rule (★) once the storage's rounding is added to ``rtol`` (``cert.rounding``): a necessary
+    condition for "the rounding of an absorbable block".
+
+    Attributes:
+      within: a :class:`WithinRounding`: ``"yes"`` (the set ``S`` passes the looser rule), ``"no"``
+        (proved: no set passes it), ``"undecided"`` or ``"n/a"`` (float64 or integer storage).
+      rtol: the looser slack, ``rtol`` plus the storage's unit roundoff terms (``None`` for ``"n/a"``).
+      S: the set that passes it (``"yes"``), else ``None``.
+      reason: why, in words.
+    """
+
+    within: WithinRounding = WithinRounding.NOT_APPLICABLE
+    rtol: float | None = None
+    S: np.ndarray | None = None
+    reason: str = ""
+
+    def __post_init__(self):  # a value outside the vocabulary is refused (ValueError)
+        object.__setattr__(self, "within", WithinRounding(self.within))
+
+    def line(self, stored_dtype: str) -> str:
+        """The summary's line about the storage."""
+        if self.within == WithinRounding.NOT_APPLICABLE:  # nothing was rounded
+            return f"stored as {stored_dtype}: decided on the stored values, nothing rounded"
+        answer = f"yes, S = {few(self.S)}" if self.within == WithinRounding.YES and self.S is not None else self.within
+        why = f" ({self.reason})" if self.reason else ""
+        return (
+            f"stored as {stored_dtype} (decided in float64); absorbable within {stored_dtype} storage rounding "
+            f"(rtol {fmt(self.rtol)}): {answer}{why}"
+        )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Promise:
+    """What an ``absorbable`` answer promises, rule (E) (``cert.promise``): the absorber errs by at
+    most ``miss_bound·‖x‖ + offset_bound``.
+
+    Attributes:
+      miss_bound: a rigorous upper bound on ``‖M_S‖_F ≥ ‖M_S‖_2``, ``M_S = W_down[:,S] W_up[S,:] + A``
+        exactly (the line theorem's absorber: on ``sup |absorber(x) − block(x)|/|x|``); ``None``
+        when no set was found.
+      miss_exact: whether ``M_S`` was computed in rational arithmetic (else float64 with a bound).
+      offset_bound: a rigorous bound on ``‖absorber(0) − block(0)‖``: the rounding of the absorber's
+        output bias ``e = c + W_down[:,S] b[S]`` as :func:`absorber_biases` returns it (0 where ``e``
+        is exact, and without biases).
+      skip_rtol: the decision's rule (E): ``absorbable`` needs ``miss_bound ≤ skip_rtol · σ_min(A)``
+        (``σ_min(A)`` a rigorous lower bound, 0 for a singular or not provably invertible ``A``: then
+        only an exact miss 0 passes).
+    """
+
+    miss_bound: float | None = None
+    miss_exact: bool | None = None
+    offset_bound: float | None = None
+    skip_rtol: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Certificate(Verdict):
     """The answer of :func:`find_absorbing_set` and the numbers that justify it.
 
@@ -139,28 +196,19 @@ class Certificate(Verdict):
         certificate holds no placeholder values).
       skip: ``"identity"`` or ``"matrix"`` (Lemma 4 form, condition ``= −A``).
       stored_dtype: dtype of the given weights (the check itself runs in float64).
-      within_rounding: a :class:`WithinRounding`, ``"yes"``, ``"no"``, ``"undecided"`` or ``"n/a"``: whether rule (★) passes
-        with the storage's rounding added (``rounding_rtol``); ``rounding_S`` the set, and
-        ``rounding_reason`` why. ``"n/a"`` for float64 and integer storage.
+      rounding: rule (★) with the storage's rounding added (:class:`StorageRounding`: ``within``,
+        ``rtol``, ``S``, ``reason``); ``within`` is ``"n/a"`` for float64 and integer storage.
       biased: whether a nonzero hidden bias was given.
       activation: the activation named by the caller, if any.
       theorem: the theorem behind ``not_absorbable`` / ``degenerate`` (or behind "iff" for an
         ``absorbable`` answer with a named activation): "Thm 8", "Thm 10" or "Thm 8 via the ray limit".
       assumes: the declared facts of the activation that the answer rests on (its
         ``Activation.assumes``); empty for the built-ins, whose facts are proved in docs/theory.
-      miss_bound: for a set that passes rule (★): a rigorous upper bound on ``‖M_S‖_F ≥ ‖M_S‖_2``,
-        ``M_S = W_down[:,S] W_up[S,:] + A`` exactly; the absorber is off by at most ``miss_bound·‖x‖``.
-      miss_exact: whether ``M_S`` was computed in rational arithmetic (else float64 with a bound).
-      offset_bound: for an ``absorbable`` answer, a rigorous bound on ``‖absorber(0) − block(0)‖``: the
-        rounding of the absorber's output bias ``e = c + W_down[:,S] b[S]`` as
-        :func:`absorber_biases` returns it (0 where ``e`` is exact, and without biases); the
-        absorber errs by at most ``miss_bound·‖x‖ + offset_bound``.
-      skip_rtol: rule (E): ``absorbable`` needs ``miss_bound ≤ skip_rtol · σ_min(A)`` (``σ_min(A)``
-        a rigorous lower bound, 0 for a singular or not provably invertible ``A``: then only an exact
-        miss 0 passes).
+      promise: what an ``absorbable`` answer promises, rule (E) (:class:`Promise`: ``miss_bound``,
+        ``miss_exact``, ``offset_bound``, and the decision's ``skip_rtol``).
       line: for ``d = 1`` bias-free kink blocks of width ``n ≥ 2`` that no ``S`` absorbs, the line
         theorem's absorber (:class:`LineAbsorber`: ``V_up = (1, −1, 0, …)ᵀ``, ``V_down = (α₁, α₂, 0,
-        …)``, exact up to ``miss_bound·|x|``); :func:`absorber` ``(params, cert)`` builds it. ``S`` is
+        …)``, exact up to ``promise.miss_bound·|x|``); :func:`absorber` ``(params, cert)`` builds it. ``S`` is
         then ``None``.
       evidence: what an independent check reads (:class:`Evidence`: the block's fingerprint and, for
         "no S", the witness of bound (D)); :func:`absorbjax.verify` checks the certificate with it.
@@ -180,18 +228,12 @@ class Certificate(Verdict):
     relaxation: RelaxationEvidence | None
     skip: str
     stored_dtype: str
-    within_rounding: WithinRounding = WithinRounding.NOT_APPLICABLE
-    rounding_rtol: float | None = None
-    rounding_S: np.ndarray | None = None
-    rounding_reason: str = ""
+    rounding: StorageRounding = StorageRounding()
     biased: bool = False
     activation: str | None = None
     theorem: str | None = None
     assumes: tuple[str, ...] = ()
-    miss_bound: float | None = None
-    miss_exact: bool | None = None
-    offset_bound: float | None = None
-    skip_rtol: float | None = None
+    promise: Promise = Promise()
     line: LineAbsorber | None = None
     evidence: Evidence | None = None
     seconds: float = 0.0
@@ -199,7 +241,6 @@ class Certificate(Verdict):
 
     def __post_init__(self):  # a status outside the vocabularies is refused (ValueError)
         object.__setattr__(self, "status", Status(self.status))
-        object.__setattr__(self, "within_rounding", WithinRounding(self.within_rounding))
 
     @property
     def absorbable(self) -> bool:
@@ -208,9 +249,9 @@ class Certificate(Verdict):
     def _summary(self) -> str:
         """The short repr (:class:`absorbjax.results.Result`): status, method, theorem, the number behind it."""
         if self.S is not None:
-            found = f"|S| = {self.S.size}, miss <= {fmt(self.miss_bound)}·‖x‖"
+            found = f"|S| = {self.S.size}, miss <= {fmt(self.promise.miss_bound)}·‖x‖"
         elif self.line is not None:
-            found = f"line absorber V_down = ({self.line.alpha[0]!r}, {self.line.alpha[1]!r}, 0, …), miss <= {fmt(self.miss_bound)}·|x|"
+            found = f"line absorber V_down = ({self.line.alpha[0]!r}, {self.line.alpha[1]!r}, 0, …), miss <= {fmt(self.promise.miss_bound)}·|x|"
         elif self.residual is not None:
             found = f"the only candidate misses by {fmt(self.residual)}"
         elif self.lower_bound > 0:
@@ -227,8 +268,8 @@ class Certificate(Verdict):
             lines.append(
                 f"  S = {few(self.S)} (|S| = {self.S.size}): "
                 f"‖W_down[:,S] W_up[S,:] + {target}‖_max = {fmt(self.residual)}, within rule (★), "
-                f"rtol = {fmt(self.rtol)}; ‖M_S‖_2 <= {fmt(self.miss_bound)} "
-                f"({'exact' if self.miss_exact else 'rigorous float64 bound'}), rule (E)"
+                f"rtol = {fmt(self.rtol)}; ‖M_S‖_2 <= {fmt(self.promise.miss_bound)} "
+                f"({'exact' if self.promise.miss_exact else 'rigorous float64 bound'}), rule (E)"
             )
         elif self.line is not None:
             ln = self.line
@@ -266,34 +307,33 @@ class Certificate(Verdict):
             lines.append("  hidden bias: an S absorbs (flip (w_i, b_i)); the converse is Thm 8 via the ray limit")
         if self.theorem is not None:
             lines.append(f"  theorem: {self.theorem}")
-        rounding = {
-            "yes": f"yes, S = {few(self.rounding_S) if self.rounding_S is not None else ''}",
-            "no": "no",
-            "undecided": "undecided",
-            "n/a": "n/a",
-        }[self.within_rounding]
-        if self.within_rounding == "n/a":  # float64 or integer storage: nothing was rounded
-            lines.append(f"  stored as {self.stored_dtype}: decided on the stored values, nothing rounded")
-        else:
-            lines.append(
-                f"  stored as {self.stored_dtype} (decided in float64); absorbable within "
-                f"{self.stored_dtype} storage rounding (rtol {fmt(self.rounding_rtol)}): {rounding}"
-                + (f" ({self.rounding_reason})" if self.rounding_reason else "")
-            )
+        lines.append("  " + self.rounding.line(self.stored_dtype))
         lines.append(f"  d = {self.d}, n = {self.n}, skip {self.skip}, {self.seconds:.3g} s")
         return "\n".join(lines)
 
     __str__ = summary
 
     def to_dict(self) -> dict:
-        """Every field, JSON-ready; ``relaxation`` as a dict of its fields, or ``None``."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        if self.relaxation is not None:
-            out["relaxation"] = dataclasses.asdict(self.relaxation)
-        if self.line is not None:
-            out["line"] = dataclasses.asdict(self.line)
-        if self.evidence is not None:
-            out["evidence"] = self.evidence.to_dict()
+        """Every field, JSON-ready and flat: ``relaxation`` and ``line`` as dicts of their fields (or
+        ``None``), the parts' fields under the record's keys (``within_rounding``, ``rounding_rtol``,
+        ``rounding_S``, ``rounding_reason``; ``miss_bound``, ``miss_exact``, ``offset_bound``,
+        ``skip_rtol``), what :func:`absorbjax.verify` reads."""
+        r, p = self.rounding, self.promise
+        parts = {
+            "rounding": dict(within_rounding=r.within, rounding_rtol=r.rtol, rounding_S=r.S, rounding_reason=r.reason),
+            "promise": dataclasses.asdict(p),
+        }
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in parts:
+                out.update(parts[f.name])
+            elif f.name in ("relaxation", "line") and value is not None:
+                out[f.name] = dataclasses.asdict(value)
+            elif f.name == "evidence" and value is not None:
+                out[f.name] = value.to_dict()
+            else:
+                out[f.name] = value
         return to_jsonable(out)
 
 

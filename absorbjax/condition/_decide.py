@@ -14,9 +14,17 @@ from absorbjax._self_check import settle, strict
 from absorbjax._verify import verify
 from absorbjax.condition import _hypotheses as hyp, _large as large, _line as line, _scale as scale, _stored as stored
 from absorbjax.condition._arith import ONE, balance, rank_lower, sigma_min_lower
-from absorbjax.condition._assemble import Answer, Rounding, best_witness, certificate
+from absorbjax.condition._assemble import Answer, best_witness, certificate
 from absorbjax.condition._block import BlockContext, per_draw, read_block
-from absorbjax.condition._certificate import Certificate, Evidence, RelaxationEvidence, Status, WithinRounding
+from absorbjax.condition._certificate import (
+    Certificate,
+    Evidence,
+    Promise,
+    RelaxationEvidence,
+    Status,
+    StorageRounding,
+    WithinRounding,
+)
 from absorbjax.condition._inputs import absolute_rounding, float_weights, storage_rtol
 from absorbjax.condition._integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition._options import Decision
@@ -277,10 +285,7 @@ def _line_certificate(U, D, rule: Rule, context: BlockContext, cert, *, skip_rto
         reason=why,
         theorem=theorem,
         assumes=assumes,
-        miss_bound=ln.miss_bound,
-        miss_exact=True,
-        offset_bound=0.0,
-        skip_rtol=skip_rtol,
+        promise=Promise(ln.miss_bound, True, 0.0, skip_rtol),
         line=ln,
         seconds=time.perf_counter() - t0,
     )
@@ -336,22 +341,22 @@ def _gram(
         out = _search(U, D, rule, rel, method=method, deadline=deadline, target=context.target)
     timings["search"] = time.perf_counter() - t
 
-    def loose(rtol: float) -> Rounding:  # the search again, with storage rounding's rtol
+    def loose(rtol: float) -> StorageRounding:  # the search again, with storage rounding's rtol
         t = time.perf_counter()
         again = _search(U, D, rule.loose(rtol), rel, method=method, deadline=deadline, target=context.target)
         timings["storage"] = time.perf_counter() - t
         if again.found is not None:
             found = f"S passes with rtol {fmt(rtol)} (found by {again.method})"
-            return Rounding(WithinRounding.YES, rtol, np.flatnonzero(again.found), found)
+            return StorageRounding(WithinRounding.YES, rtol, np.flatnonzero(again.found), found)
         if again.undecided:
-            return Rounding(WithinRounding.UNDECIDED, rtol, None, again.why)
+            return StorageRounding(WithinRounding.UNDECIDED, rtol, None, again.why)
         if absolute:
             why = (
                 "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
                 "where rounding is absolute (not covered by the relative rule)"
             )
-            return Rounding(WithinRounding.UNDECIDED, rtol, None, why)
-        return Rounding(WithinRounding.NO, rtol, None, f"{again.why} [{again.method}]")
+            return StorageRounding(WithinRounding.UNDECIDED, rtol, None, why)
+        return StorageRounding(WithinRounding.NO, rtol, None, f"{again.why} [{again.method}]")
 
     plane_sin = None
     if context.bias is not None and failed and all(hyp.kind_of(f) is hyp.Hypothesis.PARALLEL for f in failed):
@@ -402,13 +407,15 @@ def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, sca
     def units(S):  # the units of S, balanced, and the stored W_down[:,S] for the output bias
         return *stored.units(U, D, scales.balance, S), stored.as_float64(D[:, S])
 
-    def loose(rtol: float) -> Rounding:  # the screen's bound against the looser tolerance
+    def loose(rtol: float) -> StorageRounding:  # the screen's bound against the looser tolerance
         tau_r = rule.loose(rtol).threshold(U, D, nu=nu)
         if scr.lower > tau_r and not absolute:
-            return Rounding(
+            return StorageRounding(
                 WithinRounding.NO, rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
             )
-        return Rounding(WithinRounding.UNDECIDED, rtol, None, "the screen's bound does not reach the looser tolerance")
+        return StorageRounding(
+            WithinRounding.UNDECIDED, rtol, None, "the screen's bound does not reach the looser tolerance"
+        )
 
     return Answer(
         S=None if scr.status is not scale.ScreenStatus.FOUND else np.sort(np.asarray(scr.S)),

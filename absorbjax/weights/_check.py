@@ -160,7 +160,7 @@ def _condition(block: Block, skip, decision: Decision | None, distance: bool) ->
         status=cert.status,
         method=cert.method,
         reason=cert.reason,
-        within_rounding=cert.within_rounding,
+        within_rounding=cert.rounding.within,
         assumes=tuple(cert.assumes),
         certificate=cert,
     )
