@@ -412,10 +412,16 @@ def recall_by_size(
                     search = fit.expand_search
                     if rounds is not None:
                         search = functools.partial(search, wide=fit.Wide(rounds=rounds))
+
                 def measure(target):  # the recall and the process's CPU seconds (every thread) it took
                     cpu = time.process_time()
                     r = fit.recall(
-                        target, act, key=jax.random.key(7), problem=fit.Problem(depth=depth), search=search, solver=solver
+                        target,
+                        act,
+                        key=jax.random.key(7),
+                        problem=fit.Problem(depth=depth),
+                        search=search,
+                        solver=solver,
                     )
                     return r, time.process_time() - cpu
 

@@ -81,7 +81,9 @@ def test_line_blocks_absorb_with_an_exact_absorber(act, n):
         assert cert.status == "absorbable", cert.reason
         if cert.S is None:  # no S (the generic case): the line theorem
             assert cert.method == "line" and cert.theorem == LINE_THEOREM and cert.line is not None
-            assert cert.promise.miss_exact and 0 <= cert.promise.miss_bound <= 1e-15 * (1 + np.abs(params.down) @ np.abs(params.up))
+            assert cert.promise.miss_exact and 0 <= cert.promise.miss_bound <= 1e-15 * (
+                1 + np.abs(params.down) @ np.abs(params.up)
+            )
             assert "line absorber" in str(cert) and LINE_THEOREM in str(cert)
             record = cert.to_dict()
             assert record["line"]["alpha"] == list(cert.line.alpha) and record["theorem"] == LINE_THEOREM
