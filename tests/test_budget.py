@@ -38,15 +38,15 @@ def test_the_time_limit_bounds_the_whole_decision(monkeypatch):
     (``3 s`` took ``9.8 s``); now one deadline covers both: the MILP time limits handed out, status
     and ``within_rounding`` together, add up to at most ``time_limit``. Counted, not timed (the
     wall times are in the research log)."""
-    from absorbjax.condition import _decide
+    from absorbjax.condition import _gram_path
 
-    given, real = [], _decide.milp
+    given, real = [], _gram_path.milp
 
     def recording(*args):
         given.append(args[-1])  # milp(U, D, rule, rel, threshold, time_limit)
         return real(*args)
 
-    monkeypatch.setattr(_decide, "milp", recording)
+    monkeypatch.setattr(_gram_path, "milp", recording)
     limit = 3.0
     cert = condition.find_absorbing_set(_planted32(8, 512), "relu", decision=condition.Decision(time_limit=limit))
     assert given and sum(given) <= limit, given

@@ -99,6 +99,20 @@ def test_both_paths_search_sets_with_the_one_local_search(monkeypatch, n):
     assert True in swaps and (False in swaps) == (n < large.SCREEN_MIN_N)
 
 
+@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+def test_both_paths_answer_through_the_one_protocol(monkeypatch, n):
+    """Each path concludes in one :class:`_assemble.Answer` whose ``path`` is a
+    :class:`_assemble.Strategy` (``units``, ``loose``, ``witness``), the only way the certificate and
+    its evidence reach back into a path."""
+    from absorbjax.condition import _assemble as assemble, _decide as decide
+
+    paths, real = [], assemble.certificate
+    monkeypatch.setattr(decide, "certificate", lambda res, *a, **k: (paths.append(res.path), real(res, *a, **k))[1])
+    condition.find_absorbing_set(_gaussian(n), "relu")
+    expected = "GramPath" if n < large.SCREEN_MIN_N else "ScreenPath"
+    assert [type(p).__name__ for p in paths] == [expected] and isinstance(paths[0], assemble.Strategy)
+
+
 def test_the_screen_reads_the_units_maxima_once(calls):
     """On the wide path the per-unit maxima are read once, when the weights are checked, and every later
     step (balancing, the hypotheses) reuses them: one :func:`stored.unit_max` per decision."""

@@ -5,7 +5,8 @@
 - implementation modules are private (``_x.py``): every public module of the package is a
   namespace whose API ``tests/test_api.py`` snapshots (or the command line), and declares
   ``__all__``; a private module declares none, so each namespace's ``__all__`` is the one that
-  says what is public.
+  says what is public;
+- no import circle among the package's modules.
 """
 
 import ast
@@ -75,3 +76,33 @@ def test_every_public_module_declares_all(path):
 @pytest.mark.parametrize("path", [p for p in PACKAGE if p not in PUBLIC], ids=rel)
 def test_private_modules_declare_no_all(path):
     assert not declares_all(path), f"{rel(path)} is private: its names go public through its namespace's __all__"
+
+
+def test_no_import_circle():
+    """No module of the package imports, directly or through others, one that imports it back
+    (every ``from absorbjax… import``, a function's lazy ones too): data flows one way."""
+    root = ROOT / "absorbjax"
+    modules = {}
+    for path in root.rglob("*.py"):
+        name = ".".join(("absorbjax", *path.relative_to(root).with_suffix("").parts))
+        modules[name.removesuffix(".__init__")] = path
+    edges = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("absorbjax"):
+                for alias in node.names:
+                    target = f"{node.module}.{alias.name}"
+                    edges[name].add(target if target in modules else node.module)
+    state: dict = {}
+
+    def visit(name, trail):
+        state[name] = "open"
+        for nxt in sorted(edges[name] & modules.keys()):
+            assert state.get(nxt) != "open", f"import circle: {' -> '.join([*trail, name, nxt])}"
+            if nxt not in state:
+                visit(nxt, [*trail, name])
+        state[name] = "done"
+
+    for name in sorted(modules):
+        if name not in state:
+            visit(name, [])

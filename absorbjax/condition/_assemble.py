@@ -1,13 +1,15 @@
-"""A :class:`Certificate` from a strategy's answer, the one form both strategies of
-:func:`~absorbjax.condition._decide.decide` conclude in (:class:`Answer`): a found set judged by
-rule (E) (:func:`promise`), "no S" by the theorem that reads it, then the storage-rounding answer
-(:class:`StorageRounding`). The line theorem's certificate is built in ``_decide.py``."""
+"""A :class:`Certificate` from a strategy's answer. The two strategies of
+:func:`~absorbjax.condition._decide.decide`, the Gram path (``_gram_path.py``) and the ``O(n d²)``
+screen of wide blocks (``_screen_path.py``), conclude in one form, an :class:`Answer` whose ``path`` is
+their :class:`Strategy` (the small protocol :func:`certificate` and the evidence read); a found set
+is judged by rule (E) (:func:`_promise`), "no S" by the theorem that reads it, then the
+storage-rounding answer (:class:`StorageRounding`). The line theorem's certificate is built in
+``_decide.py``."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,21 +31,35 @@ from absorbjax.condition._text import few, fmt
 from absorbjax.condition._verdict import absence, found_theorem
 
 
+@runtime_checkable
+class Strategy(Protocol):
+    """A path of the decision as :func:`certificate` and the evidence read it, besides its
+    :class:`Answer`: three things only some certificates need, computed on request. The two
+    strategies are the Gram path (:class:`_gram_path.GramPath`) and the ``O(n d²)`` screen of wide
+    blocks (:class:`_screen_path.ScreenPath`)."""
+
+    def units(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(W_up[S,:], W_down[:,S])`` balanced in float64 and the stored ``W_down[:,S]`` in float64
+        (``O(|S| d)``: all a found set needs)."""
+
+    def loose(self, rtol: float) -> StorageRounding:
+        """The storage-rounding answer with the looser ``rtol`` when no set passes."""
+
+    def witness(self) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """The best test matrix ``Z`` for bound (D), its box point and its certified bound, or ``None``."""
+
+
 class Answer(NamedTuple):
-    """What a strategy concludes, the one form :func:`certificate` reads: the Gram relaxation and
-    search (:func:`_decide._gram`) or the ``O(n d²)`` screen of wide blocks (:func:`_decide._screened`).
+    """What a strategy concludes, the one form :func:`certificate` reads.
 
     ``S``: the sorted indices of a set that rule (★) accepts, or ``None``; ``method``; ``why``: the
     proof of absence, or why there is none (``""`` when found); ``lower``: certified lower bound on
     ``‖Σ m_i M_i + A‖_F`` over ``m ∈ {0,1}^n``; ``residual``: ``‖miss‖_max`` of the one candidate
     checked (the found set's), if any; ``undecided``: no set and no proof of absence;
     ``threshold``: the Frobenius bound on every accepted set's miss; ``failed``: the hypotheses
-    that fail; ``hyper``: :func:`verdict.hyperplanes`; ``units(S)``: ``(W_up[S,:], W_down[:,S])``
-    balanced in float64 and the stored ``W_down[:,S]`` in float64 (``O(|S| d)``: all a found set
-    needs); ``loose(rtol)``: the storage-rounding answer with the looser ``rtol`` when no set
-    passes; ``witness()``: the strategy's best test matrix ``Z`` for bound (D), its box point and its
-    certified bound (:class:`Evidence`), or ``None``; ``found_by``: what a found set's reason adds; ``relaxation``: the strategy's own
-    evidence (``None`` for the screen); ``timings``: seconds per phase."""
+    that fail; ``hyper``: :func:`verdict.hyperplanes`; ``found_by``: what a found set's reason adds;
+    ``relaxation``: the strategy's own evidence (``None`` for the screen); ``timings``: seconds per
+    phase; ``path``: the :class:`Strategy` that answered."""
 
     S: np.ndarray | None
     method: str
@@ -54,12 +70,10 @@ class Answer(NamedTuple):
     threshold: float
     failed: tuple
     hyper: tuple[str, bool]
-    units: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
-    loose: Callable[[float], StorageRounding]
-    witness: Callable[[], tuple[np.ndarray, np.ndarray, float] | None]
     found_by: str
     relaxation: RelaxationEvidence | None
     timings: dict
+    path: Strategy
 
 
 def certificate(res: Answer, rule: Rule, context: BlockContext, *, shape, skip_rtol, t0, every: bool) -> Certificate:
@@ -69,7 +83,7 @@ def certificate(res: Answer, rule: Rule, context: BlockContext, *, shape, skip_r
     n, d = shape
     S, theorem, bound, exact, offset = None, None, None, None, None
     if res.S is not None:
-        status, why, bound, exact, offset = _promise(*res.units(res.S), res.S, rule, skip_rtol, context)
+        status, why, bound, exact, offset = _promise(*res.path.units(res.S), res.S, rule, skip_rtol, context)
         why += res.found_by
         theorem = found_theorem(status, context, narrow=every)
         if status == Status.ABSORBABLE:
@@ -87,7 +101,7 @@ def certificate(res: Answer, rule: Rule, context: BlockContext, *, shape, skip_r
     elif res.S is not None:  # rule (★) with a looser rtol passes the same set
         rounding = StorageRounding(WithinRounding.YES, rule.rtol + extra, res.S, "the set S passes already")
     else:
-        rounding = res.loose(rule.rtol + extra)
+        rounding = res.path.loose(rule.rtol + extra)
     if S is None and rounding.within == WithinRounding.YES:
         why += (
             f"; but within {'/'.join(map(str, context.dtypes))} storage rounding (rtol "

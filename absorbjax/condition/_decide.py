@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import NamedTuple
 
 import numpy as np
 
@@ -13,145 +12,28 @@ from absorbjax._fingerprint import fingerprint
 from absorbjax._self_check import settle, strict
 from absorbjax._verify import verify
 from absorbjax.condition import _hypotheses as hyp, _large as large, _line as line, _scale as scale, _stored as stored
-from absorbjax.condition._arith import ONE, balance, rank_lower, sigma_min_lower
-from absorbjax.condition._assemble import Answer, best_witness, certificate
+from absorbjax.condition._arith import ONE, rank_lower, sigma_min_lower
+from absorbjax.condition._assemble import Answer, certificate
 from absorbjax.condition._block import BlockContext, per_draw, read_block
 from absorbjax.condition._certificate import (
     Certificate,
     Evidence,
     Promise,
-    RelaxationEvidence,
     Status,
-    StorageRounding,
-    WithinRounding,
 )
+from absorbjax.condition._gram_path import SMALL_N, gram
 from absorbjax.condition._inputs import absolute_rounding, float_weights, storage_rtol
-from absorbjax.condition._integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition._options import Decision
-from absorbjax.condition._relax import Relaxation, box_relaxation, relax
 from absorbjax.condition._rule import Rule
+from absorbjax.condition._screen_path import screened
 from absorbjax.condition._text import fmt
-from absorbjax.condition._verdict import given, hyperplanes
+from absorbjax.condition._verdict import given
 from absorbjax.models import MLPParams, check_layout
 
 # ---------------------------------------------------------------------------------------------
 # The decision
 
 SELF_CHECK_MAX = 2**16  # n d² up to which the decision verifies its own certificate (absorbjax.verify)
-_SMALL_N = 16  # below this the 2^n enumeration (one chunk) is the cheapest proof
-_LATE = "the time limit of the decision was reached"
-
-
-class _Outcome(NamedTuple):
-    found: np.ndarray | None  # a mask accepted by rule (★)
-    method: str
-    why: str  # the proof of absence, or why there is none; "" when found
-    lower: float  # certified lower bound on ‖Σ m_i M_i + A‖_F over m ∈ {0,1}^n
-    residual: float | None  # ‖miss‖_max of the one candidate checked, if any
-    undecided: bool = False  # no set found and no proof of absence
-    point: np.ndarray | None = None  # the box relaxation's point c ∈ [0,1]^n, when it ran
-
-
-def _search(U, D, rule: Rule, rel, *, method: str, deadline: float, target: str) -> _Outcome:
-    """Find a set that ``rule`` (★) accepts, or prove that none exists (on ``A = rule.Ac``). The
-    box relaxation and the MILP (which gets the seconds left) are skipped when no time is left
-    before ``deadline`` (``time.perf_counter()``), and so is the enumeration after the MILP: the
-    answer is then ``undecided``. The real relaxation's test, rounding and the enumeration of
-    ``n ≤ 16`` (one chunk of ``2^16``) always run; the box relaxation and an enumeration, once
-    begun, run to their end (bounded work)."""
-    n, d = U.shape
-    A = rule.Ac
-    thr = rule.threshold(U, D)
-    lower = rel.lower
-    radius = rel.radius(thr)
-    if method in ("auto", "relaxation"):
-        if lower > thr:
-            return _Outcome(
-                None,
-                "relaxation",
-                f"no real c brings Σ c_i M_i within {fmt(lower)} "
-                f"(Frobenius) of {target}; an accepted S would be within {fmt(thr)}",
-                lower,
-                None,
-            )
-        if radius is not None and radius < 0.5:
-            m = rel.c > 0.5
-            ok, residual = rule.accepts(U, D, m)
-            if ok:
-                return _Outcome(m, "rounding", "", lower, residual)
-            return _Outcome(
-                None,
-                "rounding",
-                f"the real solution c is unique (rank n = {n}) and every "
-                f"accepted m lies within δ = {fmt(radius)} < 1/2 of it, so round(c) is the only "
-                f"candidate; it misses by {fmt(residual)}, outside the tolerance",
-                lower,
-                residual,
-            )
-        if time.perf_counter() > deadline:  # the box relaxation is bounded work, but O(n²) per step
-            why = f"{_LATE} before the box relaxation (rank G = {rel.rank}, n = {n})"
-            return _Outcome(None, "relaxation", why, lower, None, undecided=True)
-        box, point = box_relaxation(U, D, A, rel, target=2 * thr)
-        lower = max(lower, box)
-        if lower > thr:
-            return _Outcome(
-                None,
-                "relaxation",
-                f"no c in [0,1]^{n} brings Σ c_i M_i within "
-                f"{fmt(lower)} (Frobenius) of {target}; an accepted S would be within {fmt(thr)}",
-                lower,
-                None,
-                point=point,
-            )
-        if method == "relaxation":
-            return _Outcome(
-                None,
-                "relaxation",
-                f"the relaxations leave freedom (rank G = {rel.rank}, n = {n}); use method='auto'",
-                lower,
-                None,
-                undecided=True,
-            )
-    verdict, form = None, None
-    if method == "milp" or (method == "auto" and n > _SMALL_N):
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            return _Outcome(None, "milp", _LATE + " before the MILP", lower, None, undecided=True)
-        verdict, found, form = milp(U, D, rule, rel, thr, left)
-        if found is not None:
-            return _Outcome(found, "milp", "", lower, rule.accepts(U, D, found)[1])
-        if verdict.startswith("time limit") or "Time limit" in verdict:
-            verdict = f"{_LATE} ({verdict})"
-        if n > EXHAUSTIVE_MAX_N:
-            return _Outcome(
-                None,
-                "milp",
-                f"{verdict} ({form} constraints; n = {n} is too large to "
-                f"confirm by enumerating 2^n subsets, n <= {EXHAUSTIVE_MAX_N})",
-                lower,
-                None,
-                undecided=True,
-            )
-        if time.perf_counter() > deadline:  # the 2^n enumeration (n <= 24) is not interrupted once begun
-            return _Outcome(
-                None,
-                "milp",
-                f"{verdict} ({form} constraints); no time left to enumerate 2^{n} subsets",
-                lower,
-                None,
-                undecided=True,
-            )
-    found, best = exhaustive(U, D, rule, rel, thr)
-    if found is not None:
-        return _Outcome(found, "exhaustive", "", lower, rule.accepts(U, D, found)[1])
-    after = "" if verdict is None else f" (after HiGHS, {form} constraints: {verdict})"
-    return _Outcome(None, "exhaustive", _none_passes(n, best) + after, max(lower, best), None)
-
-
-def _none_passes(n: int, best: float) -> str:
-    """The enumeration's reason: no set passes, and by how much the closest misses."""
-    by = f"{fmt(best)} (Frobenius)" if best > 0 else "an amount that rounds to 0 in float64 (rule (★)'s exact test)"
-    return f"none of the 2^{n} subsets passes; the closest misses by {by}"
 
 
 def decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: float | None = None):
@@ -166,7 +48,7 @@ def decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: floa
 
     One deadline, ``deadline`` (``time.perf_counter()``; ``None``: ``decision.time_limit`` seconds
     from now), bounds the whole decision: the search for the status and the storage-rounding search
-    of ``within_rounding`` each get the seconds left (:func:`_search`), and a stage with none left
+    of ``within_rounding`` each get the seconds left (:func:`_gram_path.search`), and a stage with none left
     answers ``undecided`` (the status) or ``within_rounding = "undecided"``. Not interrupted, and so
     outside the limit: reading the weights (before this), the ``O(n d²)`` screen, the Gram relaxation
     (``O(n² d + n³)``, ``n < 8192``), the box relaxation (a bounded number of steps), an enumeration
@@ -183,7 +65,7 @@ def _decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: flo
     deadline = t0 + decision.time_limit if deadline is None else deadline
     rule = Rule.of(A, rtol, ONE if context.slope is None else context.slope)  # c·W_down[:,S] W_up[S,:] = −A
     on_line = line.applies(d, n, context.bias is not None, context.activation)
-    if on_line and n > _SMALL_N:  # the line theorem needs no S; a search for one is subset sum
+    if on_line and n > SMALL_N:  # the line theorem needs no S; a search for one is subset sum
         return _evidenced(
             _line_certificate(U, D, rule, context, None, skip_rtol=skip_rtol, t0=t0), None, U, D, A, context
         ), None
@@ -196,12 +78,12 @@ def _decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: flo
         nu = scale.norm_sum(U, D, scales=scales.total)  # τ at any rtol from here on, without a pass
         scr = large.wide_screen(U, D, rule, scales=scales, nu=nu)
         if scr is not None:
-            res = _screened(U, D, rule, scr, context, scales=scales, nu=nu, absolute=absolute)
+            res = screened(U, D, rule, scr, context, scales=scales, nu=nu, absolute=absolute)
             cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)
             return _evidenced(cert, res, U, D, A, context), None
         timings["screen"] = time.perf_counter() - t
     rank = rank_lower(A) if n < d and context.skip_kind == "matrix" else None
-    res, rel = _gram(
+    res, rel = gram(
         U, D, rule, context, method=method, deadline=deadline, absolute=absolute, timings=timings, rank=rank
     )
     cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)
@@ -222,7 +104,7 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
     skip = None if context.skip_kind == "identity" else A
     Z, point, bound = None, None, None
     if res is not None and cert.status in (Status.NOT_ABSORBABLE, Status.DEGENERATE) and cert.method != "rank":
-        found = res.witness()
+        found = res.path.witness()
         if found is not None and found[2] > cert.threshold:
             Z, point, bound = found
     lower = cert.lower_bound if bound is None else max(cert.lower_bound, bound)  # the witness is certified too
@@ -263,14 +145,14 @@ def _line_certificate(U, D, rule: Rule, context: BlockContext, cert, *, skip_rto
     ran (no ``S`` was found), whose evidence is kept; ``None`` when it did not (``n > 16``)."""
     n = U.shape[0]
     p, q = line.kink_slopes(context.activation)
-    U1, D1 = _float64(U), _float64(D)
+    U1, D1 = stored.float64(U), stored.float64(D)
     ln = line.line_absorber(U1, D1, float(rule.A[0, 0]), p, q)
     assumes = context.assumes
     theorem = given(line.LINE_THEOREM, context)
     searched = (
         f"no S has c·W_down[:,S] W_up[S,:] = −A ({cert.method}), but none is needed"
         if cert is not None
-        else f"no S searched (n = {n} > {_SMALL_N}; the line theorem needs none)"
+        else f"no S searched (n = {n} > {SMALL_N}; the line theorem needs none)"
     )
     why = (
         f"d = 1 and {context.activation} has a kink (p = {float(p)!r}, q = {float(q)!r}, p² ≠ q²): the block is "
@@ -309,135 +191,6 @@ def _line_certificate(U, D, rule: Rule, context: BlockContext, cert, *, skip_rto
     )
 
 
-def _gram(
-    U, D, rule: Rule, context: BlockContext, *, method, deadline, absolute, timings, rank=None
-) -> tuple[Answer, Relaxation]:
-    """The Gram strategy: float64 copies of ``U, D``, balanced; the hypotheses with ``W_up W_upᵀ``;
-    the relaxations (:func:`relax`) and the search (:func:`_search`). ``O(n² d + n³)``. ``rank``:
-    :func:`_arith.rank_lower` of ``A`` (``(r, how)``) or ``None``; ``r > n`` proves that no ``S``
-    exists (``rank c·W_down[:,S] W_up[S,:] ≤ |S| ≤ n``; the kink theorem's corollary), method
-    ``"rank"``."""
-    t = time.perf_counter()
-    U0, D0 = _float64(U), _float64(D)
-    U, D = balance(U0, D0)
-    UUt = U @ U.T
-    dtype = (
-        np.result_type(*context.dtypes)
-        if all(not str(x).startswith("bfloat") for x in context.dtypes)
-        else context.dtypes[0]
-    )
-    failed, min_sin = hyp.from_gram(U, D, UUt, dtype)
-    timings["hypotheses"] = time.perf_counter() - t
-    rel = relax(U, D, rule.Ac, UUt, timings)
-    threshold = rule.threshold(U, D)
-    t = time.perf_counter()
-    if rank is not None and rank[0] > U.shape[0]:
-        why = (
-            f"rank A >= {rank[0]} > n = {U.shape[0]} ({rank[1]}), while rank c·W_down[:,S] W_up[S,:] <= |S| <= n "
-            "for every S (the kink theorem's corollary for narrow blocks)"
-        )
-        out = _Outcome(None, "rank", why, rel.lower, None)
-    else:
-        out = _search(U, D, rule, rel, method=method, deadline=deadline, target=context.target)
-    timings["search"] = time.perf_counter() - t
-
-    def loose(rtol: float) -> StorageRounding:  # the search again, with storage rounding's rtol
-        t = time.perf_counter()
-        again = _search(U, D, rule.loose(rtol), rel, method=method, deadline=deadline, target=context.target)
-        timings["storage"] = time.perf_counter() - t
-        if again.found is not None:
-            found = f"S passes with rtol {fmt(rtol)} (found by {again.method})"
-            return StorageRounding(WithinRounding.YES, rtol, np.flatnonzero(again.found), found)
-        if again.undecided:
-            return StorageRounding(WithinRounding.UNDECIDED, rtol, None, again.why)
-        if absolute:
-            why = (
-                "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
-                "where rounding is absolute (not covered by the relative rule)"
-            )
-            return StorageRounding(WithinRounding.UNDECIDED, rtol, None, why)
-        return StorageRounding(WithinRounding.NO, rtol, None, f"{again.why} [{again.method}]")
-
-    plane_sin = None
-    if context.bias is not None and failed and all(hyp.kind_of(f) is hyp.Hypothesis.PARALLEL for f in failed):
-        V = balance(np.concatenate([U0, context.bias[:, None]], axis=1), np.ones((1, U0.shape[0])))[0]
-        plane_sin = hyp.from_gram(V, np.ones((1, V.shape[0])), V @ V.T, np.float64)[1]  # rows (w_i, b_i)
-    evidence = RelaxationEvidence(
-        rank=rel.rank,
-        residual=rel.rho,
-        dist01=float(np.max(np.abs(rel.c - np.clip(np.round(rel.c), 0, 1)), initial=0.0)),
-        radius=rel.radius(threshold),
-        min_row_sin=min_sin,
-        min_plane_sin=plane_sin,
-    )
-    res = Answer(
-        S=None if out.found is None else np.flatnonzero(out.found),
-        method=out.method,
-        why=out.why,
-        lower=out.lower,
-        residual=out.residual,
-        undecided=out.undecided,
-        threshold=threshold,
-        failed=failed,
-        hyper=hyperplanes(U0, context.bias, failed) if out.found is None else ("", False),
-        units=lambda S: (U[S], D[:, S], D0[:, S]),
-        loose=loose,
-        witness=lambda: best_witness(
-            U, D, rule.Ac, [c for c in (0 * rel.c, np.clip(rel.c, 0, 1), out.point) if c is not None]
-        ),
-        found_by="",
-        relaxation=evidence,
-        timings=timings,
-    )
-    return res, rel
-
-
-def _screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scales, nu, absolute) -> Answer:
-    """The screen's strategy: :func:`large.wide_screen`'s answer in the one form. ``U, D`` as
-    stored (never copied whole); a found set's units are read balanced (``scales``); ``nu`` the
-    :func:`scale.norm_sum` the screen's ``τ`` was made from."""
-    n, d = U.shape
-    unchecked = [f for f in scr.failed if hyp.kind_of(f) is hyp.Hypothesis.UNCHECKED]
-    why, undecided = scr.reason, scr.status is not scale.ScreenStatus.ABSENT
-    if scr.status is scale.ScreenStatus.ABSENT and unchecked:
-        why, undecided = f"no S exists ({scr.reason}), but a hypothesis is unchecked: {unchecked[0]}", True
-    elif scr.status is scale.ScreenStatus.UNDECIDED:
-        why = f"{scr.reason}; n = {n} > {large.GRAM_MAX_N} is too wide for the Gram relaxation"
-
-    def units(S):  # the units of S, balanced, and the stored W_down[:,S] for the output bias
-        return *stored.units(U, D, scales.balance, S), stored.as_float64(D[:, S])
-
-    def loose(rtol: float) -> StorageRounding:  # the screen's bound against the looser tolerance
-        tau_r = rule.loose(rtol).threshold(U, D, nu=nu)
-        if scr.lower > tau_r and not absolute:
-            return StorageRounding(
-                WithinRounding.NO, rtol, None, f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
-            )
-        return StorageRounding(
-            WithinRounding.UNDECIDED, rtol, None, "the screen's bound does not reach the looser tolerance"
-        )
-
-    return Answer(
-        S=None if scr.status is not scale.ScreenStatus.FOUND else np.sort(np.asarray(scr.S)),
-        method=scr.method,
-        why=why,
-        lower=scr.lower,
-        residual=None if scr.check is None else scr.check.miss_max,
-        undecided=undecided,
-        threshold=scr.tau,
-        failed=scr.failed,
-        hyper=hyperplanes(U, context.bias, scr.failed, wide=True)
-        if scr.status is scale.ScreenStatus.ABSENT
-        else ("", False),
-        units=units,
-        loose=loose,
-        witness=lambda: None if scr.witness is None else (*scr.witness, scr.lower),
-        found_by=f"; S found by the O(n d²) screen ({scr.method})",
-        relaxation=None,
-        timings=dict(scr.timings),
-    )
-
-
 def _absolute(U, D, dtypes, block: int = stored.BLOCK) -> bool:
     """:func:`absolute_rounding` of ``W_up`` and of ``W_down``, read in blocks of ``block`` units."""
     blocks = stored.blocks(U.shape[0], block)
@@ -445,11 +198,6 @@ def _absolute(U, D, dtypes, block: int = stored.BLOCK) -> bool:
     return (up and any(absolute_rounding(stored.as_float64(U[s]), dtypes[0]) for s in blocks)) or (
         down and any(absolute_rounding(stored.as_float64(D[:, s]), dtypes[1]) for s in blocks)
     )
-
-
-def _float64(X) -> np.ndarray:
-    """``X`` as a float64 array (no copy when it is one)."""
-    return X if isinstance(X, np.ndarray) and X.dtype == np.float64 else stored.as_float64(X)
 
 
 def find_absorbing_set(

@@ -1,5 +1,7 @@
 """The entry points' path for wide blocks: a :class:`Certificate` or :class:`Distance` from the
-``O(n d²)`` screen of :mod:`absorbjax.condition._scale`, before (or instead of) the Gram path.
+``O(n d²)`` screen of :mod:`absorbjax.condition._scale`, before (or instead of) the Gram path
+(:mod:`absorbjax.condition._gram_path`); ``_screen_path.py`` puts the screen's answer in the
+decision's one form.
 
 ``find_absorbing_set`` (through ``decide``) and ``distance`` call :func:`wide_screen` /
 :func:`distance_bounds` for ``n ≥ SCREEN_MIN_N``; ``None`` means "the screen did not decide, run the

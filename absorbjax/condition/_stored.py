@@ -57,6 +57,11 @@ def as_float64(x) -> np.ndarray:
     return out
 
 
+def float64(X) -> np.ndarray:
+    """``X`` as a float64 array (no copy when it is one)."""
+    return X if isinstance(X, np.ndarray) and X.dtype == np.float64 else as_float64(X)
+
+
 def as_working(x) -> np.ndarray:
     """``x`` in a dtype NumPy computes with, for the search's guiding numbers: float32 and float64 as
     they are (no copy, unless memory-mapped: then a copy, and the map released as :func:`as_float64`
