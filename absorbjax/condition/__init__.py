@@ -94,6 +94,7 @@ from absorbjax.condition._absorber import absorber, absorber_biases
 from absorbjax.condition._certificate import (
     METHODS,
     Certificate,
+    DecidedBy,
     Distance,
     Evidence,
     Promise,
@@ -112,6 +113,7 @@ from absorbjax.condition.width import WidthCertificate, WidthStatus, min_extra_w
 __all__ = [
     "Certificate",
     "Status",
+    "DecidedBy",
     "WithinRounding",
     "StorageRounding",
     "Promise",

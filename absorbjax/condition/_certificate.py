@@ -37,6 +37,26 @@ class WithinRounding(Word):
 
 
 METHODS = ("auto", "relaxation", "milp", "exhaustive")
+"""What :class:`Decision` ``.method`` may ask for (the input vocabulary); what decided is a :class:`DecidedBy`."""
+
+
+class DecidedBy(Word):
+    """What decided a certificate (``cert.method``), the output vocabulary; a member is its string
+    (``cert.method == "milp"``). The Gram path: the real relaxation's test, its rounding, the
+    enumeration, the MILP, the rank of ``A``; the ``O(n d²)`` screen of wide blocks: bound (D) at
+    ``Z = A`` or at a Frank–Wolfe iterate, a planted or sign set, none; and the line theorem."""
+
+    RELAXATION = "relaxation"  # the real relaxation: no mask within its reach, or undecided there
+    ROUNDING = "rounding"  # the relaxation's point rounded to a set that passes
+    EXHAUSTIVE = "exhaustive"  # all 2^n sets
+    MILP = "milp"  # HiGHS's mixed-integer program, its answer verified
+    RANK = "rank"  # rank A > n: no S can exist (exact)
+    TRACE = "trace"  # the screen's bound (D) at Z = A
+    FRANK_WOLFE = "frank-wolfe"  # the screen's bound (D) at a Frank–Wolfe iterate
+    PLANTED = "planted"  # the screen's planted candidate, verified
+    SIGN_SET = "sign-set"  # the screen's sign set, verified
+    NONE = "none"  # the screen decided nothing
+    LINE = "line"  # the line theorem (d = 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,8 +199,9 @@ class Certificate(Verdict):
         ``"degenerate"`` (no set passes, but a hypothesis of Thm 8/10 fails) or
         ``"undecided"`` (no proof either way, or no converse for this activation or bias).
       S: sorted hidden-unit indices of the accepted set (when absorbable).
-      method: what decided: ``"relaxation"``, ``"rounding"``, ``"exhaustive"``, ``"milp"``,
-        ``"rank"`` (``rank A > n``, exact: no ``S`` can exist), ``"line"`` (the line theorem, ``d = 1``).
+      method: what decided, a :class:`DecidedBy`: ``"relaxation"``, ``"rounding"``, ``"exhaustive"``,
+        ``"milp"``, ``"rank"`` (``rank A > n``, exact: no ``S`` can exist), the screen's ``"trace"``,
+        ``"frank-wolfe"``, ``"planted"``, ``"sign-set"``, ``"none"``, or ``"line"`` (the line theorem, ``d = 1``).
       reason: one sentence saying why.
       d, n: input dimension ``d`` and width ``n``.
       rtol: the slack of rule (★); ``threshold``: the Frobenius bound on every accepted set's miss.
@@ -241,6 +262,7 @@ class Certificate(Verdict):
 
     def __post_init__(self):  # a status outside the vocabularies is refused (ValueError)
         object.__setattr__(self, "status", Status(self.status))
+        object.__setattr__(self, "method", DecidedBy(self.method))
 
     @property
     def absorbable(self) -> bool:
