@@ -158,7 +158,7 @@ def _gram_distance(U, D, rule: Rule, cert, rel, deadline: float) -> Distance:
         cands = []
         for s in starts:  # single flips of the one local search; the deadline stops it (a start not begun stays)
             clock = Budget(deadline=deadline)
-            found = descend(U, D, A, s, swaps=False, budget=clock)
+            found = descend(U, D, A, s, swaps=False, budget=clock, gram=(rel.G, rel.b))
             cut |= clock.stopped == "time_limit"
             cands.append(s if found is None else found[0])
         # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly

@@ -136,8 +136,18 @@ def _column(U, D, j: int) -> np.ndarray:
     return _per_unit(U, D, lambda u, dd: (dj @ dd) * (u @ uj))
 
 
-def _flip(U, D, m, g, j: int) -> None:
-    g += (1.0 if not m[j] else -1.0) * _column(U, D, j)
+def _gram_scores(G, b, A, m: np.ndarray, budget: Budget) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """:func:`scores` read from the Gram form, ``G (n, n)`` and ``b_i = −⟨A, M_i⟩`` ``(n,)``, in
+    ``O(n²)``: ``g = G m − b``, ``q = diag G``, ``f = mᵀG m − 2 bᵀm + ‖A‖_F²``."""
+    if not budget.spend(G.shape[0] ** 2):
+        return None
+    x = m.astype(np.float64)
+    Gm = G @ x
+    return Gm - b, np.diag(G).copy(), float(x @ Gm) - 2 * float(b @ x) + float(np.vdot(A, A))
+
+
+def _flip(column, m, g, j: int) -> None:
+    g += (1.0 if not m[j] else -1.0) * column(j)
     m[j] = not m[j]
 
 
@@ -164,7 +174,15 @@ def _best_swap(U, D, m, delta, tol: float, budget: Budget) -> tuple[int, int] | 
 
 
 def descend(
-    U, D, A, m0: np.ndarray, *, deadline: float = math.inf, swaps: bool = True, budget: Budget | None = None
+    U,
+    D,
+    A,
+    m0: np.ndarray,
+    *,
+    deadline: float = math.inf,
+    swaps: bool = True,
+    budget: Budget | None = None,
+    gram: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, float] | None:
     """``(m, f)``: from the mask ``m0`` ``(n,)``, best-improvement single flips while one lowers
     ``f = ‖Σ_{i∈S} M_i + A‖_F²`` by more than ``1e-12·max(f(m0), ‖A‖²)``, then (``swaps``) the
@@ -173,12 +191,17 @@ def descend(
     (``time.perf_counter()``) stops it; ``f`` the float64 estimate at ``m`` (never above the start's:
     only improving moves are made). ``None`` when it stops before the scores at ``m0`` are computed.
     At most ``20 n`` moves. With work alone (``deadline`` infinite) the result is a function of the
-    weights: the same on every run."""
+    weights: the same on every run. ``gram``: ``(G, b)`` of the Gram form where the caller formed it
+    (``G_ij = ⟨M_i, M_j⟩``, ``b_i = −⟨A, M_i⟩``; the Gram path): the scores and each flip's column are
+    read from it, ``O(n)`` a flip, instead of from the weights (``O(n d)``); the moves are the same."""
     n, d = U.shape
     budget = Budget(deadline=deadline) if budget is None else budget
     budget.deadline = min(budget.deadline, deadline)
     m = np.asarray(m0, bool).copy()
-    start = scores(U, D, A, m, budget=budget)
+    if gram is None:
+        start, column = scores(U, D, A, m, budget=budget), lambda j: _column(U, D, j)
+    else:
+        start, column = _gram_scores(*gram, A, m, budget), lambda j: gram[0][:, j]
     if start is None:
         return None
     g, q, f = start
@@ -194,7 +217,7 @@ def descend(
             if not budget.spend(flip):
                 break
             f += float(delta[i])
-            _flip(U, D, m, g, i)
+            _flip(column, m, g, i)
             continue
         pair = _best_swap(U, D, m, delta, tol, budget) if swaps else None
         if pair is None or not budget.spend(2 * flip):
@@ -202,6 +225,6 @@ def descend(
         i, j = pair
         dij = float(np.dot(as_working(D[:, i]), as_working(D[:, j])) * np.dot(as_working(U[i]), as_working(U[j])))
         f += float(delta[i] + delta[j]) - 2 * dij
-        _flip(U, D, m, g, i)
-        _flip(U, D, m, g, j)
+        _flip(column, m, g, i)
+        _flip(column, m, g, j)
     return m, f
