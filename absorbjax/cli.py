@@ -159,9 +159,8 @@ def _check(args) -> int:
 def _check_file(args) -> int:
     import dataclasses
 
-    from tqdm.auto import tqdm
-
     from absorbjax import condition, weights
+    from absorbjax._progress import tqdm
     from absorbjax.weights._check import reads_weights
     from absorbjax.weights._conventions import printable
 
