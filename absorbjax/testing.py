@@ -306,13 +306,13 @@ def judge(cert, params, activation: str, planted=None, bias=None) -> str:
     if rounding.within == "yes":
         r = rounding.rtol + 2 * (rounding.S.size + 1) * _U / (1 - (rounding.S.size + 1) * _U)
         if not passes(params, rounding.S, r):
-            return "within_rounding yes, but its S fails the storage rule"
+            return "rounding.within yes, but its S fails the storage rule"
     if rounding.within == "no":
         if planted is not None and storage_passes(params, planted, rounding.rtol):
-            return "within_rounding no, but the planted S passes the storage rule (absolute rounding included)"
+            return "rounding.within no, but the planted S passes the storage rule (absolute rounding included)"
         sets = passing_sets(params, rounding.rtol)
         if sets:
-            return f"within_rounding no, but brute force finds {sets[0].tolist()}"
+            return f"rounding.within no, but brute force finds {sets[0].tolist()}"
     return ""
 
 

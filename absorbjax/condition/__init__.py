@@ -51,9 +51,9 @@ while its miss is ``A``).
 **Storage rounding, a separate answer.** Weights stored in fewer bits than float64 are rarely
 *exactly* absorbable even when they are the rounding of absorbable weights. If ``w̃ = w(1 + δ)``,
 ``|δ| ≤ u_s`` (the storage's unit roundoff) and ``w`` satisfies the condition exactly, the stored
-miss is at most ``(2u_s + u_s²)/(1 − u_s)²`` times the sum in (★). ``within_rounding`` of the
-certificate answers rule (★) with ``rtol`` increased by that factor (:func:`storage_rtol`):
-``"yes"`` (with ``rounding_S``), ``"no"`` (proved as below), ``"undecided"``, or ``"n/a"`` for
+miss is at most ``(2u_s + u_s²)/(1 − u_s)²`` times the sum in (★). ``cert.rounding`` (a
+:class:`StorageRounding`) answers rule (★) with ``rtol`` increased by that factor (:func:`storage_rtol`):
+``within`` is ``"yes"`` (with the set ``S``), ``"no"`` (proved as below), ``"undecided"``, or ``"n/a"`` for
 float64/integer storage. It is a necessary condition for "the rounding of an absorbable block",
 and never changes ``status``, which is about the stored values themselves.
 

@@ -48,8 +48,8 @@ def decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: floa
 
     One deadline, ``deadline`` (``time.perf_counter()``; ``None``: ``decision.time_limit`` seconds
     from now), bounds the whole decision: the search for the status and the storage-rounding search
-    of ``within_rounding`` each get the seconds left (:func:`_gram_path.search`), and a stage with none left
-    answers ``undecided`` (the status) or ``within_rounding = "undecided"``. Not interrupted, and so
+    of ``cert.rounding`` each get the seconds left (:func:`_gram_path.search`), and a stage with none left
+    answers ``undecided`` (the status) or ``rounding.within = "undecided"``. Not interrupted, and so
     outside the limit: reading the weights (before this), the ``O(n d²)`` screen, the Gram relaxation
     (``O(n² d + n³)``, ``n < 8192``), the box relaxation (a bounded number of steps), an enumeration
     of ``2^n`` subsets once begun (``n ≤ 24``) and the certificate (rule (E) on a found set)."""
@@ -247,10 +247,10 @@ def find_absorbing_set(
       decision: how to decide, a :class:`Decision`; its fields:
 
         - ``rtol``: the slack of rule (★) (module docstring), in ``[0, 0.5)``; default ``1e3·eps64``.
-        - ``time_limit``: seconds for the whole decision, the storage-rounding search of ``within_rounding``
+        - ``time_limit``: seconds for the whole decision, the storage-rounding search of ``cert.rounding``
           included: one deadline, taken when the weights have been read, that each search stage (the
           MILP, the enumeration after it, then the search with storage rounding's ``rtol``) gets what is
-          left of; reaching it gives ``"undecided"`` (or ``within_rounding = "undecided"``), never a
+          left of; reaching it gives ``"undecided"`` (or ``rounding.within = "undecided"``), never a
           guess. Outside it: reading the weights, the relaxations (``O(n² d + n³)``, bounded work), an
           enumeration once begun (``n ≤ 24``) and the certificate's assembly, so the call returns
           within ``time_limit`` plus these (about 2.5 s at ``d = 8, n = 2048`` on two cores).
