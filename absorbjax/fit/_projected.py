@@ -51,6 +51,7 @@ from jax.flatten_util import ravel_pytree
 from optax.tree_utils import tree_where
 
 from absorbjax import models
+from absorbjax._xla import after
 from absorbjax.fit import _signs as signs, _solvers as solvers, _varpro as varpro
 from absorbjax.fit._config import Linear, Static
 from absorbjax.fit._loss import loss, residual_weights
@@ -166,10 +167,7 @@ def restarts(cfg: Static, xs, ys, p0, loss_fn, key: jax.Array, layer_ys=None):
         found = blockwise(cfg, xs, layer_ys, start, jax.random.fold_in(key, BLOCKWISE))
         found_loss = loss_fn(found)
         done = found_loss <= cfg.tol
-        # the stack's search waits for step 0 (+ 0 from x != x, which XLA keeps for floats): two
-        # batched LAPACK calls side by side can deadlock XLA's CPU pool (research log, 2026-12-03)
-        wait = (found_loss != found_loss).astype(start.down.dtype)
-        start = jax.tree.map(lambda a: a + wait, start)
+        start = after(start, found_loss)  # the stack's search waits for step 0 (XLA's CPU pool)
     if cfg.linear:  # the free-linear class itself: step 1 only
 
         def one(block, A):

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from absorbjax import activations
+from absorbjax._xla import after
 from absorbjax.models._params import GatedParams, MLPParams, Params
 
 DISTS = ("gaussian", "uniform", "orthogonal", "rademacher", "ternary", "grid")
@@ -142,10 +143,8 @@ def _orthogonal(key, d, n, fields, dtype, depth):
     shapes = _fields(fields, d, n)
     mats = []
     for k, s in zip(jax.random.split(key, len(shapes)), shapes):
-        # QRs in turn, or two can deadlock XLA's CPU pool (research log, 2026-12-03 night): the key
-        # waits for the last matrix through + 0 from x != x (XLA keeps that comparison for floats)
-        wait = (mats[-1][0, 0] != mats[-1][0, 0]) if mats else 0
-        k = jax.random.wrap_key_data(jax.random.key_data(k) + wait, impl=jax.random.key_impl(k))
+        if mats:  # QRs in turn, or two can deadlock XLA's CPU pool: the key waits for the last matrix
+            k = jax.random.wrap_key_data(after(jax.random.key_data(k), mats[-1]), impl=jax.random.key_impl(k))
         mats.append(jax.nn.initializers.orthogonal()(k, s, dtype))
     return (GatedParams if len(mats) == 3 else MLPParams)(*mats)
 
