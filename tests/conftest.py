@@ -51,6 +51,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def _no_registration_leaks():
+    """Activations a test registers are unregistered after it, so no later test (or doctest, which
+    lists the registered names) sees them, whatever the order tests run in."""
+    from absorbjax import activations
+
+    before = set(activations.names())
+    yield
+    for name in set(activations.names()) - before:
+        activations.unregister(name)
+
+
+@pytest.fixture(autouse=True)
 def _float64_where_marked(request):
     if request.node.get_closest_marker("x64"):
         with jax.enable_x64(True):

@@ -2,6 +2,8 @@
 ``n < 2048`` and the ``O(n d²)`` screen from ``n = 2048`` on) call it: a kernel is wrapped in a
 counter where it lives, a block is decided through each path, and the counter must move on both."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -180,3 +182,51 @@ def test_the_readers_upcasts_are_exact_and_copy_only_when_needed(tmp_path):
     w = stored.as_working(m)
     assert w.dtype == np.float32 and np.array_equal(w, x) and not np.shares_memory(w, m)
     assert [s.stop - s.start for s in stored.blocks(10, stored.entry_block(3, 10))] == [3, 3, 3, 1]
+
+
+def test_the_verdict_table_is_total_and_reaches_every_status():
+    """:data:`_verdict.VERDICTS` answers every combination of what a decision can establish, and
+    every status is some row's: no status is chosen anywhere else."""
+    from absorbjax.condition._verdict import Converse, Established, Hypotheses, VERDICTS, status_of
+
+    got = {
+        status_of(e, h, c)
+        for e in Established
+        for h in (*Hypotheses, None)
+        for c in (*Converse, None)
+        # "no set" always knows the hypotheses and what the activation proves; the kink converse is
+        # asked for only when the rows are kink rows
+        if e is not Established.NO_SET
+        or (h is not None and c is not None and (c is not Converse.KINK or h is Hypotheses.KINK))
+    }
+    assert got == set(condition.Status) == set(VERDICTS.values())
+    assert status_of(Established.NO_SET, Hypotheses.KINK, Converse.PROVED) == condition.Status.DEGENERATE
+    with pytest.raises(KeyError):
+        status_of(Established.NO_SET, Hypotheses.HOLD, None)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+@pytest.mark.parametrize("kind", ["gaussian", "planted", "parallel"])
+def test_both_paths_take_the_status_from_the_one_table(monkeypatch, n, kind):
+    """Both paths' certificates get their status from :func:`_verdict.status_of`, and the status is
+    what the table says for what was established."""
+    from absorbjax.condition import _assemble as assemble, _verdict as verdict
+
+    seen = []
+    real = verdict.status_of
+
+    def counted(*key):
+        seen.append(key)
+        return real(*key)
+
+    for module in (verdict, assemble):
+        monkeypatch.setattr(module, "status_of", counted)
+    if kind == "planted":
+        W, _ = models.planted("relu", 4, n, key=jax.random.key(0), dtype=jnp.float64)
+    else:
+        W = _gaussian(n) if kind == "gaussian" else _block(n)
+    cert = condition.find_absorbing_set(W, "relu")
+    assert seen and real(*seen[-1]) == cert.status
+    want = {"gaussian": "not_absorbable", "planted": "absorbable", "parallel": "degenerate"}[kind]
+    assert cert.status == want

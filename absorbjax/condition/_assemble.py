@@ -28,7 +28,7 @@ from absorbjax.condition._inputs import storage_rtol_pair
 from absorbjax.condition._rule import Rule
 from absorbjax.condition._scale import dual_lower
 from absorbjax.condition._text import few, fmt
-from absorbjax.condition._verdict import absence, found_theorem
+from absorbjax.condition._verdict import Established, absence, found_theorem, status_of
 
 
 @runtime_checkable
@@ -149,7 +149,7 @@ def _promise(u, dd, d0, S, rule: Rule, skip_rtol, context):
     how = "exact rational arithmetic" if exact else "float64 with a rigorous error bound"
     if context.slope is None:
         return (
-            Status.UNDECIDED,
+            status_of(Established.UNPROMISED),
             (
                 f"W_down[:,S] W_up[S,:] = {context.target} up to {fmt(bound)} for S = {few(S)}, "
                 f"but {context.activation} declares no odd slope (sigma(z) - sigma(-z) = c z), so the sign "
@@ -176,11 +176,11 @@ def _promise(u, dd, d0, S, rule: Rule, skip_rtol, context):
                 f"; with the hidden bias b the absorber also flips b[S] (output bias e = c_out + {c}W_down[:,S] "
                 f"b[S], rounded: ‖absorber(0) − block(0)‖ <= {fmt(offset) if offset else 0})"
             )
-        return Status.ABSORBABLE, why, bound, exact, offset
+        return status_of(Established.PROMISED), why, bound, exact, offset
     cancel = float(np.max(np.abs(dd) @ np.abs(u)))
     if smin == 0:
         return (
-            Status.UNDECIDED,
+            status_of(Established.UNPROMISED),
             (
                 f"a set S passes rule (★), but its exact miss ‖M_S‖_2 <= {fmt(bound)} is not 0 and the skip A is "
                 "singular or not provably invertible (no σ_min(A) > 0 is certified), so the absorber's error "
@@ -191,7 +191,7 @@ def _promise(u, dd, d0, S, rule: Rule, skip_rtol, context):
             None,
         )
     return (
-        Status.UNDECIDED,
+        status_of(Established.UNPROMISED),
         (
             f"a set S passes rule (★) (relative to Σ_(i∈S)|W_down||W_up| up to {fmt(cancel)}), but its exact "
             f"miss ‖M_S‖_2 <= {fmt(bound)} is not small against the skip (σ_min(A) >= {fmt(smin)}, skip_rtol "

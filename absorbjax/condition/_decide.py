@@ -27,7 +27,7 @@ from absorbjax.condition._options import Decision
 from absorbjax.condition._rule import Rule
 from absorbjax.condition._screen_path import screened
 from absorbjax.condition._text import fmt
-from absorbjax.condition._verdict import given
+from absorbjax.condition._verdict import Established, given, status_of
 from absorbjax.models import MLPParams, check_layout
 
 # ---------------------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
         check,
         who="the block decision",
         undecided=lambda why: dataclasses.replace(  # nothing it claimed is kept: the bound may be what failed
-            cert, status=Status.UNDECIDED, S=None, line=None, theorem=None, reason=why, lower_bound=0.0
+            cert, status=status_of(Established.REFUTED), S=None, line=None, theorem=None, reason=why, lower_bound=0.0
         ),
     )
 
@@ -161,7 +161,7 @@ def _line_certificate(U, D, rule: Rule, context: BlockContext, cert, *, skip_rto
         f"(α exact, rounded once: sup |absorber(x) − block(x)|/|x| <= {fmt(ln.miss_bound)}); {searched}"
     )
     common = dict(
-        status=Status.ABSORBABLE,
+        status=status_of(Established.LINE),
         S=None,
         method="line",
         reason=why,

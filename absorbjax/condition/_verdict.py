@@ -1,4 +1,5 @@
-"""What a decision concludes, and from which theorem: the status and reason when no set passes
+"""What a decision concludes, and from which theorem: the one table from what it established to
+its status (:data:`VERDICTS`, read by :func:`status_of`), the status and reason when no set passes
 (:func:`absence`), the theorem behind an ``absorbable`` answer (:func:`found_theorem`), the kink
 theorem's hypothesis for parallel rows with biases (:func:`hyperplanes`), and how a certificate
 cites a theorem for an activation with declared facts (:func:`given`).
@@ -18,6 +19,7 @@ from absorbjax.condition import _hypotheses as hyp, _stored as stored
 from absorbjax.condition._arith import balance
 from absorbjax.condition._certificate import Status
 from absorbjax.condition._hypotheses import parallel_pairs
+from absorbjax.results import Word
 
 if TYPE_CHECKING:
     from absorbjax.condition._block import BlockContext
@@ -31,62 +33,121 @@ def given(theorem: str | None, context: BlockContext) -> str | None:
     return f"{theorem}, given the declared facts ({'; '.join(context.assumes)})"
 
 
-def absence(out, failed, context, hyper, narrow: bool) -> tuple[str, str, str | None]:
-    """``(status, reason, theorem)`` when no set passes (or the search is undecided). ``hyper``:
-    :func:`hyperplanes`; ``narrow``: ``n < d``."""
-    if out.undecided:
-        return Status.UNDECIDED, out.why, None
-    biased = context.bias is not None
-    act = context.activation
-    par_text, distinct = hyper
-    if act is None:
+class Established(Word):
+    """What the decision's set search established, the first column of :data:`VERDICTS`."""
+
+    PROMISED = "a set passes rules (★) and (E)"
+    UNPROMISED = "a set passes rule (★) but not rule (E), or the activation declares no odd slope"
+    UNKNOWN = "no set found and no proof that none exists"
+    NO_SET = "no set passes rule (★), proved"
+    LINE = "the line theorem's absorber (d = 1, a kink activation)"
+    REFUTED = "the independent check refuted what the decision claimed"
+
+
+class Hypotheses(Word):
+    """The hypotheses of the theorem a "no S" would cite (rows of ``W_up`` nonzero and pairwise
+    non-parallel, columns of ``W_down`` nonzero), the second column of :data:`VERDICTS`."""
+
+    HOLD = "hold"
+    KINK = "only parallel rows fail, their kink hyperplanes (w_i, b_i) distinct"
+    FAIL = "fail"
+
+
+class Converse(Word):
+    """What the activation proves from "no S", the third column of :data:`VERDICTS`
+    (:meth:`absorbjax.activations.Activation.converse`)."""
+
+    PROVED = "a converse theorem"
+    KINK = "the kink theorem, which allows parallel rows with distinct kink hyperplanes"
+    NONE = "only the 'if' direction (an S gives an absorber)"
+    NO_SLOPE = "no declared odd slope"
+
+
+VERDICTS: dict[tuple[Established, Hypotheses | None, Converse | None], Status] = {
+    (Established.PROMISED, None, None): Status.ABSORBABLE,
+    (Established.UNPROMISED, None, None): Status.UNDECIDED,
+    (Established.UNKNOWN, None, None): Status.UNDECIDED,
+    (Established.LINE, None, None): Status.ABSORBABLE,
+    (Established.REFUTED, None, None): Status.UNDECIDED,
+    (Established.NO_SET, None, Converse.NO_SLOPE): Status.UNDECIDED,
+    (Established.NO_SET, None, Converse.NONE): Status.UNDECIDED,
+    (Established.NO_SET, Hypotheses.HOLD, Converse.PROVED): Status.NOT_ABSORBABLE,
+    (Established.NO_SET, Hypotheses.KINK, Converse.KINK): Status.NOT_ABSORBABLE,
+    (Established.NO_SET, Hypotheses.KINK, Converse.PROVED): Status.DEGENERATE,
+    (Established.NO_SET, Hypotheses.FAIL, Converse.PROVED): Status.DEGENERATE,
+}
+"""The one table from what a decision established to its status (``None``: whatever the column
+holds). Only ``not_absorbable`` and ``degenerate`` cite a theorem (and ``absorbable``, for a named
+activation, the theorem behind "iff": :func:`found_theorem`)."""
+
+
+def status_of(established: Established, hypotheses: Hypotheses | None = None, converse: Converse | None = None):
+    """The :class:`Status` that :data:`VERDICTS` gives: the row matching all three columns, a
+    ``None`` in the table matching anything."""
+    for key in ((established, hypotheses, converse), (established, None, converse), (established, None, None)):
+        if key in VERDICTS:
+            return VERDICTS[key]
+    raise KeyError(f"no verdict for {(established, hypotheses, converse)}")
+
+
+def _converse(context: BlockContext, hypotheses: Hypotheses, narrow: bool) -> tuple[Converse, str | None]:
+    """What ``context``'s activation proves from "no S" under ``hypotheses``, and the theorem cited."""
+    act, biased = context.activation, context.bias is not None
+    if act is None:  # the built-ins together
         if narrow:
-            theorem = f"{KINK_THEOREM} for relu, {RAY_LIMIT_KINK_THEOREM} for gelu, gelu_tanh, silu, softplus"
-        elif biased:
-            theorem = RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
-        else:
-            theorem = "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
-    else:
-        entry = activations.get(act)
-        if entry.odd_slope is None:
             return (
-                Status.UNDECIDED,
-                (
-                    f"no S exists ({out.why}), but {act} declares no odd slope (sigma(z) - sigma(-z) = c z): "
-                    "no theorem applies"
-                ),
-                None,
+                Converse.PROVED,
+                f"{KINK_THEOREM} for relu, {RAY_LIMIT_KINK_THEOREM} for gelu, gelu_tanh, silu, softplus",
             )
-        only_parallel = failed and all(hyp.kind_of(f) is hyp.Hypothesis.PARALLEL for f in failed)
-        if only_parallel and distinct and entry.converse(biased=biased, parallel_rows=True) is not None:
-            theorem = given(entry.converse(biased=biased, parallel_rows=True), context)
-            why = f"no S exists, so by {theorem} (parallel rows, distinct kink hyperplanes: {par_text}): {out.why}"
-            return Status.NOT_ABSORBABLE, why, theorem
-        theorem = entry.converse(biased=biased, narrow=narrow)
-        if theorem is None:
-            lack = (
-                "Thm 8 assumes width n >= d and no every-width theorem covers it"
-                if narrow
-                else "no declared ray limit or kink"
-            )
-            return (
-                Status.UNDECIDED,
-                (
-                    f"no S exists ({out.why}), but for {act} only the 'if' direction is known "
-                    f"(an S gives an absorber); no converse is proved ({lack})"
-                ),
-                None,
-            )
-        theorem = given(theorem, context)
-    if failed:
+        if biased:
+            return Converse.PROVED, RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
+        return Converse.PROVED, "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
+    entry = activations.get(act)
+    if entry.odd_slope is None:
+        return Converse.NO_SLOPE, None
+    if hypotheses is Hypotheses.KINK and (kink := entry.converse(biased=biased, parallel_rows=True)) is not None:
+        return Converse.KINK, given(kink, context)
+    theorem = entry.converse(biased=biased, narrow=narrow)
+    return (Converse.NONE, None) if theorem is None else (Converse.PROVED, given(theorem, context))
+
+
+def absence(out, failed, context, hyper, narrow: bool) -> tuple[str, str, str | None]:
+    """``(status, reason, theorem)`` when no set passes (or the search is undecided), from
+    :data:`VERDICTS`. ``hyper``: :func:`hyperplanes`; ``narrow``: ``n < d``."""
+    if out.undecided:
+        return status_of(Established.UNKNOWN), out.why, None
+    par_text, distinct = hyper
+    only_parallel = failed and all(hyp.kind_of(f) is hyp.Hypothesis.PARALLEL for f in failed)
+    hypotheses = Hypotheses.HOLD if not failed else Hypotheses.KINK if only_parallel and distinct else Hypotheses.FAIL
+    converse, theorem = _converse(context, hypotheses, narrow)
+    status = status_of(Established.NO_SET, hypotheses, converse)
+    act = context.activation
+    if converse is Converse.NO_SLOPE:
+        why = (
+            f"no S exists ({out.why}), but {act} declares no odd slope (sigma(z) - sigma(-z) = c z): no theorem applies"
+        )
+    elif converse is Converse.NONE:
+        lack = (
+            "Thm 8 assumes width n >= d and no every-width theorem covers it"
+            if narrow
+            else "no declared ray limit or kink"
+        )
+        why = (
+            f"no S exists ({out.why}), but for {act} only the 'if' direction is known "
+            f"(an S gives an absorber); no converse is proved ({lack})"
+        )
+    elif converse is Converse.KINK:
+        why = f"no S exists, so by {theorem} (parallel rows, distinct kink hyperplanes: {par_text}): {out.why}"
+    elif status == Status.DEGENERATE:
         why = f"no S exists ({out.why}), but {theorem} needs nondegenerate weights"
         if par_text and distinct:
             why += (
                 "; parallel rows with distinct biases (distinct kink hyperplanes) merge in the ray "
                 f"limit: {par_text}; not decided"
             )
-        return Status.DEGENERATE, why, theorem
-    return Status.NOT_ABSORBABLE, f"no S exists, so by {theorem}: {out.why}", theorem
+    else:
+        why = f"no S exists, so by {theorem}: {out.why}"
+    return status, why, theorem if status != Status.UNDECIDED else None
 
 
 def hyperplanes(U, bias, failed, *, wide: bool = False) -> tuple[str, bool]:
