@@ -59,6 +59,25 @@ class DecidedBy(Word):
     LINE = "line"  # the line theorem (d = 1)
 
 
+class FoundBy(Word):
+    """How :func:`~absorbjax.condition.distance` found its set ``S`` (``Distance.method``); a member is
+    its string (``dist.method == "local"``)."""
+
+    EXACT = "exact"  # an absorbing set, from the decision
+    EXHAUSTIVE = "exhaustive"  # the true minimum over all 2^n sets (small n)
+    LOCAL = "local"  # single-unit flips from roundings of the relaxation
+    FRANK_WOLFE = "frank-wolfe"  # the best set the O(n d²) screen of wide blocks met, ∅ included
+    GREEDY = "greedy"  # the matrix-free flips and swaps, kept where they beat the others
+
+
+class Stopped(Word):
+    """What ended :func:`~absorbjax.condition.distance`'s search (``Distance.stopped``)."""
+
+    NOTHING = ""  # it ran to a local minimum, or did not run
+    BUDGET = "budget"  # its work budget, a deterministic count: the same set on every run
+    TIME_LIMIT = "time_limit"  # the call's deadline: the bounds stay certified but may differ between runs
+
+
 # ---------------------------------------------------------------------------------------------
 # Results
 
@@ -365,12 +384,13 @@ class Distance(Result):
 
     ``lower ≤ min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F ≤ upper``; ``upper`` is attained by ``S``
     (``S = ∅`` gives 1: the zero map). ``lower = max(relaxation, box)``: the certified bounds
-    from real coefficients and from coefficients in ``[0, 1]``. ``method`` says how ``S`` was
+    from real coefficients and from coefficients in ``[0, 1]``. ``method`` (a :class:`FoundBy`) says how ``S`` was
     found: ``"exact"`` (an absorbing set), ``"exhaustive"`` (the true minimum, small ``n``),
     ``"local"`` (single-unit flips from roundings of the relaxation), ``"frank-wolfe"`` (the best
     set met by the ``O(n d²)`` screen of wide blocks, ``∅`` included) or ``"greedy"`` (the
     matrix-free flips and swaps of :mod:`absorbjax.condition._search`, kept only where they beat
-    the others). ``certificate`` is the decision of :func:`find_absorbing_set`. ``stopped``: what
+    the others). ``certificate`` is the decision of :func:`find_absorbing_set`. ``stopped`` (a
+    :class:`Stopped`): what
     ended that search, ``""`` (it ran to a local minimum, or did not run), ``"budget"`` (its work
     budget, a deterministic count: the same set on every run) or ``"time_limit"`` (the call's
     deadline cut the search, the box relaxation, a local search or a Frank–Wolfe step: ``lower``,
@@ -380,12 +400,16 @@ class Distance(Result):
     lower: float
     upper: float
     S: np.ndarray
-    method: str
+    method: FoundBy
     relaxation: float
     box: float
     certificate: Certificate
-    stopped: str = ""
+    stopped: Stopped = Stopped.NOTHING
     truth_field = "upper"
+
+    def __post_init__(self):  # a word outside the vocabularies is refused (ValueError)
+        object.__setattr__(self, "method", FoundBy(self.method))
+        object.__setattr__(self, "stopped", Stopped(self.stopped))
 
     def _summary(self) -> str:
         """The short repr (:class:`absorbjax.results.Result`): the bounds, the set and the decision."""

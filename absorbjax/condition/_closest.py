@@ -10,7 +10,7 @@ import numpy as np
 
 from absorbjax.condition import _large as large, _stored as stored
 from absorbjax.condition._arith import EPS, ONE, balance, miss_bound
-from absorbjax.condition._certificate import Distance
+from absorbjax.condition._certificate import Distance, FoundBy, Stopped
 from absorbjax.condition._decide import decide, read_block
 from absorbjax.condition._integer import closest_mask
 from absorbjax.condition._options import Decision
@@ -107,7 +107,7 @@ def distance(
         deadline = start + decision.time_limit
         cert, rel = decide(U, D, A, context, decision, deadline=start + DECIDE_SHARE * decision.time_limit)
         if not np.any(A):  # A = 0: S = ∅ misses by exactly 0 (the block is residual-free); 0/0 read as 0
-            return Distance(0.0, 0.0, np.zeros(0, np.int64), "exact", 0.0, 0.0, cert)
+            return Distance(0.0, 0.0, np.zeros(0, np.int64), FoundBy.EXACT, 0.0, 0.0, cert)
         rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
         if rel is None:  # decided by the O(n d²) screen of condition._large
             dist = _wide_distance(U, D, A, rule, cert, deadline)
@@ -130,7 +130,7 @@ def _wide_distance(U, D, A, rule: Rule, cert, deadline: float) -> Distance:
         slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
         lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
         dist = dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
-    return dataclasses.replace(dist, stopped="time_limit") if late else dist
+    return dataclasses.replace(dist, stopped=Stopped.TIME_LIMIT) if late else dist
 
 
 def _gram_distance(U, D, rule: Rule, cert, rel, deadline: float) -> Distance:
@@ -149,9 +149,9 @@ def _gram_distance(U, D, rule: Rule, cert, rel, deadline: float) -> Distance:
             box, c_box = box_relaxation(U, D, A, rel, iters=iters)
             box /= norm_a
     if cert.S is not None:
-        m, how = mask_of(cert.S, n), "exact"
+        m, how = mask_of(cert.S, n), FoundBy.EXACT
     elif n <= 16:
-        m, how = closest_mask(rel), "exhaustive"
+        m, how = closest_mask(rel), FoundBy.EXHAUSTIVE
     else:
         roundings = (rel.c,) if c_box is None else (rel.c, c_box)
         starts = [np.zeros(n, bool)] + [c > t for c in roundings for t in (0.25, 0.5, 0.75)]
@@ -159,14 +159,14 @@ def _gram_distance(U, D, rule: Rule, cert, rel, deadline: float) -> Distance:
         for s in starts:  # single flips of the one local search; the deadline stops it (a start not begun stays)
             clock = Budget(deadline=deadline)
             found = descend(U, D, A, s, swaps=False, budget=clock, gram=(rel.G, rel.b))
-            cut |= clock.stopped == "time_limit"
+            cut |= clock.stopped == Stopped.TIME_LIMIT
             cands.append(s if found is None else found[0])
         # choose on the Gram form (f(m) = mᵀGm − 2bᵀm + ‖A‖_F²); the chosen one is evaluated exactly
-        m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), "local"
+        m, how = min(cands, key=lambda k: float(k @ rel.G @ k) - 2 * float(rel.b @ k)), FoundBy.LOCAL
     shrink = 1.0 if widen == 1.0 else 1 - 8 * EPS - 2 * rule.approx / norm_a
     lower, box = rel.lower / norm_a * shrink, box * shrink
     dist = Distance(max(lower, box), attained(U, D, rule, m), np.flatnonzero(m), how, lower, box, cert)
-    return dataclasses.replace(dist, stopped="time_limit") if cut else dist
+    return dataclasses.replace(dist, stopped=Stopped.TIME_LIMIT) if cut else dist
 
 
 def _box_iters(rel, deadline: float) -> int:
@@ -211,7 +211,7 @@ def _searched(U, D, rule: Rule, dist: Distance, work: float, deadline: float) ->
     ``d × d`` float64 matrices). ``U, D``: balanced float64 (the Gram path) or as stored (the wide
     path: float16/32/64 or bfloat16, often memory-mapped); the search reads them in chunks
     (:mod:`~absorbjax.condition._search`), the found set's bound is taken on its units in float64."""
-    if dist.method in ("exact", "exhaustive") or U.shape[1] > SEARCH_MAX_D:
+    if dist.method in (FoundBy.EXACT, FoundBy.EXHAUSTIVE) or U.shape[1] > SEARCH_MAX_D:
         return dist
     n = U.shape[0]
     starts = [mask_of(dist.S, n)] + ([np.zeros(n, bool)] if dist.S.size else [])
@@ -221,7 +221,7 @@ def _searched(U, D, rule: Rule, dist: Distance, work: float, deadline: float) ->
         share = Budget(budget.left / (len(starts) - k), budget.deadline)
         found.append(descend(U, D, rule.Ac, m, budget=share))
         budget.left -= share.used
-        stopped = "time_limit" if "time_limit" in (stopped, share.stopped) else stopped or share.stopped
+        stopped = Stopped.TIME_LIMIT if Stopped.TIME_LIMIT in (stopped, share.stopped) else stopped or share.stopped
     dist = dataclasses.replace(dist, stopped=stopped)
     found = [r for r in found if r is not None]
     if not found:
@@ -235,4 +235,4 @@ def _searched(U, D, rule: Rule, dist: Distance, work: float, deadline: float) ->
     upper = attained(u, dd, rule, np.ones(S.size, bool))
     if not upper < dist.upper:
         return dist
-    return dataclasses.replace(dist, upper=upper, S=S, method="greedy")
+    return dataclasses.replace(dist, upper=upper, S=S, method=FoundBy.GREEDY)

@@ -19,7 +19,7 @@ import numpy as np
 
 from absorbjax.condition import _scale as scale, _stored as stored
 from absorbjax.condition._arith import miss_bound
-from absorbjax.condition._certificate import Certificate, Distance
+from absorbjax.condition._certificate import Certificate, Distance, FoundBy
 from absorbjax.condition._rule import Rule
 
 SCREEN_MIN_N = 2048  # the entry points screen blocks at least this wide first
@@ -78,13 +78,13 @@ def distance_bounds(U, D, A, cert: Certificate, *, steps: int | None = None) -> 
     if cert.S is not None:
         chk = scale.screen_check(U, D, A, cert.S, cert.rtol)
         up = chk.miss_frobenius / norm_a * (1 + g)
-        return Distance(0.0, up, cert.S, "exact", math.nan, 0.0, cert)
+        return Distance(0.0, up, cert.S, FoundBy.EXACT, math.nan, 0.0, cert)
     n, d = U.shape
     steps = (1 if n * d * d <= FW_BUDGET else 0) if steps is None else steps
     if steps == 0 and cert.method in _SCREENED:  # the trace test's bound: the screen's first, already in cert
         lower = cert.lower_bound / norm_a * (1 - g)
-        return Distance(lower, 1.0, np.zeros(0, np.int64), "frank-wolfe", math.nan, lower, cert)
+        return Distance(lower, 1.0, np.zeros(0, np.int64), FoundBy.FRANK_WOLFE, math.nan, lower, cert)
     lower, upper, S, *_ = scale.box_bounds(U, D, A, steps=steps)
     lower = max(lower, cert.lower_bound) / norm_a * (1 - g)
     upper = 1.0 if S.size == 0 else upper / norm_a * (1 + g)  # S = ∅ misses by exactly ‖A‖_F
-    return Distance(lower, upper, S, "frank-wolfe", math.nan, lower, cert)
+    return Distance(lower, upper, S, FoundBy.FRANK_WOLFE, math.nan, lower, cert)
