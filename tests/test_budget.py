@@ -63,8 +63,7 @@ def test_no_time_left_gives_undecided_never_a_guess():
 
     params = _planted32(4, 20)
     decision = condition.Decision()
-    U, D, A, context = read_block(params, "relu")
-    cert, _ = decide(U, D, A, context, decision, deadline=time.perf_counter() - 1)
+    cert, _ = decide(read_block(params, "relu"), decision, deadline=time.perf_counter() - 1)
     if cert.status == "undecided":  # the relaxations did not decide it
         assert "time limit" in cert.reason or "no time left" in cert.reason
     assert cert.rounding.within in ("undecided", "yes", "no")

@@ -518,11 +518,6 @@ def test_statuses_are_typed_and_records_keep_the_plain_words():
     assert '"status": "not_absorbable"' in record and '"within_rounding": "n/a"' in record
     with pytest.raises(ValueError, match="'absorbed' is not a valid Status"):
         dataclasses.replace(cert, status="absorbed")
-    dist = condition.distance(gaussian(1, 3, 6))
-    assert dist.method is condition.FoundBy.EXHAUSTIVE and dist.stopped is condition.Stopped.NOTHING
-    assert json.loads(json.dumps(dist.to_dict()))["method"] == "exhaustive"
-    with pytest.raises(ValueError, match="'nearest' is not a valid FoundBy"):
-        dataclasses.replace(dist, method="nearest")
 
 
 def test_certificate_summary_and_json():

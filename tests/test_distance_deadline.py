@@ -5,6 +5,8 @@ Counted and observed, never timed: a deadline already past (``time_limit=1e-9``)
 jumps, with the stages that must not run replaced by ones that raise, and the bounds checked
 against brute force over all ``2^n`` sets."""
 
+import dataclasses
+import json
 import math
 import time
 import types
@@ -181,3 +183,13 @@ def test_the_wide_path_takes_no_frank_wolfe_step_past_the_deadline(monkeypatch):
     late = condition.distance(params, "relu", decision=condition.Decision(time_limit=1e-9))
     assert steps[-1] == 0 and late.stopped == "time_limit"
     assert 0.0 <= late.lower <= 1.0 <= late.upper * (1 + 1e-12)  # ∅ is the closest set: exactly 1
+
+
+def test_how_the_set_was_found_and_what_stopped_are_typed_words():
+    """``Distance.method`` is a :class:`condition.FoundBy`, ``stopped`` a :class:`condition.Stopped`:
+    each equals its plain word, which the records hold, and a word outside them is refused."""
+    dist = condition.distance(testing.gaussian(3, 6))
+    assert dist.method is condition.FoundBy.EXHAUSTIVE and dist.stopped is condition.Stopped.NOTHING
+    assert json.loads(json.dumps(dist.to_dict()))["method"] == "exhaustive" and dist.stopped == ""
+    with pytest.raises(ValueError, match="'nearest' is not a valid FoundBy"):
+        dataclasses.replace(dist, method="nearest")

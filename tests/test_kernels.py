@@ -187,7 +187,7 @@ def test_the_readers_upcasts_are_exact_and_copy_only_when_needed(tmp_path):
 def test_the_verdict_table_is_total_and_reaches_every_status():
     """:data:`_verdict.VERDICTS` answers every combination of what a decision can establish, and
     every status is some row's: no status is chosen anywhere else."""
-    from absorbjax.condition._verdict import Converse, Established, Hypotheses, VERDICTS, status_of
+    from absorbjax.condition._verdict import VERDICTS, Converse, Established, Hypotheses, status_of
 
     got = {
         status_of(e, h, c)
@@ -230,3 +230,24 @@ def test_both_paths_take_the_status_from_the_one_table(monkeypatch, n, kind):
     assert seen and real(*seen[-1]) == cert.status
     want = {"gaussian": "not_absorbable", "planted": "absorbable", "parallel": "degenerate"}[kind]
     assert cert.status == want
+
+
+@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+def test_both_paths_read_the_one_stored_block(monkeypatch, n):
+    """The value :func:`_block.read_block` makes is what either strategy holds, and what the paths
+    derive from the stored arrays (the balance of the units, whether rounding is absolute, the
+    float64 copies) is computed once, on it."""
+    from absorbjax.condition import _block as block, _decide as decide
+
+    made, answers, scales = [], [], []
+    real_read, real_cert, real_scales = block.read_block, decide.certificate, stored.balance_scales
+    monkeypatch.setattr(decide, "read_block", lambda *a, **k: made.append(real_read(*a, **k)) or made[-1])
+    monkeypatch.setattr(decide, "certificate", lambda res, *a, **k: answers.append(res) or real_cert(res, *a, **k))
+    monkeypatch.setattr(stored, "balance_scales", lambda *a, **k: scales.append(1) or real_scales(*a, **k))
+    W = _gaussian(n)
+    W = models.MLPParams(W.up.astype(np.float32), W.down.astype(np.float32))  # rounded storage: the looser rule runs
+    cert = condition.find_absorbing_set(W, "relu")
+    assert cert.status == condition.Status.NOT_ABSORBABLE and cert.rounding.within == "no"
+    assert len(made) == 1 and answers and all(res.path.block is made[0] for res in answers)
+    assert len(scales) == (1 if n >= large.SCREEN_MIN_N else 0)
+    assert isinstance(made[0].absolute, bool) and "absolute" in vars(made[0])  # computed once, kept

@@ -13,6 +13,7 @@ from safetensors.numpy import save_file
 
 from absorbjax import cli, condition, testing, weights
 from absorbjax.condition import _decide as decision
+from absorbjax.condition._block import StoredBlock
 from absorbjax.condition._inputs import float_weights, stored_weights
 from absorbjax.models import MLPParams
 from absorbjax.weights import _formats as formats, _limits as limits
@@ -117,9 +118,9 @@ def test_blockwise_balance_answers_as_the_balanced_copy():
     A = np.eye(d)
     context = decision.BlockContext((np.dtype(np.float64),) * 2, None, "relu", "identity")
     opts = condition.Decision(time_limit=10.0)
-    raw = decision.decide(U, D, A, context, opts)[0]
+    raw = decision.decide(StoredBlock(U, D, A, context), opts)[0]
     e = np.frexp(np.max(np.abs(U), axis=1))[1]  # _arith.balance's copy (every rescaling exact here)
-    copy = decision.decide(np.ldexp(U, -e[:, None]), np.ldexp(D, e[None, :]), A, context, opts)[0]
+    copy = decision.decide(StoredBlock(np.ldexp(U, -e[:, None]), np.ldexp(D, e[None, :]), A, context), opts)[0]
     assert raw.status == "absorbable" and raw.S.tolist() == S.tolist()
     fields = ("status", "method", "lower_bound", "threshold", "residual", "miss_bound", "within_rounding")
     assert [raw.to_dict()[f] for f in fields] == [copy.to_dict()[f] for f in fields]

@@ -156,20 +156,18 @@ def test_a_refuted_certificate_becomes_undecided_or_raises_in_the_suite(monkeypa
     params = _planted("relu", 3, 9)
     cert = condition.find_absorbing_set(params, "relu")
     wrong = dataclasses.replace(cert, promise=dataclasses.replace(cert.promise, miss_bound=-1.0), evidence=None)
-    U, D = np.asarray(params.up, np.float64), np.asarray(params.down, np.float64)
-    context = condition._block.read_block(params, "relu")[3]
+    block = condition._block.read_block(params, "relu")
     with pytest.raises(AssertionError, match="refuted"):
-        _decide._evidenced(wrong, None, U, D, np.eye(3), context)
+        _decide._evidenced(wrong, None, block)
     monkeypatch.delenv("ABSORBJAX_STRICT_VERIFY")
-    out = _decide._evidenced(wrong, None, U, D, np.eye(3), context)
+    out = _decide._evidenced(wrong, None, block)
     assert out.status == "undecided" and "miss of S" in out.reason and out.S is None
     # a refuted "no S" keeps no bound either: its lower bound may be what failed
     gen = _generic()
     no = condition.find_absorbing_set(gen, "relu")
     assert no.status == "not_absorbable" and no.lower_bound > 0
     swapped = dataclasses.replace(no, theorem="Thm 10", evidence=None)  # gelu's theorem for a relu block
-    U, D = np.asarray(gen.up, np.float64), np.asarray(gen.down, np.float64)
-    out = _decide._evidenced(swapped, None, U, D, np.eye(3), condition._block.read_block(gen, "relu")[3])
+    out = _decide._evidenced(swapped, None, condition._block.read_block(gen, "relu"))
     assert out.status == "undecided" and out.lower_bound == 0.0 and out.theorem is None
 
 

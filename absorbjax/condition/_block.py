@@ -1,9 +1,12 @@
-"""The block as the decision reads it: the checked weights, skip and biases of one ungated block
-(:func:`read_block`), the :class:`BlockContext` the decision needs besides the weights, and each
-draw's options for :func:`~absorbjax.condition.find_absorbing_sets` (:func:`per_draw`)."""
+"""The block as the decision reads it: one value, :class:`StoredBlock` (the checked weights as
+stored, the skip, the :class:`BlockContext`, and what both paths derive from them once), made by
+:func:`read_block`; and each draw's options for :func:`~absorbjax.condition.find_absorbing_sets`
+(:func:`per_draw`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -12,7 +15,14 @@ import numpy as np
 from absorbjax import activations
 from absorbjax.condition import _large as large, _stored as stored
 from absorbjax.condition._arith import ONE
-from absorbjax.condition._inputs import decidable_activation, skip_matrix, storage_dtypes, stored_weights
+from absorbjax.condition._inputs import (
+    absolute_rounding,
+    decidable_activation,
+    skip_matrix,
+    storage_dtypes,
+    storage_rtol,
+    stored_weights,
+)
 from absorbjax.models import MLPParams
 
 
@@ -42,11 +52,59 @@ class BlockContext(NamedTuple):
         return core if self.slope in (None, 1) else f"{core}/c (c = {float(self.slope):.6g})"
 
 
-def read_block(params: MLPParams, activation: str | None, skip=None, bias=None, out_bias=None):
-    """One ungated block as the decision reads it: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)`` in
-    float64 (from ``n = large.SCREEN_MIN_N`` on: as stored, float16/32/64 or bfloat16, often
-    memory-mapped; :func:`_decide.decide` reads them in blocks), ``A`` ``(d, d)`` and the :class:`BlockContext`,
-    each argument checked (ValueError)."""
+@dataclasses.dataclass(frozen=True, eq=False)
+class StoredBlock:
+    """One ungated block as both paths of the decision read it (:func:`read_block`).
+
+    Attributes:
+      up, down: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)``: float64 below ``large.SCREEN_MIN_N``
+        units, from there on as stored (float16/32/64 or bfloat16, often memory-mapped), read in
+        blocks of units through :mod:`~absorbjax.condition._stored` and never copied whole but by
+        the Gram path.
+      skip: ``A`` ``(d, d)``, float64.
+      context: the :class:`BlockContext` (dtypes, biases, activation, declared facts, maxima).
+
+    What the paths derive from the stored arrays is computed once, when first asked for:
+    :attr:`scales` (the exact power-of-two balance of every unit), :attr:`absolute` (whether some
+    stored entry is zero or subnormal, where rounding is absolute) and :attr:`float64` (float64
+    copies, the Gram path's).
+    """
+
+    up: np.ndarray
+    down: np.ndarray
+    skip: np.ndarray
+    context: BlockContext
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n, d)``."""
+        return self.up.shape
+
+    @functools.cached_property
+    def scales(self) -> stored.Scales:
+        """:func:`stored.balance_scales` of the units, with the maxima read when the weights were checked."""
+        return stored.balance_scales(self.up, self.down, maxima=self.context.maxima)
+
+    @functools.cached_property
+    def absolute(self) -> bool:
+        """:func:`absolute_rounding` of ``W_up`` and of ``W_down``, read in blocks of units."""
+        blocks = stored.blocks(self.shape[0], stored.BLOCK)
+        dtypes = self.context.dtypes
+        up, down = (storage_rtol(dt) > 0 for dt in dtypes)  # else float64 or integers: never absolute
+        return (up and any(absolute_rounding(stored.as_float64(self.up[s]), dtypes[0]) for s in blocks)) or (
+            down and any(absolute_rounding(stored.as_float64(self.down[:, s]), dtypes[1]) for s in blocks)
+        )
+
+    @functools.cached_property
+    def float64(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(W_up, W_down)`` in float64 (the arrays themselves when they are float64 already)."""
+        return stored.float64(self.up), stored.float64(self.down)
+
+
+def read_block(params: MLPParams, activation: str | None, skip=None, bias=None, out_bias=None) -> StoredBlock:
+    """One ungated block as the decision reads it, each argument checked (ValueError): ``W_up``
+    ``(n, d)`` and ``W_down`` ``(d, n)`` in float64 (from ``n = large.SCREEN_MIN_N`` on: as stored),
+    ``A`` ``(d, d)`` and the :class:`BlockContext`, as one :class:`StoredBlock`."""
     act = decidable_activation(activation)
     U, D, _, maxima = stored_weights(params, stream=large.SCREEN_MIN_N)
     A = stored.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])
@@ -57,7 +115,7 @@ def read_block(params: MLPParams, activation: str | None, skip=None, bias=None, 
         entry = activations.get(act)
         slope, assumes = entry.odd_slope, entry.assumes
     b = _bias_vector(bias, U.shape[0])
-    return U, D, A, BlockContext(storage_dtypes(params), b, act, kind, c, slope, assumes, maxima)
+    return StoredBlock(U, D, A, BlockContext(storage_dtypes(params), b, act, kind, c, slope, assumes, maxima))
 
 
 def _bias_vector(bias, n: int, name="bias", what="the hidden bias b of σ(W_up x + b)") -> np.ndarray | None:

@@ -101,11 +101,12 @@ def distance(
     if isinstance(work, bool) or not isinstance(work, (int, float, np.integer, np.floating)) or not work > 0:
         raise ValueError(f"work must be a positive number of multiply-adds, got {work!r}")
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # out-of-range values are bounded, never trusted
-        U, D, A, context = read_block(params, activation, skip, bias, out_bias)
+        block = read_block(params, activation, skip, bias, out_bias)
         check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
         start = time.perf_counter()  # one deadline for all that follows; the decision gets a share
         deadline = start + decision.time_limit
-        cert, rel = decide(U, D, A, context, decision, deadline=start + DECIDE_SHARE * decision.time_limit)
+        cert, rel = decide(block, decision, deadline=start + DECIDE_SHARE * decision.time_limit)
+        U, D, A, context = block.up, block.down, block.skip, block.context
         if not np.any(A):  # A = 0: S = ∅ misses by exactly 0 (the block is residual-free); 0/0 read as 0
             return Distance(0.0, 0.0, np.zeros(0, np.int64), FoundBy.EXACT, 0.0, 0.0, cert)
         rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)

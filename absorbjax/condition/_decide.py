@@ -11,10 +11,10 @@ import numpy as np
 from absorbjax._fingerprint import fingerprint
 from absorbjax._self_check import settle, strict
 from absorbjax._verify import verify
-from absorbjax.condition import _hypotheses as hyp, _large as large, _line as line, _scale as scale, _stored as stored
+from absorbjax.condition import _hypotheses as hyp, _large as large, _line as line, _scale as scale
 from absorbjax.condition._arith import ONE, rank_lower, sigma_min_lower
 from absorbjax.condition._assemble import Answer, certificate
-from absorbjax.condition._block import BlockContext, per_draw, read_block
+from absorbjax.condition._block import BlockContext, StoredBlock, per_draw, read_block
 from absorbjax.condition._certificate import (
     Certificate,
     Evidence,
@@ -22,7 +22,7 @@ from absorbjax.condition._certificate import (
     Status,
 )
 from absorbjax.condition._gram_path import SMALL_N, gram
-from absorbjax.condition._inputs import absolute_rounding, float_weights, storage_rtol
+from absorbjax.condition._inputs import float_weights
 from absorbjax.condition._options import Decision
 from absorbjax.condition._rule import Rule
 from absorbjax.condition._screen_path import screened
@@ -36,15 +36,15 @@ from absorbjax.models import MLPParams, check_layout
 SELF_CHECK_MAX = 2**16  # n d² up to which the decision verifies its own certificate (absorbjax.verify)
 
 
-def decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: float | None = None):
-    """The decision on ``U = W_up (n, d)``, ``D = W_down (d, n)`` and ``A (d, d)`` with the checked
+def decide(block: StoredBlock, decision: Decision, *, deadline: float | None = None):
+    """The decision on ``block`` (:class:`StoredBlock`: ``W_up (n, d)``, ``W_down (d, n)``, ``A (d, d)``) with the checked
     ``decision``'s ``rtol``, ``skip_rtol``, ``method`` and ``time_limit``; returns
     ``(Certificate, Relaxation)`` (``Relaxation`` ``None`` when the screen decided). The weights are
     balanced first (exact, :func:`_arith.balance`).
 
-    ``U, D`` are float64, or (from :func:`read_block`, ``n ≥ large.SCREEN_MIN_N``) the stored arrays
-    in their own dtype, often memory-mapped: the wide screen reads them in blocks of units, balanced
-    block by block (:func:`stored.balance_scales`); float64 copies are made only for the Gram path.
+    ``block.up, block.down`` are float64, or (``n ≥ large.SCREEN_MIN_N``) the stored arrays in their
+    own dtype, often memory-mapped: the wide screen reads them in blocks of units, balanced block by
+    block (``block.scales``); float64 copies are made only for the Gram path (``block.float64``).
 
     One deadline, ``deadline`` (``time.perf_counter()``; ``None``: ``decision.time_limit`` seconds
     from now), bounds the whole decision: the search for the status and the storage-rounding search
@@ -54,45 +54,40 @@ def decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: floa
     (``O(n² d + n³)``, ``n < 8192``), the box relaxation (a bounded number of steps), an enumeration
     of ``2^n`` subsets once begun (``n ≤ 24``) and the certificate (rule (E) on a found set)."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # out-of-range values are bounded, never trusted
-        return _decide(U, D, A, context, decision, deadline=deadline)
+        return _decide(block, decision, deadline=deadline)
 
 
-def _decide(U, D, A, context: BlockContext, decision: Decision, *, deadline: float | None = None):
+def _decide(block: StoredBlock, decision: Decision, *, deadline: float | None = None):
     """:func:`decide`, under its floating-point error state."""
     t0 = time.perf_counter()
+    U, D, A, context = block.up, block.down, block.skip, block.context
     n, d = U.shape
     rtol, skip_rtol, method = decision.rtol, decision.skip_rtol, decision.method
     deadline = t0 + decision.time_limit if deadline is None else deadline
     rule = Rule.of(A, rtol, ONE if context.slope is None else context.slope)  # c·W_down[:,S] W_up[S,:] = −A
     on_line = line.applies(d, n, context.bias is not None, context.activation)
     if on_line and n > SMALL_N:  # the line theorem needs no S; a search for one is subset sum
-        return _evidenced(
-            _line_certificate(U, D, rule, context, None, skip_rtol=skip_rtol, t0=t0), None, U, D, A, context
-        ), None
-    absolute = _absolute(U, D, context.dtypes)
+        return _evidenced(_line_certificate(block, rule, None, skip_rtol=skip_rtol, t0=t0), None, block), None
     every = every_width(A, context, n)
     timings: dict[str, float] = {}
     if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
         t = time.perf_counter()
-        scales = stored.balance_scales(U, D, maxima=context.maxima)
-        nu = scale.norm_sum(U, D, scales=scales.total)  # τ at any rtol from here on, without a pass
-        scr = large.wide_screen(U, D, rule, scales=scales, nu=nu)
+        nu = scale.norm_sum(U, D, scales=block.scales.total)  # τ at any rtol from here on, without a pass
+        scr = large.wide_screen(U, D, rule, scales=block.scales, nu=nu)
         if scr is not None:
-            res = screened(U, D, rule, scr, context, scales=scales, nu=nu, absolute=absolute)
+            res = screened(block, rule, scr, nu=nu)
             cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)
-            return _evidenced(cert, res, U, D, A, context), None
+            return _evidenced(cert, res, block), None
         timings["screen"] = time.perf_counter() - t
     rank = rank_lower(A) if n < d and context.skip_kind == "matrix" else None
-    res, rel = gram(
-        U, D, rule, context, method=method, deadline=deadline, absolute=absolute, timings=timings, rank=rank
-    )
+    res, rel = gram(block, rule, method=method, deadline=deadline, timings=timings, rank=rank)
     cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)
     if on_line and cert.status != Status.ABSORBABLE:
-        cert = _line_certificate(U, D, rule, context, cert, skip_rtol=skip_rtol, t0=t0)
-    return _evidenced(cert, res, U, D, A, context), rel
+        cert = _line_certificate(block, rule, cert, skip_rtol=skip_rtol, t0=t0)
+    return _evidenced(cert, res, block), rel
 
 
-def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockContext) -> Certificate:
+def _evidenced(cert: Certificate, res: Answer | None, block: StoredBlock) -> Certificate:
     """``cert`` with its :class:`Evidence` (the block's fingerprint; for "no S" the strategy's witness
     when its bound (D) clears the threshold of rule (★), which also raises ``lower_bound`` where it is
     larger), checked by :func:`absorbjax.verify` when
@@ -100,7 +95,8 @@ def _evidenced(cert: Certificate, res: Answer | None, U, D, A, context: BlockCon
     failed. With ``ABSORBJAX_STRICT_VERIFY`` set, as the test suite does, every certificate is checked,
     whatever its size (exactly up to ``SELF_CHECK_MAX`` multiply-adds, float64 with a priori bounds
     beyond), and a refuted one raises.
-    ``U, D``: the block as given to :func:`decide` (float64 copies or the stored arrays)."""
+    ``block``: as given to :func:`decide` (float64 or the stored arrays)."""
+    U, D, A, context = block.up, block.down, block.skip, block.context
     skip = None if context.skip_kind == "identity" else A
     Z, point, bound = None, None, None
     if res is not None and cert.status in (Status.NOT_ABSORBABLE, Status.DEGENERATE) and cert.method != "rank":
@@ -138,14 +134,15 @@ def every_width(A, context: BlockContext, n: int) -> bool:
     return context.skip_kind == "matrix" and not sigma_min_lower(A) > 0
 
 
-def _line_certificate(U, D, rule: Rule, context: BlockContext, cert, *, skip_rtol, t0) -> Certificate:
+def _line_certificate(block: StoredBlock, rule: Rule, cert, *, skip_rtol, t0) -> Certificate:
     """The line theorem's certificate (``docs/theory/kink.md``, "The line, d = 1") for a bias-free
     kink block with ``d = 1``, ``n ≥ 2``: ``absorbable`` with the exact absorber
     :class:`_line.LineAbsorber` (``S = None``). ``cert``: the decision's certificate when the search
     ran (no ``S`` was found), whose evidence is kept; ``None`` when it did not (``n > 16``)."""
+    U, D, context = block.up, block.down, block.context
     n = U.shape[0]
     p, q = line.kink_slopes(context.activation)
-    U1, D1 = stored.float64(U), stored.float64(D)
+    U1, D1 = block.float64
     ln = line.line_absorber(U1, D1, float(rule.A[0, 0]), p, q)
     assumes = context.assumes
     theorem = given(line.LINE_THEOREM, context)
@@ -188,15 +185,6 @@ def _line_certificate(U, D, rule: Rule, context: BlockContext, cert, *, skip_rto
         stored_dtype="/".join(dict.fromkeys(map(str, context.dtypes))),
         activation=context.activation,
         **common,
-    )
-
-
-def _absolute(U, D, dtypes, block: int = stored.BLOCK) -> bool:
-    """:func:`absolute_rounding` of ``W_up`` and of ``W_down``, read in blocks of ``block`` units."""
-    blocks = stored.blocks(U.shape[0], block)
-    up, down = (storage_rtol(dt) > 0 for dt in dtypes)  # else float64 or integers: never absolute
-    return (up and any(absolute_rounding(stored.as_float64(U[s]), dtypes[0]) for s in blocks)) or (
-        down and any(absolute_rounding(stored.as_float64(D[:, s]), dtypes[1]) for s in blocks)
     )
 
 
@@ -290,9 +278,9 @@ def find_absorbing_set(
     References:
       Mijoski & Karbevski (2026), Thm 8 (ReLU), Thm 10 (GELU), Lemma 4 (invertible skips).
     """
-    U, D, A, context = read_block(params, activation, skip, bias, out_bias)
+    block = read_block(params, activation, skip, bias, out_bias)
     check_layout(params, narrow=decision.narrow)  # after read_block's checks of the shapes
-    return decide(U, D, A, context, decision)[0]
+    return decide(block, decision)[0]
 
 
 def find_absorbing_sets(

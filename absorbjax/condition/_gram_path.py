@@ -11,10 +11,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from absorbjax.condition import _hypotheses as hyp, _stored as stored
+from absorbjax.condition import _hypotheses as hyp
 from absorbjax.condition._arith import balance
 from absorbjax.condition._assemble import Answer, best_witness
-from absorbjax.condition._block import BlockContext
+from absorbjax.condition._block import StoredBlock
 from absorbjax.condition._certificate import RelaxationEvidence, StorageRounding, WithinRounding
 from absorbjax.condition._integer import EXHAUSTIVE_MAX_N, exhaustive, milp
 from absorbjax.condition._relax import Relaxation, box_relaxation, relax
@@ -139,24 +139,22 @@ def _none_passes(n: int, best: float) -> str:
 
 
 class GramPath(NamedTuple):
-    """The Gram path as a :class:`_assemble.Strategy`: ``U, D`` balanced float64, ``D0`` the stored
-    ``W_down`` in float64, the relaxation ``rel`` and the search's box ``point``; what the storage
-    search needs (``method``, ``deadline``, ``target``, ``absolute``) and the ``timings`` it adds to."""
+    """The Gram path as a :class:`_assemble.Strategy`: ``U, D`` balanced float64 copies of
+    ``block``'s, the relaxation ``rel`` and the search's box ``point``; what the storage search
+    needs (``method``, ``deadline``) and the ``timings`` it adds to."""
 
     U: np.ndarray
     D: np.ndarray
-    D0: np.ndarray
+    block: StoredBlock
     rule: Rule
     rel: Relaxation
     point: np.ndarray | None
     method: str
     deadline: float
-    target: str
-    absolute: bool
     timings: dict
 
     def units(self, S):
-        return self.U[S], self.D[:, S], self.D0[:, S]
+        return self.U[S], self.D[:, S], self.block.float64[1][:, S]
 
     def loose(self, rtol: float) -> StorageRounding:
         """The search again, with storage rounding's ``rtol``."""
@@ -168,7 +166,7 @@ class GramPath(NamedTuple):
             self.rel,
             method=self.method,
             deadline=self.deadline,
-            target=self.target,
+            target=self.block.context.target,
         )
         self.timings["storage"] = time.perf_counter() - t
         if again.found is not None:
@@ -176,7 +174,7 @@ class GramPath(NamedTuple):
             return StorageRounding(WithinRounding.YES, rtol, np.flatnonzero(again.found), found)
         if again.undecided:
             return StorageRounding(WithinRounding.UNDECIDED, rtol, None, again.why)
-        if self.absolute:
+        if self.block.absolute:
             why = (
                 "no S passes the relative storage rule, but some stored entries are zero or subnormal, "
                 "where rounding is absolute (not covered by the relative rule)"
@@ -190,16 +188,15 @@ class GramPath(NamedTuple):
         return best_witness(self.U, self.D, self.rule.Ac, points)
 
 
-def gram(
-    U, D, rule: Rule, context: BlockContext, *, method, deadline, absolute, timings, rank=None
-) -> tuple[Answer, Relaxation]:
-    """The Gram strategy: float64 copies of ``U, D``, balanced; the hypotheses with ``W_up W_upᵀ``;
+def gram(block: StoredBlock, rule: Rule, *, method, deadline, timings, rank=None) -> tuple[Answer, Relaxation]:
+    """The Gram strategy: ``block``'s float64 copies (``block.float64``), balanced; the hypotheses with ``W_up W_upᵀ``;
     the relaxations (:func:`relax`) and the search (:func:`_search`). ``O(n² d + n³)``. ``rank``:
     :func:`_arith.rank_lower` of ``A`` (``(r, how)``) or ``None``; ``r > n`` proves that no ``S``
     exists (``rank c·W_down[:,S] W_up[S,:] ≤ |S| ≤ n``; the kink theorem's corollary), method
     ``"rank"``."""
     t = time.perf_counter()
-    U0, D0 = stored.float64(U), stored.float64(D)
+    context = block.context
+    U0, D0 = block.float64
     U, D = balance(U0, D0)
     UUt = U @ U.T
     dtype = (
@@ -234,7 +231,7 @@ def gram(
         min_row_sin=min_sin,
         min_plane_sin=plane_sin,
     )
-    path = GramPath(U, D, D0, rule, rel, out.point, method, deadline, context.target, absolute, timings)
+    path = GramPath(U, D, block, rule, rel, out.point, method, deadline, timings)
     res = Answer(
         S=None if out.found is None else np.flatnonzero(out.found),
         method=out.method,

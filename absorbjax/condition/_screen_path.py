@@ -11,7 +11,7 @@ import numpy as np
 
 from absorbjax.condition import _hypotheses as hyp, _large as large, _scale as scale, _stored as stored
 from absorbjax.condition._assemble import Answer
-from absorbjax.condition._block import BlockContext
+from absorbjax.condition._block import StoredBlock
 from absorbjax.condition._certificate import StorageRounding, WithinRounding
 from absorbjax.condition._rule import Rule
 from absorbjax.condition._text import fmt
@@ -19,25 +19,24 @@ from absorbjax.condition._verdict import hyperplanes
 
 
 class ScreenPath(NamedTuple):
-    """The ``O(n d²)`` screen as a :class:`_assemble.Strategy`: ``U, D`` as stored (never copied
-    whole), read balanced by ``scales``; ``nu`` the :func:`scale.norm_sum` its ``τ`` was made from."""
+    """The ``O(n d²)`` screen as a :class:`_assemble.Strategy`: ``block``'s weights as stored (never
+    copied whole), read balanced by ``block.scales``; ``nu`` the :func:`scale.norm_sum` its ``τ`` was
+    made from."""
 
-    U: np.ndarray
-    D: np.ndarray
+    block: StoredBlock
     rule: Rule
     scr: scale.Screen
-    scales: stored.Scales
     nu: float
-    absolute: bool
 
     def units(self, S):
-        return *stored.units(self.U, self.D, self.scales.balance, S), stored.as_float64(self.D[:, S])
+        U, D = self.block.up, self.block.down
+        return *stored.units(U, D, self.block.scales.balance, S), stored.as_float64(D[:, S])
 
     def loose(self, rtol: float) -> StorageRounding:
         """The screen's bound against the looser tolerance."""
-        tau_r = self.rule.loose(rtol).threshold(self.U, self.D, nu=self.nu)
+        tau_r = self.rule.loose(rtol).threshold(self.block.up, self.block.down, nu=self.nu)
         scr = self.scr
-        if scr.lower > tau_r and not self.absolute:
+        if scr.lower > tau_r and not self.block.absolute:
             why = f"every S misses by >= {fmt(scr.lower)} > {fmt(tau_r)} [{scr.method}]"
             return StorageRounding(WithinRounding.NO, rtol, None, why)
         why = "the screen's bound does not reach the looser tolerance"
@@ -47,11 +46,11 @@ class ScreenPath(NamedTuple):
         return None if self.scr.witness is None else (*self.scr.witness, self.scr.lower)
 
 
-def screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scales, nu, absolute) -> Answer:
-    """The screen's strategy: :func:`large.wide_screen`'s answer in the one form. ``U, D`` as
-    stored (never copied whole); a found set's units are read balanced (``scales``); ``nu`` the
-    :func:`scale.norm_sum` the screen's ``τ`` was made from."""
-    n, d = U.shape
+def screened(block: StoredBlock, rule: Rule, scr: scale.Screen, *, nu) -> Answer:
+    """The screen's strategy: :func:`large.wide_screen`'s answer on ``block`` in the one form (its
+    weights as stored, never copied whole; a found set's units read balanced by ``block.scales``);
+    ``nu`` the :func:`scale.norm_sum` the screen's ``τ`` was made from."""
+    n, d = block.shape
     unchecked = [f for f in scr.failed if hyp.kind_of(f) is hyp.Hypothesis.UNCHECKED]
     why, undecided = scr.reason, scr.status is not scale.ScreenStatus.ABSENT
     if scr.status is scale.ScreenStatus.ABSENT and unchecked:
@@ -68,11 +67,11 @@ def screened(U, D, rule: Rule, scr: scale.Screen, context: BlockContext, *, scal
         undecided=undecided,
         threshold=scr.tau,
         failed=scr.failed,
-        hyper=hyperplanes(U, context.bias, scr.failed, wide=True)
+        hyper=hyperplanes(block.up, block.context.bias, scr.failed, wide=True)
         if scr.status is scale.ScreenStatus.ABSENT
         else ("", False),
         found_by=f"; S found by the O(n d²) screen ({scr.method})",
         relaxation=None,
         timings=dict(scr.timings),
-        path=ScreenPath(U, D, rule, scr, scales, nu, absolute),
+        path=ScreenPath(block, rule, scr, nu),
     )
