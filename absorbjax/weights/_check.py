@@ -42,7 +42,7 @@ from absorbjax.weights._conventions import printable
 from absorbjax.weights._model import INTEGERS, Block, integer_message
 
 if TYPE_CHECKING:
-    from absorbjax.condition import Certificate, Decision, Status, WithinRounding
+    from absorbjax.condition import Certificate, Decision, FoundBy, Status, WithinRounding
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
@@ -53,8 +53,9 @@ class BlockCheck(Verdict):
     (``method="theorem"`` for Prop 5/6; ``status`` a :class:`~absorbjax.condition.Status`, and
     ``within_rounding`` a :class:`~absorbjax.condition.WithinRounding` or ``None``). ``lower`` / ``upper`` / ``S``: the certified lower and
     attained upper bounds on ``min_S ‖W_down[:,S] W_up[S,:] + A‖_F / ‖A‖_F`` and the best set
-    found (ungated blocks, ``None`` otherwise), and how it was found (``S_method``: ``exact``,
-    ``exhaustive``, ``local``, ``frank-wolfe`` or ``greedy``, see :class:`absorbjax.condition.Distance`). ``hidden_bias`` / ``output_bias``: the tensor
+    found (ungated blocks, ``None`` otherwise), and how it was found (``S_method``, a
+    :class:`~absorbjax.condition.FoundBy`: ``exact``, ``exhaustive``, ``local``, ``frank-wolfe`` or
+    ``greedy``, see :class:`absorbjax.condition.Distance`). ``hidden_bias`` / ``output_bias``: the tensor
     names read as ``b`` and ``c`` (``None``: the file has none under any name rule); ``unread``:
     1-D tensors beside the block that may be biases. ``certificate``: the decision's
     :class:`~absorbjax.condition.Certificate` (``None`` for a block decided by theorem).
@@ -82,7 +83,7 @@ class BlockCheck(Verdict):
     lower: float | None = None
     upper: float | None = None
     S: list[int] | None = None
-    S_method: str | None = None
+    S_method: FoundBy | None = None
     within_rounding: WithinRounding | None = None
     assumes: tuple[str, ...] = ()
     certificate: Certificate | None = None
@@ -93,11 +94,13 @@ class BlockCheck(Verdict):
     output_bias: str | None = None
 
     def __post_init__(self):  # the decision's vocabularies; a word outside them is refused (ValueError)
-        from absorbjax.condition import Status, WithinRounding
+        from absorbjax.condition import FoundBy, Status, WithinRounding
 
         object.__setattr__(self, "status", Status(self.status))
         if self.within_rounding is not None:
             object.__setattr__(self, "within_rounding", WithinRounding(self.within_rounding))
+        if self.S_method is not None:
+            object.__setattr__(self, "S_method", FoundBy(self.S_method))
 
     def _summary(self) -> str:
         """The short repr (:class:`absorbjax.results.Result`): the block, the answer, the bounds."""
@@ -114,8 +117,15 @@ class BlockCheck(Verdict):
 
 
 def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
+    from absorbjax.condition import Status
+
     if act.never_absorbs and not hidden_nonzero and not block.unread:
-        return {"status": "not_absorbable", "method": "theorem", "reason": act.result, "assumes": act._result_assumes()}
+        return {
+            "status": Status.NOT_ABSORBABLE,
+            "method": "theorem",
+            "reason": act.result,
+            "assumes": act._result_assumes(),
+        }
     if act.never_absorbs:
         why = (
             "it has a nonzero hidden bias"
@@ -123,11 +133,11 @@ def _theorem(block: Block, act, hidden_nonzero: bool) -> dict:
             else f"the unread tensor(s) {_names(block.unread)} may be hidden biases"
         )
         return {
-            "status": "undecided",
+            "status": Status.UNDECIDED,
             "method": "theorem",
             "reason": f"Prop 5/6 are proved for bias-free blocks; {why}",
         }
-    return {"status": "undecided", "method": "theorem", "reason": act.result}
+    return {"status": Status.UNDECIDED, "method": "theorem", "reason": act.result}
 
 
 def _working_bytes(block: Block) -> int:
@@ -145,6 +155,7 @@ def _working_bytes(block: Block) -> int:
 
 def _condition(block: Block, skip, decision: Decision | None, distance: bool) -> dict:
     from absorbjax import activations, condition
+    from absorbjax.condition import Status
 
     _working_bytes(block)
     bias = block.hidden_bias
@@ -165,14 +176,14 @@ def _condition(block: Block, skip, decision: Decision | None, distance: bool) ->
         certificate=cert,
     )
     covered = block.activation is not None and activations.get(block.activation).converse(biased=True)
-    if block.unread and cert.status == "not_absorbable" and covered:
+    if block.unread and cert.status == Status.NOT_ABSORBABLE and covered:
         out.update(
             reason=f"{cert.reason}; the unread tensor(s) {_names(block.unread)} cannot change this: "
             f"{covered} decides the block with any hidden bias"
         )
-    elif block.unread and cert.status == "not_absorbable":
+    elif block.unread and cert.status == Status.NOT_ABSORBABLE:
         out.update(
-            status="undecided",
+            status=Status.UNDECIDED,
             reason=f"{cert.reason}; but decided without the unread tensor(s) "
             f"{_names(block.unread)}, which may be hidden biases (name them <role>.bias to have them read)",
         )
