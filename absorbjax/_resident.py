@@ -4,7 +4,7 @@ A memory map is not an allocation, but every page a read touches stays in the pr
 until the map is closed: reading a 4 GB tensor block by block leaves 4 GB resident. After a window
 has been copied out, :func:`release` tells the kernel that this process no longer needs its pages
 (``madvise(MADV_DONTNEED)``); the file's bytes stay in the page cache, and a later read maps them
-again. The readers of ``condition`` (``_stored.as_float64``) and ``absorbjax.verify`` call it.
+again. The readers of ``condition`` (``_reader.as_float64``) and ``absorbjax.verify`` call it.
 """
 
 from __future__ import annotations

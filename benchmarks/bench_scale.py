@@ -1,4 +1,4 @@
-"""Benchmark: deciding Thm 8/10's condition at the size of real models (``condition._scale``).
+"""Benchmark: deciding Thm 8/10's condition at the size of real models (``condition._screen``).
 
 Each case runs in its own process (so its peak memory is its own): Gaussian float32 blocks with the
 law of ``models.init`` (``W_up ~ N(0, 1/d)``, ``W_down ~ N(0, 1/n)``, drawn with NumPy for speed),

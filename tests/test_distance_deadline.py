@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from absorbjax import condition, models, testing
-from absorbjax.condition import _closest, _large, _search
+from absorbjax.condition import _closest, _search, _wide
 
 pytestmark = pytest.mark.x64  # exactness claims: float64 (see conftest.py)
 
@@ -175,8 +175,8 @@ def test_the_wide_path_takes_no_frank_wolfe_step_past_the_deadline(monkeypatch):
     rng = np.random.default_rng(0)
     D = rng.normal(size=(2, 2048)) / np.sqrt(2048)
     params = models.MLPParams(D.T.copy(), D)
-    steps, real = [], _large.distance_bounds
-    monkeypatch.setattr(_large, "distance_bounds", lambda *a, **k: (steps.append(k.get("steps")), real(*a, **k))[1])
+    steps, real = [], _wide.distance_bounds
+    monkeypatch.setattr(_wide, "distance_bounds", lambda *a, **k: (steps.append(k.get("steps")), real(*a, **k))[1])
     full = condition.distance(params, "relu")
     assert steps == [None] and full.stopped == "" and full.certificate.status == "not_absorbable"
     monkeypatch.setattr(_search, "_per_unit", _refuse("the search"))

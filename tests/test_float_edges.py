@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from absorbjax import condition, models
-from absorbjax.condition import _large as large
+from absorbjax.condition import _wide as wide
 from absorbjax.condition._arith import balance
 from absorbjax.testing import exact_miss, frobenius, judge
 
@@ -138,7 +138,7 @@ def test_distance(make, n):
 @pytest.mark.parametrize("make", BLOCKS)
 def test_wide_path(make):
     U, D, S = make()
-    U, D = pad(U, D, large.SCREEN_MIN_N)
+    U, D = pad(U, D, wide.SCREEN_MIN_N)
     p = models.MLPParams(U, D)
     cert = condition.find_absorbing_set(
         p, "relu", decision=condition.Decision(time_limit=3)

@@ -11,12 +11,12 @@ from absorbjax import condition, models
 from absorbjax.condition import (
     _closest as closest,
     _hypotheses as hyp,
-    _inputs as inputs,
-    _large as large,
+    _reader as reader,
     _rule as rule,
-    _scale as scale,
+    _screen as screen,
     _search as search,
-    _stored as stored,
+    _validate as validate,
+    _wide as wide,
 )
 
 
@@ -45,11 +45,11 @@ def calls(monkeypatch):
     """``calls[name]``: how often the wrapped kernel ``name`` ran."""
     seen = {}
     _counting(monkeypatch, seen, "exactly_parallel", hyp)
-    _counting(monkeypatch, seen, "unit_max", stored, hyp, inputs)
+    _counting(monkeypatch, seen, "unit_max", reader, hyp, validate)
     return seen
 
 
-@pytest.mark.parametrize("n", [8, large.SCREEN_MIN_N])
+@pytest.mark.parametrize("n", [8, wide.SCREEN_MIN_N])
 def test_both_paths_test_parallel_rows_with_the_one_exact_test(calls, n):
     """The parallel pair is found by :func:`_hypotheses.exactly_parallel` on either path (the Gram path
     through :func:`_hypotheses.from_gram`, the screen through :func:`_hypotheses.blockwise`), and the
@@ -65,7 +65,7 @@ def _gaussian(n: int, seed: int = 4) -> models.MLPParams:
     return models.MLPParams(rng.standard_normal((n, 4)) / 2, rng.standard_normal((4, n)) / n)
 
 
-@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+@pytest.mark.parametrize("n", [64, wide.SCREEN_MIN_N])
 def test_both_paths_take_rule_stars_threshold_from_the_rule(monkeypatch, n):
     """Rule (★)'s ``τ`` comes from :meth:`rule.Rule.threshold` on either path: from
     ``|W_down| |W_up|`` on the Gram path (``nu=None``), from the norm sum on the screen."""
@@ -75,22 +75,22 @@ def test_both_paths_take_rule_stars_threshold_from_the_rule(monkeypatch, n):
         rule.Rule, "threshold", lambda self, U, D, nu=None: (got.append(nu), real(self, U, D, nu=nu))[1]
     )
     assert condition.find_absorbing_set(_gaussian(n), "relu").status == condition.Status.NOT_ABSORBABLE
-    assert got and all((nu is None) == (n < large.SCREEN_MIN_N) for nu in got)
+    assert got and all((nu is None) == (n < wide.SCREEN_MIN_N) for nu in got)
 
 
-@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+@pytest.mark.parametrize("n", [64, wide.SCREEN_MIN_N])
 def test_both_paths_bound_the_box_with_bound_d(monkeypatch, n):
-    """The certified lower bound over the box ``[0,1]^n`` is bound (D), :func:`scale.dual_lower`, on
+    """The certified lower bound over the box ``[0,1]^n`` is bound (D), :func:`screen.dual_lower`, on
     either path: at the Gram path's box point (:func:`_relax.box_relaxation`) and at the screen's
-    trace test and Frank–Wolfe iterates (:func:`scale.box_bounds`)."""
+    trace test and Frank–Wolfe iterates (:func:`screen.box_bounds`)."""
     seen: dict = {}
-    _counting(monkeypatch, seen, "dual_lower", scale)
+    _counting(monkeypatch, seen, "dual_lower", screen)
     dist = condition.distance(_gaussian(n), "relu")
     assert dist.certificate.status == condition.Status.NOT_ABSORBABLE and dist.lower > 0
     assert seen.get("dual_lower", 0) >= 1
 
 
-@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+@pytest.mark.parametrize("n", [64, wide.SCREEN_MIN_N])
 def test_both_paths_search_sets_with_the_one_local_search(monkeypatch, n):
     """``distance``'s sets come from :func:`search.descend` on either path: the Gram path's single
     flips from the rounded box points (``swaps=False``), then, on both, flips and swaps."""
@@ -98,10 +98,10 @@ def test_both_paths_search_sets_with_the_one_local_search(monkeypatch, n):
     real = search.descend
     monkeypatch.setattr(closest, "descend", lambda *a, **k: (swaps.append(k.get("swaps", True)), real(*a, **k))[1])
     condition.distance(_gaussian(n), "relu")
-    assert True in swaps and (False in swaps) == (n < large.SCREEN_MIN_N)
+    assert True in swaps and (False in swaps) == (n < wide.SCREEN_MIN_N)
 
 
-@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+@pytest.mark.parametrize("n", [64, wide.SCREEN_MIN_N])
 def test_both_paths_answer_through_the_one_protocol(monkeypatch, n):
     """Each path concludes in one :class:`_assemble.Answer` whose ``path`` is a
     :class:`_assemble.Strategy` (``units``, ``loose``, ``witness``), the only way the certificate and
@@ -111,15 +111,15 @@ def test_both_paths_answer_through_the_one_protocol(monkeypatch, n):
     paths, real = [], assemble.certificate
     monkeypatch.setattr(decide, "certificate", lambda res, *a, **k: (paths.append(res.path), real(res, *a, **k))[1])
     condition.find_absorbing_set(_gaussian(n), "relu")
-    expected = "GramPath" if n < large.SCREEN_MIN_N else "ScreenPath"
+    expected = "GramPath" if n < wide.SCREEN_MIN_N else "ScreenPath"
     assert [type(p).__name__ for p in paths] == [expected] and isinstance(paths[0], assemble.Strategy)
 
 
 def test_the_screen_reads_the_units_maxima_once(calls):
     """On the wide path the per-unit maxima are read once, when the weights are checked, and every later
-    step (balancing, the hypotheses) reuses them: one :func:`stored.unit_max` per decision."""
+    step (balancing, the hypotheses) reuses them: one :func:`reader.unit_max` per decision."""
     rng = np.random.default_rng(1)
-    n = large.SCREEN_MIN_N
+    n = wide.SCREEN_MIN_N
     U, D = rng.standard_normal((n, 4)) / 2, rng.standard_normal((4, n)) / n  # small enough for the trace test
     params = models.MLPParams(U.astype(np.float32), D.astype(np.float32))
     cert = condition.find_absorbing_set(params, "gelu")
@@ -127,20 +127,20 @@ def test_the_screen_reads_the_units_maxima_once(calls):
     assert calls.get("unit_max") == 1
 
 
-@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+@pytest.mark.parametrize("n", [64, wide.SCREEN_MIN_N])
 def test_the_search_reads_through_the_one_blocked_reader(monkeypatch, n):
     """The matrix-free search of ``distance`` (on the Gram path's balanced float64 copy, and on the wide
-    path's weights as stored, here ``bfloat16``) reads every window through :mod:`_stored`
-    (:func:`stored.window`, upcast by :func:`stored.as_working`); it keeps no reader of its own."""
+    path's weights as stored, here ``bfloat16``) reads every window through :mod:`_reader`
+    (:func:`reader.window`, upcast by :func:`reader.as_working`); it keeps no reader of its own."""
     from absorbjax.condition import _search as search
 
     assert not any(hasattr(search, name) for name in ("_work", "_chunks", "mapped", "release"))
     seen: dict = {}
-    _counting(monkeypatch, seen, "window", stored)
-    _counting(monkeypatch, seen, "as_working", stored, search)
+    _counting(monkeypatch, seen, "window", reader)
+    _counting(monkeypatch, seen, "as_working", reader, search)
     rng = np.random.default_rng(2)
     U, D = rng.standard_normal((n, 4)) / 2, rng.standard_normal((4, n)) / n  # decided at once: the trace test
-    if n >= large.SCREEN_MIN_N:
+    if n >= wide.SCREEN_MIN_N:
         import ml_dtypes
 
         U, D = U.astype(ml_dtypes.bfloat16), D.astype(ml_dtypes.bfloat16)
@@ -152,10 +152,10 @@ def test_the_search_reads_through_the_one_blocked_reader(monkeypatch, n):
 
 
 def test_the_width_code_reads_through_the_one_reader(monkeypatch):
-    """``min_extra_width`` reads its block in float64 through :func:`stored.as_float64` (via
-    :func:`_inputs.float_weights`), the upcast every reader of ``condition`` uses."""
+    """``min_extra_width`` reads its block in float64 through :func:`reader.as_float64` (via
+    :func:`_validate.float_weights`), the upcast every reader of ``condition`` uses."""
     seen: dict = {}
-    _counting(monkeypatch, seen, "as_float64", stored, inputs)
+    _counting(monkeypatch, seen, "as_float64", reader, validate)
     U = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     D = np.array([[-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
     cert = condition.min_extra_width(models.MLPParams(U, D), "relu")
@@ -163,7 +163,7 @@ def test_the_width_code_reads_through_the_one_reader(monkeypatch):
 
 
 def test_the_readers_upcasts_are_exact_and_copy_only_when_needed(tmp_path):
-    """:func:`stored.as_float64` and :func:`stored.as_working` give exactly the cast values (``bfloat16``
+    """:func:`reader.as_float64` and :func:`reader.as_working` give exactly the cast values (``bfloat16``
     through its bits); ``as_working`` returns an in-memory float32/float64 array itself and copies a
     memory-mapped one (so its pages can be released) or a narrower one (to float32)."""
     import ml_dtypes
@@ -171,17 +171,17 @@ def test_the_readers_upcasts_are_exact_and_copy_only_when_needed(tmp_path):
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((5, 7)) * 2.0 ** rng.integers(-130, 120, (5, 7))).astype(np.float32)
     b = x.astype(ml_dtypes.bfloat16)
-    assert np.array_equal(stored.as_float64(b), b.astype(np.float64))
-    assert stored.as_working(b).dtype == np.float32 and np.array_equal(stored.as_working(b), b.astype(np.float32))
-    assert stored.as_working(b[:, ::2]).tobytes() == b[:, ::2].astype(np.float32).tobytes()
+    assert np.array_equal(reader.as_float64(b), b.astype(np.float64))
+    assert reader.as_working(b).dtype == np.float32 and np.array_equal(reader.as_working(b), b.astype(np.float32))
+    assert reader.as_working(b[:, ::2]).tobytes() == b[:, ::2].astype(np.float32).tobytes()
     with np.errstate(over="ignore"):  # the large entries overflow float16 to inf: still upcast
-        assert stored.as_working(x.astype(np.float16)).dtype == np.float32
-    assert stored.as_working(x) is x
+        assert reader.as_working(x.astype(np.float16)).dtype == np.float32
+    assert reader.as_working(x) is x
     m = np.memmap(tmp_path / "x.bin", dtype=np.float32, mode="w+", shape=x.shape)
     m[:] = x
-    w = stored.as_working(m)
+    w = reader.as_working(m)
     assert w.dtype == np.float32 and np.array_equal(w, x) and not np.shares_memory(w, m)
-    assert [s.stop - s.start for s in stored.blocks(10, stored.entry_block(3, 10))] == [3, 3, 3, 1]
+    assert [s.stop - s.start for s in reader.blocks(10, reader.entry_block(3, 10))] == [3, 3, 3, 1]
 
 
 def test_the_verdict_table_is_total_and_reaches_every_status():
@@ -206,7 +206,7 @@ def test_the_verdict_table_is_total_and_reaches_every_status():
 
 
 @pytest.mark.x64
-@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+@pytest.mark.parametrize("n", [64, wide.SCREEN_MIN_N])
 @pytest.mark.parametrize("kind", ["gaussian", "planted", "parallel"])
 def test_both_paths_take_the_status_from_the_one_table(monkeypatch, n, kind):
     """Both paths' certificates get their status from :func:`_verdict.status_of`, and the status is
@@ -232,7 +232,7 @@ def test_both_paths_take_the_status_from_the_one_table(monkeypatch, n, kind):
     assert cert.status == want
 
 
-@pytest.mark.parametrize("n", [64, large.SCREEN_MIN_N])
+@pytest.mark.parametrize("n", [64, wide.SCREEN_MIN_N])
 def test_both_paths_read_the_one_stored_block(monkeypatch, n):
     """The value :func:`_block.read_block` makes is what either strategy holds, and what the paths
     derive from the stored arrays (the balance of the units, whether rounding is absolute, the
@@ -240,14 +240,14 @@ def test_both_paths_read_the_one_stored_block(monkeypatch, n):
     from absorbjax.condition import _block as block, _decide as decide
 
     made, answers, scales = [], [], []
-    real_read, real_cert, real_scales = block.read_block, decide.certificate, stored.balance_scales
+    real_read, real_cert, real_scales = block.read_block, decide.certificate, reader.balance_scales
     monkeypatch.setattr(decide, "read_block", lambda *a, **k: made.append(real_read(*a, **k)) or made[-1])
     monkeypatch.setattr(decide, "certificate", lambda res, *a, **k: answers.append(res) or real_cert(res, *a, **k))
-    monkeypatch.setattr(stored, "balance_scales", lambda *a, **k: scales.append(1) or real_scales(*a, **k))
+    monkeypatch.setattr(reader, "balance_scales", lambda *a, **k: scales.append(1) or real_scales(*a, **k))
     W = _gaussian(n)
     W = models.MLPParams(W.up.astype(np.float32), W.down.astype(np.float32))  # rounded storage: the looser rule runs
     cert = condition.find_absorbing_set(W, "relu")
     assert cert.status == condition.Status.NOT_ABSORBABLE and cert.rounding.within == "no"
     assert len(made) == 1 and answers and all(res.path.block is made[0] for res in answers)
-    assert len(scales) == (1 if n >= large.SCREEN_MIN_N else 0)
+    assert len(scales) == (1 if n >= wide.SCREEN_MIN_N else 0)
     assert isinstance(made[0].absolute, bool) and "absolute" in vars(made[0])  # computed once, kept

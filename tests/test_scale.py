@@ -1,4 +1,4 @@
-"""The O(n d²) screen of :mod:`absorbjax.condition._scale`: its bounds are never above their exact
+"""The O(n d²) screen of :mod:`absorbjax.condition._screen`: its bounds are never above their exact
 values, it never claims absence for an absorbable block, and it finds planted sets.
 
 Small sizes only, NumPy float64 weights (no JAX); exact references in Python fractions.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from absorbjax.condition import _hypotheses as hyp, _large as large, _scale as scale
+from absorbjax.condition import _hypotheses as hyp, _screen as screen, _wide as wide
 from absorbjax.condition._rule import threshold_of
 
 RTOL = 1e3 * 2.0**-52  # rule (★)'s default slack
@@ -59,7 +59,7 @@ def test_dual_lower_is_below_its_exact_value_and_close():
         A = np.eye(3)
         Z = np.random.default_rng(seed + 50).standard_normal((3, 3))
         for Zt in (A, Z):
-            got, want = scale.dual_lower(U, D, A, Zt), exact_dual(U, D, A, Zt)
+            got, want = screen.dual_lower(U, D, A, Zt), exact_dual(U, D, A, Zt)
             assert got <= max(want, 0.0)
             assert got >= max(want, 0.0) - 1e-12 * (1 + abs(want))
 
@@ -68,7 +68,7 @@ def test_trace_test_decides_gaussian_blocks():
     U, D = gaussian(0, 32, 128)
     A = np.eye(32)
     tau = wide_tau(U, D, A)
-    out = scale.screen(U, D, A, tau=tau, rtol=RTOL)
+    out = screen.screen(U, D, A, tau=tau, rtol=RTOL)
     assert (out.status, out.method) == ("absent", "trace")
     assert out.lower > 0.8 * math.sqrt(32) and out.upper >= out.lower
     assert out.failed == ()
@@ -76,7 +76,7 @@ def test_trace_test_decides_gaussian_blocks():
 
 def wide_tau(U, D, A, rtol=RTOL):
     """Rule (★)'s ``τ`` as the wide path makes it: from the one pass's norm sum."""
-    return threshold_of(U, D, A, rtol, nu=scale.norm_sum(U, D))
+    return threshold_of(U, D, A, rtol, nu=screen.norm_sum(U, D))
 
 
 def test_the_wide_threshold_bounds_the_gram_paths():
@@ -93,19 +93,19 @@ def test_lower_bound_below_the_best_set(size):
     for seed in range(3):
         U, D = gaussian(seed, d, n, size=size)
         A = np.eye(d)
-        lower, upper, S, _, witness = scale.box_bounds(U, D, A, steps=6)
+        lower, upper, S, _, witness = screen.box_bounds(U, D, A, steps=6)
         sets = [list(m) for k in range(n + 1) for m in itertools.combinations(range(n), k)]
         best = min(sets, key=lambda m: np.linalg.norm(D[:, m] @ U[m] + A))  # float64 argmin ...
         assert lower <= exact_miss(U, D, A, best) <= upper  # ... its miss exact
         assert exact_miss(U, D, A, S) <= upper
-        assert scale.dual_lower(U, D, A, witness[0]) == lower  # the witness (Z, c) returned is the one that bounds
+        assert screen.dual_lower(U, D, A, witness[0]) == lower  # the witness (Z, c) returned is the one that bounds
 
 
 def test_frank_wolfe_decides_when_the_trace_test_cannot():
     U, D = gaussian(3, 8, 32, size=40.0)
     A = np.eye(8)
-    assert scale.dual_lower(U, D, A, A) == 0.0  # large weights: the trace test fails
-    out = scale.screen(U, D, A, tau=wide_tau(U, D, A), rtol=RTOL, steps=5)
+    assert screen.dual_lower(U, D, A, A) == 0.0  # large weights: the trace test fails
+    out = screen.screen(U, D, A, tau=wide_tau(U, D, A), rtol=RTOL, steps=5)
     assert (out.status, out.method) == ("absent", "frank-wolfe")
 
 
@@ -113,7 +113,7 @@ def test_frank_wolfe_decides_when_the_trace_test_cannot():
 def test_planted_sets_are_found(d, n):
     for seed in range(4):
         U, D, A, S = planted(seed, d, n)
-        out = scale.screen(U, D, A, tau=wide_tau(U, D, A), rtol=RTOL)
+        out = screen.screen(U, D, A, tau=wide_tau(U, D, A), rtol=RTOL)
         assert out.status == "found" and out.method == "planted"
         assert out.S.tolist() == S.tolist() and out.check.accepted
         assert out.check.miss_frobenius >= exact_miss(U, D, A, S)
@@ -123,7 +123,7 @@ def test_planted_with_a_matrix_skip():
     rng = np.random.default_rng(7)
     A = np.eye(6) + 0.3 * rng.standard_normal((6, 6))
     U, D, A, S = planted(7, 6, 24, skip=A)
-    out = scale.screen(U, D, A, tau=wide_tau(U, D, A), rtol=RTOL)
+    out = screen.screen(U, D, A, tau=wide_tau(U, D, A), rtol=RTOL)
     assert out.status == "found" and out.S.tolist() == S.tolist()
 
 
@@ -145,7 +145,7 @@ def test_never_claims_absence_for_an_absorbable_block(seed, d, extra, more, exps
     U, D = np.ldexp(U, k[:, None]), np.ldexp(D, -k[None, :])
     miss = exact_miss(U, D, A, S)
     tau = wide_tau(U, D, A)
-    out = scale.screen(U, D, A, tau=tau, rtol=RTOL, steps=3)
+    out = screen.screen(U, D, A, tau=tau, rtol=RTOL, steps=3)
     assert out.status != "absent"
     assert out.lower <= miss
     assert miss <= tau  # the planted set is within the rule's reach, so absence would be a lie
@@ -178,7 +178,7 @@ def test_exactly_parallel_rows_at_extreme_scale_are_degenerate_on_the_wide_path(
     pair is found by the exact test, so the answer is ``degenerate``, never ``not_absorbable``."""
     from absorbjax import condition, models
 
-    d, n = 3, large.SCREEN_MIN_N
+    d, n = 3, wide.SCREEN_MIN_N
     rng = np.random.default_rng(seed)
     U = rng.standard_normal((n, d)) / math.sqrt(d)
     D = rng.standard_normal((d, n)) / n  # small enough for the trace test to decide
@@ -255,30 +255,30 @@ def test_hypotheses_zero_rows_and_columns():
 
 def test_screen_check_rejects_a_perturbed_set():
     U, D, A, S = planted(9, 4, 12)
-    assert scale.screen_check(U, D, A, S, RTOL).accepted
+    assert screen.screen_check(U, D, A, S, RTOL).accepted
     D2 = D.copy()
     D2[0, S[0]] *= 1 + 1e-9
-    chk = scale.screen_check(U, D2, A, S, RTOL)
+    chk = screen.screen_check(U, D2, A, S, RTOL)
     assert not chk.accepted and chk.miss_frobenius >= exact_miss(U, D2, A, S)
 
 
 def test_results_have_no_truth_value():
     U, D = gaussian(0, 4, 16)
-    out = scale.screen(U, D, np.eye(4), tau=1e-9, rtol=RTOL)
+    out = screen.screen(U, D, np.eye(4), tau=1e-9, rtol=RTOL)
     with pytest.raises(TypeError, match="status"):
         bool(out)
     with pytest.raises(TypeError, match="accepted"):
-        bool(scale.screen_check(U, D, np.eye(4), [0], RTOL))
+        bool(screen.screen_check(U, D, np.eye(4), [0], RTOL))
 
 
 # ---------------------------------------------------------------------------------------------
-# The entry points' path (condition._large)
+# The entry points' path (condition._wide)
 
 
 @pytest.fixture
 def screen_all(monkeypatch):
     """The entry points take the O(n d²) screen at every width (as they do from SCREEN_MIN_N)."""
-    monkeypatch.setattr(large, "SCREEN_MIN_N", 1)
+    monkeypatch.setattr(wide, "SCREEN_MIN_N", 1)
 
 
 def test_large_certificate_statuses(screen_all):
@@ -304,7 +304,7 @@ def test_large_certificate_absorbable_and_distance(screen_all):
     U, D, A, S = planted(12, 6, 30)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "gelu", skip=A)
     assert cert.status == "absorbable" and cert.S.tolist() == S.tolist() and cert.promise.miss_bound < 1e-6
-    dist = large.distance_bounds(U, D, A, cert)
+    dist = wide.distance_bounds(U, D, A, cert)
     assert dist.lower == 0.0 and exact_miss(U, D, A, S) / np.linalg.norm(A) <= dist.upper < 1e-12
 
 
@@ -315,7 +315,7 @@ def test_large_distance_brackets_the_best_set(screen_all):
     U, D = gaussian(13, d, n, size=3.0)
     A = np.eye(d)
     cert = condition.find_absorbing_set(models.MLPParams(U, D))
-    dist = large.distance_bounds(U, D, A, cert, steps=4)
+    dist = wide.distance_bounds(U, D, A, cert, steps=4)
     sets = [list(m) for k in range(n + 1) for m in itertools.combinations(range(n), k)]
     best = min(sets, key=lambda m: np.linalg.norm(D[:, m] @ U[m] + A))
     assert dist.lower <= exact_miss(U, D, A, best) / math.sqrt(d) <= dist.upper
@@ -330,8 +330,8 @@ def test_undecided_wide_blocks_are_not_sent_to_the_gram_path(monkeypatch, screen
 
     monkeypatch.setattr(Rule, "threshold", lambda *args, **kwargs: 1e9)  # nothing can be ruled out
 
-    assert large.wide_screen(U, D, Rule.of(np.eye(4), RTOL)) is None
-    monkeypatch.setattr(large, "GRAM_MAX_N", 8)
+    assert wide.wide_screen(U, D, Rule.of(np.eye(4), RTOL)) is None
+    monkeypatch.setattr(wide, "GRAM_MAX_N", 8)
     cert = condition.find_absorbing_set(models.MLPParams(U, D))
     assert cert.status == "undecided" and "too wide" in cert.reason
 
@@ -340,7 +340,7 @@ def test_entry_points_screen_wide_blocks():
     """find_absorbing_set and distance take the screen from n = SCREEN_MIN_N (no n×n matrix)."""
     from absorbjax import condition, models
 
-    d, n = 64, large.SCREEN_MIN_N
+    d, n = 64, wide.SCREEN_MIN_N
     U, D = gaussian(15, d, n)
     cert = condition.find_absorbing_set(models.MLPParams(U, D), "relu")
     assert (cert.status, cert.method, cert.relaxation) == ("not_absorbable", "trace", None)
@@ -359,7 +359,7 @@ def test_wide_path_decides_parallel_rows_with_distinct_biases():
     leaky_relu, as on the Gram path; the same hyperplane, or gelu (no kink), stays degenerate."""
     from absorbjax import activations, condition, models
 
-    d, n = 64, large.SCREEN_MIN_N
+    d, n = 64, wide.SCREEN_MIN_N
     U, D = gaussian(17, d, n)
     U[5], U[1700], U[9] = 2.0 * U[3], -0.5 * U[3], 2.0**-40 * U[8]  # rows at 3, 5, 1700 on one line
     b = np.random.default_rng(17).normal(size=n)
@@ -376,7 +376,7 @@ def test_wide_path_decides_parallel_rows_with_distinct_biases():
 
 def test_benchmark_case_and_table():
     """benchmarks/bench_scale.py: one case in this process (its numbers are not judged here) and
-    the markdown table of docs/benchmarks/scale.md from its record."""
+    the markdown table of docs/benchmarks/screen.md from its record."""
     import importlib.util
     import sys
     from pathlib import Path
@@ -406,7 +406,7 @@ def test_wide_path_odd_slope_and_statuses():
     from absorbjax import condition, models
 
     rng = np.random.default_rng(3)
-    d, n = 8, large.SCREEN_MIN_N
+    d, n = 8, wide.SCREEN_MIN_N
     U, D = rng.standard_normal((n, d)) / math.sqrt(d), rng.standard_normal((d, n)) / n
     far = models.MLPParams(U, D.copy())
     D[:, :d] = -np.linalg.inv(U[:d]) / 1.2

@@ -14,7 +14,7 @@ from safetensors.numpy import save_file
 from absorbjax import cli, condition, testing, weights
 from absorbjax.condition import _decide as decision
 from absorbjax.condition._block import StoredBlock
-from absorbjax.condition._inputs import float_weights, stored_weights
+from absorbjax.condition._validate import float_weights, stored_weights
 from absorbjax.models import MLPParams
 from absorbjax.weights import _formats as formats, _limits as limits
 
@@ -161,7 +161,7 @@ def test_a_map_read_window_by_window_stays_out_of_the_resident_set(tmp_path):
     window resident; without the release the whole map stays."""
     from absorbjax import _resident
     from absorbjax._fingerprint import fingerprint
-    from absorbjax.condition._stored import as_float64
+    from absorbjax.condition._reader import as_float64
     from absorbjax.weights._model import _finite
 
     path = tmp_path / "w.bin"

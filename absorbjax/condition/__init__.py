@@ -107,9 +107,9 @@ from absorbjax.condition._certificate import (
 )
 from absorbjax.condition._closest import distance
 from absorbjax.condition._decide import find_absorbing_set, find_absorbing_sets
-from absorbjax.condition._inputs import DEFAULT_RTOL, storage_rtol
 from absorbjax.condition._options import Decision
 from absorbjax.condition._rule import tolerance
+from absorbjax.condition._validate import DEFAULT_RTOL, storage_rtol
 from absorbjax.condition.width import WidthCertificate, WidthStatus, min_extra_width
 
 __all__ = [

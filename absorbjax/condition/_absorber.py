@@ -12,8 +12,8 @@ from absorbjax import activations
 from absorbjax._dtypes import is_float
 from absorbjax.condition._arith import output_bias
 from absorbjax.condition._certificate import Certificate
-from absorbjax.condition._inputs import check_rtol, float_weights, skip_matrix
 from absorbjax.condition._rule import accepts, mask_of
+from absorbjax.condition._validate import check_rtol, float_weights, skip_matrix
 from absorbjax.models import MLPParams
 
 _NEEDS_C = (

@@ -39,11 +39,11 @@ def balance(U: np.ndarray, D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(W_up', W_down')``: unit ``i`` rescaled by ``2^{−e_i}`` / ``2^{e_i}`` with ``max|W_up'[i,:]|``
     in ``[1/2, 1)`` where that is exact; a unit whose ideal rescaling would round (a subnormal low
     bit) or overflow is rescaled as far towards it as exactness allows
-    (:func:`_stored.exact_exponents`), so it is never left at its stored scale for one bit. Exact:
+    (:func:`_reader.exact_exponents`), so it is never left at its stored scale for one bit. Exact:
     every ``W_down[:,i] W_up[i,:]`` is unchanged. Float64 (a stored narrower dtype is upcast first).
     Only a unit whose entries span more than about ``2^1586`` can still have Gram entries outside
     the float64 range; the decision treats those as unknown (NaN never excludes a set)."""
-    from absorbjax.condition._stored import exact_exponents
+    from absorbjax.condition._reader import exact_exponents
 
     U, D = np.asarray(U, np.float64), np.asarray(D, np.float64)
     top = np.max(np.abs(U), axis=1)

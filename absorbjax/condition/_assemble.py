@@ -24,10 +24,10 @@ from absorbjax.condition._certificate import (
     WithinRounding,
 )
 from absorbjax.condition._hypotheses import margin_note
-from absorbjax.condition._inputs import storage_rtol_pair
 from absorbjax.condition._rule import Rule
-from absorbjax.condition._scale import dual_lower
+from absorbjax.condition._screen import dual_lower
 from absorbjax.condition._text import few, fmt
+from absorbjax.condition._validate import storage_rtol_pair
 from absorbjax.condition._verdict import Established, absence, found_theorem, status_of
 
 

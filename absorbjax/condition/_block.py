@@ -13,9 +13,9 @@ from typing import NamedTuple
 import numpy as np
 
 from absorbjax import activations
-from absorbjax.condition import _large as large, _stored as stored
+from absorbjax.condition import _reader as reader, _wide as wide
 from absorbjax.condition._arith import ONE
-from absorbjax.condition._inputs import (
+from absorbjax.condition._validate import (
     absolute_rounding,
     decidable_activation,
     skip_matrix,
@@ -32,7 +32,7 @@ class BlockContext(NamedTuple):
     (or ``None``), the skip kind, the output bias ``c`` ``(d,)`` or ``None``, the activation's
     declared odd slope ``slope`` (``σ(z) − σ(−z) = slope·z``; ``None``: not declared, ``1`` without
     an activation), the declared facts the answer rests on (``assumes``; empty for built-ins) and,
-    for a block read as stored, its per-unit maxima (``maxima``, :func:`stored.unit_max`: read once,
+    for a block read as stored, its per-unit maxima (``maxima``, :func:`reader.unit_max`: read once,
     when the weights were checked)."""
 
     dtypes: tuple
@@ -57,9 +57,9 @@ class StoredBlock:
     """One ungated block as both paths of the decision read it (:func:`read_block`).
 
     Attributes:
-      up, down: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)``: float64 below ``large.SCREEN_MIN_N``
+      up, down: ``W_up`` ``(n, d)`` and ``W_down`` ``(d, n)``: float64 below ``wide.SCREEN_MIN_N``
         units, from there on as stored (float16/32/64 or bfloat16, often memory-mapped), read in
-        blocks of units through :mod:`~absorbjax.condition._stored` and never copied whole but by
+        blocks of units through :mod:`~absorbjax.condition._reader` and never copied whole but by
         the Gram path.
       skip: ``A`` ``(d, d)``, float64.
       context: the :class:`BlockContext` (dtypes, biases, activation, declared facts, maxima).
@@ -81,33 +81,33 @@ class StoredBlock:
         return self.up.shape
 
     @functools.cached_property
-    def scales(self) -> stored.Scales:
-        """:func:`stored.balance_scales` of the units, with the maxima read when the weights were checked."""
-        return stored.balance_scales(self.up, self.down, maxima=self.context.maxima)
+    def scales(self) -> reader.Scales:
+        """:func:`reader.balance_scales` of the units, with the maxima read when the weights were checked."""
+        return reader.balance_scales(self.up, self.down, maxima=self.context.maxima)
 
     @functools.cached_property
     def absolute(self) -> bool:
         """:func:`absolute_rounding` of ``W_up`` and of ``W_down``, read in blocks of units."""
-        blocks = stored.blocks(self.shape[0], stored.BLOCK)
+        blocks = reader.blocks(self.shape[0], reader.BLOCK)
         dtypes = self.context.dtypes
         up, down = (storage_rtol(dt) > 0 for dt in dtypes)  # else float64 or integers: never absolute
-        return (up and any(absolute_rounding(stored.as_float64(self.up[s]), dtypes[0]) for s in blocks)) or (
-            down and any(absolute_rounding(stored.as_float64(self.down[:, s]), dtypes[1]) for s in blocks)
+        return (up and any(absolute_rounding(reader.as_float64(self.up[s]), dtypes[0]) for s in blocks)) or (
+            down and any(absolute_rounding(reader.as_float64(self.down[:, s]), dtypes[1]) for s in blocks)
         )
 
     @functools.cached_property
     def float64(self) -> tuple[np.ndarray, np.ndarray]:
         """``(W_up, W_down)`` in float64 (the arrays themselves when they are float64 already)."""
-        return stored.float64(self.up), stored.float64(self.down)
+        return reader.float64(self.up), reader.float64(self.down)
 
 
 def read_block(params: MLPParams, activation: str | None, skip=None, bias=None, out_bias=None) -> StoredBlock:
     """One ungated block as the decision reads it, each argument checked (ValueError): ``W_up``
-    ``(n, d)`` and ``W_down`` ``(d, n)`` in float64 (from ``n = large.SCREEN_MIN_N`` on: as stored),
+    ``(n, d)`` and ``W_down`` ``(d, n)`` in float64 (from ``n = wide.SCREEN_MIN_N`` on: as stored),
     ``A`` ``(d, d)`` and the :class:`BlockContext`, as one :class:`StoredBlock`."""
     act = decidable_activation(activation)
-    U, D, _, maxima = stored_weights(params, stream=large.SCREEN_MIN_N)
-    A = stored.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])
+    U, D, _, maxima = stored_weights(params, stream=wide.SCREEN_MIN_N)
+    A = reader.identity(U.shape[1]) if skip is None else skip_matrix(skip, U.shape[1])
     kind = "identity" if skip is None else "matrix"
     c = _bias_vector(out_bias, U.shape[1], "out_bias", "the output bias c of W_down σ(W_up x + b) + c")
     slope, assumes = ONE, ()

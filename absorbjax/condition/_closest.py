@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from absorbjax.condition import _large as large, _stored as stored
+from absorbjax.condition import _reader as reader, _wide as wide
 from absorbjax.condition._arith import EPS, ONE, balance, miss_bound
 from absorbjax.condition._certificate import Distance, FoundBy, Stopped
 from absorbjax.condition._decide import decide, read_block
@@ -110,7 +110,7 @@ def distance(
         if not np.any(A):  # A = 0: S = ∅ misses by exactly 0 (the block is residual-free); 0/0 read as 0
             return Distance(0.0, 0.0, np.zeros(0, np.int64), FoundBy.EXACT, 0.0, 0.0, cert)
         rule = Rule.of(A, 0.0, ONE if context.slope is None else context.slope)
-        if rel is None:  # decided by the O(n d²) screen of condition._large
+        if rel is None:  # decided by the O(n d²) screen of condition._wide
             dist = _wide_distance(U, D, A, rule, cert, deadline)
         else:
             U, D = balance(U, D)  # exact; the same M_i as the decision's
@@ -119,15 +119,15 @@ def distance(
 
 
 def _wide_distance(U, D, A, rule: Rule, cert, deadline: float) -> Distance:
-    """The distance of a block the ``O(n d²)`` screen decided (:func:`large.distance_bounds`): past
+    """The distance of a block the ``O(n d²)`` screen decided (:func:`wide.distance_bounds`): past
     ``deadline`` no Frank–Wolfe step (where one would be taken), the trace test's bound."""
     n, d = U.shape
-    late = cert.S is None and n * d * d <= large.FW_BUDGET and time.perf_counter() > deadline
+    late = cert.S is None and n * d * d <= wide.FW_BUDGET and time.perf_counter() > deadline
     steps = 0 if late else None
     if rule.c == 1:
-        dist = large.distance_bounds(U, D, A, cert, steps=steps)
+        dist = wide.distance_bounds(U, D, A, cert, steps=steps)
     else:  # ‖c·P + A‖/‖A‖ = ‖P + A/c‖/‖A/c‖, A/c rounded: widen both ways
-        dist = large.distance_bounds(U, D, rule.Ac, cert, steps=steps)
+        dist = wide.distance_bounds(U, D, rule.Ac, cert, steps=steps)
         slack = 2 * rule.approx / (float(np.linalg.norm(rule.Ac)) * (1 - 4 * EPS))
         lower = max(dist.lower * (1 - 8 * EPS) - slack, 0.0)
         dist = dataclasses.replace(dist, lower=lower, box=lower, upper=dist.upper * (1 + 8 * EPS) + slack)
@@ -232,7 +232,7 @@ def _searched(U, D, rule: Rule, dist: Distance, work: float, deadline: float) ->
         return dist
     S = np.flatnonzero(m)  # its units in float64, rescaled by exact powers of two (the same M_i)
     Us, Ds = U[S], D[:, S]
-    u, dd = stored.units(Us, Ds, stored.unit_scales(Us, Ds), np.arange(S.size))
+    u, dd = reader.units(Us, Ds, reader.unit_scales(Us, Ds), np.arange(S.size))
     upper = attained(u, dd, rule, np.ones(S.size, bool))
     if not upper < dist.upper:
         return dist

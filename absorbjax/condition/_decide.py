@@ -11,7 +11,7 @@ import numpy as np
 from absorbjax._fingerprint import fingerprint
 from absorbjax._self_check import settle, strict
 from absorbjax._verify import verify
-from absorbjax.condition import _hypotheses as hyp, _large as large, _line as line, _scale as scale
+from absorbjax.condition import _hypotheses as hyp, _line as line, _screen as screen, _wide as wide
 from absorbjax.condition._arith import ONE, rank_lower, sigma_min_lower
 from absorbjax.condition._assemble import Answer, certificate
 from absorbjax.condition._block import BlockContext, StoredBlock, per_draw, read_block
@@ -22,11 +22,11 @@ from absorbjax.condition._certificate import (
     Status,
 )
 from absorbjax.condition._gram_path import SMALL_N, gram
-from absorbjax.condition._inputs import float_weights
 from absorbjax.condition._options import Decision
 from absorbjax.condition._rule import Rule
 from absorbjax.condition._screen_path import screened
 from absorbjax.condition._text import fmt
+from absorbjax.condition._validate import float_weights
 from absorbjax.condition._verdict import Established, given, status_of
 from absorbjax.models import MLPParams, check_layout
 
@@ -42,7 +42,7 @@ def decide(block: StoredBlock, decision: Decision, *, deadline: float | None = N
     ``(Certificate, Relaxation)`` (``Relaxation`` ``None`` when the screen decided). The weights are
     balanced first (exact, :func:`_arith.balance`).
 
-    ``block.up, block.down`` are float64, or (``n ≥ large.SCREEN_MIN_N``) the stored arrays in their
+    ``block.up, block.down`` are float64, or (``n ≥ wide.SCREEN_MIN_N``) the stored arrays in their
     own dtype, often memory-mapped: the wide screen reads them in blocks of units, balanced block by
     block (``block.scales``); float64 copies are made only for the Gram path (``block.float64``).
 
@@ -70,10 +70,10 @@ def _decide(block: StoredBlock, decision: Decision, *, deadline: float | None = 
         return _evidenced(_line_certificate(block, rule, None, skip_rtol=skip_rtol, t0=t0), None, block), None
     every = every_width(A, context, n)
     timings: dict[str, float] = {}
-    if method == "auto" and n >= large.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
+    if method == "auto" and n >= wide.SCREEN_MIN_N:  # O(n d²) first; the Gram path only if undecided
         t = time.perf_counter()
-        nu = scale.norm_sum(U, D, scales=block.scales.total)  # τ at any rtol from here on, without a pass
-        scr = large.wide_screen(U, D, rule, scales=block.scales, nu=nu)
+        nu = screen.norm_sum(U, D, scales=block.scales.total)  # τ at any rtol from here on, without a pass
+        scr = wide.wide_screen(U, D, rule, scales=block.scales, nu=nu)
         if scr is not None:
             res = screened(block, rule, scr, nu=nu)
             cert = certificate(res, rule, context, shape=U.shape, skip_rtol=skip_rtol, t0=t0, every=every)

@@ -22,7 +22,7 @@ import numpy as np
 
 from absorbjax._dtypes import finfo, is_float
 from absorbjax.condition._arith import EPS, ETA, gamma
-from absorbjax.condition._stored import BLOCK, blocks, unit_max, up_rows
+from absorbjax.condition._reader import BLOCK, blocks, unit_max, up_rows
 from absorbjax.condition._text import few
 from absorbjax.results import Word
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from absorbjax.condition._certificate import METHODS
-from absorbjax.condition._inputs import DEFAULT_RTOL, SKIP_RTOL, check_rtol, check_skip_rtol
+from absorbjax.condition._validate import DEFAULT_RTOL, SKIP_RTOL, check_rtol, check_skip_rtol
 
 TIME_LIMIT = 60.0  # seconds: every entry point's default deadline
 

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import linalg as sla
 from scipy.linalg import lapack
 
-from absorbjax.condition import _scale as scale
+from absorbjax.condition import _screen as screen
 from absorbjax.condition._arith import EPS, certify_pd, gamma
 
 
@@ -237,7 +237,7 @@ def box_relaxation(
 
 def _bound_at(U, D, A, c) -> float:
     """The certified lower bound on ``min_box ‖Σ c_i M_i + A‖_F`` that the box point ``c``
-    ``(n,)`` gives: bound (D) of :func:`condition._scale.dual_lower` at the test matrix
+    ``(n,)`` gives: bound (D) of :func:`condition._screen.dual_lower` at the test matrix
     ``Z = Σ c_i M_i + A`` (one ``O(n d²)`` pass; at that ``Z`` (D) is never below the
     Frank–Wolfe gap's bound, ``t²/f ≥ 2t − f``)."""
-    return scale.dual_lower(U, D, A, A + (D * c) @ U)
+    return screen.dual_lower(U, D, A, A + (D * c) @ U)

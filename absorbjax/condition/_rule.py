@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from absorbjax.condition._arith import EPS, ETA, ONE, gamma, verify_miss
-from absorbjax.condition._inputs import check_rtol, float_weights, skip_matrix
+from absorbjax.condition._validate import check_rtol, float_weights, skip_matrix
 from absorbjax.models import MLPParams
 
 
@@ -74,7 +74,7 @@ def threshold_of(U, D, A, rtol: float, *, nu: float | None = None) -> float:
     and ``Σ_{i∈S}|D_ki||U_ij| ≤ (|W_down| |W_up|)_kj``; so a certified lower bound above ``τ`` on
     ``‖Σ m_i M_i + A‖_F`` for every ``m`` rules every ``S`` out. ``nu=None``: ``τ`` from the
     Frobenius norm of ``r (|W_down| |W_up| + |A|)`` (one ``O(n d²)`` product; the Gram path);
-    ``nu ≥ Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖`` (``condition._scale.norm_sum``, one pass over the units):
+    ``nu ≥ Σ_i ‖W_down[:,i]‖ ‖W_up[i,:]‖`` (``condition._screen.norm_sum``, one pass over the units):
     the triangle inequality on the rank-one terms, ``r (ν + ‖A‖_F)``, in ``O(d²)`` (the wide path;
     never below the first). Both add the subnormal range's absolute rounding ``(n + 2) d η``.
     """

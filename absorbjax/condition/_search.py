@@ -14,8 +14,8 @@ units (smallest ``δ``) first.
 The numbers here only guide the search (float64, or float32 for weights stored narrower): the
 caller evaluates the set it returns rigorously (:func:`absorbjax.condition._arith.miss_bound`). The
 weights may be the stored arrays (memory-mapped, bfloat16): every pass over the units reads them
-through the one blocked reader, :mod:`absorbjax.condition._stored` (:func:`_stored.windows` of
-``CHUNK`` entries, upcast one window at a time by :func:`_stored.as_working`), never a copy of a whole
+through the one blocked reader, :mod:`absorbjax.condition._reader` (:func:`_reader.windows` of
+``CHUNK`` entries, upcast one window at a time by :func:`_reader.as_working`), never a copy of a whole
 matrix.
 
 The search stops on a :class:`Budget` of *work*, a count of multiply-adds charged before each
@@ -31,8 +31,8 @@ import time
 
 import numpy as np
 
-from absorbjax.condition import _stored as stored
-from absorbjax.condition._stored import as_working
+from absorbjax.condition import _reader as reader
+from absorbjax.condition._reader import as_working
 
 SWAP_BLOCK = 256  # units per side of one block of swaps
 CHUNK = 2**20  # entries of W_up (and of W_down) per chunk of a pass over all units (4 MiB in float32)
@@ -87,7 +87,7 @@ def _scalar(A: np.ndarray) -> float | None:
 
 def _per_unit(U, D, f) -> np.ndarray:
     """``f(W_up[s,:], W_down[:,s])`` ``(|s|,)`` over windows of ``CHUNK`` entries, joined ``(n,)``."""
-    return stored.per_unit(U, D, f, stored.entry_block(U.shape[1], CHUNK), as_working)
+    return reader.per_unit(U, D, f, reader.entry_block(U.shape[1], CHUNK), as_working)
 
 
 def scores(
@@ -114,18 +114,18 @@ def scores(
             if not budget.spend(2 * J.size * n * d):
                 return None
             DJ, UJ = as_working(D[:, J]), as_working(U[J])
-            for s, u, dd in stored.windows(U, D, stored.entry_block(d, CHUNK), as_working):
+            for s, u, dd in reader.windows(U, D, reader.entry_block(d, CHUNK), as_working):
                 g[s] += ((DJ.T @ dd) * (UJ @ u.T)).sum(axis=0)  # Σ_{j∈J} G[j, s]
         # ‖αI + P‖² = α²d + 2α tr P + ‖P‖², ‖P‖² = Σ_{i∈S} (g_i − α a_i)
         return g, q, alpha * alpha * d + alpha * float(np.sum(a[S])) + float(np.sum(g[S]))
     g = np.empty(n)
-    chunk = stored.entry_block(d * d, _CHUNK_ENTRIES)  # units of d × d multiply-adds each
+    chunk = reader.entry_block(d * d, _CHUNK_ENTRIES)  # units of d × d multiply-adds each
     if not budget.spend(S.size * d * d):  # R
         return None
-    for s in stored.blocks(n, chunk):
+    for s in reader.blocks(n, chunk):
         if not budget.spend((s.stop - s.start) * (d * d + d)):
             return None
-        u, dd = stored.window(U, D, s, as_working)
+        u, dd = reader.window(U, D, s, as_working)
         g[s] = np.einsum("ki,ki->i", dd, R @ u.T)
     return g, q, float(np.vdot(R, R))
 

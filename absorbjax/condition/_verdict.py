@@ -15,7 +15,7 @@ import numpy as np
 
 from absorbjax import activations
 from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
-from absorbjax.condition import _hypotheses as hyp, _stored as stored
+from absorbjax.condition import _hypotheses as hyp, _reader as reader
 from absorbjax.condition._arith import balance
 from absorbjax.condition._certificate import Status
 from absorbjax.condition._hypotheses import parallel_pairs
@@ -184,16 +184,16 @@ class _WithBias:
         self.U, self.b, self.shape = U, np.asarray(b, np.float64), (U.shape[0], U.shape[1] + 1)
 
     def __getitem__(self, idx):
-        return np.concatenate([stored.as_float64(self.U[idx]), self.b[idx, None]], axis=1)
+        return np.concatenate([reader.as_float64(self.U[idx]), self.b[idx, None]], axis=1)
 
 
-def wide_hyperplanes(U, b, *, block: int = stored.BLOCK) -> tuple[list[tuple[int, int]], bool]:
+def wide_hyperplanes(U, b, *, block: int = reader.BLOCK) -> tuple[list[tuple[int, int]], bool]:
     """``(pairs, distinct)`` for the kink theorem's (H2) on a wide block: up to six exactly parallel
     pairs of rows of ``W_up`` ``(n, d)``, and whether the hyperplanes ``w_i·x + b_i = 0`` are
     pairwise distinct (no two ``(w_i, b_i)`` proportional, proved exactly; ``False`` when the search
     could not finish). ``O(n d + n log n)``, blockwise, like :func:`_hypotheses.blockwise`."""
     n = U.shape[0]
-    live = np.concatenate([np.any(stored.as_float64(U[s]) != 0, axis=1) for s in stored.blocks(n, block)])
+    live = np.concatenate([np.any(reader.as_float64(U[s]) != 0, axis=1) for s in reader.blocks(n, block)])
     pairs = hyp.parallel_rows(U, live, block=block, cap=10 * n, enough=6)[0]
     same, tested, _ = hyp.parallel_rows(_WithBias(U, b), live, block=block, cap=10 * n, enough=1)
     return sorted(pairs), bool(pairs) and not same and tested <= 10 * n

@@ -145,10 +145,10 @@ def _working_bytes(block: Block) -> int:
     below ``SCREEN_MIN_N`` units the Gram path always runs, with float64 copies of ``W_up`` and
     ``W_down`` (``2·8·n·d`` bytes) and a few ``n × n`` float64 matrices (``4·8·n²``). Wider blocks
     are read in blocks of units by the screen (memory maps are not allocations)."""
-    from absorbjax.condition import _large as large
+    from absorbjax.condition import _wide as wide
 
     n, d = block.n, block.d
-    if n >= large.SCREEN_MIN_N:
+    if n >= wide.SCREEN_MIN_N:
         return 0
     return limits.array_bytes((16 * n * d + 32 * n * n,), 1, f"deciding {printable(block.name, 80)} (n = {n}, d = {d})")
 

@@ -60,10 +60,10 @@ from absorbjax.condition._arith import EPS
 from absorbjax.condition._certificate import Status
 from absorbjax.condition._decide import find_absorbing_set
 from absorbjax.condition._hypotheses import from_gram
-from absorbjax.condition._inputs import check_rtol, float_weights, skip_matrix
 from absorbjax.condition._options import Decision
 from absorbjax.condition._rule import miss_matrix, threshold_of
 from absorbjax.condition._text import fmt
+from absorbjax.condition._validate import check_rtol, float_weights, skip_matrix
 from absorbjax.condition.width._parts import (
     CHUNK,
     NUMPY,

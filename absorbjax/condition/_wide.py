@@ -1,5 +1,5 @@
 """The entry points' path for wide blocks: a :class:`Certificate` or :class:`Distance` from the
-``O(n d²)`` screen of :mod:`absorbjax.condition._scale`, before (or instead of) the Gram path
+``O(n d²)`` screen of :mod:`absorbjax.condition._screen`, before (or instead of) the Gram path
 (:mod:`absorbjax.condition._gram_path`); ``_screen_path.py`` puts the screen's answer in the
 decision's one form.
 
@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from absorbjax.condition import _scale as scale, _stored as stored
+from absorbjax.condition import _reader as reader, _screen as screen
 from absorbjax.condition._arith import miss_bound
 from absorbjax.condition._certificate import Certificate, Distance, FoundBy
 from absorbjax.condition._rule import Rule
@@ -33,36 +33,36 @@ FW_BUDGET = 2**37  # n d² up to which distance takes a Frank–Wolfe step (2048
 
 
 def wide_screen(
-    U, D, rule: Rule, *, steps: int = 2, scales: stored.Scales | None = None, nu: float | None = None
-) -> scale.Screen | None:
+    U, D, rule: Rule, *, steps: int = 2, scales: reader.Scales | None = None, nu: float | None = None
+) -> screen.Screen | None:
     """The ``O(n d²)`` screen of ``W_up = U (n, d)``, ``W_down = D (d, n)``, skip ``A (d, d)``.
 
     ``τ`` bounds the exact miss of every set that rule (★) accepts (:meth:`Rule.threshold` from
-    ``nu``, the one pass's :func:`scale.norm_sum`: never below the Gram path's). Returns
+    ``nu``, the one pass's :func:`screen.norm_sum`: never below the Gram path's). Returns
     ``None`` when the screen does not decide and ``n ≤ GRAM_MAX_N`` (the caller runs the Gram path);
-    otherwise the :class:`scale.Screen` (``ABSENT``, ``FOUND``, or ``UNDECIDED`` beyond the
+    otherwise the :class:`screen.Screen` (``ABSENT``, ``FOUND``, or ``UNDECIDED`` beyond the
     Gram path's reach). A found set is only a candidate: the caller judges it by rule (E).
 
     ``U, D`` in any float dtype (memory-mapped, read in blocks); they are read as
-    :func:`_arith.balance` stores them (``scales``, default :func:`stored.balance_scales`), so the
+    :func:`_arith.balance` stores them (``scales``, default :func:`reader.balance_scales`), so the
     answer is the one on the balanced float64 copy, which is never made. ``nu``: their
-    :func:`scale.norm_sum` when already computed.
+    :func:`screen.norm_sum` when already computed.
     """
     n, d = U.shape
     A = rule.Ac  # the search's skip A/c; the found set is checked on the exact c and A
-    scales = stored.balance_scales(U, D) if scales is None else scales
+    scales = reader.balance_scales(U, D) if scales is None else scales
 
     def verify(U, D, _A, S, _rtol):
         S = np.sort(np.asarray(S))
-        u, dd = stored.units(U, D, scales.balance, S)  # the balanced units of S only
+        u, dd = reader.units(U, D, scales.balance, S)  # the balanced units of S only
         m = np.ones(S.size, bool)
         ok, miss = rule.accepts(u, dd, m)
-        return scale.SetCheck(S, ok, miss, math.inf if not ok else miss_bound(u, dd, rule.A, m, c=rule.c)[0])
+        return screen.SetCheck(S, ok, miss, math.inf if not ok else miss_bound(u, dd, rule.A, m, c=rule.c)[0])
 
-    nu = scale.norm_sum(U, D, scales=scales.total) if nu is None else nu
+    nu = screen.norm_sum(U, D, scales=scales.total) if nu is None else nu
     tau = rule.threshold(U, D, nu=nu)
-    scr = scale.screen(U, D, A, tau=tau, rtol=rule.rtol, steps=steps, verify=verify, scales=scales)
-    if scr.status is scale.ScreenStatus.UNDECIDED and n <= GRAM_MAX_N:
+    scr = screen.screen(U, D, A, tau=tau, rtol=rule.rtol, steps=steps, verify=verify, scales=scales)
+    if scr.status is screen.ScreenStatus.UNDECIDED and n <= GRAM_MAX_N:
         return None
     return scr
 
@@ -76,7 +76,7 @@ def distance_bounds(U, D, A, cert: Certificate, *, steps: int | None = None) -> 
     norm_a = float(np.linalg.norm(A))
     g = (A.size + 4) * 2.0**-52  # ≥ the relative rounding of norm_a and of one division
     if cert.S is not None:
-        chk = scale.screen_check(U, D, A, cert.S, cert.rtol)
+        chk = screen.screen_check(U, D, A, cert.S, cert.rtol)
         up = chk.miss_frobenius / norm_a * (1 + g)
         return Distance(0.0, up, cert.S, FoundBy.EXACT, math.nan, 0.0, cert)
     n, d = U.shape
@@ -84,7 +84,7 @@ def distance_bounds(U, D, A, cert: Certificate, *, steps: int | None = None) -> 
     if steps == 0 and cert.method in _SCREENED:  # the trace test's bound: the screen's first, already in cert
         lower = cert.lower_bound / norm_a * (1 - g)
         return Distance(lower, 1.0, np.zeros(0, np.int64), FoundBy.FRANK_WOLFE, math.nan, lower, cert)
-    lower, upper, S, *_ = scale.box_bounds(U, D, A, steps=steps)
+    lower, upper, S, *_ = screen.box_bounds(U, D, A, steps=steps)
     lower = max(lower, cert.lower_bound) / norm_a * (1 - g)
     upper = 1.0 if S.size == 0 else upper / norm_a * (1 + g)  # S = ∅ misses by exactly ‖A‖_F
     return Distance(lower, upper, S, FoundBy.FRANK_WOLFE, math.nan, lower, cert)

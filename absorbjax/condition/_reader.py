@@ -5,7 +5,7 @@ whole matrix is made. :class:`Scales` reproduces :func:`_arith.balance` block by
 
 The one blocked reader of ``condition``: the decision (both paths), the matrix-free search
 (:mod:`absorbjax.condition._search`, which computes in :func:`as_working`'s dtype, in windows of
-:func:`entry_block` units) and the float64 copies of :func:`_inputs.float_weights` read through
+:func:`entry_block` units) and the float64 copies of :func:`_validate.float_weights` read through
 :func:`as_float64`, :func:`as_working`, :func:`window` and :func:`windows`."""
 
 from __future__ import annotations

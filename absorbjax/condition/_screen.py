@@ -50,7 +50,7 @@ from threadpoolctl import threadpool_limits
 
 from absorbjax.condition._arith import EPS, ETA, gamma
 from absorbjax.condition._hypotheses import blockwise
-from absorbjax.condition._stored import (
+from absorbjax.condition._reader import (
     BLOCK,
     SAFE,
     Scales,

@@ -9,7 +9,7 @@ import numpy as np
 from absorbjax import activations
 from absorbjax._dtypes import finfo, is_float, is_integer
 from absorbjax.condition._arith import EPS
-from absorbjax.condition._stored import as_float64, unit_max
+from absorbjax.condition._reader import as_float64, unit_max
 from absorbjax.models import GatedParams, MLPParams
 
 DEFAULT_RTOL = 1e3 * EPS  # slack for weights that were themselves computed (a pseudo-inverse)
