@@ -251,3 +251,16 @@ def test_both_paths_read_the_one_stored_block(monkeypatch, n):
     assert len(made) == 1 and answers and all(res.path.block is made[0] for res in answers)
     assert len(scales) == (1 if n >= wide.SCREEN_MIN_N else 0)
     assert isinstance(made[0].absolute, bool) and "absolute" in vars(made[0])  # computed once, kept
+
+
+def test_the_certificates_page_shows_the_verdict_table_row_for_row():
+    """docs/theory/certificates.md renders :data:`_verdict.VERDICTS`: the same rows, in order."""
+    from pathlib import Path
+
+    from absorbjax.condition._verdict import VERDICTS
+
+    page = (Path(__file__).parents[1] / "docs/theory/certificates.md").read_text()
+    section = page.split("### From what was established to the status")[1].split("\n#")[0]
+    rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    shown = [tuple(cell.strip().strip("`") or None for cell in row) for row in rows[1:]]
+    assert shown == [(*(None if c is None else c.value for c in key), status.value) for key, status in VERDICTS.items()]
