@@ -23,6 +23,8 @@ pure blocks (one ``x: (d,)``, vmap for batches), the modules take any leading ba
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -40,6 +42,16 @@ def _block(params: models.Params, biases: dict | None, x: jax.Array, activation:
     flat = x.reshape(-1, x.shape[-1])
     out = jax.vmap(lambda v: block(params, v, activation, bias=biases))(flat)
     return out.reshape(x.shape)
+
+
+def _shown(cls):
+    """``cls`` with the signature of its ``__init__`` (``self`` and private parameters left out) as
+    its own: what ``help()``, editors and the API snapshot show, where nnx's metaclass shows
+    ``(*args, **kwargs)``."""
+    sig = inspect.signature(cls.__init__)
+    params = [p for name, p in sig.parameters.items() if name != "self" and not name.startswith("_")]
+    cls.__signature__ = sig.replace(parameters=params)
+    return cls
 
 
 class _Blocks(nnx.Module):
@@ -176,6 +188,7 @@ class _OneBlock(_Blocks):
         return cls(d, n, name, rngs=None, _weights=(params, biases))
 
 
+@_shown
 class MLP(_OneBlock):
     """Residual-free block ``x ↦ V_down σ(V_up x)`` (gated: ``V_down (g(V_gate x) ⊙ V_value x)``).
 
@@ -206,6 +219,7 @@ class MLP(_OneBlock):
     """
 
 
+@_shown
 class ResidualMLP(_OneBlock):
     """Residual block ``x ↦ x + W_down σ(W_up x)`` (or its gated form); arguments as :class:`MLP`.
 
@@ -225,6 +239,7 @@ class ResidualMLP(_OneBlock):
     residual_block = True
 
 
+@_shown
 class Stack(_Blocks):
     """``L`` blocks composed: residual (``x ↦ x + W_down σ(W_up x)``, default) or residual-free.
 

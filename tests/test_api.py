@@ -163,24 +163,18 @@ def test_a_name_public_in_two_namespaces_is_one_object():
     assert not clashes, clashes
 
 
-PASSTHROUGH = {  # ``**kwargs`` handed on to matplotlib unchanged, as its own functions take them
-    "absorbjax.lab.figstyle.subplots",
-    "absorbjax.lab.plotting.figure",
-}
-
 
 def test_no_public_function_takes_keyword_arguments_it_does_not_name():
     """One way to pass options: no public function or method has ``**kwargs`` (what would pass
     through it is a parameter that ``help()``, editors and the snapshot show, or a field of an
-    options object), except matplotlib passthroughs. A class is read by the ``__init__`` and methods
-    it defines (the call signature of ``absorbjax.nn``'s Flax modules is Flax's metaclass's)."""
+    options object), matplotlib's helpers included. A class is read by its own signature (what
+    ``help()`` shows: ``absorbjax.nn``'s Flax modules show their ``__init__``'s, not Flax's
+    metaclass's) and by the ``__init__`` and methods it defines."""
     found = []
     for space in namespaces():
         module = importlib.import_module(space)
         for name in module.__all__:
             obj, qualname = getattr(module, name), f"{space}.{name}"
-            if qualname in PASSTHROUGH:
-                continue
             if inspect.isclass(obj):
                 own = [
                     (k, v)
@@ -188,7 +182,7 @@ def test_no_public_function_takes_keyword_arguments_it_does_not_name():
                     if klass.__module__.startswith("absorbjax")
                     for k, v in vars(klass).items()
                 ]
-                funcs = [
+                funcs = [(qualname, obj)] + [
                     (f"{qualname}.{k}", v) for k, v in own if inspect.isfunction(v) and (k == "__init__" or k[0] != "_")
                 ]
             else:

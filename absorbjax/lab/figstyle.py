@@ -54,19 +54,32 @@ def context():
         yield
 
 
-def subplots(nrows: int = 1, ncols: int = 1, *, width: float = DOUBLE, height: float | None = None, **kwargs):
+def subplots(
+    nrows: int = 1,
+    ncols: int = 1,
+    *,
+    width: float = DOUBLE,
+    height: float | None = None,
+    sharex: bool | str = False,
+    sharey: bool | str = False,
+    squeeze: bool = True,
+    width_ratios=None,
+    height_ratios=None,
+):
     """``(fig, axes)`` on a backend-free ``Figure`` of ``width × height`` inches.
 
     ``width`` is :data:`SINGLE` or :data:`DOUBLE` for a paper (any positive number is accepted);
-    ``height`` defaults to ``0.75 · width / ncols · nrows`` capped at 9 in. ``kwargs`` go to
-    ``Figure.subplots`` (``sharex``, ``height_ratios``, …). Call inside :func:`context`.
+    ``height`` defaults to ``0.75 · width / ncols · nrows`` capped at 9 in. ``sharex``, ``sharey``,
+    ``squeeze``, ``width_ratios`` and ``height_ratios`` are ``Figure.subplots``'s. Call inside
+    :func:`context`.
     """
     if width <= 0 or (height is not None and height <= 0):
         raise ValueError(f"width and height must be positive inches, got width={width}, height={height}")
     if height is None:
         height = min(9.0, 0.75 * width / ncols * nrows)
     fig = Figure(figsize=(width, height), layout="constrained")
-    return fig, fig.subplots(nrows, ncols, **kwargs)
+    grid = dict(sharex=sharex, sharey=sharey, squeeze=squeeze, width_ratios=width_ratios, height_ratios=height_ratios)
+    return fig, fig.subplots(nrows, ncols, **grid)
 
 
 def _drawn(fig):

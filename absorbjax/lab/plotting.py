@@ -20,11 +20,12 @@ DPI = 200
 """Pixels per inch of the saved PNG: a 7 in (two-column) figure is 1400 px wide (the PDF is vector)."""
 
 
-def figure(*args, **kwargs) -> Figure:
-    """A matplotlib ``Figure`` (same arguments as ``plt.figure``) that uses no pyplot state or
-    backend: safe to draw in notebooks and headless runs alike; save it with :func:`save_figure`.
-    For the paper's sizes and style use :func:`absorbjax.lab.figstyle.subplots`."""
-    return Figure(*args, **kwargs)
+def figure(figsize: tuple[float, float] | None = None, *, layout: str | None = None) -> Figure:
+    """A matplotlib ``Figure`` of ``figsize`` inches (``layout``: ``"constrained"``, ``"tight"`` or
+    ``None``, as ``plt.figure`` takes them) that uses no pyplot state or backend: safe to draw in
+    notebooks and headless runs alike; save it with :func:`save_figure`. For the paper's sizes and
+    style use :func:`absorbjax.lab.figstyle.subplots`."""
+    return Figure(figsize=figsize, layout=layout)
 
 
 def save_figure(fig, out: str | Path, name: str) -> str:
