@@ -163,7 +163,6 @@ def test_a_name_public_in_two_namespaces_is_one_object():
     assert not clashes, clashes
 
 
-
 def test_no_public_function_takes_keyword_arguments_it_does_not_name():
     """One way to pass options: no public function or method has ``**kwargs`` (what would pass
     through it is a parameter that ``help()``, editors and the snapshot show, or a field of an
