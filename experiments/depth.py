@@ -56,7 +56,7 @@ PRESETS = {
         "coverage": {"sizes": [[2, 2, 2]], "draws": 8},
         "narrow": {"sizes": [[3, 1, 2], [4, 2, 2]], "draws": 2},
         "line": {"widths": [1, 2], "depths": [1, 2], "draws": 2, "planted": 1},
-        "openset": {"sizes": [[2, 4, 2]], "draws": 1, "controls": 2, "restarts": 2},
+        "openset": {"sizes": [[2, 4, 2]], "draws": 1, "controls": 2, "restarts": 4},
         "fit": {
             "d": 2,
             "n": 4,

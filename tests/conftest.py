@@ -9,9 +9,14 @@ import os
 import shutil
 import tempfile
 
-# Several pytest-xdist workers share one accelerator: none may preallocate most of its memory.
+# Several pytest-xdist workers share one accelerator: none may preallocate most of its memory. They
+# share the CPU cores too, one worker a core: each computes on one thread (XLA's Eigen pool and
+# OpenBLAS), or two workers' pools of two threads each fight over two cores (the suite: 673 s with
+# them, 583 s without; research log, 2026-12-06 (last session)). A run with `-n 0` keeps the defaults.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Every certificate a test makes is checked by absorbjax.verify (the decision does so up to
 # condition._decide.SELF_CHECK_MAX); in the suite a refuted certificate raises instead of turning
