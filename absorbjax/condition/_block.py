@@ -31,9 +31,7 @@ class BlockContext(NamedTuple):
     (each array rounds in its own), the hidden bias ``b`` ``(n,)`` or ``None``, the activation name
     (or ``None``), the skip kind, the output bias ``c`` ``(d,)`` or ``None``, the activation's
     declared odd slope ``slope`` (``σ(z) − σ(−z) = slope·z``; ``None``: not declared, ``1`` without
-    an activation), the declared facts the answer rests on (``assumes``; empty for built-ins) and,
-    for a block read as stored, its per-unit maxima (``maxima``, :func:`reader.unit_max`: read once,
-    when the weights were checked)."""
+    an activation) and the declared facts the answer rests on (``assumes``; empty for built-ins)."""
 
     dtypes: tuple
     bias: np.ndarray | None
@@ -42,7 +40,6 @@ class BlockContext(NamedTuple):
     out_bias: np.ndarray | None = None
     slope: Fraction | None = ONE
     assumes: tuple[str, ...] = ()
-    maxima: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def target(self) -> str:
@@ -62,7 +59,9 @@ class StoredBlock:
         blocks of units through :mod:`~absorbjax.condition._reader` and never copied whole but by
         the Gram path.
       skip: ``A`` ``(d, d)``, float64.
-      context: the :class:`BlockContext` (dtypes, biases, activation, declared facts, maxima).
+      context: the :class:`BlockContext` (dtypes, biases, activation, declared facts).
+      maxima: for a block read as stored, its per-unit maxima (:func:`reader.unit_max`: read once,
+        when the weights were checked), or ``None``.
 
     What the paths derive from the stored arrays is computed once, when first asked for:
     :attr:`scales` (the exact power-of-two balance of every unit), :attr:`absolute` (whether some
@@ -74,6 +73,7 @@ class StoredBlock:
     down: np.ndarray
     skip: np.ndarray
     context: BlockContext
+    maxima: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -83,7 +83,7 @@ class StoredBlock:
     @functools.cached_property
     def scales(self) -> reader.Scales:
         """:func:`reader.balance_scales` of the units, with the maxima read when the weights were checked."""
-        return reader.balance_scales(self.up, self.down, maxima=self.context.maxima)
+        return reader.balance_scales(self.up, self.down, maxima=self.maxima)
 
     @functools.cached_property
     def absolute(self) -> bool:
@@ -115,7 +115,7 @@ def read_block(params: MLPParams, activation: str | None, skip=None, bias=None, 
         entry = activations.get(act)
         slope, assumes = entry.odd_slope, entry.assumes
     b = _bias_vector(bias, U.shape[0])
-    return StoredBlock(U, D, A, BlockContext(storage_dtypes(params), b, act, kind, c, slope, assumes, maxima))
+    return StoredBlock(U, D, A, BlockContext(storage_dtypes(params), b, act, kind, c, slope, assumes), maxima)
 
 
 def _bias_vector(bias, n: int, name="bias", what="the hidden bias b of σ(W_up x + b)") -> np.ndarray | None:

@@ -78,8 +78,16 @@ def subplots(
     if height is None:
         height = min(9.0, 0.75 * width / ncols * nrows)
     fig = Figure(figsize=(width, height), layout="constrained")
-    grid = dict(sharex=sharex, sharey=sharey, squeeze=squeeze, width_ratios=width_ratios, height_ratios=height_ratios)
-    return fig, fig.subplots(nrows, ncols, **grid)
+    axes = fig.subplots(
+        nrows,
+        ncols,
+        sharex=sharex,
+        sharey=sharey,
+        squeeze=squeeze,
+        width_ratios=width_ratios,
+        height_ratios=height_ratios,
+    )
+    return fig, axes
 
 
 def _drawn(fig):
