@@ -4,6 +4,7 @@ the package and the runner leave the process's global state alone.
 No test here enables float64: the runner does, for each experiment's run only.
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -253,3 +254,34 @@ def test_benchmark_quick_run_writes_its_record(tmp_path, script):
     # a NaN or inf measurement is written as None (io.to_jsonable): none may be missing
     assert None not in leaves, record["results"]
     assert any(isinstance(v, float) and v > 0 for v in leaves)
+
+
+def test_suite_benchmark_reads_pytest_durations(monkeypatch):
+    """bench_suite.py's reading of ``pytest --durations=0``: every phase of a test summed, per file,
+    the counts of the summary line; a run without a summary line is refused."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("bench_suite", BENCHMARKS / "bench_suite.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    output = "\n".join(
+        [
+            "....s.F",
+            "============================= slowest durations =============================",
+            "2.50s call     tests/test_a.py::test_one[x]",
+            "0.50s setup    tests/test_a.py::test_one[x]",
+            "1.00s call     tests/test_b.py::test_two",
+            "0.25s call     absorbjax/io.py::absorbjax.io.save_record",
+            "(12 durations < 0.005s hidden.  Use -vv to show these durations.)",
+            "1 failed, 5 passed, 1 skipped in 12.34s (0:00:12)",
+        ]
+    )
+    run = bench.parse(output)
+    assert run["pytest_seconds"] == 12.34 and run["counts"] == {"failed": 1, "passed": 5, "skipped": 1}
+    assert run["tests"]["tests/test_a.py::test_one[x]"] == 3.0
+    assert bench.by_file(run["tests"]) == {"tests/test_a.py": 3.0, "tests/test_b.py": 1.0, "absorbjax/io.py": 0.25}
+    older = {"tests": {"tests/test_a.py::test_one[x]": 1.0, "tests/test_c.py::test_gone": 0.5}}
+    rows = bench.compare(run, older)
+    assert [(r["file"], r["change"]) for r in rows[:2]] == [("tests/test_a.py", 2.0), ("tests/test_b.py", 1.0)]
+    assert {"file": "tests/test_c.py", "against_seconds": 0.5, "this_seconds": 0.0, "change": -0.5} in rows
+    with pytest.raises(ValueError, match="summary"):
+        bench.parse("....\n")

@@ -1,0 +1,194 @@
+"""Benchmark: this tree's test suite against another revision's, one after the other in one run.
+
+Each suite runs as the README's test line runs it (``pytest`` with the project's options: one
+worker per core, the doctests), with ``--durations=0`` added so that every test's seconds are
+read. The other revision is checked out into a temporary git worktree and imported from there
+(``PYTHONPATH``) in this same Python environment, so both suites see the same packages; the two
+revisions must declare the same dependencies (refused otherwise). The record holds, per tree, the
+wall seconds, pytest's seconds, the tests passed, failed and skipped and the tests' summed seconds;
+per test file, the summed seconds in both trees, largest change first; and the ratios (wall
+seconds, seconds a test). What the numbers showed, and why, is in the research log.
+
+    python benchmarks/bench_suite.py --against REV [--this-first] [--out docs/benchmarks/records/suite.json] [-- PYTEST_ARGS]
+
+It takes two full suites (about 20 minutes on the 2-core machine): run it with the machine quiet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import _bench
+
+from absorbjax import io
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+_DURATION = re.compile(r"^\s*([\d.]+)s (?:call|setup|teardown)\s+(\S+)", re.M)
+_SUMMARY = re.compile(r"^=*\s*(.*?) in ([\d.]+)s", re.M)
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
+
+
+def parse(output: str) -> dict:
+    """pytest's output with ``--durations=0`` as ``{pytest_seconds, counts, tests}``: ``tests`` maps each
+    test's node id to its seconds (setup, call and teardown summed; pytest hides those under 5 ms)."""
+    tests: dict[str, float] = defaultdict(float)
+    for seconds, nodeid in _DURATION.findall(output):
+        tests[nodeid] += float(seconds)
+    summaries = _SUMMARY.findall(output)
+    if not summaries:
+        raise ValueError("no pytest summary line (… passed in N s) in the output")
+    counts_text, seconds = summaries[-1]
+    counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in _COUNT.findall(counts_text)}
+    return {"pytest_seconds": float(seconds), "counts": counts, "tests": dict(tests)}
+
+
+def by_file(tests: dict[str, float]) -> dict[str, float]:
+    """Seconds summed per test file (the part of the node id before ``::``)."""
+    out: dict[str, float] = defaultdict(float)
+    for nodeid, seconds in tests.items():
+        out[nodeid.split("::")[0]] += seconds
+    return dict(out)
+
+
+def compare(this: dict, other: dict, top: int = 25) -> list[dict]:
+    """Per test file, both trees' seconds and the change, the ``top`` largest changes first."""
+    a, b = by_file(this["tests"]), by_file(other["tests"])
+    rows = [
+        {
+            "file": f,
+            "against_seconds": b.get(f, 0.0),
+            "this_seconds": a.get(f, 0.0),
+            "change": a.get(f, 0.0) - b.get(f, 0.0),
+        }
+        for f in set(a) | set(b)
+    ]
+    return sorted(rows, key=lambda r: -abs(r["change"]))[:top]
+
+
+def dependencies(tree: Path) -> dict:
+    project = tomllib.loads((tree / "pyproject.toml").read_text())["project"]
+    return {"dependencies": project.get("dependencies", []), "optional": project.get("optional-dependencies", {})}
+
+
+def run_suite(tree: Path, pytest_args: list[str]) -> dict:
+    """The suite of ``tree`` (its package first on the path), timed and parsed."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+    where = subprocess.run(
+        [sys.executable, "-c", "import absorbjax; print(absorbjax.__file__)"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if where.returncode or not Path(where.stdout.strip()).is_relative_to(tree):
+        raise RuntimeError(
+            f"{tree}: absorbjax is imported from {where.stdout.strip() or where.stderr[-300:]}, not the tree"
+        )
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0", *pytest_args],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - start
+    out = parse(proc.stdout)
+    git = lambda *a: subprocess.run(["git", *a], cwd=tree, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--untracked-files=no"))
+    return {
+        "tree": str(tree),
+        "commit": commit,
+        "dirty": dirty,
+        "returncode": proc.returncode,
+        "wall_seconds": wall,
+        **out,
+    }
+
+
+def summary(run: dict) -> dict:
+    tests = run["tests"]
+    ran = sum(run["counts"].get(k, 0) for k in ("passed", "failed", "error"))
+    return {
+        "commit": run["commit"][:12],
+        "dirty": run["dirty"],
+        "returncode": run["returncode"],
+        "wall_seconds": run["wall_seconds"],
+        "pytest_seconds": run["pytest_seconds"],
+        **{k: run["counts"].get(k, 0) for k in ("passed", "failed", "skipped", "error")},
+        "test_seconds": sum(tests.values()),
+        "seconds_a_test": sum(tests.values()) / max(ran, 1),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--against", required=True, help="the other revision (a commit, tag or branch of this repository)")
+    ap.add_argument("--this-first", action="store_true", help="run this tree's suite first (default: the other's)")
+    ap.add_argument("--top", type=int, default=25, help="test files listed, largest change first (default 25)")
+    ap.add_argument("--out", default=None, help="write a JSON record here")
+    ap.add_argument("pytest_args", nargs="*", help="after --: passed to both pytest runs")
+    args = ap.parse_args(argv)
+    print(_bench.machine(), flush=True)
+    with tempfile.TemporaryDirectory(prefix="absorbjax-suite-") as tmp:
+        other = Path(tmp) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(other), args.against], cwd=ROOT, check=True)
+        try:
+            if dependencies(other) != dependencies(ROOT):
+                raise SystemExit(
+                    f"{args.against} declares other dependencies than this tree: one environment cannot run both"
+                )
+            order = [("this", ROOT), ("against", other)]
+            runs = {}
+            for name, tree in order if args.this_first else order[::-1]:
+                print(f"{name}: pytest in {tree} …", flush=True)
+                runs[name] = run_suite(tree, args.pytest_args)
+                s = summary(runs[name])
+                print(
+                    f"  {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped in {s['wall_seconds']:.1f} s",
+                    flush=True,
+                )
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, check=False)
+    this, against = summary(runs["this"]), summary(runs["against"])
+    ratio = {
+        "wall": this["wall_seconds"] / against["wall_seconds"],
+        "tests": (this["passed"] + this["failed"]) / max(against["passed"] + against["failed"], 1),
+        "seconds_a_test": this["seconds_a_test"] / against["seconds_a_test"],
+    }
+    files = compare(runs["this"], runs["against"], args.top)
+    print(
+        f"wall {this['wall_seconds']:.1f} s against {against['wall_seconds']:.1f} s: {ratio['wall']:.2f} times the time "
+        f"for {ratio['tests']:.2f} times the tests ({ratio['seconds_a_test']:.2f} times the seconds a test)"
+    )
+    for r in files:
+        print(f"  {r['against_seconds']:7.1f} → {r['this_seconds']:7.1f} s ({r['change']:+7.1f})  {r['file']}")
+    if args.out:
+        config = {
+            "command": " ".join(["python benchmarks/bench_suite.py", *(sys.argv[1:] if argv is None else argv)]),
+            "against": args.against,
+            "this_first": args.this_first,
+        }
+        results = {"trees": [{"tree": "this", **this}, {"tree": "against", **against}], "ratio": ratio, "files": files}
+        io.save_record(args.out, name="bench_suite", seed=None, config=config, results=results)
+    return 1 if any(run["returncode"] for run in runs.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
