@@ -263,3 +263,45 @@ def test_a_field_that_does_not_parse_is_refuted_not_raised():
             for bad in ("x", [1], {"a": 1}):
                 check = verify({**record, field: bad}, p)
                 assert check.verdict == "refuted", (record["status"], field, bad, str(check))
+
+
+def test_exact_sums_on_one_exponent_equal_the_sums_of_fractions():
+    """The verifier's exact sums (a found set's miss, the witness's ⟨Z, A⟩ and ‖Z‖²) are integer sums
+    on one exponent, scaled once: equal, as rationals, to the sum of the terms as fractions."""
+    import random
+    from fractions import Fraction
+
+    from absorbjax import _verify
+
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(0, 12)
+        P = [rng.randint(-(2**60), 2**60) for _ in range(n)]
+        ka = [rng.randint(-(2**55), 2**55) for _ in range(n)]
+        ep, ea = rng.randint(-1200, 200), rng.randint(-1200, 200)
+        c = Fraction(rng.choice([-1, 1]) * rng.randint(1, 9), rng.randint(1, 9))
+        terms = sum((c * _verify._frac(p, ep) + _verify._frac(a, ea)) ** 2 for p, a in zip(P, ka))
+        assert _verify._sum_of_squares(P, ep, ka, ea, c) == terms
+
+
+def test_a_looser_float_bound_on_the_miss_does_not_refute_a_true_claim():
+    """A planted ``(256, 1024)`` relu block: ``n d²`` is past the exact budget, so the verifier bounds
+    ``‖M_S‖_F`` a priori in float64, more loosely than the decision's a posteriori ``miss_bound``. That
+    leaves the claim unconfirmed, never refuted (it was refuted before: the decision's self-check in
+    the suite raised); a wrong set is still refuted, by the float lower bound."""
+    rng = np.random.default_rng(0)
+    d, n = 256, 1024
+    U, D = rng.standard_normal((n, d)), rng.standard_normal((d, n)) / np.sqrt(n)
+    S = np.sort(rng.permutation(n)[:d])
+    D[:, S] = -np.linalg.inv(U[S])
+    params = models.MLPParams(U, D)
+    cert = condition.find_absorbing_set(params, "relu")  # strict in the suite: a refutation raises
+    assert cert.status == "absorbable" and cert.S.tolist() == S.tolist()
+    budget = condition._decide.SELF_CHECK_MAX
+    check = verify(cert, params, budget=budget)
+    miss = next(s for s in check.steps if s.name == "miss of S")
+    assert check.verdict != "refuted" and "a priori" in miss.detail and miss.ok in (True, None), check
+    assert verify(cert, params).verdict == "verified"  # exactly, with the default budget
+    other = np.setdiff1d(np.arange(n), S)[:1]
+    wrong = dataclasses.replace(cert, S=np.sort(np.concatenate([S[1:], other])), evidence=None)
+    assert verify(wrong, params, budget=budget).failed.name == "miss of S"
