@@ -32,6 +32,7 @@ from absorbjax import activations
 from absorbjax._fingerprint import dtypes_of, fingerprint
 from absorbjax._resident import release
 from absorbjax._verify_depth import check_depth
+from absorbjax._verify_float import ETA as _ETA, WINDOW as _WINDOW, U as _U, float_bounds, gamma, norm_down, norm_up
 from absorbjax._verify_step import Step, fingerprint_step
 from absorbjax._verify_width import check_width
 from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
@@ -39,9 +40,6 @@ from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMI
 VERIFIED, REFUTED, UNCHECKED = "verified", "refuted", "unchecked"
 EXACT_MAX = 2**22  # multiply-adds the checker does in exact arithmetic; beyond, float64 with bounds
 FREE_MAX = 12  # free 0/1 variables the exact solve enumerates (2^12 assignments)
-_U = 2.0**-53  # float64 unit roundoff
-_ETA = 2.0**-1074  # the absolute rounding of one float64 operation in the subnormal range
-_WINDOW = 2**18  # entries read at a time (2 MiB of float64)
 _UNNAMED_KINK = f"{KINK_THEOREM} for relu, {RAY_LIMIT_KINK_THEOREM} for gelu, gelu_tanh, silu, softplus"
 _UNNAMED_RAY = RAY_LIMIT_THEOREM + " (relu, gelu, gelu_tanh, silu, softplus)"
 _UNNAMED_PAPER = "Thm 8/10 (relu, gelu; Thm 8 via the ray limit for gelu_tanh, silu, softplus)"
@@ -100,25 +98,6 @@ def _fmpz(x) -> tuple[object, int]:
     return flint.fmpz_mat(r, s, k), E
 
 
-def _norm_up(x: np.ndarray) -> float:
-    """An upper bound on ``‖x‖_2`` for a float64 array (its sums' rounding covered)."""
-    total = math.fsum((x.ravel() ** 2).tolist()) * (1 + 4 * _U) + x.size * _ETA
-    return math.sqrt(total) * (1 + 4 * _U) + _ETA
-
-
-def _norm_down(x: np.ndarray) -> float:
-    """A lower bound on ``‖x‖_2`` for a float64 array (its sums' rounding covered; underflow only lowers it)."""
-    with np.errstate(over="ignore"):
-        total = math.fsum((x.ravel() ** 2).tolist()) * (1 - 4 * _U)
-    if not math.isfinite(total):  # a square overflowed: the largest entry alone is a lower bound
-        return float(np.max(np.abs(x))) * (1 - 4 * _U)
-    return math.sqrt(max(total, 0.0)) * (1 - 4 * _U)
-
-
-def _gamma(k: int) -> float:
-    return k * _U / (1 - k * _U)
-
-
 # ---------------------------------------------------------------------------------------------
 # The checks
 
@@ -160,10 +139,10 @@ def _miss_of_set(U, D, A, S, c: Fraction, miss_bound: float, budget: int) -> Ste
         M = cf * (dd @ u) + A
         mag = np.abs(dd) @ np.abs(u)
         k = len(S)
-        err = (_gamma(k + 4) * (abs(cf) + 1) * mag * (1 + _gamma(k)) + 2 * _U * np.abs(A)) * (1 + 4 * _U)
+        err = (gamma(k + 4) * (abs(cf) + 1) * mag * (1 + gamma(k)) + 2 * _U * np.abs(A)) * (1 + 4 * _U)
         err += (k + 4) * _ETA * (abs(cf) + 2)
-        up = _norm_up((np.abs(M) + err) * (1 + 2 * _U))
-        low = _norm_down(np.maximum(np.abs(M) - err * (1 + 2 * _U), 0.0) * (1 - 2 * _U))
+        up = norm_up((np.abs(M) + err) * (1 + 2 * _U))
+        low = norm_down(np.maximum(np.abs(M) - err * (1 + 2 * _U), 0.0) * (1 - 2 * _U))
     if not math.isfinite(up):
         return Step("miss of S", None, "float64 overflowed and the exact product is beyond EXACT_MAX")
     # the a priori bounds enclose the exact ‖M_S‖_F: above the claim only where the lower one is
@@ -258,18 +237,29 @@ def _witness(U, D, A, c: Fraction, Z, claimed: float | None, threshold: float, b
         kd, ed = _ints(np.asarray(D, np.float64))
         P = [int(v) for v in (Kz * Ku.transpose()).entries()]  # Z W_upᵀ (d, n), exponent ez + eu
         zi = [sum(kd[a * n + i] * P[a * n + i] for a in range(d)) for i in range(n)]
-        low = _frac(sum(min(0, v) for v in zi), ed + ez + eu)
+        low = high = _frac(sum(min(0, v) for v in zi), ed + ez + eu)
         how = "exact"
     else:
-        low, how = _float_low(U, D, Z), "float64, a priori bound"
-        if low is None:
+        bounds, how = float_bounds(U, D, Z), "float64, a priori bounds"
+        if bounds is None:
             return Step("no S (witness)", None, "bound (D) overflowed float64 and n·d² exceeds EXACT_MAX")
-    num = za + low
-    if num <= 0:
+        low, high = bounds
+    # bound (D) at Z is (za + Σ) / √zz with Σ between low and high: the claim holds where it holds at
+    # the lower end, is refuted where it fails at the upper end, else float64 cannot tell (unchecked)
+    lo, hi = za + low, za + high
+    if hi <= 0:
         return Step("no S (witness)", False, f"bound (D) at the witness is not positive ({how})")
-    value = math.sqrt(num * num / zz)  # for the message only
+    if lo <= 0:
+        why = f"bound (D) at the witness is at most {math.sqrt(hi * hi / zz):.6g}, its lower bound not positive ({how})"
+        return Step("no S (witness)", None, why)
     claim = Fraction(claimed) if claimed is not None and c == 1 else Fraction(0)  # c ≠ 1: A/c was rounded
-    ok = num * num > Fraction(threshold) ** 2 * zz and num * num >= claim * claim * zz
+    thr2 = Fraction(threshold) ** 2
+
+    def holds(num: Fraction) -> bool:  # above the threshold of rule (★) and at least the claim
+        return num * num > thr2 * zz and num * num >= claim * claim * zz
+
+    ok = True if holds(lo) else (None if holds(hi) else False)
+    value = math.sqrt(lo * lo / zz)  # for the message only
     return Step(
         "no S (witness)",
         ok,
@@ -289,29 +279,6 @@ def _rebuilt(U, D, A, point) -> np.ndarray:
             release(U[w])
             release(D[:, w])
     return Z
-
-
-def _float_low(U, D, Z) -> Fraction | None:
-    """A rigorous lower bound on ``Σ_i min(0, W_down[:,i]ᵀ Z W_up[i,:]ᵀ)`` in float64, in blocks of units."""
-    n, d = U.shape
-    total = Fraction(0)
-    with np.errstate(all="ignore"):
-        step = max(1, _WINDOW // d)
-        for s in range(0, n, step):
-            u, dd = np.asarray(U[s : s + step], np.float64), np.asarray(D[:, s : s + step], np.float64)
-            release(U[s : s + step])
-            release(D[:, s : s + step])
-            z = np.einsum("ai,ai->i", dd, Z @ u.T)
-            mag = np.einsum("ai,ai->i", np.abs(dd), np.abs(Z) @ np.abs(u).T)
-            err = _gamma(2 * d + 4) * mag * (1 + _gamma(2 * d + 4)) * (1 + 4 * _U) + 4 * d * _ETA * (
-                1 + np.abs(dd).sum(0)
-            )
-            lo = np.minimum(z - err * (1 + 2 * _U), 0.0) * (1 + 4 * _U)  # the subtraction's rounding covered
-            if not np.all(np.isfinite(lo)):
-                return None
-            part = math.fsum(lo.tolist())
-            total += Fraction(part) - Fraction(abs(part) * _U + _ETA)
-    return total
 
 
 def _solve(U, D, A, c: Fraction, budget: int) -> Step | None:

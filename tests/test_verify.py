@@ -4,6 +4,7 @@ tampered ones refuted at the step that fails, and the checker shares no code wit
 import ast
 import dataclasses
 import json
+import math
 import pathlib
 import subprocess
 import sys
@@ -29,7 +30,9 @@ def _generic(d=3, n=9, seed=1):
     return models.MLPParams(np.asarray(params.up), np.asarray(params.down))
 
 
-@pytest.mark.parametrize("module", ["_verify", "_verify_width", "_verify_depth", "_verify_sets", "_verify_step"])
+@pytest.mark.parametrize(
+    "module", ["_verify", "_verify_width", "_verify_depth", "_verify_sets", "_verify_step", "_verify_float"]
+)
 def test_the_checker_imports_nothing_from_the_decision_and_is_short(module):
     path = pathlib.Path(__file__).parents[1] / "absorbjax" / f"{module}.py"
     tree = ast.parse(path.read_text())
@@ -305,3 +308,44 @@ def test_a_looser_float_bound_on_the_miss_does_not_refute_a_true_claim():
     other = np.setdiff1d(np.arange(n), S)[:1]
     wrong = dataclasses.replace(cert, S=np.sort(np.concatenate([S[1:], other])), evidence=None)
     assert verify(wrong, params, budget=budget).failed.name == "miss of S"
+
+
+def test_past_the_exact_budget_the_float_bounds_refute_what_is_false_and_only_that():
+    """With ``budget=1`` every claim is checked in float64 with a priori bounds: the untouched claims
+    are never refuted (the witness's is confirmed; a found set's miss, bounded a priori more loosely than
+    the decision's a posteriori ``miss_bound``, is left unchecked), the tampered ones are refuted at their
+    step, as in exact arithmetic."""
+    planted, generic = _planted("relu", 6, 24), _generic(6, 24)
+    yes, no = condition.find_absorbing_set(planted, "relu"), condition.find_absorbing_set(generic, "relu")
+    assert yes.status == "absorbable" and no.status == "not_absorbable" and no.evidence.witness is not None
+    step = lambda check, name: next(s for s in check.steps if s.name == name)  # noqa: E731
+    assert step(verify(yes, planted, budget=1), "miss of S").ok is None
+    assert step(verify(no, generic, budget=1), "no S (witness)").ok is True
+    other = [i for i in range(24) if i not in yes.S.tolist()][0]
+    cases = [
+        (yes, planted, {"S": sorted(yes.S.tolist()[1:] + [other])}, "miss of S"),
+        (yes, planted, {"miss_bound": -1.0}, "miss of S"),
+        (no, generic, {"evidence.witness_bound": 2 * no.evidence.witness_bound}, "no S (witness)"),
+        (no, generic, {"evidence.witness": (-np.asarray(no.evidence.witness)).tolist()}, "no S (witness)"),
+    ]
+    for cert, params, change, name in cases:
+        check = verify(_tampered(cert, **change), params, budget=1)
+        assert check.verdict == "refuted" and check.failed.name == name, (change, str(check))
+    # a true claim between the float lower bound and the exact value: unchecked in float64 (it was
+    # refuted before), verified exactly
+    from fractions import Fraction
+
+    from absorbjax._verify_float import float_bounds
+
+    U, D, Z = (np.asarray(a, np.float64) for a in (generic.up, generic.down, no.evidence.witness))
+    F = lambda x: Fraction(float(x))  # noqa: E731
+    za, zz = sum(F(v) for v in np.diag(Z)), sum(F(v) ** 2 for v in Z.ravel())
+    exact = za + sum(
+        min(0, sum(F(D[a, i]) * F(Z[a, b]) * F(U[i, b]) for a in range(6) for b in range(6))) for i in range(24)
+    )
+    low = za + float_bounds(U, D, Z)[0]
+    claim = math.sqrt((low * low + exact * exact) / (2 * zz))
+    assert low * low < Fraction(claim) ** 2 * zz <= exact * exact
+    between = _tampered(no, **{"evidence.witness_bound": claim})
+    assert step(verify(between, generic, budget=1), "no S (witness)").ok is None
+    assert verify(between, generic).verdict == "verified"
