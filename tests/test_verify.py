@@ -103,16 +103,28 @@ def _tampered(cert, **changes):
     return out
 
 
-def test_tampered_certificates_are_refuted_at_their_step():
-    planted, generic = _planted("relu", 3, 9), _generic(3, 9)
+def _tamperings(d: int, n: int):
+    """A planted and a Gaussian relu block's certificates, and the claims of each changed to false ones
+    (``(certificate, params, change, the step that refutes it)``)."""
+    planted, generic = _planted("relu", d, n), _generic(d, n)
     yes, no = condition.find_absorbing_set(planted, "relu"), condition.find_absorbing_set(generic, "relu")
     assert yes.status == "absorbable" and no.status == "not_absorbable" and no.evidence.witness is not None
-    other = [i for i in range(9) if i not in yes.S.tolist()][0]
-    cases = [
-        (yes, planted, {"S": sorted(yes.S.tolist()[1:] + [other])}, "miss of S"),
-        (yes, planted, {"miss_bound": -1.0}, "miss of S"),
-        (no, generic, {"evidence.witness_bound": 2 * no.evidence.witness_bound}, "no S (witness)"),
-        (no, generic, {"evidence.witness": (-np.asarray(no.evidence.witness)).tolist()}, "no S (witness)"),
+    other = [i for i in range(n) if i not in yes.S.tolist()][0]
+    return (
+        (yes, planted),
+        (no, generic),
+        [
+            (yes, planted, {"S": sorted(yes.S.tolist()[1:] + [other])}, "miss of S"),
+            (yes, planted, {"miss_bound": -1.0}, "miss of S"),
+            (no, generic, {"evidence.witness_bound": 2 * no.evidence.witness_bound}, "no S (witness)"),
+            (no, generic, {"evidence.witness": (-np.asarray(no.evidence.witness)).tolist()}, "no S (witness)"),
+        ],
+    )
+
+
+def test_tampered_certificates_are_refuted_at_their_step():
+    (yes, planted), (no, generic), cases = _tamperings(3, 9)
+    cases += [
         (no, generic, {"theorem": "Thm 10"}, "theorem"),
         (no, generic, {"status": "degenerate"}, "hypotheses"),
         (no, generic, {"n": 8}, "shape"),
@@ -315,19 +327,10 @@ def test_past_the_exact_budget_the_float_bounds_refute_what_is_false_and_only_th
     are never refuted (the witness's is confirmed; a found set's miss, bounded a priori more loosely than
     the decision's a posteriori ``miss_bound``, is left unchecked), the tampered ones are refuted at their
     step, as in exact arithmetic."""
-    planted, generic = _planted("relu", 6, 24), _generic(6, 24)
-    yes, no = condition.find_absorbing_set(planted, "relu"), condition.find_absorbing_set(generic, "relu")
-    assert yes.status == "absorbable" and no.status == "not_absorbable" and no.evidence.witness is not None
+    (yes, planted), (no, generic), cases = _tamperings(6, 24)
     step = lambda check, name: next(s for s in check.steps if s.name == name)  # noqa: E731
     assert step(verify(yes, planted, budget=1), "miss of S").ok is None
     assert step(verify(no, generic, budget=1), "no S (witness)").ok is True
-    other = [i for i in range(24) if i not in yes.S.tolist()][0]
-    cases = [
-        (yes, planted, {"S": sorted(yes.S.tolist()[1:] + [other])}, "miss of S"),
-        (yes, planted, {"miss_bound": -1.0}, "miss of S"),
-        (no, generic, {"evidence.witness_bound": 2 * no.evidence.witness_bound}, "no S (witness)"),
-        (no, generic, {"evidence.witness": (-np.asarray(no.evidence.witness)).tolist()}, "no S (witness)"),
-    ]
     for cert, params, change, name in cases:
         check = verify(_tampered(cert, **change), params, budget=1)
         assert check.verdict == "refuted" and check.failed.name == name, (change, str(check))
