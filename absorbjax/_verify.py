@@ -117,7 +117,7 @@ def _sum_of_squares(P: list[int], ep: int, ka: list[int], ea: int, c: Fraction) 
 
 def _miss_of_set(U, D, A, S, c: Fraction, miss_bound: float, budget: int) -> Step:
     """``‖c·W_down[:,S] W_up[S,:] + A‖_F ≤ miss_bound``: exact up to :data:`EXACT_MAX` multiply-adds,
-    else float64 with an a priori bound."""
+    else enclosed between two float64 a priori bounds (confirmed, refuted, or unchecked between them)."""
     d = U.shape[1]
     u, dd = np.asarray(U[S], np.float64), np.asarray(D[:, S], np.float64)
     if d * d * max(len(S), 1) <= 32 * budget:
@@ -247,6 +247,8 @@ def _witness(U, D, A, c: Fraction, Z, claimed: float | None, threshold: float, b
     # bound (D) at Z is (za + Σ) / √zz with Σ between low and high: the claim holds where it holds at
     # the lower end, is refuted where it fails at the upper end, else float64 cannot tell (unchecked)
     lo, hi = za + low, za + high
+    if zz == 0:
+        return Step("no S (witness)", False, "the witness Z is zero: bound (D) says nothing")
     if hi <= 0:
         return Step("no S (witness)", False, f"bound (D) at the witness is not positive ({how})")
     if lo <= 0:

@@ -118,6 +118,7 @@ def _tamperings(d: int, n: int):
             (yes, planted, {"miss_bound": -1.0}, "miss of S"),
             (no, generic, {"evidence.witness_bound": 2 * no.evidence.witness_bound}, "no S (witness)"),
             (no, generic, {"evidence.witness": (-np.asarray(no.evidence.witness)).tolist()}, "no S (witness)"),
+            (no, generic, {"evidence.witness": np.zeros((d, d)).tolist()}, "no S (witness)"),
         ],
     )
 
