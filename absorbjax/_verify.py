@@ -32,7 +32,16 @@ from absorbjax import activations
 from absorbjax._fingerprint import dtypes_of, fingerprint
 from absorbjax._resident import release
 from absorbjax._verify_depth import check_depth
-from absorbjax._verify_float import ETA as _ETA, WINDOW as _WINDOW, U as _U, float_bounds, gamma, norm_down, norm_up
+from absorbjax._verify_float import (
+    ETA as _ETA,
+    WINDOW as _WINDOW,
+    U as _U,
+    enclosed,
+    float_bounds,
+    gamma,
+    norm_down,
+    norm_up,
+)
 from absorbjax._verify_step import Step, fingerprint_step
 from absorbjax._verify_width import check_width
 from absorbjax.activations import KINK_THEOREM, RAY_LIMIT_KINK_THEOREM, RAY_LIMIT_THEOREM
@@ -145,8 +154,7 @@ def _miss_of_set(U, D, A, S, c: Fraction, miss_bound: float, budget: int) -> Ste
         low = norm_down(np.maximum(np.abs(M) - err * (1 + 2 * _U), 0.0) * (1 - 2 * _U))
     if not math.isfinite(up):
         return Step("miss of S", None, "float64 overflowed and the exact product is beyond EXACT_MAX")
-    # the a priori bounds enclose the exact ‖M_S‖_F: above the claim only where the lower one is
-    ok = True if up <= miss_bound else (False if low > miss_bound else None)
+    ok = enclosed(up <= miss_bound, low <= miss_bound)  # the a priori bounds enclose the exact ‖M_S‖_F
     return Step("miss of S", ok, f"{low:.6g} <= ‖M_S‖_F <= {up:.6g} (float64, a priori bounds), bound {miss_bound!r}")
 
 
@@ -244,8 +252,7 @@ def _witness(U, D, A, c: Fraction, Z, claimed: float | None, threshold: float, b
         if bounds is None:
             return Step("no S (witness)", None, "bound (D) overflowed float64 and n·d² exceeds EXACT_MAX")
         low, high = bounds
-    # bound (D) at Z is (za + Σ) / √zz with Σ between low and high: the claim holds where it holds at
-    # the lower end, is refuted where it fails at the upper end, else float64 cannot tell (unchecked)
+    # bound (D) at Z is (za + Σ) / √zz with Σ between low and high (equal where exact)
     lo, hi = za + low, za + high
     if zz == 0:
         return Step("no S (witness)", False, "the witness Z is zero: bound (D) says nothing")
@@ -260,7 +267,7 @@ def _witness(U, D, A, c: Fraction, Z, claimed: float | None, threshold: float, b
     def holds(num: Fraction) -> bool:  # above the threshold of rule (★) and at least the claim
         return num * num > thr2 * zz and num * num >= claim * claim * zz
 
-    ok = True if holds(lo) else (None if holds(hi) else False)
+    ok = enclosed(holds(lo), holds(hi))
     value = math.sqrt(lo * lo / zz)  # for the message only
     return Step(
         "no S (witness)",

@@ -1,6 +1,7 @@
 """The checker's float64 arithmetic, each result with an a priori error bound: the unit roundoff and
-``γ_k``, a norm bounded above and below, and bound (D)'s sum enclosed between two rationals. Used by
-:mod:`absorbjax._verify` beyond its exact budget; it imports nothing from the decision.
+``γ_k``, a norm bounded above and below, bound (D)'s sum enclosed between two rationals, and the rule
+by which an enclosure proves, refutes or leaves a claim unchecked. Used by :mod:`absorbjax._verify`
+beyond its exact budget and by the width checker's float screens; it imports nothing from the decision.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ def norm_down(x: np.ndarray) -> float:
 
 def gamma(k: int) -> float:
     return k * U / (1 - k * U)
+
+
+def enclosed(holds_at_worst: bool, holds_at_best: bool) -> bool | None:
+    """A claim about an exact value known only between two bounds: proved (``True``) where it holds at
+    the bound least favourable to it, refuted (``False``) where it fails even at the most favourable
+    one, else ``None`` (float64 cannot tell: unchecked, never refuted)."""
+    return True if holds_at_worst else (None if holds_at_best else False)
 
 
 def float_bounds(W_up, W_down, Z) -> tuple[Fraction, Fraction] | None:

@@ -33,7 +33,8 @@ from fractions import Fraction
 
 import numpy as np
 
-_U = 2.0**-53
+from absorbjax._verify_float import U as _U, gamma
+
 _SAFE = 2.0**-30  # relative slack for the rounding of the bounds' own float arithmetic
 _TINY = 2.0**-1000  # absolute slack per entry for underflow
 CHUNK = 1 << 13  # sets screened at once
@@ -107,8 +108,7 @@ def _smallest_above(M: np.ndarray, slack: float) -> np.ndarray:
             X = np.linalg.inv(np.where(singular[:, None, None], np.eye(d), M))
             X[singular] = 0.0  # r = ‖I‖_F >= 1: not proved
         R = np.eye(d) - X @ M
-        gamma = d * _U / (1 - d * _U)
-        r = (np.linalg.norm(R, axis=(1, 2)) + gamma * np.linalg.norm(np.abs(X) @ np.abs(M), axis=(1, 2))) * (
+        r = (np.linalg.norm(R, axis=(1, 2)) + gamma(d) * np.linalg.norm(np.abs(X) @ np.abs(M), axis=(1, 2))) * (
             1 + _SAFE
         ) + d * d * _TINY
         low = (1 - r) / (np.linalg.norm(X, axis=(1, 2)) * (1 + _SAFE)) * (1 - _SAFE)

@@ -41,9 +41,9 @@ import numpy as np
 
 from absorbjax import _verify_sets, activations
 from absorbjax._fingerprint import fingerprint
+from absorbjax._verify_float import ETA, gamma
 from absorbjax._verify_step import Step, fingerprint_step
 
-_U = 2.0**-53
 LOWER_MAX = 2**12  # sets S whose ranks are counted exactly (beyond: unchecked)
 SCREEN_MAX = 2**20  # sets S screened in float64 (beyond: a head of the atoms, the tail bounded)
 
@@ -139,11 +139,9 @@ def _sqrt_up(x: Fraction) -> Fraction:
 def _tol_bound(U, D, A, rtol: float) -> float:
     """Rule (★)'s Frobenius bound at ``rtol`` (``docs/theory/certificates.md``), evaluated with slack."""
     n, d = U.shape
-    gamma = (n + 1) * _U / (1 - (n + 1) * _U)
-    r = rtol + 4 * gamma
-    return (r * (1 + gamma) * float(np.linalg.norm(np.abs(D) @ np.abs(U) + np.abs(A))) + (n + 2) * d * 2.0**-1074) * (
-        1 + 1e-9
-    )
+    g = gamma(n + 1)
+    r = rtol + 4 * g
+    return (r * (1 + g) * float(np.linalg.norm(np.abs(D) @ np.abs(U) + np.abs(A))) + (n + 2) * d * ETA) * (1 + 1e-9)
 
 
 # ``|E(z)| ≤ E0 + |z|/2`` for ``E(z) = σ(z) − z/2``: relu ``|z|/2``; gelu ``z (Φ(z) − ½)``; silu
