@@ -222,7 +222,8 @@ def test_deterministic_across_device_and_process_counts(tmp_path, processes):
     process, checkpoints written by process 0 only), give bit-identical results to one device."""
     env = {
         **os.environ,
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={4 // processes}",
+        # the suite's XLA flags kept (tests/conftest.py), or the children compile other code
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={4 // processes}",
         "JAX_PLATFORMS": "cpu",
     }
     port = str(_free_port())
