@@ -7,7 +7,9 @@ read. The other revision is checked out into a temporary git worktree and import
 revisions must declare the same dependencies (refused otherwise). The record holds, per tree, the
 wall seconds, pytest's seconds, the tests passed, failed and skipped and the tests' summed seconds;
 per test file, the summed seconds in both trees, largest change first; and the ratios (wall
-seconds, seconds a test). What the numbers showed, and why, is in the research log.
+seconds, seconds a test); and the ``XLA_FLAGS`` it was started with, which reach both suites
+(each tree's ``tests/conftest.py`` may add flags of its own). What the numbers showed, and why, is
+in the research log.
 
     python benchmarks/bench_suite.py --against REV [--this-first] [--out docs/benchmarks/records/suite.json] [-- PYTEST_ARGS]
 
@@ -180,8 +182,14 @@ def main(argv=None) -> int:
     for r in files:
         print(f"  {r['against_seconds']:7.1f} → {r['this_seconds']:7.1f} s ({r['change']:+7.1f})  {r['file']}")
     if args.out:
+        # XLA_FLAGS set by the caller reach both suites (each tree's conftest may add its own)
+        flags = os.environ.get("XLA_FLAGS")
         config = {
-            "command": " ".join(["python benchmarks/bench_suite.py", *(sys.argv[1:] if argv is None else argv)]),
+            "command": " ".join(
+                [*([f"XLA_FLAGS='{flags}'"] if flags else []), "python benchmarks/bench_suite.py"]
+                + list(sys.argv[1:] if argv is None else argv)
+            ),
+            "xla_flags": flags,
             "against": args.against,
             "this_first": args.this_first,
         }
