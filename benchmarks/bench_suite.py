@@ -40,12 +40,14 @@ except ImportError:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 _DURATION = re.compile(r"^\s*([\d.]+)s (?:call|setup|teardown)\s+(\S+)", re.M)
 _SUMMARY = re.compile(r"^=*\s*(.*?) in ([\d.]+)s", re.M)
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)  # -ra's short summary lines
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 
 
 def parse(output: str) -> dict:
-    """pytest's output with ``--durations=0`` as ``{pytest_seconds, counts, tests}``: ``tests`` maps each
-    test's node id to its seconds (setup, call and teardown summed; pytest hides those under 5 ms)."""
+    """pytest's output with ``--durations=0`` as ``{pytest_seconds, counts, tests, failures}``: ``tests``
+    maps each test's node id to its seconds (setup, call and teardown summed; pytest hides those
+    under 5 ms); ``failures`` lists the tests that failed or errored (the ``-ra`` summary)."""
     tests: dict[str, float] = defaultdict(float)
     for seconds, nodeid in _DURATION.findall(output):
         tests[nodeid] += float(seconds)
@@ -54,7 +56,8 @@ def parse(output: str) -> dict:
         raise ValueError("no pytest summary line (… passed in N s) in the output")
     counts_text, seconds = summaries[-1]
     counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n) for n, kind in _COUNT.findall(counts_text)}
-    return {"pytest_seconds": float(seconds), "counts": counts, "tests": dict(tests)}
+    failures = sorted(set(_FAILED.findall(output)))
+    return {"pytest_seconds": float(seconds), "counts": counts, "tests": dict(tests), "failures": failures}
 
 
 def by_file(tests: dict[str, float]) -> dict[str, float]:
@@ -136,6 +139,7 @@ def summary(run: dict) -> dict:
         **{k: run["counts"].get(k, 0) for k in ("passed", "failed", "skipped", "error")},
         "test_seconds": sum(tests.values()),
         "seconds_a_test": sum(tests.values()) / max(ran, 1),
+        "failures": run["failures"],
     }
 
 
@@ -166,6 +170,8 @@ def main(argv=None) -> int:
                     f"  {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped in {s['wall_seconds']:.1f} s",
                     flush=True,
                 )
+                for nodeid in s["failures"]:
+                    print(f"  failed: {nodeid}", flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, check=False)
     this, against = summary(runs["this"]), summary(runs["against"])

@@ -258,7 +258,7 @@ def test_benchmark_quick_run_writes_its_record(tmp_path, script):
 
 def test_suite_benchmark_reads_pytest_durations(monkeypatch):
     """bench_suite.py's reading of ``pytest --durations=0``: every phase of a test summed, per file,
-    the counts of the summary line; a run without a summary line is refused."""
+    the counts of the summary line, the failed tests; a run without a summary line is refused."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location("bench_suite", BENCHMARKS / "bench_suite.py")
     bench = importlib.util.module_from_spec(spec)
@@ -272,11 +272,14 @@ def test_suite_benchmark_reads_pytest_durations(monkeypatch):
             "1.00s call     tests/test_b.py::test_two",
             "0.25s call     absorbjax/io.py::absorbjax.io.save_record",
             "(12 durations < 0.005s hidden.  Use -vv to show these durations.)",
+            "=========================== short test summary info ============================",
+            "FAILED tests/test_b.py::test_two - AssertionError: assert 1 == 2",
             "1 failed, 5 passed, 1 skipped in 12.34s (0:00:12)",
         ]
     )
     run = bench.parse(output)
     assert run["pytest_seconds"] == 12.34 and run["counts"] == {"failed": 1, "passed": 5, "skipped": 1}
+    assert run["failures"] == ["tests/test_b.py::test_two"]
     assert run["tests"]["tests/test_a.py::test_one[x]"] == 3.0
     assert bench.by_file(run["tests"]) == {"tests/test_a.py": 3.0, "tests/test_b.py": 1.0, "absorbjax/io.py": 0.25}
     older = {"tests": {"tests/test_a.py::test_one[x]": 1.0, "tests/test_c.py::test_gone": 0.5}}
