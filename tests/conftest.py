@@ -23,10 +23,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # Obtaining XLA executables is about half of the suite's time (`pytest --compile-report N`). XLA:CPU's
 # loop emitters compile the search's programs 25–40% faster than its fusion emitters (the default)
 # and solve the same draws (the losses equal at (2, 4); at (8, 32) one differs in its last digits;
-# research log, 2026-12-07 (later)): the suite asks for them, in every process
-# it starts (the workers and the tests' child processes inherit XLA_FLAGS). An XLA flag this jaxlib
-# does not know aborts the process that reads it, so a child process asks first; a caller's
-# XLA_FLAGS that already names the flag is kept as it is.
+# research log, 2026-12-07 (later)): the suite asks for them in every process it starts (the
+# workers and the tests' child processes inherit XLA_FLAGS). An XLA flag this jaxlib does not know
+# aborts the process that reads it, so a child process asks first; a caller's XLA_FLAGS that
+# already names the flag is kept as it is.
 _LOOP_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 
 
