@@ -11,13 +11,19 @@ import subprocess
 import sys
 import tempfile
 
+
+def _with_flag(flag: str) -> str:
+    """``XLA_FLAGS`` as it is, with ``flag`` added."""
+    return (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
+
+
 # Several pytest-xdist workers share one accelerator: none may preallocate most of its memory. They
 # share the CPU cores too, one worker a core: each computes on one thread (XLA's Eigen pool and
 # OpenBLAS), or two workers' pools of two threads each fight over two cores (the suite: 673 s with
 # them, 583 s without; research log, 2026-12-06 (last session)). A run with `-n 0` keeps the defaults.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
+    os.environ["XLA_FLAGS"] = _with_flag("--xla_cpu_multi_thread_eigen=false")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Obtaining XLA executables is about half of the suite's time (`pytest --compile-report N`). XLA:CPU's
@@ -31,14 +37,13 @@ _LOOP_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 
 
 def _xla_knows(flag: str) -> bool:
-    flags = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
-    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "XLA_FLAGS": _with_flag(flag), "JAX_PLATFORMS": "cpu"}
     probe = "import jax.numpy as jnp; jnp.zeros(2).sum().block_until_ready()"
     return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, timeout=300).returncode == 0
 
 
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "") and _xla_knows(_LOOP_EMITTERS):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _LOOP_EMITTERS).strip()
+    os.environ["XLA_FLAGS"] = _with_flag(_LOOP_EMITTERS)
 
 # Every certificate a test makes is checked by absorbjax.verify (the decision does so up to
 # condition._decide.SELF_CHECK_MAX); in the suite a refuted certificate raises instead of turning
