@@ -104,55 +104,96 @@ def _float64_where_marked(request):
 
 
 # `pytest --compile-report N`: where the suite's time goes. Each test records the seconds its
-# process spent obtaining XLA executables (compiling, or loading from the cache; subprocesses a
-# test starts are not counted); the controller sums them and lists the N costliest tests.
+# process spent obtaining XLA executables: tracing to a jaxpr, lowering to StableHLO, and compiling
+# (or loading from the cache), the last by program name (subprocesses a test starts are not
+# counted); the controller sums them and lists the N costliest programs and tests.
 def pytest_addoption(parser):
     parser.addoption(
         "--compile-report",
         type=int,
         default=0,
         metavar="N",
-        help="after the run, the seconds tests spent compiling XLA programs and the N costliest tests",
+        help="after the run, the seconds tests spent obtaining XLA programs, the N costliest programs and tests",
     )
+
+
+_STAGES = {
+    "/jax/core/compile/jaxpr_trace_duration": "tracing",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowering",
+    "/jax/core/compile/backend_compile_duration": "compiling",
+}
 
 
 class _CompileReport:
     """Registered only with ``--compile-report N``, in the controller and in every worker."""
 
     def __init__(self, top: int):
-        self.top, self.compiling, self.rows = top, 0.0, []
+        self.top, self.rows = top, []
+        self.stages = dict.fromkeys(_STAGES.values(), 0.0)
+        self.programs: dict[str, list] = {}  # name: [compiles, seconds], this process, since it began
         jax.monitoring.register_event_duration_secs_listener(self._count)
 
-    def _count(self, event, duration, **_):
-        if event == "/jax/core/compile/backend_compile_duration":
-            self.compiling += duration
+    def _count(self, event, duration, fun_name=None, **_):
+        stage = _STAGES.get(event)
+        if stage is not None:
+            self.stages[stage] += duration
+        if stage == "compiling":
+            entry = self.programs.setdefault(str(fun_name), [0, 0.0])
+            entry[0] += 1
+            entry[1] += duration
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
-        before = self.compiling
+        stages, programs = dict(self.stages), {k: tuple(v) for k, v in self.programs.items()}
         try:
             return (yield)
         finally:
-            item.user_properties.append(("xla_compile_s", self.compiling - before))
+            spent = {k: self.stages[k] - stages[k] for k in stages}
+            new = {}
+            for name, (count, seconds) in self.programs.items():
+                was = programs.get(name, (0, 0.0))
+                if count > was[0]:
+                    new[name] = (count - was[0], seconds - was[1])
+            item.user_properties.append(("xla_s", spent))
+            item.user_properties.append(("xla_programs", new))
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call":  # under xdist the controller gets the workers' reports
-            seconds = dict(report.user_properties).get("xla_compile_s")
-            if seconds is not None:
-                self.rows.append((seconds, report.duration, report.nodeid))
+            props = dict(report.user_properties)
+            if "xla_s" in props:
+                self.rows.append((props["xla_s"], props["xla_programs"], report.duration, report.nodeid))
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.rows:
             return
-        compiling = sum(r[0] for r in self.rows)
-        running = max(sum(r[1] for r in self.rows), 1e-9)
+        write = terminalreporter.write_line
+        stages = {k: sum(r[0][k] for r in self.rows) for k in self.stages}
+        total = sum(stages.values())
+        running = max(sum(r[2] for r in self.rows), 1e-9)
         terminalreporter.section("XLA compilation")
-        terminalreporter.write_line(
-            f"{compiling:.0f} s of the tests' {running:.0f} s ({100 * compiling / running:.0f}%) "
-            "went to obtaining XLA executables (subprocesses not counted)"
+        write(
+            f"{total:.1f} s of the tests' {running:.1f} s ({100 * total / running:.0f}%) went to obtaining "
+            f"XLA executables: {stages['tracing']:.1f} s tracing, {stages['lowering']:.1f} s lowering, "
+            f"{stages['compiling']:.1f} s compiling or loading from the cache (subprocesses not counted)"
         )
-        for seconds, duration, nodeid in sorted(self.rows, reverse=True)[: self.top]:
-            terminalreporter.write_line(f"{seconds:7.1f} s of {duration:6.1f} s  {nodeid}")
+        programs: dict[str, list] = {}
+        for _, new, _, _ in self.rows:
+            for name, (count, seconds) in new.items():
+                entry = programs.setdefault(name, [0, 0.0])
+                entry[0] += count
+                entry[1] += seconds
+        write(f"the {self.top} costliest programs (compiling or loading, seconds and times, all tests):")
+        for name, (count, seconds) in sorted(programs.items(), key=lambda kv: -kv[1][1])[: self.top]:
+            write(f"{seconds:7.1f} s {count:5d} x  {name}")
+        small = [(c, s) for c, s in programs.values() if s < 0.5 * c]
+        write(
+            f"programs under 0.5 s a time (single operations run eagerly, mostly): "
+            f"{sum(c for c, _ in small)} times, {sum(s for _, s in small):.1f} s"
+        )
+        write(f"the {self.top} costliest tests (tracing, lowering and compiling, of the test's seconds):")
+        rows = sorted(((sum(r[0].values()), r[2], r[3]) for r in self.rows), reverse=True)
+        for seconds, duration, nodeid in rows[: self.top]:
+            write(f"{seconds:7.1f} s of {duration:6.1f} s  {nodeid}")
 
 
 def pytest_configure(config):

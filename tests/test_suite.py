@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_compile_report_lists_the_costliest_tests():
-    """``pytest --compile-report N`` ends with the compile seconds summed over the tests and the
-    N costliest tests, each with a positive number of seconds. The run gets its own empty
+    """``pytest --compile-report N`` ends with the seconds summed over the tests, split into
+    tracing, lowering and compiling, the N costliest programs (seconds, times, name) and the N
+    costliest tests, each with a positive number of seconds. The run gets its own empty
     compilation cache: loading from this session's cache can take under the 0.05 s printed as 0.0."""
     test = "tests/test_activations.py::test_gelu_is_exact_and_gelu_tanh_differs"
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
@@ -28,7 +29,15 @@ def test_compile_report_lists_the_costliest_tests():
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     section = proc.stdout.split("XLA compilation", 1)[1]
-    assert re.search(r"\d+ s of the tests' \d+ s \(\d+%\) went to obtaining XLA executables", section)
+    total = re.search(
+        r"([0-9.]+) s of the tests' [0-9.]+ s \(\d+%\) went to obtaining XLA executables: "
+        r"([0-9.]+) s tracing, ([0-9.]+) s lowering, ([0-9.]+) s compiling",
+        section,
+    )
+    assert total and abs(float(total[1]) - sum(float(total[i]) for i in (2, 3, 4))) <= 0.2, section
+    program = re.search(r"^\s*([0-9.]+) s\s+(\d+) x  (jit\(\S+\))$", section, re.M)
+    assert program and float(program[1]) > 0 and int(program[2]) >= 1, section
+    assert re.search(r"programs under 0\.5 s a time .*: \d+ times, [0-9.]+ s$", section, re.M), section
     seconds = re.search(r"^\s*([0-9.]+) s of\s+[0-9.]+ s  (\S+)$", section, re.M)
     assert seconds and seconds.group(2) == test and float(seconds.group(1)) > 0
 
