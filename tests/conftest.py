@@ -129,14 +129,15 @@ class _CompileReport:
 
     def __init__(self, top: int):
         self.top, self.rows = top, []
-        self.stages = dict.fromkeys(_STAGES.values(), 0.0)
-        self.programs: dict[str, list] = {}  # name: [compiles, seconds], this process, since it began
+        self.stages: dict[str, float] | None = None  # the running test's seconds by stage, else None
+        self.programs: dict[str, list] = {}  # the running test's programs: name -> [times, seconds]
         jax.monitoring.register_event_duration_secs_listener(self._count)
 
     def _count(self, event, duration, fun_name=None, **_):
         stage = _STAGES.get(event)
-        if stage is not None:
-            self.stages[stage] += duration
+        if stage is None or self.stages is None:  # not a stage, or outside a test's call
+            return
+        self.stages[stage] += duration
         if stage == "compiling":
             entry = self.programs.setdefault(str(fun_name), [0, 0.0])
             entry[0] += 1
@@ -144,18 +145,13 @@ class _CompileReport:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
-        stages, programs = dict(self.stages), {k: tuple(v) for k, v in self.programs.items()}
+        self.stages, self.programs = dict.fromkeys(_STAGES.values(), 0.0), {}
         try:
             return (yield)
         finally:
-            spent = {k: self.stages[k] - stages[k] for k in stages}
-            new = {}
-            for name, (count, seconds) in self.programs.items():
-                was = programs.get(name, (0, 0.0))
-                if count > was[0]:
-                    new[name] = (count - was[0], seconds - was[1])
-            item.user_properties.append(("xla_s", spent))
-            item.user_properties.append(("xla_programs", new))
+            item.user_properties.append(("xla_s", self.stages))
+            item.user_properties.append(("xla_programs", self.programs))
+            self.stages = None
 
     def pytest_runtest_logreport(self, report):
         if report.when == "call":  # under xdist the controller gets the workers' reports
@@ -167,7 +163,7 @@ class _CompileReport:
         if not self.rows:
             return
         write = terminalreporter.write_line
-        stages = {k: sum(r[0][k] for r in self.rows) for k in self.stages}
+        stages = {k: sum(r[0][k] for r in self.rows) for k in _STAGES.values()}
         total = sum(stages.values())
         running = max(sum(r[2] for r in self.rows), 1e-9)
         terminalreporter.section("XLA compilation")
