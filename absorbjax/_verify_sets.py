@@ -108,9 +108,12 @@ def _smallest_above(M: np.ndarray, slack: float) -> np.ndarray:
             X = np.linalg.inv(np.where(singular[:, None, None], np.eye(d), M))
             X[singular] = 0.0  # r = ‖I‖_F >= 1: not proved
         R = np.eye(d) - X @ M
-        r = (np.linalg.norm(R, axis=(1, 2)) + gamma(d) * np.linalg.norm(np.abs(X) @ np.abs(M), axis=(1, 2))) * (
-            1 + _SAFE
-        ) + d * d * _TINY
-        low = (1 - r) / (np.linalg.norm(X, axis=(1, 2)) * (1 + _SAFE)) * (1 - _SAFE)
+        r = (_frobenius(R) + gamma(d) * _frobenius(np.abs(X) @ np.abs(M))) * (1 + _SAFE) + d * d * _TINY
+        low = (1 - r) / (_frobenius(X) * (1 + _SAFE)) * (1 - _SAFE)
         good = np.isfinite(r) & np.isfinite(low) & (r < 1)
     return good & (low > slack)
+
+
+def _frobenius(X: np.ndarray) -> np.ndarray:
+    """``‖X_b‖_F`` of each matrix of ``X (B, d, d)`` (a sum of ``d²`` squares: rounding ``γ_{d²}``)."""
+    return np.sqrt(np.einsum("bij,bij->b", X, X))

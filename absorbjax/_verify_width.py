@@ -179,12 +179,13 @@ def _upper(U, D, A, V, act: str, width: int, tol: float) -> Step:
     return Step("upper (absorber)", ok, f"width {width}: {what} (exact, {misses} even misses), tol {tol:.3g}")
 
 
-def _lower(U, D, A, act: str, lower: int, thr: Fraction, budget: int, cited: bool, named) -> Step:
-    """``k* ≥ lower`` for ReLU/GELU: ``L + min_S lb(S) − n ≥ lower`` over every ``S`` (module docstring);
-    ``cited``: the certificate cites a verified ``not_absorbable`` block certificate of this block;
-    ``named``: the certificate's construction ``(S, G)`` as unit indices, tried first as a witness."""
-    n, d = U.shape
-    groups, W, Uc, Ap = _atoms(U, D, A, act)
+def _lower(n: int, atoms, lower: int, thr: Fraction, budget: int, cited: bool, named) -> Step:
+    """``k* ≥ lower`` for ReLU/GELU: ``L + min_S lb(S) − n ≥ lower`` over every ``S`` (module docstring),
+    ``atoms`` from :func:`_atoms`; ``cited``: the certificate cites a verified ``not_absorbable`` block
+    certificate of this block; ``named``: the certificate's construction ``(S, G)`` as unit indices,
+    tried first as a witness."""
+    groups, W, Uc, Ap = atoms
+    d = len(Ap)
     L = len(groups)
     need = lower + n - L  # the reduced cost every S, G must reach
     if lower <= 0 or need <= 0:
@@ -370,11 +371,12 @@ def _claim_steps(get, U, D, A, fp: str | None) -> list[Step]:
     ]
 
 
-def _basis_step(basis: dict, U, D, A, act: str, lower: int) -> Step:
-    """What ``lower`` rests on, as the certificate states it: ``L`` the live atoms, ``rank_bound`` the exact
-    ``rank Ŵ`` (exact weights) or ``min(L, d)``, and ``lower ≤ max(0, L + k_red − n)``."""
-    n, d = U.shape
-    _, W, _, _ = _atoms(U, D, A, act)
+def _basis_step(basis: dict, n: int, atoms, lower: int) -> Step:
+    """What ``lower`` rests on, as the certificate states it: ``L`` the live atoms (``atoms`` from
+    :func:`_atoms`), ``rank_bound`` the exact ``rank Ŵ`` (exact weights) or ``min(L, d)``, and
+    ``lower ≤ max(0, L + k_red − n)``."""
+    _, W, _, Ap = atoms
+    d = len(Ap)
     L, k_red = len(W), basis.get("k_red")
     rank = (_mat(W).rank() if W else 0) if basis.get("threshold") == 0 else min(L, d)
     ok = basis.get("L") == L and basis.get("rank_bound") == rank and isinstance(k_red, int)
@@ -401,8 +403,9 @@ def check_width(get, U, D, skip, budget: int, verify_block) -> list[Step]:
             upper.name, None, f"{upper.detail}; not claimed (the certificate's error {get('error'):.3g} > 1e-6)"
         )
     steps.append(upper)
+    atoms = _atoms(U, D, A, "gelu" if act == "gelu" else "relu")  # the lower bound's: ReLU's but for GELU
     if act in ("relu", "gelu"):
-        groups = _atoms(U, D, A, act)[0]
+        groups = atoms[0]
         same = sorted(map(sorted, groups)) == sorted(sorted(int(i) for i in g) for g in get("atoms"))
         steps.append(
             Step("atoms", same, f"{len(groups)} live atoms (exact); the certificate lists {len(get('atoms'))}")
@@ -411,7 +414,7 @@ def check_width(get, U, D, skip, budget: int, verify_block) -> list[Step]:
         thr = basis.get("threshold")
         if thr is None or thr not in (0.0, tol) or (thr == 0) != bool(get("exact")):
             return steps + [Step("lower", None if thr is None else False, f"threshold {thr!r}: 0 (exact) or tol")]
-        steps.append(_basis_step(basis, U, D, A, act, lower))
+        steps.append(_basis_step(basis, n, atoms, lower))
     else:  # by the declared ray limit: the ReLU bound on the same weights
         limit, thr = activations.get(act).ray_limit, tol
         if limit != "relu" and lower > 0:
@@ -430,5 +433,5 @@ def check_width(get, U, D, skip, budget: int, verify_block) -> list[Step]:
         bool(cited) and cited[0].ok is True and (cond["status"], cond.get("activation")) == ("not_absorbable", act)
     )
     named = ([int(i) for i in np.ravel(get("S"))], [int(i) for i in np.ravel(get("G"))])
-    steps.append(_lower(U, D, A, act if act == "gelu" else "relu", lower, Fraction(thr), budget, no_width_n, named))
+    steps.append(_lower(n, atoms, lower, Fraction(thr), budget, no_width_n, named))
     return steps + cited
