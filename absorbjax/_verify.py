@@ -39,6 +39,7 @@ from absorbjax._verify_float import (
     enclosed,
     float_bounds,
     gamma,
+    miss_bounds,
     norm_down,
     norm_up,
 )
@@ -125,8 +126,10 @@ def _sum_of_squares(P: list[int], ep: int, ka: list[int], ea: int, c: Fraction) 
 
 
 def _miss_of_set(U, D, A, S, c: Fraction, miss_bound: float, budget: int) -> Step:
-    """``‖c·W_down[:,S] W_up[S,:] + A‖_F ≤ miss_bound``: exact up to :data:`EXACT_MAX` multiply-adds,
-    else enclosed between two float64 a priori bounds (confirmed, refuted, or unchecked between them)."""
+    """``‖c·W_down[:,S] W_up[S,:] + A‖_F ≤ miss_bound``: exact up to :data:`EXACT_MAX` multiply-adds, else
+    enclosed in float64 (confirmed, refuted, or unchecked between the bounds): from exact products of the
+    operands' pieces (:func:`~absorbjax._verify_float.miss_bounds`, as tight as the value), or where a
+    subnormal or an overflow rules them out, a priori."""
     d = U.shape[1]
     u, dd = np.asarray(U[S], np.float64), np.asarray(D[:, S], np.float64)
     if d * d * max(len(S), 1) <= 32 * budget:
@@ -143,6 +146,12 @@ def _miss_of_set(U, D, A, S, c: Fraction, miss_bound: float, budget: int) -> Ste
         return Step(
             "miss of S", ok, f"‖c·W_down[:,S] W_up[S,:] + A‖_F² = {float(total):.6g} (exact), bound {miss_bound!r}²"
         )
+    enclosed_miss = miss_bounds(u, dd, A, c)
+    if enclosed_miss is not None:
+        low, up = enclosed_miss
+        ok = enclosed(up <= miss_bound, low <= miss_bound)
+        how = "float64, exact products of the operands' pieces"
+        return Step("miss of S", ok, f"{low:.6g} <= ‖M_S‖_F <= {up:.6g} ({how}), bound {miss_bound!r}")
     with np.errstate(all="ignore"):
         cf = float(c)
         M = cf * (dd @ u) + A
@@ -475,7 +484,7 @@ def verify(certificate, params=None, *, skip=None, bias=None, out_bias=None, bud
       skip, bias, out_bias: the skip ``A (d, d)``, hidden bias ``(n,)`` and output bias ``(d,)`` given to
         the decision (``None``: ``I``, none, none).
       budget: multiply-adds done in exact arithmetic (default :data:`EXACT_MAX`); beyond it float64
-        with a priori bounds, or the step is ``unchecked``.
+        with error bounds, or the step is ``unchecked``.
 
     Returns:
       a :class:`Verification`: ``"verified"``, ``"refuted"`` (``.failed`` is the step) or

@@ -300,11 +300,11 @@ def test_exact_sums_on_one_exponent_equal_the_sums_of_fractions():
         assert _verify._sum_of_squares(P, ep, ka, ea, c) == terms
 
 
-def test_a_looser_float_bound_on_the_miss_does_not_refute_a_true_claim():
-    """A planted ``(256, 1024)`` relu block: ``n d²`` is past the exact budget, so the verifier bounds
-    ``‖M_S‖_F`` a priori in float64, more loosely than the decision's a posteriori ``miss_bound``. That
-    leaves the claim unconfirmed, never refuted (it was refuted before: the decision's self-check in
-    the suite raised); a wrong set is still refuted, by the float lower bound."""
+def test_past_the_exact_budget_a_true_miss_is_confirmed_and_a_wrong_set_refuted():
+    """A planted ``(256, 1024)`` relu block: ``n d²`` is past the exact budget, so the verifier encloses
+    ``‖M_S‖_F`` in float64 from exact products of the operands' pieces, as tightly as the exact value
+    (an a priori bound, ``γ_k |W_down||W_up|``, was looser than the decision's ``miss_bound`` and left
+    the claim unchecked); a wrong set is refuted, by the lower bound."""
     rng = np.random.default_rng(0)
     d, n = 256, 1024
     U, D = rng.standard_normal((n, d)), rng.standard_normal((d, n)) / np.sqrt(n)
@@ -316,21 +316,26 @@ def test_a_looser_float_bound_on_the_miss_does_not_refute_a_true_claim():
     budget = condition._decide.SELF_CHECK_MAX
     check = verify(cert, params, budget=budget)
     miss = next(s for s in check.steps if s.name == "miss of S")
-    assert check.verdict != "refuted" and "a priori" in miss.detail and miss.ok in (True, None), check
-    assert verify(cert, params).verdict == "verified"  # exactly, with the default budget
+    assert check.verdict == "verified" and "exact products" in miss.detail, check
+    low, up = (float(v) for v in miss.detail.split(" (")[0].split(" <= ‖M_S‖_F <= "))
+    exact = next(s for s in verify(cert, params).steps if s.name == "miss of S")  # the default budget
+    squared = float(exact.detail.split("= ")[1].split(" ")[0])  # both printed to 6 digits
+    assert "(exact)" in exact.detail and math.isclose(low**2, squared, rel_tol=1e-5) and math.isclose(up, low)
     other = np.setdiff1d(np.arange(n), S)[:1]
     wrong = dataclasses.replace(cert, S=np.sort(np.concatenate([S[1:], other])), evidence=None)
     assert verify(wrong, params, budget=budget).failed.name == "miss of S"
+    # the bounds are tight: a miss_bound 1% under the value is refuted, 1% over it confirmed
+    for scale, verdict in ((0.99, "refuted"), (1.01, "verified")):
+        assert verify(_tampered(cert, miss_bound=scale * low), params, budget=budget).verdict == verdict
 
 
 def test_past_the_exact_budget_the_float_bounds_refute_what_is_false_and_only_that():
-    """With ``budget=1`` every claim is checked in float64 with a priori bounds: the untouched claims
-    are never refuted (the witness's is confirmed; a found set's miss, bounded a priori more loosely than
-    the decision's a posteriori ``miss_bound``, is left unchecked), the tampered ones are refuted at their
-    step, as in exact arithmetic."""
+    """With ``budget=1`` every claim is checked in float64 with error bounds: the untouched claims are
+    confirmed (the witness's bound a priori, a found set's miss from exact products of the operands'
+    pieces), the tampered ones are refuted at their step, as in exact arithmetic."""
     (yes, planted), (no, generic), cases = _tamperings(6, 24)
     step = lambda check, name: next(s for s in check.steps if s.name == name)  # noqa: E731
-    assert step(verify(yes, planted, budget=1), "miss of S").ok is None
+    assert verify(yes, planted, budget=1).verdict == "verified"
     assert step(verify(no, generic, budget=1), "no S (witness)").ok is True
     for cert, params, change, name in cases:
         check = verify(_tampered(cert, **change), params, budget=1)
@@ -353,3 +358,64 @@ def test_past_the_exact_budget_the_float_bounds_refute_what_is_false_and_only_th
     between = _tampered(no, **{"evidence.witness_bound": claim})
     assert step(verify(between, generic, budget=1), "no S (witness)").ok is None
     assert verify(between, generic).verdict == "verified"
+
+
+def _exact_product(D, U, B) -> list[list]:
+    from fractions import Fraction
+
+    F = lambda x: Fraction(float(x))  # noqa: E731
+    d, k = D.shape
+    return [[sum(F(D[i, t]) * F(U[t, j]) for t in range(k)) + F(B[i, j]) for j in range(d)] for i in range(d)]
+
+
+@pytest.mark.parametrize("window", [None, 64])  # 64: D and U read in blocks of units
+def test_the_operands_pieces_enclose_the_exact_product_to_what_is_left(window, monkeypatch):
+    """``product_enclosure``: ``D U + B`` lies in ``center ± radius`` entrywise (checked in rationals),
+    at magnitudes from 2^-340 to 2^340; where ``B = −fl(D U)`` cancels it the radius is about ``u`` of what
+    is left, many orders below the a priori ``γ_k |D||U|``; a subnormal entry or an overflow gives ``None``."""
+    from fractions import Fraction
+
+    from absorbjax import _verify_float as vf
+
+    if window:
+        monkeypatch.setattr(vf, "WINDOW", window)
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        d, k = int(rng.integers(1, 6)), int(rng.integers(0, 60))
+        D = rng.normal(size=(d, k)) * np.exp2(rng.integers(-40, 40, size=(d, 1)))
+        U = rng.normal(size=(k, d)) * np.exp2(rng.integers(-40, 40, size=(1, d)))
+        if trial % 3 == 0:
+            D = D * np.exp2(rng.integers(-300, 300, size=(d, k)))
+        cancel = trial % 2 == 1
+        B = -(D @ U) if cancel else rng.normal(size=(d, d))
+        s, rad = vf.product_enclosure(D, U, B, 0.0)
+        exact = _exact_product(D, U, B)
+        for i in range(d):
+            for j in range(d):
+                assert abs(exact[i][j] - Fraction(s[i, j])) <= Fraction(rad[i, j]), (trial, i, j)
+        if cancel and k and trial % 3:  # (within 2^±40 of each other: the pieces leave nothing)
+            a_priori = vf.gamma(k) * (np.abs(D) @ np.abs(U))
+            assert np.all(rad <= 1e-6 * a_priori + 1e-300), (trial, float(np.max(rad / a_priori)))
+    D, U = np.ones((2, 3)), np.ones((3, 2))
+    assert vf.product_enclosure(D * 2.0**-1060, U, np.zeros((2, 2)), 0.0) is None  # subnormal
+    assert vf.product_enclosure(D * 2.0**600, U * 2.0**600, np.zeros((2, 2)), 0.0) is None  # overflows
+
+
+def test_the_miss_is_bounded_for_any_odd_slope():
+    """``miss_bounds``: ``‖c·W_down[:,S] W_up[S,:] + A‖_F`` between its bounds for slopes ``c`` that are and
+    are not powers of two, the bounds apart by at most ``A/c``'s rounding, also where ``c W_down[:,S]
+    W_up[S,:]`` nearly cancels ``A``."""
+    from fractions import Fraction
+
+    from absorbjax._verify_float import miss_bounds
+
+    rng = np.random.default_rng(1)
+    d, k = 4, 7
+    for c in (Fraction(1), Fraction(-2), Fraction(1, 3), Fraction(99, 100)):
+        D, U = rng.normal(size=(d, k)), rng.normal(size=(k, d))
+        for A in (rng.normal(size=(d, d)), -float(c) * (D @ U)):
+            P = _exact_product(D, U, np.zeros((d, d)))
+            sq = sum((c * P[i][j] + Fraction(float(A[i, j]))) ** 2 for i in range(d) for j in range(d))
+            low, up = miss_bounds(U, D, A, c)
+            assert Fraction(low) ** 2 <= sq <= Fraction(up) ** 2, (c, low, up, float(sq) ** 0.5)
+            assert up - low <= 1e-14 * up + 1e-15 * np.linalg.norm(A)  # rounding of the sum and of A/c

@@ -93,7 +93,7 @@ def _evidenced(cert: Certificate, res: Answer | None, block: StoredBlock) -> Cer
     larger), checked by :func:`absorbjax.verify` when
     ``n d² ≤`` :data:`SELF_CHECK_MAX`: a refuted certificate becomes ``undecided`` saying which step
     failed. With ``ABSORBJAX_STRICT_VERIFY`` set, as the test suite does, every certificate is checked,
-    whatever its size (exactly up to ``SELF_CHECK_MAX`` multiply-adds, float64 with a priori bounds
+    whatever its size (exactly up to ``SELF_CHECK_MAX`` multiply-adds, float64 with error bounds
     beyond), and a refuted one raises.
     ``block``: as given to :func:`decide` (float64 or the stored arrays)."""
     U, D, A, context = block.up, block.down, block.skip, block.context
