@@ -87,19 +87,19 @@ def _piece(X: np.ndarray, a: np.ndarray) -> np.ndarray:
 def _units(X: np.ndarray, axis: int, bits: int) -> list | None:
     """Per piece, ``(a, e, live)``: the piece's unit ``2^a`` per row (``axis=1``) or column (``axis=0``), ``e``
     with the remaining entries below ``2^e``, ``live`` where any is nonzero; ``None`` where an entry, a
-    unit or what the pieces leave falls below the normal range (exactness would rest on gradual underflow)."""
-    if np.any((X != 0) & (np.abs(X) < _NORMAL)):
-        return None
+    unit or what a piece leaves falls below the normal range (exactness would rest on gradual underflow,
+    which a flush-to-zero mode breaks)."""
+    subnormal = lambda Y: np.any((Y != 0) & (np.abs(Y) < _NORMAL))  # noqa: E731
     units, rest = [], X
     for _ in range(SLICES):
         mu = np.max(np.abs(rest), axis=axis, keepdims=True)
         e = np.frexp(mu)[1]
         a = np.where(mu > 0, e - bits, 0)
-        if np.any((mu > 0) & (a < -1022)):
+        if subnormal(rest) or np.any((mu > 0) & (a < -1022)):
             return None
         units.append((a, e, mu > 0))
         rest = rest - _piece(rest, a)
-    return None if np.any((rest != 0) & (np.abs(rest) < _NORMAL)) else units
+    return None if subnormal(rest) else units
 
 
 def _pieces(X: np.ndarray, units: list) -> tuple[list, np.ndarray]:
@@ -151,7 +151,7 @@ def product_enclosure(D: np.ndarray, Uu: np.ndarray, B: np.ndarray, err_B) -> tu
         for Db, Ub in blocks:
             RD, RU = _pieces(Db, du)[1], _pieces(Ub, uu)[1]
             tail = tail + (np.abs(Db) @ np.abs(RU) + np.abs(RD) @ (np.abs(Ub) + np.abs(RU)))
-        rad = (rad + tail * (1 + gamma(4 * k + 8)) + (2 * k + 8) * _NORMAL) * (1 + gamma(4 * len(_PAIRS) + 16))
+        rad = (rad + tail * (1 + gamma(4 * k + 8)) + (4 * k + 16) * _NORMAL) * (1 + gamma(4 * len(_PAIRS) + 16))
     if not (np.all(np.isfinite(s)) and np.all(np.isfinite(rad))):
         return None
     return s, rad
