@@ -11,9 +11,13 @@ seconds, seconds a test); and the ``XLA_FLAGS`` it was started with, which reach
 (each tree's ``tests/conftest.py`` may add flags of its own). What the numbers showed, and why, is
 in the research log.
 
-    python benchmarks/bench_suite.py --against REV [--this-first] [--out docs/benchmarks/records/suite.json] [-- PYTEST_ARGS]
+    python benchmarks/bench_suite.py --against REV [--this-first] [--rounds R] [--out docs/benchmarks/records/suite.json] [-- PYTEST_ARGS]
 
-It takes two full suites (about 20 minutes on the 2-core machine): run it with the machine quiet.
+It takes two full suites a round (about 20 minutes on the 2-core machine): run it with the machine
+quiet. The machine's speed drifts by more than a suite's change (the same revision's suite took 470
+and 556 s in two runs a day apart), so ``--rounds R`` runs the pair ``R`` times, in alternating order
+(other–this, this–other, …, so that a drift within the run weighs on both alike), and the ratio is of
+the summed wall seconds; each round's ratio is recorded beside it, the first round's details as before.
 """
 
 from __future__ import annotations
@@ -147,6 +151,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--against", required=True, help="the other revision (a commit, tag or branch of this repository)")
     ap.add_argument("--this-first", action="store_true", help="run this tree's suite first (default: the other's)")
+    ap.add_argument("--rounds", type=int, default=1, help="pairs of suites, in alternating order (default 1)")
     ap.add_argument("--top", type=int, default=25, help="test files listed, largest change first (default 25)")
     ap.add_argument("--out", default=None, help="write a JSON record here")
     ap.add_argument("pytest_args", nargs="*", help="after --: passed to both pytest runs")
@@ -161,29 +166,44 @@ def main(argv=None) -> int:
                     f"{args.against} declares other dependencies than this tree: one environment cannot run both"
                 )
             order = [("this", ROOT), ("against", other)]
-            runs = {}
-            for name, tree in order if args.this_first else order[::-1]:
-                print(f"{name}: pytest in {tree} …", flush=True)
-                runs[name] = run_suite(tree, args.pytest_args)
-                s = summary(runs[name])
-                print(
-                    f"  {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped in {s['wall_seconds']:.1f} s",
-                    flush=True,
-                )
-                for nodeid in s["failures"]:
-                    print(f"  failed: {nodeid}", flush=True)
+            order = order if args.this_first else order[::-1]
+            rounds = []
+            for r in range(max(1, args.rounds)):
+                runs = {}
+                for name, tree in order if r % 2 == 0 else order[::-1]:
+                    print(f"{name}: pytest in {tree} …", flush=True)
+                    runs[name] = run_suite(tree, args.pytest_args)
+                    s = summary(runs[name])
+                    print(
+                        f"  {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped in {s['wall_seconds']:.1f} s",
+                        flush=True,
+                    )
+                    for nodeid in s["failures"]:
+                        print(f"  failed: {nodeid}", flush=True)
+                rounds.append(runs)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, check=False)
+    runs = rounds[0]
     this, against = summary(runs["this"]), summary(runs["against"])
+    walls = [{k: rnd[k]["wall_seconds"] for k in ("this", "against")} for rnd in rounds]
+    per_round = [
+        {"round": i, "first": next(iter(rnd)), **{f"{k}_seconds": w[k] for k in w}, "wall": w["this"] / w["against"]}
+        for i, (rnd, w) in enumerate(zip(rounds, walls))
+    ]
     ratio = {
-        "wall": this["wall_seconds"] / against["wall_seconds"],
+        "wall": sum(w["this"] for w in walls) / sum(w["against"] for w in walls),
         "tests": (this["passed"] + this["failed"]) / max(against["passed"] + against["failed"], 1),
         "seconds_a_test": this["seconds_a_test"] / against["seconds_a_test"],
     }
     files = compare(runs["this"], runs["against"], args.top)
+    for r in per_round:
+        print(
+            f"round {r['round']} ({r['first']} first): {r['this_seconds']:.1f} s against {r['against_seconds']:.1f} s"
+        )
     print(
-        f"wall {this['wall_seconds']:.1f} s against {against['wall_seconds']:.1f} s: {ratio['wall']:.2f} times the time "
-        f"for {ratio['tests']:.2f} times the tests ({ratio['seconds_a_test']:.2f} times the seconds a test)"
+        f"wall {sum(w['this'] for w in walls):.1f} s against {sum(w['against'] for w in walls):.1f} s"
+        f"{f' over {len(walls)} rounds' if len(walls) > 1 else ''}: {ratio['wall']:.2f} times the time "
+        f"for {ratio['tests']:.2f} times the tests ({ratio['seconds_a_test']:.2f} times the seconds a test, round 0)"
     )
     for r in files:
         print(f"  {r['against_seconds']:7.1f} → {r['this_seconds']:7.1f} s ({r['change']:+7.1f})  {r['file']}")
@@ -198,10 +218,12 @@ def main(argv=None) -> int:
             "xla_flags": flags,
             "against": args.against,
             "this_first": args.this_first,
+            "rounds": len(rounds),
         }
-        results = {"trees": [{"tree": "this", **this}, {"tree": "against", **against}], "ratio": ratio, "files": files}
+        trees = [{"tree": "this", **this}, {"tree": "against", **against}]
+        results = {"trees": trees, "ratio": ratio, "rounds": per_round, "files": files}
         io.save_record(args.out, name="bench_suite", seed=None, config=config, results=results)
-    return 1 if any(run["returncode"] for run in runs.values()) else 0
+    return 1 if any(run["returncode"] for rnd in rounds for run in rnd.values()) else 0
 
 
 if __name__ == "__main__":

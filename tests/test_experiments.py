@@ -288,3 +288,30 @@ def test_suite_benchmark_reads_pytest_durations(monkeypatch):
     assert {"file": "tests/test_c.py", "against_seconds": 0.5, "this_seconds": 0.0, "change": -0.5} in rows
     with pytest.raises(ValueError, match="summary"):
         bench.parse("....\n")
+
+
+def test_suite_benchmark_rounds_alternate_and_pool(monkeypatch, tmp_path):
+    """``--rounds 3``: the pair runs other–this, this–other, other–this, and the ratio is of the summed
+    wall seconds, each round's beside it (the suites replaced by stubs: the order and the sums are read)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location("bench_suite", BENCHMARKS / "bench_suite.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    calls = []
+
+    def stub(tree, pytest_args):
+        which = "this" if tree == bench.ROOT else "against"
+        calls.append(which)
+        wall = {"this": [110.0, 100.0, 120.0], "against": [100.0, 100.0, 100.0]}[which][calls.count(which) - 1]
+        tests = {"tests/test_a.py::t": wall / 2}
+        run = {"tree": str(tree), "commit": "0" * 40, "dirty": False, "returncode": 0, "wall_seconds": wall}
+        return run | {"pytest_seconds": wall, "counts": {"passed": 1}, "tests": tests, "failures": []}
+
+    monkeypatch.setattr(bench, "run_suite", stub)
+    out = tmp_path / "suite.json"
+    assert bench.main(["--against", "HEAD", "--rounds", "3", "--out", str(out)]) == 0
+    assert calls == ["against", "this", "this", "against", "against", "this"]
+    results = json.loads(out.read_text())["results"]
+    assert results["ratio"]["wall"] == pytest.approx(330 / 300)
+    assert [r["wall"] for r in results["rounds"]] == pytest.approx([1.1, 1.0, 1.2])
+    assert [r["first"] for r in results["rounds"]] == ["against", "this", "against"]
