@@ -188,6 +188,7 @@ def main(argv=None) -> int:
     walls = [{k: rnd[k]["wall_seconds"] for k in ("this", "against")} for rnd in rounds]
     per_round = [
         {"round": i, "first": next(iter(rnd)), **{f"{k}_seconds": w[k] for k in w}, "wall": w["this"] / w["against"]}
+        | {f"{k}_failures": rnd[k]["failures"] for k in w}
         for i, (rnd, w) in enumerate(zip(rounds, walls))
     ]
     ratio = {

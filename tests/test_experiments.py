@@ -315,3 +315,4 @@ def test_suite_benchmark_rounds_alternate_and_pool(monkeypatch, tmp_path):
     assert results["ratio"]["wall"] == pytest.approx(330 / 300)
     assert [r["wall"] for r in results["rounds"]] == pytest.approx([1.1, 1.0, 1.2])
     assert [r["first"] for r in results["rounds"]] == ["against", "this", "against"]
+    assert all(r["this_failures"] == r["against_failures"] == [] for r in results["rounds"])

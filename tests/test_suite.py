@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_compile_report_lists_the_costliest_tests():
     """``pytest --compile-report N`` ends with the seconds summed over the tests, split into
     tracing, lowering and compiling, the N costliest programs (seconds, times, name) and the N
-    costliest tests, each with a positive number of seconds. The run gets its own empty
+    costliest tests, the test with a positive number of seconds. The run gets its own empty
     compilation cache: loading from this session's cache can take under the 0.05 s printed as 0.0."""
     test = "tests/test_activations.py::test_gelu_is_exact_and_gelu_tanh_differs"
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
@@ -34,9 +34,10 @@ def test_compile_report_lists_the_costliest_tests():
         r"([0-9.]+) s tracing, ([0-9.]+) s lowering, ([0-9.]+) s compiling",
         section,
     )
-    assert total and abs(float(total[1]) - sum(float(total[i]) for i in (2, 3, 4))) <= 0.2, section
+    # four numbers printed to 0.1 s: the stages' sum is within 4 × 0.05 s of the total (and its float)
+    assert total and abs(float(total[1]) - sum(float(total[i]) for i in (2, 3, 4))) <= 0.2 + 1e-9, section
     program = re.search(r"^\s*([0-9.]+) s\s+(\d+) x  (jit\(\S+\))$", section, re.M)
-    assert program and float(program[1]) > 0 and int(program[2]) >= 1, section
+    assert program and int(program[2]) >= 1, section  # its seconds may print as 0.0 (a small program)
     assert re.search(r"programs under 0\.5 s a time .*: \d+ times, [0-9.]+ s$", section, re.M), section
     seconds = re.search(r"^\s*([0-9.]+) s of\s+[0-9.]+ s  (\S+)$", section, re.M)
     assert seconds and seconds.group(2) == test and float(seconds.group(1)) > 0
