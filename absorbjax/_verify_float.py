@@ -141,6 +141,8 @@ def product_enclosure(D: np.ndarray, Uu: np.ndarray, B: np.ndarray, err_B) -> tu
     step = max(1, WINDOW // max(d, 1))
     blocks = [(D[:, lo : lo + step], Uu[lo : lo + step]) for lo in range(0, k, step)]
     with np.errstate(all="ignore"):
+        # pair by pair, each block's pieces cut again (O(d k) a pass against the products' O(d² k)), so
+        # that one (d, d) sum is held, not nine, whatever the number of blocks
         for i, j in _PAIRS:
             if not _pair_exact(du[i], uu[j], k):
                 return None
