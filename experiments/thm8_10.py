@@ -21,7 +21,7 @@ from absorbjax.lab import figstyle, reproduce
 NAME = "thm8_10"
 TITLE = "Thm 8 / Thm 10: ReLU and GELU"
 PRESETS = {
-    "smoke": {"sizes": [[2, 4]], "activations": ["relu", "gelu"], "draws": 2, "restarts": 4, "steps": 200},
+    "smoke": {"sizes": [[2, 4]], "activations": ["relu", "gelu"], "draws": 2, "restarts": 8, "steps": None},
     "quick": {"sizes": [[2, 4], [3, 6]], "activations": ["relu", "gelu"], "draws": 16, "restarts": None, "steps": None},
     "full": {
         "sizes": [[2, 4], [3, 6], [4, 8]],

@@ -28,10 +28,10 @@ PRESETS = {
         "dists": ["gaussian", "ternary", "3-bit"],
         "skip_draws": 2,
         "search_sizes": [[2, 4]],
-        "search_draws": 2,
+        "search_draws": 4,
         "offsets": [-1],
-        "restarts": 4,
-        "steps": 100,
+        "restarts": 8,
+        "steps": None,
     },
     "quick": {
         "ds": [2, 3, 4, 5, 6, 7, 8],

@@ -51,8 +51,9 @@ def test_the_default_search_runs_with_the_condition_poisoned(monkeypatch):
     for name in condition.__all__:
         if callable(getattr(condition, name)):
             monkeypatch.setattr(condition, name, lambda *a, **k: pytest.fail("the default search called condition"))
+    # the defaults, as in the planted n = 4d test below: one compiled program serves both
     W, _ = models.planted_sample("relu", 2, 8, key=jax.random.key(40), draws=2, dtype=jnp.float64)
-    r = fit.search(W, "relu", key=KEY, solver=fit.Solver(restarts=8), run=fit.Run(progress=False))
+    r = fit.search(W, "relu", key=KEY, run=fit.Run(progress=False))
     assert r.solved().all(), r.best_loss
 
 
