@@ -400,7 +400,8 @@ def test_free_linear_term_fits_every_orientation():
         "gelu",
         problem=fit.Problem(linear=True),
         solver=dataclasses.replace(solver, init=jax.tree.map(lambda a: a[0], start)),
-        **kw,
+        key=KEY,
+        run=fit.Run(batch_size=2, progress=False),  # padded to the two-draw search's batch: its program
     )
     assert single.best_params.linear.shape == (2, 2) and single.batched().best_params.linear.shape == (1, 2, 2)
     plain = fit.search(W, "gelu", solver=dataclasses.replace(solver, init=start), **kw)
