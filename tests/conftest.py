@@ -124,6 +124,13 @@ _STAGES = {
 }
 
 
+def _tally(programs: dict[str, list], name: str, count: int, seconds: float) -> None:
+    """Add ``count`` compiles taking ``seconds`` to ``programs[name]`` (``[times, seconds]``)."""
+    entry = programs.setdefault(name, [0, 0.0])
+    entry[0] += count
+    entry[1] += seconds
+
+
 class _CompileReport:
     """Registered only with ``--compile-report N``, in the controller and in every worker."""
 
@@ -139,9 +146,7 @@ class _CompileReport:
             return
         self.stages[stage] += duration
         if stage == "compiling":
-            entry = self.programs.setdefault(str(fun_name), [0, 0.0])
-            entry[0] += 1
-            entry[1] += duration
+            _tally(self.programs, str(fun_name), 1, duration)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
@@ -175,9 +180,7 @@ class _CompileReport:
         programs: dict[str, list] = {}
         for _, new, _, _ in self.rows:
             for name, (count, seconds) in new.items():
-                entry = programs.setdefault(name, [0, 0.0])
-                entry[0] += count
-                entry[1] += seconds
+                _tally(programs, name, count, seconds)
         write(f"the {self.top} costliest programs (compiling or loading, seconds and times, all tests):")
         for name, (count, seconds) in sorted(programs.items(), key=lambda kv: -kv[1][1])[: self.top]:
             write(f"{seconds:7.1f} s {count:5d} x  {name}")
