@@ -21,6 +21,7 @@ from absorbjax.lab import figstyle, reproduce
 NAME = "thm8_10"
 TITLE = "Thm 8 / Thm 10: ReLU and GELU"
 PRESETS = {
+    # smoke: the settings of fit.search's doctest (2 draws, 8 restarts), so the suite compiles its relu program once
     "smoke": {"sizes": [[2, 4]], "activations": ["relu", "gelu"], "draws": 2, "restarts": 8, "steps": None},
     "quick": {"sizes": [[2, 4], [3, 6]], "activations": ["relu", "gelu"], "draws": 16, "restarts": None, "steps": None},
     "full": {

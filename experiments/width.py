@@ -28,7 +28,7 @@ PRESETS = {
         "dists": ["gaussian", "ternary", "3-bit"],
         "skip_draws": 2,
         "search_sizes": [[2, 4]],
-        "search_draws": 4,
+        "search_draws": 4,  # 4 draws and 8 restarts at width 5: the program of tests/test_width.py's below-k* test
         "offsets": [-1],
         "restarts": 8,
         "steps": None,
