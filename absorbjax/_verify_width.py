@@ -403,8 +403,8 @@ def check_width(get, U, D, skip, budget: int, verify_block) -> list[Step]:
             upper.name, None, f"{upper.detail}; not claimed (the certificate's error {get('error'):.3g} > 1e-6)"
         )
     steps.append(upper)
-    atoms = _atoms(U, D, A, "gelu" if act == "gelu" else "relu")  # the lower bound's: ReLU's but for GELU
     if act in ("relu", "gelu"):
+        atoms = _atoms(U, D, A, act)
         groups = atoms[0]
         same = sorted(map(sorted, groups)) == sorted(sorted(int(i) for i in g) for g in get("atoms"))
         steps.append(
@@ -419,6 +419,7 @@ def check_width(get, U, D, skip, budget: int, verify_block) -> list[Step]:
         limit, thr = activations.get(act).ray_limit, tol
         if limit != "relu" and lower > 0:
             return steps + [Step("lower", False, f"{act} declares ray limit {limit!r}, not relu: no lower bound")]
+        atoms = _atoms(U, D, A, "relu")  # the lower bound on the same weights is ReLU's
         ray = (get("basis") or {}).get("ray_limit_lower")
         steps.append(Step("basis", isinstance(ray, int) and lower <= ray, f"the relu bound {ray!r} >= lower {lower}"))
         if all(np.all(X == np.round(X)) and np.max(np.abs(X), initial=0) <= 2**20 for X in (U, D, A)):
