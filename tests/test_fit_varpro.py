@@ -55,6 +55,7 @@ def without_condition(monkeypatch):
             monkeypatch.setattr(condition, name, lambda *a, **k: pytest.fail("the default search called condition"))
 
 
+@pytest.mark.slow
 def test_negations_recover_the_planted_set_from_the_residual_block_itself():
     # A residual block is the free-linear fit with A = I: the negations that remove A are S.
     for d, n in ((3, 9), (4, 16)):  # n <= 12 enumerates, n = 16 rounds the least-squares point
