@@ -15,9 +15,10 @@ absolute ``2^-1000`` per entry for underflow):
 - ``‖M_S − M̃‖_2 ≤ e``: ``A'`` and each ``ũ_a ŵ_aᵀ`` are exact rationals correctly rounded (relative
   ``u``), their sum of at most ``L + 1`` terms adds ``γ_{L+1}`` of ``Σ |terms|``; so
   ``e = 2(L + 4) u ‖|A'| + Σ_a |ũ_a ŵ_aᵀ|‖_F``;
-- ``r ≥ ‖I − X M̃‖_2``: the computed product has ``|fl(X M̃) − X M̃| ≤ γ_d |X||M̃|``, so
-  ``r = ‖fl(I − fl(X M̃))‖_F + γ_d ‖|X||M̃|‖_F`` (inflated for their own rounding); if ``r < 1``,
-  ``‖M̃⁻¹‖_2 ≤ ‖X‖_F / (1 − r)``, hence ``σ_min(M̃) ≥ (1 − r) / ‖X‖_F``;
+- ``r ≥ ‖I − X M̃‖_2``: the computed product has ``|fl(X M̃) − X M̃| ≤ γ_d |X||M̃|`` and
+  ``‖|X||M̃|‖_F ≤ ‖X‖_F ‖M̃‖_F``, so ``r = ‖fl(I − fl(X M̃))‖_F + γ_d ‖X‖_F ‖M̃‖_F`` (inflated for
+  their own rounding); if ``r < 1``, ``‖M̃⁻¹‖_2 ≤ ‖X‖_F / (1 − r)``, hence
+  ``σ_min(M̃) ≥ (1 − r) / ‖X‖_F``, whatever ``X`` is;
 - ``σ_min(M_S) ≥ σ_min(M̃) − e − m`` (Weyl), ``m`` a bound on the atoms left out of the batch (a
   head of the atoms enumerated, every set of the tail ``T`` bounded at once:
   ``‖Σ_{a∈T'} ũ_a ŵ_aᵀ‖_2 ≤ min(Σ_{a∈T} ‖ũ_a‖‖ŵ_a‖, ‖Ũ_T‖_F ‖Ŵ_T‖_F)`` for every ``T' ⊆ T``);
@@ -25,6 +26,10 @@ absolute ``2^-1000`` per entry for underflow):
 
 Every float quantity that enters a bound is inflated (deflated) by ``2^-30``, far above its own
 rounding while ``L + d² < 2^20``.
+
+Since any ``X`` will do, a batch's ``X`` are not ``2^H`` inversions: one LAPACK inverse of the batch's
+first set, then Sherman–Morrison, one head atom at a time (``O(d²)`` a set, :func:`_inverses`); a set
+whose bound fails with that ``X`` is tried again with LAPACK's own inverse.
 """
 
 from __future__ import annotations
@@ -92,24 +97,57 @@ def screen(prep, head: list[int], margin: float, thr: Fraction, start: int, stop
         ok |= finite & (np.max(np.abs(M), axis=(1, 2)) * (1 - _SAFE) > slack)
     todo = np.flatnonzero(finite & ~ok)
     if todo.size:
-        ok[todo] = _smallest_above(M[todo], slack)
+        X = _inverses(Apf, Of, head, start, stop)
+        good = _proved(M[todo], X[todo], slack)
+        again = todo[~good]  # X drifted, or the set is not provable: LAPACK's own inverse decides
+        ok[todo] = good
+        if again.size:
+            ok[again] = _proved(M[again], _lapack_inverses(M[again]), slack)
     return ok
 
 
-def _smallest_above(M: np.ndarray, slack: float) -> np.ndarray:
-    """Whether ``σ_min(M) > slack`` is proved for each float matrix ``M`` (``(B, d, d)``), by an
-    approximate inverse (module docstring)."""
-    d = M.shape[-1]
+def _inverses(Apf: np.ndarray, Of: np.ndarray, head: list[int], start: int, stop: int) -> np.ndarray:
+    """Approximate inverses ``(stop − start, d, d)`` of the float ``M_S`` of the sets numbered
+    ``start..stop`` (an aligned block of ``2^c``: the bits from ``c`` on name the same atoms): LAPACK's
+    inverse of the block's first set, then for ``i < c`` the sets with bit ``i`` from those without
+    it by Sherman–Morrison, ``(X⁻¹ + u wᵀ)⁻¹ = X − X u wᵀ X / (1 + wᵀ X u)``, with ``u wᵀ`` the atom
+    ``ũ_a ŵ_aᵀ`` as rounded (scaled by its largest entry). Any entry may be inaccurate or not
+    finite: the bound of :func:`_proved` holds for any ``X``."""
+    c = (stop - start).bit_length() - 1
+    base = Apf + sum((Of[head[i]] for i in range(c, len(head)) if start >> i & 1), np.zeros_like(Apf))
+    with np.errstate(all="ignore"):
+        X = _lapack_inverses(base[None])
+        for i in range(c):
+            O = Of[head[i]]
+            r, k = np.unravel_index(np.argmax(np.abs(O)), O.shape)
+            u, w = (O[:, k] / O[r, k], O[r]) if O[r, k] != 0 else (np.zeros(len(O)), O[r])
+            Xu, wX = X @ u, w @ X  # (B, d) each
+            X = np.concatenate([X, X - Xu[:, :, None] * (wX / (1 + wX @ u)[:, None])[:, None, :]])
+    return X
+
+
+def _lapack_inverses(M: np.ndarray) -> np.ndarray:
+    """``inv(M)`` of each float matrix of ``M (B, d, d)``, 0 where a pivot is exactly zero in float."""
     with np.errstate(all="ignore"):
         try:
-            X = np.linalg.inv(M)
+            return np.linalg.inv(M)
         except np.linalg.LinAlgError:  # a zero pivot in float: any approximate inverse will do
             singular = ~(np.abs(np.linalg.det(M)) > 0)
-            X = np.linalg.inv(np.where(singular[:, None, None], np.eye(d), M))
+            X = np.linalg.inv(np.where(singular[:, None, None], np.eye(M.shape[-1]), M))
             X[singular] = 0.0  # r = ‖I‖_F >= 1: not proved
-        R = np.eye(d) - X @ M
-        r = (_frobenius(R) + gamma(d) * _frobenius(np.abs(X) @ np.abs(M))) * (1 + _SAFE) + d * d * _TINY
-        low = (1 - r) / (_frobenius(X) * (1 + _SAFE)) * (1 - _SAFE)
+            return X
+
+
+def _proved(M: np.ndarray, X: np.ndarray, slack: float) -> np.ndarray:
+    """Whether ``σ_min(M) > slack`` is proved for each float matrix ``M`` (``(B, d, d)``) with the
+    approximate inverse ``X`` (module docstring)."""
+    d = M.shape[-1]
+    with np.errstate(all="ignore"):
+        R = X @ M
+        R.reshape(len(R), d * d)[:, :: d + 1] -= 1.0  # fl(X M̃) − I: the negated residual, its norm the same
+        normX = _frobenius(X)
+        r = (_frobenius(R) + gamma(d) * normX * _frobenius(M)) * (1 + _SAFE) + d * d * _TINY
+        low = (1 - r) / (normX * (1 + _SAFE)) * (1 - _SAFE)
         good = np.isfinite(r) & np.isfinite(low) & (r < 1)
     return good & (low > slack)
 

@@ -306,6 +306,7 @@ def find_absorbing_sets(
     """
     U, _, _ = float_weights(params, batched=True)
     draws, n, d = U.shape
+    up, down = np.asarray(params.up), np.asarray(params.down)  # sliced below as stored, without a dispatch a draw
     check_layout(params, narrow=decision.narrow)  # warned once, here, for all draws
     skips = per_draw(skip, (d, d), draws, "skip")
     biases = per_draw(bias, (n,), draws, "bias")
@@ -314,7 +315,7 @@ def find_absorbing_sets(
 
     return [
         find_absorbing_set(
-            MLPParams(params.up[k], params.down[k]),
+            MLPParams(up[k], down[k]),
             activation,
             skip=skips[k],
             bias=biases[k],
