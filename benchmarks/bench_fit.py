@@ -19,13 +19,16 @@ runs with different step counts, so sampling, compilation and the final evaluati
 draws, the separation on Gaussian draws and the near-origin error of gated and homogeneous fits. ``--sizes [DRAWS]`` measures the
 recall on absorbable draws as n/d grows and on depth-2 stacks (``--strategy`` repeatable, side by side; ``expand``: the
 expand–merge–decide–polish search of :mod:`absorbjax.fit._expand`, ``--rounds R`` its rounds;
-``--size D N`` and ``--stack D N`` pick sizes).
+``--size D N`` and ``--stack D N`` pick sizes). CPU seconds are the process's, every thread's: under
+``taskset -c 0`` (one core, the record's ``environment.cores``) they equal the wall seconds.
 
     python benchmarks/bench_fit.py [--quick] [--out results/bench_fit.json]
     python benchmarks/bench_fit.py --claims 100 [--out results/fit_claims.json]
     python benchmarks/bench_fit.py --sizes 16 [--out results/fit_sizes.json]
     python benchmarks/bench_fit.py --sizes 12 --generic 2 --strategy default \
         --out docs/benchmarks/records/fit_search.json
+    taskset -c 0 python benchmarks/bench_fit.py --sizes 12 --generic 2 --strategy default \
+        --out docs/benchmarks/records/fit_search_one_core.json
     python benchmarks/bench_fit.py --sizes 8 --strategy expand --size 2 8 --size 3 12 --stack 2 4
     python benchmarks/bench_fit.py --sizes 8 --strategy expand --stack 2 4 --activation relu --rounds 9
 """

@@ -58,7 +58,8 @@ def machine(record: dict) -> str:
     env = record.get("environment", {})
     devices = ", ".join(env.get("devices", [])[:1]) or "?"
     written = env.get("time", env.get("date"))  # experiment records keep it apart (figures/timings.json)
-    return f"{devices} ({env.get('cpu', '?')}, {env.get('cores', '?')} cores), jax {env.get('jax', '?')}" + (
+    cores = env.get("cores", "?")
+    return f"{devices} ({env.get('cpu', '?')}, {cores} core{'' if cores == 1 else 's'}), jax {env.get('jax', '?')}" + (
         f", written {written}" if written else ""
     )
 
